@@ -1,0 +1,77 @@
+"""tether: an agent-harness microkernel for context control.
+
+The public names are imported lazily, so ``import tether`` stays cheap for a command that only
+needs part of the kernel (``tether --version`` imports nothing heavy).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .capabilities import Offer, Requirement
+    from .errors import CapabilityError, ErrorCode, PluginError, ProfileError, TetherError
+    from .hookspecs import hookimpl
+    from .kernel import Kernel, PluginSettings, load_kernel
+    from .plugins import LoadedPlugin, PluginCatalog, PluginEntry
+    from .profile import Profile, ProfilePath, load_profile
+    from .scopes import Scope
+
+__all__ = (
+    "CapabilityError",
+    "ErrorCode",
+    "Kernel",
+    "LoadedPlugin",
+    "Offer",
+    "PluginCatalog",
+    "PluginEntry",
+    "PluginError",
+    "PluginSettings",
+    "Profile",
+    "ProfileError",
+    "ProfilePath",
+    "Requirement",
+    "Scope",
+    "TetherError",
+    "__version__",
+    "hookimpl",
+    "load_kernel",
+    "load_profile",
+)
+
+_LAZY = {
+    "Offer": "capabilities",
+    "Requirement": "capabilities",
+    "CapabilityError": "errors",
+    "ErrorCode": "errors",
+    "PluginError": "errors",
+    "ProfileError": "errors",
+    "TetherError": "errors",
+    "hookimpl": "hookspecs",
+    "Kernel": "kernel",
+    "PluginSettings": "kernel",
+    "load_kernel": "kernel",
+    "LoadedPlugin": "plugins",
+    "PluginCatalog": "plugins",
+    "PluginEntry": "plugins",
+    "Profile": "profile",
+    "ProfilePath": "profile",
+    "load_profile": "profile",
+    "Scope": "scopes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

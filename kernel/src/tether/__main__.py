@@ -1,0 +1,6 @@
+"""``python -m tether`` runs the ``tether`` command."""
+
+from .cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""What plugins offer each other and what they require: the load-time capability check.
+
+A provider plugin declares :class:`Offer` records (``tether_offers``): "I am a *subagent
+provider* with the capabilities ``depth_limit`` and ``output_schema``". A plugin that depends on
+another declares :class:`Requirement` records (``tether_requires``), usually computed from its own
+settings: "the plugin named by my ``provider`` setting must be a *subagent provider* with
+``depth_limit``, because of my setting ``max_depth``". The kernel matches them through the
+requiring plugin's scope chain before anything runs, and a gap stops startup with
+``UNSUPPORTED_CAPABILITY`` or ``MISSING_REQUIRED_PLUGIN``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ("Offer", "Requirement")
+
+
+def _clean_capabilities(value: object) -> object:
+    if isinstance(value, str):
+        raise ValueError("capabilities must be a list of names, not one string")
+    return value
+
+
+class Offer(BaseModel):
+    """Something a plugin provides to other plugins."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str = Field(min_length=1)
+    """What the plugin is, in words a user reads in errors: ``"subagent provider"``."""
+    capabilities: frozenset[str] = frozenset()
+    """The optional features it supports: ``{"depth_limit", "output_schema"}``."""
+
+    _check = field_validator("capabilities", mode="before")(_clean_capabilities)
+
+
+class Requirement(BaseModel):
+    """Something a plugin needs from another plugin in its scope chain."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plugin: str = Field(min_length=1)
+    """The name of the plugin that must be loaded (in this scope or an enclosing one)."""
+    kind: str = Field(min_length=1)
+    """The :attr:`Offer.kind` that plugin must offer."""
+    capabilities: tuple[str, ...] = ()
+    """Capabilities the offer must include, checked in this order (the first gap is reported)."""
+    setting: str | None = None
+    """The requiring plugin's settings key that causes the requirement, for the error message."""
+    remedy: str | None = None
+    """How to do without it, e.g. ``'set max_depth = "provider-managed"'``."""
+
+    _check = field_validator("capabilities", mode="before")(_clean_capabilities)

@@ -1,0 +1,188 @@
+"""The ``tether`` command.
+
+Exit status: 0 success, 1 the command ran and found problems, 2 usage or startup error (one
+``ERROR: ...`` line on standard error; ``--debug`` shows the traceback instead).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .._version import __version__
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+    from ..plugins import LoadedPlugin, PluginCatalog
+
+__all__ = ("cli", "main")
+
+DEBUG_ENV = "TETHER_DEBUG"
+
+
+class _TetherGroup(click.Group):
+    """Turns a :class:`tether.TetherError` into one ``ERROR:`` line and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from ..errors import TetherError
+
+        try:
+            return super().invoke(ctx)
+        except TetherError as exc:
+            if ctx.meta.get("tether.debug"):
+                raise
+            click.echo(f"ERROR: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=_TetherGroup)
+@click.version_option(__version__, "--version", prog_name="tether", message="%(prog)s %(version)s")
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar=DEBUG_ENV,
+    help="Show the traceback of a startup error instead of one ERROR line.",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """tether: an agent-harness microkernel for context control."""
+    ctx.meta["tether.debug"] = debug
+
+
+_profile_option = click.option(
+    "--profile",
+    "profile",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The profile to load (default: tether.toml in the current directory).",
+)
+
+
+def _load(profile: Path | None, catalog: PluginCatalog | None = None) -> Kernel:
+    from ..kernel import load_kernel
+
+    return load_kernel(profile, catalog=catalog)
+
+
+@cli.command()
+@_profile_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins(profile: Path | None, as_json: bool) -> None:
+    """List every installed plugin, whether the profile loads it, and its hooks.
+
+    Without --profile the profile is tether.toml in the current directory if there is one;
+    without any profile nothing is loaded and nothing is imported.
+    """
+    from ..plugins import PluginCatalog
+
+    catalog = PluginCatalog.discover()
+    kernel = None
+    if profile is not None or Path("tether.toml").is_file():
+        kernel = _load(profile, catalog)
+    rows = [_plugin_row(entry, kernel, catalog) for entry in catalog.entries()]
+    if as_json:
+        document = {
+            "profile": str(kernel.profile.path) if kernel and kernel.profile.path else None,
+            "plugins": rows,
+        }
+        click.echo(json.dumps(document, indent=2))
+        return
+    if not rows:
+        click.echo("no plugins installed (entry-point group tether.plugins)")
+        return
+    header = ("NAME", "DISTRIBUTION", "VERSION", "LOADED", "HOOKS")
+    table = [
+        (
+            row["name"],
+            row["distribution"] or "inline",
+            row["version"] or "-",
+            ", ".join(row["scopes"]) if row["loaded"] else "no",
+            ", ".join(row["hooks"]) if row["hooks"] is not None else "-",
+        )
+        for row in rows
+    ]
+    widths = [max(len(str(r[i])) for r in (header, *table)) for i in range(len(header) - 1)]
+    for line in (header, *table):
+        cells = [str(cell).ljust(width) for cell, width in zip(line, widths, strict=False)]
+        click.echo("  ".join([*cells, str(line[-1])]).rstrip())
+
+
+def _plugin_row(entry: Any, kernel: Kernel | None, catalog: PluginCatalog) -> dict[str, Any]:
+    instances = [p for p in kernel.plugins if p.entry is entry] if kernel else []
+    return {
+        "name": entry.name,
+        "distribution": entry.distribution,
+        "version": entry.version,
+        "value": entry.value,
+        "loaded": bool(instances),
+        "conflict": len(catalog.get(entry.name)) > 1,
+        "scopes": [p.scope_id for p in instances],
+        "hooks": list(instances[0].hooks) if instances else None,
+        "offers": [
+            {"scope": p.scope_id, "kind": offer.kind, "capabilities": sorted(offer.capabilities)}
+            for p in instances
+            for offer in p.offers
+        ],
+    }
+
+
+@cli.command()
+@_profile_option
+def check(profile: Path | None) -> None:
+    """Load the profile and every plugin it names, run every check, print the composition."""
+    kernel = _load(profile)
+    for line in composition_tree(kernel):
+        click.echo(line)
+    count = len(kernel.plugins)
+    requirements = sum(len(p.requirements) for p in kernel.plugins)
+    click.echo(
+        f"ok: {count} plugin instance{'s' if count != 1 else ''} in "
+        f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
+        f"{requirements} requirement{'s' if requirements != 1 else ''} met"
+    )
+
+
+def composition_tree(kernel: Kernel) -> list[str]:
+    """The lines ``tether check`` prints: the profile, then each scope and its plugins."""
+    profile = kernel.profile
+    lines = [f"profile {profile.path}"]
+    lines += [f"  extends {path}" for path in profile.files[1:]]
+    for scope in kernel.scopes():
+        title = scope.path
+        if scope.kind == "agent":
+            table = profile.agent[scope.name]
+            if table.model:
+                title += f"  model={table.model}"
+        lines.append(title)
+        if not scope.plugins:
+            lines.append("  (no plugins)")
+        for index, plugin in enumerate(scope.plugins):
+            last = index == len(scope.plugins) - 1
+            lines.append(f"  {'└─' if last else '├─'} {_describe(plugin)}")
+            pad = "     " if last else "  │  "
+            for offer in plugin.offers:
+                caps = ", ".join(sorted(offer.capabilities)) or "no optional capabilities"
+                lines.append(f"{pad}offers {offer.kind}: {caps}")
+            for req in plugin.requirements:
+                caps = f" with {', '.join(req.capabilities)}" if req.capabilities else ""
+                lines.append(f'{pad}requires {req.kind} "{req.plugin}"{caps}')
+    return lines
+
+
+def _describe(plugin: LoadedPlugin) -> str:
+    text = f"{plugin.name} ({plugin.entry.source})"
+    if plugin.settings is not None:
+        fields = plugin.settings.model_dump(mode="json", exclude_defaults=True)
+        if fields:
+            text += " " + ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items())
+    hooks = plugin.hooks
+    text += f"  hooks: {', '.join(hooks) if hooks else 'none'}"
+    return text
+
+
+def main() -> None:
+    """Entry point of the ``tether`` console script."""
+    cli(prog_name="tether")

@@ -1,0 +1,112 @@
+"""One error tree for the whole kernel; every error carries a stable ``code``.
+
+::
+
+    TetherError
+    ├── ProfileError      the profile file: missing, not TOML, wrong shape, extends cycle
+    ├── PluginError       a plugin: unknown, not installed, import failed, hooks, settings,
+    │                     name conflict, broken contract
+    └── CapabilityError   a requirement one plugin has of another that is not met
+
+Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
+command line prints it after ``ERROR:`` and exits with status 2. ``docs/errors.md`` lists every
+code with an example and its remedy.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+__all__ = (
+    "CapabilityError",
+    "ErrorCode",
+    "PluginError",
+    "ProfileError",
+    "TetherError",
+)
+
+
+class ErrorCode(StrEnum):
+    """The stable codes; a code never changes meaning once released."""
+
+    PROFILE_NOT_FOUND = "PROFILE_NOT_FOUND"
+    PROFILE_INVALID_TOML = "PROFILE_INVALID_TOML"
+    PROFILE_INVALID = "PROFILE_INVALID"
+    PROFILE_EXTENDS_CYCLE = "PROFILE_EXTENDS_CYCLE"
+    UNKNOWN_AGENT = "UNKNOWN_AGENT"
+    UNKNOWN_PLUGIN = "UNKNOWN_PLUGIN"
+    PLUGIN_NOT_INSTALLED = "PLUGIN_NOT_INSTALLED"
+    PLUGIN_IMPORT_FAILED = "PLUGIN_IMPORT_FAILED"
+    PLUGIN_HOOK_MISMATCH = "PLUGIN_HOOK_MISMATCH"
+    PLUGIN_SETTINGS_INVALID = "PLUGIN_SETTINGS_INVALID"
+    PLUGIN_NAME_CONFLICT = "PLUGIN_NAME_CONFLICT"
+    DUPLICATE_PLUGIN = "DUPLICATE_PLUGIN"
+    PLUGIN_CONTRACT_VIOLATION = "PLUGIN_CONTRACT_VIOLATION"
+    MISSING_REQUIRED_PLUGIN = "MISSING_REQUIRED_PLUGIN"
+    UNSUPPORTED_CAPABILITY = "UNSUPPORTED_CAPABILITY"
+
+
+class TetherError(Exception):
+    """Base of every error the kernel raises on purpose.
+
+    ``message`` says what is wrong, ``where`` names the file and key (or the plugin), ``remedy``
+    says how to fix it. ``file``, ``key`` and ``plugin`` are kept as attributes so callers and
+    tests need not parse the text. ``where`` replaces the rendered ``file, key`` when the
+    location reads better in words (``plugin "subagent", setting max_depth = 3 in tether.toml``).
+    """
+
+    code: ErrorCode
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        file: Path | str | None = None,
+        key: str | None = None,
+        plugin: str | None = None,
+        remedy: str | None = None,
+        where: str | None = None,
+    ) -> None:
+        self.code = code
+        self._where = where
+        self.message = message
+        self.file = Path(file) if file is not None else None
+        self.key = key
+        self.plugin = plugin
+        self.remedy = remedy
+        super().__init__(self.render())
+
+    @property
+    def where(self) -> str | None:
+        """``file, key`` as far as they are known, unless the raiser phrased it itself."""
+        if self._where is not None:
+            return self._where
+        parts: list[str] = []
+        if self.file is not None:
+            parts.append(str(self.file))
+        if self.key:
+            parts.append(self.key)
+        return ", ".join(parts) or None
+
+    def render(self) -> str:
+        """The one-line form: ``message (where); remedy [CODE]``."""
+        text = self.message
+        if self.where:
+            text += f" ({self.where})"
+        if self.remedy:
+            text += f"; {self.remedy}"
+        return f"{text} [{self.code}]"
+
+
+class ProfileError(TetherError):
+    """The profile cannot be read or does not have the expected shape."""
+
+
+class PluginError(TetherError):
+    """A plugin cannot be found, imported, registered, configured or trusted."""
+
+
+class CapabilityError(TetherError):
+    """A plugin requires something of another plugin that the profile does not provide."""

@@ -1,0 +1,87 @@
+"""Every hook a tether plugin can implement.
+
+How tether calls hooks (read this before writing one):
+
+* Hooks are synchronous and called with keyword arguments. An implementation may accept fewer
+  arguments than its spec; that is how a spec grows without breaking plugins.
+* tether calls each hook **once per loaded plugin instance**, in profile order, passing that
+  instance's own validated ``settings``. A plugin named in two scopes (the global layer and an
+  agent's layer) is two instances with two settings objects. Results are therefore always
+  attributed to one plugin, and the kernel merges them by the rule the hook documents.
+* Hooks hand typed objects back (pydantic models, classes); the kernel validates what comes back
+  and stops startup with ``PLUGIN_CONTRACT_VIOLATION`` when it is not what the spec promises.
+* A misspelled hook name, or an argument the spec does not have, stops startup with
+  ``PLUGIN_HOOK_MISMATCH``.
+
+Sections follow the lifecycle: *load* hooks run while the profile is being composed, before any
+agent exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .capabilities import Offer, Requirement
+
+__all__ = ("PROJECT_NAME", "hookimpl", "hookspec")
+
+#: The pluggy project name: markers are ``tether_spec`` / ``tether_impl``.
+PROJECT_NAME = "tether"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# --------------------------------------------------------------------------------------------
+# Load: the profile is being composed; nothing is running yet.
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def tether_settings_model() -> type[BaseModel] | None:  # type: ignore[empty-body]
+    """Declare the pydantic model this plugin's settings table is validated against.
+
+    :return: a ``pydantic.BaseModel`` subclass, or ``None`` if the plugin takes no settings.
+
+    Called once per plugin instance, right after it is registered. The profile's table for the
+    instance (``[plugin.NAME]`` or ``[agent.A.plugin.NAME]``; an empty table when absent) is
+    validated against the model; a failure stops startup with ``PLUGIN_SETTINGS_INVALID`` naming
+    the key path and pydantic's reason. A plugin without this hook that is given a settings
+    table is rejected the same way. Use :data:`tether.ProfilePath` for path fields so relative
+    paths resolve against the profile's folder. Prefer ``extra="forbid"`` (as
+    :class:`tether.PluginSettings` does) so a misspelled key is reported, not ignored.
+    """
+
+
+@hookspec
+def tether_offers(settings: Any) -> Iterable[Offer]:  # type: ignore[empty-body]
+    """Declare what this plugin provides to other plugins.
+
+    :param settings: this instance's validated settings (``None`` without a settings model).
+    :return: an iterable of :class:`tether.Offer` (``kind`` + ``capabilities``).
+
+    Called once per plugin instance after its settings are validated. Requirements of other
+    plugins (``tether_requires``) are matched against these offers; a provider should declare
+    honestly only what it can enforce, so an impossible configuration fails at load.
+    """
+
+
+@hookspec
+def tether_requires(settings: Any) -> Iterable[Requirement]:  # type: ignore[empty-body]
+    """Declare what this plugin needs of other plugins, usually derived from its settings.
+
+    :param settings: this instance's validated settings (``None`` without a settings model).
+    :return: an iterable of :class:`tether.Requirement`.
+
+    Called once per plugin instance after every plugin of the profile is registered and has
+    declared its offers. Each requirement is looked up through the instance's scope chain
+    (its own layer first, then the enclosing ones): a missing plugin stops startup with
+    ``MISSING_REQUIRED_PLUGIN``, an offer without the required kind or capability with
+    ``UNSUPPORTED_CAPABILITY``.
+    """

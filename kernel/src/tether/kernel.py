@@ -1,0 +1,335 @@
+"""The kernel: a profile composed into scopes of registered, configured, checked plugins.
+
+:func:`load_kernel` is the whole startup: read the profile, import exactly the plugins it names,
+register each strictly, validate its settings, collect offers, then check every requirement.
+Anything impossible raises a :class:`tether.TetherError` before the first model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .capabilities import Offer, Requirement
+from .errors import CapabilityError, ErrorCode, PluginError
+from .plugins import LoadedPlugin, PluginCatalog, PluginEntry, register_plugin
+from .profile import Profile, find_profile, format_loc, load_profile
+from .scopes import Scope
+
+__all__ = ("Kernel", "PluginSettings", "load_kernel")
+
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+class PluginSettings(BaseModel):
+    """A convenient base for plugin settings: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Kernel:
+    """A composed profile: the global scope, each agent's scope, every plugin instance."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        catalog: PluginCatalog,
+        global_scope: Scope,
+        agent_scopes: Mapping[str, Scope],
+    ) -> None:
+        self.profile = profile
+        self.catalog = catalog
+        self.global_scope = global_scope
+        self._agent_scopes = dict(agent_scopes)
+
+    @property
+    def agents(self) -> list[str]:
+        """The agent presets the profile declares, sorted."""
+        return sorted(self._agent_scopes)
+
+    def agent_scope(self, name: str) -> Scope:
+        """The scope of agent ``name``; an unknown name says which agents exist."""
+        try:
+            return self._agent_scopes[name]
+        except KeyError:
+            known = ", ".join(self.agents) or "none"
+            raise PluginError(
+                ErrorCode.UNKNOWN_AGENT,
+                f'unknown agent "{name}"',
+                file=self.profile.path,
+                key="[agent]",
+                remedy=f"declare [agent.{name}] in the profile or use one of: {known}",
+            ) from None
+
+    def scopes(self) -> list[Scope]:
+        """The global scope, then each agent's scope by name."""
+        return [self.global_scope, *(self._agent_scopes[name] for name in self.agents)]
+
+    @property
+    def plugins(self) -> list[LoadedPlugin]:
+        """Every plugin instance, scope by scope, in profile order."""
+        return [plugin for scope in self.scopes() for plugin in scope.plugins]
+
+
+def load_kernel(
+    profile: Profile | Path | str | None = None,
+    *,
+    plugins: Mapping[str, object] | None = None,
+    entry_points: bool | None = None,
+    catalog: PluginCatalog | None = None,
+) -> Kernel:
+    """Compose a kernel from a profile; raise the first problem as a :class:`TetherError`.
+
+    ``profile`` is a loaded :class:`Profile`, a path, or ``None`` for ``tether.toml`` in the
+    current directory. ``plugins`` are inline plugins by name (they win over installed ones);
+    ``entry_points=False`` ignores installed plugins (``None`` follows
+    ``TETHER_DISABLE_PLUGIN_AUTOLOAD``).
+    """
+    if not isinstance(profile, Profile):
+        profile = load_profile(find_profile(profile))
+    if catalog is None:
+        catalog = PluginCatalog.discover(inline=plugins, entry_points=entry_points)
+    objects: dict[int, object] = {}
+
+    global_plugins = _load_layer(profile, catalog, None, objects)
+    global_scope = Scope("global", "global", None, global_plugins)
+    agent_scopes = {
+        name: Scope(name, "agent", global_scope, _load_layer(profile, catalog, name, objects))
+        for name in sorted(profile.agent)
+    }
+    kernel = Kernel(profile, catalog, global_scope, agent_scopes)
+    for scope in kernel.scopes():
+        for plugin in scope.plugins:
+            plugin.requirements = _collect(plugin, "tether_requires", Requirement, profile)
+            for requirement in plugin.requirements:
+                _check_requirement(kernel, scope, plugin, requirement)
+    return kernel
+
+
+def _layer_key(agent: str | None) -> tuple[str, str]:
+    """(table, key) where a layer's plugin list lives, for messages."""
+    return ("[tether] plugins", "tether") if agent is None else (f"[agent.{agent}] plugins", agent)
+
+
+def _load_layer(
+    profile: Profile,
+    catalog: PluginCatalog,
+    agent: str | None,
+    objects: dict[int, object],
+) -> list[LoadedPlugin]:
+    names = profile.tether.plugins if agent is None else profile.agent[agent].plugins
+    key, _ = _layer_key(agent)
+    list_key = ("tether", "plugins") if agent is None else ("agent", agent, "plugins")
+    file = profile.file_of(*list_key)
+    scope_id = "global" if agent is None else f"agent:{agent}"
+    loaded: list[LoadedPlugin] = []
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise PluginError(
+                ErrorCode.DUPLICATE_PLUGIN,
+                f'plugin "{name}" is listed twice in one layer',
+                file=file,
+                key=key,
+                plugin=name,
+                remedy="list it once; mount it under [agent.NAME] for a second instance",
+            )
+        seen.add(name)
+        entry = catalog.resolve(name, file=file, key=key)
+        obj = _import(entry, objects, file, key)
+        plugin = register_plugin(entry, obj, scope_id, file=file, key=key)
+        plugin.settings = _validate_settings(profile, agent, plugin)
+        plugin.offers = _collect(plugin, "tether_offers", Offer, profile)
+        loaded.append(plugin)
+    tables = profile.plugin if agent is None else profile.agent[agent].plugin
+    for name in tables:
+        if name not in seen:
+            where = profile.settings_key(agent, name)
+            raise PluginError(
+                ErrorCode.PLUGIN_SETTINGS_INVALID,
+                f'settings table for plugin "{name}", which is not loaded in this layer',
+                file=profile.file_of(*where),
+                key=format_loc(where, ()),
+                plugin=name,
+                remedy=f'add "{name}" to {key} or remove the table',
+            )
+    return loaded
+
+
+def _import(entry: PluginEntry, objects: dict[int, object], file: Any, key: str) -> object:
+    cache_key = id(entry)
+    if cache_key in objects:
+        return objects[cache_key]
+    try:
+        obj = entry.load()
+    except Exception as exc:
+        raise PluginError(
+            ErrorCode.PLUGIN_IMPORT_FAILED,
+            f'plugin "{entry.name}" ({entry.source}) failed to import: {type(exc).__name__}: {exc}',
+            file=file,
+            key=key,
+            plugin=entry.name,
+            remedy=f"fix or reinstall {entry.distribution or 'the plugin'} (--debug shows the "
+            f'traceback), or remove "{entry.name}" from the profile',
+        ) from exc
+    objects[cache_key] = obj
+    return obj
+
+
+def _validate_settings(profile: Profile, agent: str | None, plugin: LoadedPlugin) -> Any:
+    where = profile.settings_key(agent, plugin.name)
+    table = profile.settings_table(agent, plugin.name)
+    file = profile.file_of(*where)
+    model = _settings_model(plugin, profile)
+    if model is None:
+        if table:
+            raise PluginError(
+                ErrorCode.PLUGIN_SETTINGS_INVALID,
+                f'plugin "{plugin.name}" ({plugin.entry.source}) takes no settings',
+                file=file,
+                key=format_loc(where, ()),
+                plugin=plugin.name,
+                remedy="remove the table",
+            )
+        return None
+    try:
+        return model.model_validate(
+            table or {}, context=profile.settings_context(agent, plugin.name)
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(error["loc"])
+        more = len(exc.errors()) - 1
+        reason = error["msg"] + (f" (and {more} more)" if more else "")
+        key_file = profile.file_of(*where, *(str(p) for p in loc)) or file
+        raise PluginError(
+            ErrorCode.PLUGIN_SETTINGS_INVALID,
+            f'invalid settings for plugin "{plugin.name}" ({plugin.entry.source}): {reason}',
+            file=key_file,
+            key=format_loc(where, loc),
+            plugin=plugin.name,
+            remedy=_settings_remedy(error, model),
+        ) from exc
+
+
+def _settings_remedy(error: Any, model: type[BaseModel]) -> str:
+    if error.get("type") == "extra_forbidden":
+        known = ", ".join(model.model_fields) or "none"
+        return f"remove the key; known settings: {known}"
+    if error.get("type") == "missing":
+        return "add the key"
+    return "fix the value"
+
+
+def _settings_model(plugin: LoadedPlugin, profile: Profile) -> type[BaseModel] | None:
+    model = plugin.call("tether_settings_model")
+    if model is None:
+        return None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise _contract(plugin, "tether_settings_model", "a pydantic BaseModel subclass", model)
+    return model
+
+
+def _collect(
+    plugin: LoadedPlugin, hook: str, kind: type[_Record], profile: Profile
+) -> tuple[_Record, ...]:
+    result = plugin.call(hook)
+    if result is None:
+        return ()
+    if isinstance(result, (str, bytes, BaseModel)) or not isinstance(result, Iterable):
+        raise _contract(plugin, hook, f"an iterable of {kind.__name__}", result)
+    items = tuple(result)
+    for item in items:
+        if not isinstance(item, kind):
+            raise _contract(plugin, hook, f"an iterable of {kind.__name__}", item)
+    return items
+
+
+def _contract(plugin: LoadedPlugin, hook: str, expected: str, got: object) -> PluginError:
+    return PluginError(
+        ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+        f'plugin "{plugin.name}" ({plugin.entry.source}) broke the contract of {hook}: '
+        f"expected {expected}, got {type(got).__name__} {got!r:.80}",
+        plugin=plugin.name,
+        remedy=f"report this to the maintainers of {plugin.entry.distribution or 'the plugin'}",
+    )
+
+
+def _check_requirement(
+    kernel: Kernel, scope: Scope, plugin: LoadedPlugin, requirement: Requirement
+) -> None:
+    profile = kernel.profile
+    agent = scope.name if scope.kind == "agent" else None
+    where = profile.settings_key(agent, plugin.name)
+    because = f'plugin "{plugin.name}"'
+    file = profile.file_of(*where)
+    key = format_loc(where, ())
+    if requirement.setting:
+        table = profile.settings_table(agent, plugin.name) or {}
+        setting_file = profile.file_of(*where, requirement.setting) or file
+        if requirement.setting in table:
+            value = _toml_value(table[requirement.setting])
+            because += f", setting {requirement.setting} = {value} in {setting_file}"
+        else:
+            because += f", default {requirement.setting} in {file}"
+        file = setting_file
+        key = format_loc(where, (requirement.setting,))
+    target = scope.find_plugin(requirement.plugin)
+    offering = [
+        p.name
+        for p in scope.visible_plugins()
+        if p is not plugin and _offer_gap(p.offers, requirement) is None
+    ]
+    alternatives = f"plugins here that offer it: {', '.join(offering)}" if offering else ""
+    if target is None:
+        layer_key, _ = _layer_key(agent)
+        fix = f'add "{requirement.plugin}" to {layer_key}'
+        raise CapabilityError(
+            ErrorCode.MISSING_REQUIRED_PLUGIN,
+            f'{requirement.kind} "{requirement.plugin}" is not loaded in scope {scope.path}',
+            where=because,
+            file=file,
+            key=key,
+            plugin=plugin.name,
+            remedy="; ".join(x for x in (fix, requirement.remedy, alternatives) if x),
+        )
+    gap = _offer_gap(target.offers, requirement)
+    if gap is None:
+        return
+    if gap == "":
+        what = f'plugin "{target.name}" ({target.entry.source}) is not a {requirement.kind}'
+    else:
+        what = f'{requirement.kind} "{target.name}" does not support the "{gap}" capability'
+    raise CapabilityError(
+        ErrorCode.UNSUPPORTED_CAPABILITY,
+        what,
+        where=because,
+        file=file,
+        key=key,
+        plugin=plugin.name,
+        remedy="; ".join(x for x in (requirement.remedy, alternatives) if x)
+        or f"use another {requirement.kind}",
+    )
+
+
+def _offer_gap(offers: Iterable[Any], requirement: Requirement) -> str | None:
+    """``None`` if satisfied, ``""`` if nothing of the kind is offered, else the first gap."""
+    matching = [offer for offer in offers if offer.kind == requirement.kind]
+    if not matching:
+        return ""
+    have: set[str] = set().union(*(offer.capabilities for offer in matching))
+    for capability in requirement.capabilities:
+        if capability not in have:
+            return capability
+    return None
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)

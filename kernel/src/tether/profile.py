@@ -1,0 +1,435 @@
+"""The profile: which plugins load, in which scope, with which settings.
+
+A profile is a TOML file (``tether.toml`` in the current directory unless ``--profile`` names
+one)::
+
+    extends = "base.toml"                 # optional; this file wins key by key
+
+    [tether]
+    plugins = ["skills-fs", "subagent"]   # the global layer, in this order
+
+    [plugin.subagent]                     # settings of "subagent" in the global layer
+    max_depth = 3
+
+    [agent.main]
+    plugins = ["skills-fs"]               # mounted in the agent's own layer
+    model = "scripted:script.toml"
+    instructions = "agents/main.md"
+
+    [agent.main.plugin.skills-fs]         # settings of "skills-fs" in the agent's layer
+    roots = ["agents/main/skills"]
+
+Relative paths resolve against the folder of the file that wrote the key, so a key inherited
+through ``extends`` keeps pointing where its author meant. Tables merge key by key, nearest file
+first; any other value (lists included) is replaced whole.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+)
+
+from .errors import ErrorCode, ProfileError
+
+__all__ = (
+    "DEFAULT_PROFILE_NAME",
+    "NAME_PATTERN",
+    "AgentTable",
+    "Profile",
+    "ProfilePath",
+    "TetherTable",
+    "find_profile",
+    "format_loc",
+    "load_profile",
+)
+
+DEFAULT_PROFILE_NAME = "tether.toml"
+
+#: Plugin and agent names: letters, digits, ``.``, ``_``, ``-``; no path separators, at most 64.
+NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+#: The key in a pydantic validation context that holds the folder relative paths resolve against.
+PROFILE_DIR_CONTEXT = "tether_profile_dir"
+#: Per-key folders for keys inherited from another file through ``extends``.
+KEY_DIRS_CONTEXT = "tether_key_dirs"
+
+
+def _resolve_against_profile(value: Path, info: ValidationInfo) -> Path:
+    """Resolve a relative path against the folder of the file that wrote its key."""
+    if value.is_absolute():
+        return value
+    context = info.context if isinstance(info.context, Mapping) else {}
+    key_dirs = context.get(KEY_DIRS_CONTEXT) or {}
+    base = key_dirs.get(info.field_name) or context.get(PROFILE_DIR_CONTEXT)
+    if base is None:
+        return value
+    return (Path(base) / value.expanduser()).resolve()
+
+
+#: A path in a profile or a plugin's settings: relative values resolve against the profile's folder.
+ProfilePath = Annotated[Path, AfterValidator(_resolve_against_profile)]
+
+
+def _check_name(value: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
+            "(at most 64, starting and ending with a letter or digit)"
+        )
+    return value
+
+
+Name = Annotated[str, AfterValidator(_check_name)]
+
+
+class TetherTable(BaseModel):
+    """The ``[tether]`` table: the global layer and kernel-wide settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    plugins: tuple[Name, ...] = ()
+    """Plugins loaded into the global layer, in this order."""
+    store: str | None = None
+    """Session store spec (``sqlite:PATH`` or ``memory``); read by the agent runtime."""
+
+
+class AgentTable(BaseModel):
+    """An ``[agent.NAME]`` table: one agent preset and the plugins mounted in its scope."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    plugins: tuple[Name, ...] = ()
+    """Plugins loaded into this agent's own layer, in this order."""
+    plugin: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+    """Settings tables of the plugins in this agent's layer, by plugin name."""
+    description: str | None = None
+    """One line saying what the agent is for."""
+    model: str | None = None
+    """Model spec (``provider:name``) the agent uses unless a command overrides it."""
+    instructions: ProfilePath | None = None
+    """The agent's instructions: a markdown file, or a Python module that returns markdown."""
+
+
+class _ProfileDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    extends: str | None = None
+    tether: TetherTable = Field(default_factory=TetherTable)
+    plugin: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+    agent: dict[Name, AgentTable] = Field(default_factory=dict)
+
+
+class Profile(BaseModel):
+    """A loaded profile: the merged document plus where each key came from."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    path: Path | None
+    """The profile file (``None`` for a profile built in code)."""
+    files: tuple[Path, ...] = ()
+    """The file and every file it extends, nearest first."""
+    tether: TetherTable = Field(default_factory=TetherTable)
+    plugin: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    agent: dict[str, AgentTable] = Field(default_factory=dict)
+    origins: dict[tuple[str, ...], Path] = Field(default_factory=dict)
+    """Key path (``("agent", "main", "model")``) -> the file that set it."""
+
+    @property
+    def folder(self) -> Path:
+        """The folder relative paths resolve against by default."""
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    def file_of(self, *key: str) -> Path | None:
+        """The file that set ``key`` (or the nearest enclosing table), else the profile itself."""
+        for end in range(len(key), 0, -1):
+            found = self.origins.get(tuple(key[:end]))
+            if found is not None:
+                return found
+        return self.path
+
+    def settings_table(self, agent: str | None, plugin: str) -> dict[str, Any] | None:
+        """The raw settings table of ``plugin`` in the global layer or in ``agent``'s layer."""
+        if agent is None:
+            return self.plugin.get(plugin)
+        table = self.agent.get(agent)
+        return None if table is None else table.plugin.get(plugin)
+
+    def settings_key(self, agent: str | None, plugin: str) -> tuple[str, ...]:
+        """The key path of a plugin's settings table."""
+        if agent is None:
+            return ("plugin", plugin)
+        return ("agent", agent, "plugin", plugin)
+
+    def settings_context(self, agent: str | None, plugin: str) -> dict[str, Any]:
+        """The pydantic validation context that resolves a settings table's relative paths."""
+        key = self.settings_key(agent, plugin)
+        table = self.settings_table(agent, plugin) or {}
+        key_dirs = {}
+        for field in table:
+            file = self.file_of(*key, field)
+            if file is not None:
+                key_dirs[field] = file.parent
+        return {PROFILE_DIR_CONTEXT: self.folder, KEY_DIRS_CONTEXT: key_dirs}
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(part: str) -> str:
+    return part if _BARE_KEY.match(part) else '"' + part.replace('"', '\\"') + '"'
+
+
+def format_loc(prefix: tuple[str, ...], loc: tuple[int | str, ...]) -> str:
+    """Render a key path the way TOML writes it: ``[agent.main.plugin.x] roots[0]``."""
+    table = ".".join(_toml_key(p) for p in prefix)
+    rest = ""
+    for part in loc:
+        if part == "[key]":  # pydantic's marker for "the key itself is invalid"
+            continue
+        if isinstance(part, int):
+            rest += f"[{part}]"
+        else:
+            rest += f".{_toml_key(part)}" if rest else _toml_key(part)
+    if table and rest:
+        return f"[{table}] {rest}"
+    return f"[{table}]" if table else rest
+
+
+def find_profile(explicit: Path | str | None = None, cwd: Path | None = None) -> Path:
+    """The profile to use: ``explicit`` if given, else ``tether.toml`` in ``cwd``."""
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ProfileError(
+                ErrorCode.PROFILE_NOT_FOUND,
+                f"profile {str(path)!r} does not exist",
+                file=path,
+                remedy="check the --profile path",
+            )
+        return path.resolve()
+    folder = cwd or Path.cwd()
+    path = folder / DEFAULT_PROFILE_NAME
+    if not path.is_file():
+        raise ProfileError(
+            ErrorCode.PROFILE_NOT_FOUND,
+            f"no {DEFAULT_PROFILE_NAME} in {folder}",
+            remedy=f"create {DEFAULT_PROFILE_NAME} there or pass --profile PATH",
+        )
+    return path.resolve()
+
+
+_TOML_POSITION = re.compile(r"^(?P<reason>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+_TOML_AT_END = re.compile(r"^(?P<reason>.*?)\s*\(at end of document\)$")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(
+            ErrorCode.PROFILE_NOT_FOUND,
+            f"profile {str(path)!r} does not exist",
+            file=path,
+            remedy="check the path",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(
+            ErrorCode.PROFILE_INVALID_TOML,
+            f"profile cannot be read: {exc}",
+            file=path,
+            remedy="make it a readable UTF-8 TOML file",
+        ) from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        reason = str(exc)
+        found = _TOML_POSITION.match(reason)
+        if found:
+            where = f"line {found['line']}, column {found['col']}"
+            reason = found["reason"]
+        elif at_end := _TOML_AT_END.match(reason):
+            lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+            where = f"end of file, after line {lines}"
+            reason = at_end["reason"]
+        else:
+            where = "position unknown"
+        raise ProfileError(
+            ErrorCode.PROFILE_INVALID_TOML,
+            f"profile is not valid TOML: {reason}",
+            file=path,
+            key=where,
+            remedy="fix the TOML syntax there",
+        ) from exc
+
+
+def _merge(
+    base: dict[str, Any],
+    nearer: dict[str, Any],
+    origins: dict[tuple[str, ...], Path],
+    nearer_file: Path,
+    prefix: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Merge ``nearer`` over ``base`` key by key, recording which file set each key."""
+    merged = dict(base)
+    for key, value in nearer.items():
+        path = (*prefix, key)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            origins.setdefault(path, nearer_file)
+            merged[key] = _merge(merged[key], value, origins, nearer_file, path)
+        else:
+            merged[key] = value
+            _forget_below(origins, path)
+            origins[path] = nearer_file
+    return merged
+
+
+def _forget_below(origins: dict[tuple[str, ...], Path], path: tuple[str, ...]) -> None:
+    for key in [k for k in origins if len(k) > len(path) and k[: len(path)] == path]:
+        del origins[key]
+
+
+def _record(
+    document: dict[str, Any],
+    origins: dict[tuple[str, ...], Path],
+    file: Path,
+    prefix: tuple[str, ...] = (),
+) -> None:
+    for key, value in document.items():
+        path = (*prefix, key)
+        origins[path] = file
+        if isinstance(value, dict):
+            _record(value, origins, file, path)
+
+
+def _load_chain(
+    path: Path, stack: tuple[Path, ...]
+) -> tuple[dict[str, Any], dict[tuple[str, ...], Path], tuple[Path, ...]]:
+    """Read ``path`` and everything it extends; return (merged, origins, files nearest first)."""
+    if path in stack:
+        cycle = " -> ".join(str(p) for p in (*stack, path))
+        raise ProfileError(
+            ErrorCode.PROFILE_EXTENDS_CYCLE,
+            f"profiles extend each other in a cycle: {cycle}",
+            file=stack[-1],
+            key="extends",
+            remedy="remove one of the extends keys",
+        )
+    document = _read_toml(path)
+    extends = document.get("extends")
+    if extends is None:
+        origins: dict[tuple[str, ...], Path] = {}
+        _record(document, origins, path)
+        return document, origins, (path,)
+    if not isinstance(extends, str):
+        raise ProfileError(
+            ErrorCode.PROFILE_INVALID,
+            f"extends must be a file name, not {type(extends).__name__}",
+            file=path,
+            key="extends",
+            remedy='write extends = "base.toml"',
+        )
+    base_path = (path.parent / Path(extends).expanduser()).resolve()
+    if not base_path.is_file():
+        raise ProfileError(
+            ErrorCode.PROFILE_NOT_FOUND,
+            f"extended profile {extends!r} does not exist (looked for {base_path})",
+            file=path,
+            key="extends",
+            remedy="fix the extends path; it is relative to this profile's folder",
+        )
+    base, origins, files = _load_chain(base_path, (*stack, path))
+    merged = _merge(base, document, origins, path)
+    return merged, origins, (path, *files)
+
+
+def load_profile(path: Path | str) -> Profile:
+    """Read, merge (``extends``) and validate a profile; raise :class:`ProfileError` if bad."""
+    path = Path(path).resolve()
+    merged, origins, files = _load_chain(path, ())
+    merged.pop("extends", None)
+    origins.pop(("extends",), None)
+    return profile_from_dict(merged, path=path, files=files, origins=origins)
+
+
+def profile_from_dict(
+    document: Mapping[str, Any],
+    *,
+    path: Path | None = None,
+    files: tuple[Path, ...] = (),
+    origins: dict[tuple[str, ...], Path] | None = None,
+) -> Profile:
+    """Validate an already-parsed profile document (used by tests and embedding hosts)."""
+    origins = dict(origins or {})
+    folder = path.parent if path is not None else Path.cwd()
+    agent_dirs = {}
+    for name in (document.get("agent") or {}) if isinstance(document.get("agent"), dict) else {}:
+        file = origins.get(("agent", name, "instructions"))
+        if file is not None:
+            agent_dirs[name] = file.parent
+    try:
+        parsed = _ProfileDocument.model_validate(
+            document,
+            context={PROFILE_DIR_CONTEXT: folder, KEY_DIRS_CONTEXT: {}},
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(error["loc"])
+        key_path = tuple(str(p) for p in loc)
+        file = _origin(origins, key_path) or path
+        more = len(exc.errors()) - 1
+        message = f"profile key is invalid: {error['msg']}"
+        if more:
+            message += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise ProfileError(
+            ErrorCode.PROFILE_INVALID,
+            message,
+            file=file,
+            key=format_loc((), loc),
+            remedy=_profile_remedy(error),
+        ) from exc
+    agents = {}
+    for name, table in parsed.agent.items():
+        if table.instructions is not None and name in agent_dirs:
+            raw = document["agent"][name]["instructions"]
+            resolved = (agent_dirs[name] / Path(raw).expanduser()).resolve()
+            table = table.model_copy(update={"instructions": resolved})
+        agents[name] = table
+    return Profile(
+        path=path,
+        files=files,
+        tether=parsed.tether,
+        plugin=parsed.plugin,
+        agent=agents,
+        origins=origins,
+    )
+
+
+def _origin(origins: Mapping[tuple[str, ...], Path], key: tuple[str, ...]) -> Path | None:
+    for end in range(len(key), 0, -1):
+        found = origins.get(key[:end])
+        if found is not None:
+            return found
+    return None
+
+
+def _profile_remedy(error: Any) -> str:
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        return (
+            "remove the key; known top-level tables are [tether], [plugin.NAME] and "
+            "[agent.NAME] (see docs/profiles.md)"
+        )
+    return "fix the value (see docs/profiles.md)"

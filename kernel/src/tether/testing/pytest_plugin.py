@@ -1,0 +1,63 @@
+"""tether's pytest plugin: fixtures for kernels, profiles and inline plugins.
+
+Loaded by pytest through the ``pytest11`` entry point of the ``tether`` distribution. It keeps
+imports light (tether itself is imported inside the fixtures) and sets
+``TETHER_DISABLE_PLUGIN_AUTOLOAD=1`` for the session unless the ini option
+``tether_plugin_autoload = true`` is set, so an installed plugin never leaks into an unrelated
+test. Tests that need installed plugins start a subprocess with that variable removed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+
+_AUTOLOAD_ENV = "TETHER_DISABLE_PLUGIN_AUTOLOAD"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "tether_plugin_autoload",
+        "Let tether load installed entry-point plugins during tests (default: false).",
+        type="bool",
+        default=False,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getini("tether_plugin_autoload"):
+        os.environ[_AUTOLOAD_ENV] = "1"
+
+
+@pytest.fixture
+def tether_profile(tmp_path: Path) -> Callable[..., Path]:
+    """``tether_profile(text, name="tether.toml")`` writes a profile under ``tmp_path``."""
+    from . import write_profile
+
+    def write(text: str, name: str = "tether.toml") -> Path:
+        return write_profile(tmp_path, text, name)
+
+    return write
+
+
+@pytest.fixture
+def tether_kernel(tmp_path: Path) -> Callable[..., Kernel]:
+    """``tether_kernel(profile_text_or_path, plugins={"name": obj})`` builds a kernel.
+
+    Inline plugins only: installed entry points are ignored.
+    """
+    from . import make_kernel, write_profile
+
+    def build(profile: str | Path, plugins: Mapping[str, object] | None = None) -> Kernel:
+        if isinstance(profile, str) and ("\n" in profile or not profile):
+            profile = write_profile(tmp_path, profile)
+        return make_kernel(profile, plugins)
+
+    return build
