@@ -33,7 +33,7 @@ from pathlib import Path
 PLUGIN_COUNT = 10
 LOADED_COUNT = 5
 
-PLUGIN_MODULE = '''
+PLUGIN_MODULE = """
 import tether
 
 
@@ -55,7 +55,7 @@ def tether_offers(settings):
 @tether.hookimpl
 def tether_requires(settings):
     return [tether.Requirement(plugin="bench0", kind="bench provider", capabilities=("fast",))]
-'''
+"""
 
 
 def build_distribution(folder: Path) -> Path:

@@ -6,7 +6,8 @@
     ├── ProfileError      the profile file: missing, not TOML, wrong shape, extends cycle
     ├── PluginError       a plugin: unknown, not installed, import failed, hooks, settings,
     │                     name conflict, broken contract
-    └── CapabilityError   a requirement one plugin has of another that is not met
+    ├── CapabilityError   a requirement one plugin has of another that is not met
+    └── StoreError        the session store: bad spec, unknown schema, missing or corrupt session
 
 Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
 command line prints it after ``ERROR:`` and exits with status 2. ``docs/errors.md`` lists every
@@ -23,6 +24,7 @@ __all__ = (
     "ErrorCode",
     "PluginError",
     "ProfileError",
+    "StoreError",
     "TetherError",
 )
 
@@ -45,6 +47,12 @@ class ErrorCode(StrEnum):
     PLUGIN_CONTRACT_VIOLATION = "PLUGIN_CONTRACT_VIOLATION"
     MISSING_REQUIRED_PLUGIN = "MISSING_REQUIRED_PLUGIN"
     UNSUPPORTED_CAPABILITY = "UNSUPPORTED_CAPABILITY"
+    STORE_SPEC_INVALID = "STORE_SPEC_INVALID"
+    STORE_SCHEMA_UNSUPPORTED = "STORE_SCHEMA_UNSUPPORTED"
+    SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+    SESSION_EXISTS = "SESSION_EXISTS"
+    SESSION_CORRUPT = "SESSION_CORRUPT"
+    DEPTH_LOWERED = "DEPTH_LOWERED"
 
 
 class TetherError(Exception):
@@ -110,3 +118,7 @@ class PluginError(TetherError):
 
 class CapabilityError(TetherError):
     """A plugin requires something of another plugin that the profile does not provide."""
+
+
+class StoreError(TetherError):
+    """The session store cannot do what was asked without losing or inventing facts."""

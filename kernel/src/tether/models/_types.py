@@ -1,0 +1,96 @@
+"""Messages, tool calls and the request/response a model exchanges with the turn loop."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = (
+    "FinishReason",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "Role",
+    "ToolCall",
+    "ToolSchema",
+    "Usage",
+)
+
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "tool_calls", "length", "refusal", "error"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCall(_Frozen):
+    """A call the model asks for: ``name(arguments)``, answered by a tool message with ``id``."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(_Frozen):
+    """One message of a conversation, in the shape chat models share."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Assistant messages only: the tools the model called."""
+    tool_call_id: str | None = None
+    """Tool messages only: the call this message answers."""
+    name: str | None = None
+    """Tool messages: the tool's name."""
+    is_error: bool = False
+    """Tool messages: the tool failed and ``content`` says how."""
+
+
+class ToolSchema(_Frozen):
+    """What a model is told about a tool: its name, description and JSON Schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Usage(_Frozen):
+    """Token accounting of one model response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Input tokens the provider served from its prompt cache (a subset of ``input_tokens``)."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+
+class ModelRequest(_Frozen):
+    """Everything a model sees for one step.
+
+    ``system`` is the base prompt (instruction blocks then framework sections), byte-stable for a
+    whole session; ``messages`` only grows from one step to the next.
+    """
+
+    system: tuple[str, ...] = ()
+    messages: tuple[Message, ...] = ()
+    tools: tuple[ToolSchema, ...] = ()
+    max_output_tokens: int | None = None
+    agent: str | None = None
+    """The agent preset making the request (scripted models may key their steps by it)."""
+
+
+class ModelResponse(_Frozen):
+    """One model answer: text and/or tool calls, usage, and why it stopped."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: FinishReason = "stop"

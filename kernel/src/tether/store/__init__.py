@@ -1,0 +1,69 @@
+"""Session stores: the ``SessionStore`` protocol, SQLite (durable default) and in-memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ErrorCode, StoreError
+from ._events import (
+    AssistantMessage,
+    DescriptorEvent,
+    Event,
+    InstructionEvent,
+    MessageSource,
+    Origin,
+    SessionHeader,
+    StopReason,
+    StoredEvent,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
+    parse_event,
+)
+from ._memory import MemoryStore
+from ._protocol import SessionStore
+from ._sqlite import SCHEMA_VERSION, SQLiteStore
+
+__all__ = (
+    "SCHEMA_VERSION",
+    "AssistantMessage",
+    "DescriptorEvent",
+    "Event",
+    "InstructionEvent",
+    "MemoryStore",
+    "MessageSource",
+    "Origin",
+    "SQLiteStore",
+    "SessionHeader",
+    "SessionStore",
+    "StopReason",
+    "StoredEvent",
+    "ToolResult",
+    "TurnEnded",
+    "TurnStarted",
+    "UserMessage",
+    "open_store",
+    "parse_event",
+)
+
+DEFAULT_STORE = "sqlite:.tether/sessions.db"
+
+
+def open_store(spec: str | None, *, base: Path | None = None) -> SessionStore:
+    """Open ``sqlite:PATH`` (relative to ``base``) or ``memory``; default ``sqlite:.tether/...``."""
+    spec = spec or DEFAULT_STORE
+    if spec == "memory":
+        return MemoryStore()
+    kind, _, rest = spec.partition(":")
+    if kind == "sqlite" and rest:
+        path = Path(rest).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        return SQLiteStore(path)
+    raise StoreError(
+        ErrorCode.STORE_SPEC_INVALID,
+        f"unknown session store {spec!r}",
+        key="[tether] store",
+        remedy='use "sqlite:PATH" (durable) or "memory"',
+    )

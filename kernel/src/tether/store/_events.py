@@ -1,0 +1,139 @@
+"""Session headers and the events of a session log; every persisted shape is a pydantic model."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from ..models._types import FinishReason, ToolCall, Usage
+
+__all__ = (
+    "AssistantMessage",
+    "DescriptorEvent",
+    "Event",
+    "InstructionEvent",
+    "MessageSource",
+    "Origin",
+    "SessionHeader",
+    "StopReason",
+    "StoredEvent",
+    "ToolResult",
+    "TurnEnded",
+    "TurnStarted",
+    "UserMessage",
+    "parse_event",
+)
+
+StopReason = Literal["completed", "aborted", "error", "max-tokens", "refusal"]
+Origin = Literal["user", "subagent"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SessionHeader(_Frozen):
+    """What a session is and where it comes from; lineage lives here, durably."""
+
+    id: str
+    created_at: float
+    label: str | None = None
+    agent: str | None = None
+    """The agent preset (profile ``[agent.NAME]``) the session runs."""
+    parent_session: str | None = None
+    origin: Origin = "user"
+    delegation_depth: int = Field(default=0, ge=0)
+    """How many delegations separate this session from its root; never lowered."""
+    seed_length: int = Field(default=0, ge=0)
+    """Events copied from a parent at creation (a fork's seed); the child's own log follows."""
+
+
+class MessageSource(_Frozen):
+    """Why a user-role message entered the log."""
+
+    kind: Literal["user", "followup", "steer", "inject", "notice", "subagent", "system"] = "user"
+    sender: str | None = None
+    """The session that sent it, when another agent did."""
+
+
+class TurnStarted(_Frozen):
+    type: Literal["turn/start"] = "turn/start"
+    turn: int
+    message_id: str | None = None
+
+
+class TurnEnded(_Frozen):
+    type: Literal["turn/end"] = "turn/end"
+    turn: int
+    stop_reason: StopReason
+    usage: Usage = Field(default_factory=Usage)
+    steps: int = 0
+    error: str | None = None
+
+
+class UserMessage(_Frozen):
+    type: Literal["user/message"] = "user/message"
+    message_id: str
+    content: str
+    source: MessageSource = Field(default_factory=MessageSource)
+
+
+class AssistantMessage(_Frozen):
+    type: Literal["assistant/message"] = "assistant/message"
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: FinishReason = "stop"
+
+
+class ToolResult(_Frozen):
+    type: Literal["tool/result"] = "tool/result"
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+class InstructionEvent(_Frozen):
+    """A dynamic instruction's value, appended whenever it changes (slot ``slug``)."""
+
+    type: Literal["instruction"] = "instruction"
+    slug: str
+    role: Literal["system", "user"] = "system"
+    content: str
+
+
+class DescriptorEvent(_Frozen):
+    """A versioned record later subsystems keep in a log (e.g. a continuable child's setup)."""
+
+    type: Literal["descriptor"] = "descriptor"
+    kind: str
+    version: int = 1
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+Event = Annotated[
+    TurnStarted
+    | TurnEnded
+    | UserMessage
+    | AssistantMessage
+    | ToolResult
+    | InstructionEvent
+    | DescriptorEvent,
+    Field(discriminator="type"),
+]
+
+_EVENT = TypeAdapter(Event)
+
+
+def parse_event(data: str | bytes) -> Event:
+    """Parse one stored event (JSON); raises ``pydantic.ValidationError`` when it is not one."""
+    return _EVENT.validate_json(data)
+
+
+class StoredEvent(_Frozen):
+    """An event with its position in the log (1-based, gap-free)."""
+
+    seq: int
+    event: Event

@@ -1,0 +1,32 @@
+"""Rules every store enforces the same way."""
+
+from __future__ import annotations
+
+from ..errors import ErrorCode, StoreError
+from ._events import SessionHeader
+
+
+def missing(session_id: str) -> StoreError:
+    return StoreError(
+        ErrorCode.SESSION_NOT_FOUND,
+        f'no session "{session_id}"',
+        remedy="list the stored sessions with `tether sessions list`",
+    )
+
+
+def check_depth(header: SessionHeader, depth: int) -> bool:
+    """True if ``depth`` raises the header's depth; an error if it would lower it."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise StoreError(
+            ErrorCode.DEPTH_LOWERED,
+            f"delegation depth must be a non-negative integer, not {depth!r}",
+            remedy="pass an int >= 0",
+        )
+    if depth < header.delegation_depth:
+        raise StoreError(
+            ErrorCode.DEPTH_LOWERED,
+            f'delegation depth of session "{header.id}" is {header.delegation_depth}; '
+            f"it cannot be lowered to {depth}",
+            remedy="depth only grows; a restart must not reset it",
+        )
+    return depth > header.delegation_depth
