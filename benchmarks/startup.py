@@ -121,7 +121,7 @@ def median_ms(command: list[str], cwd: Path, env: dict[str, str], runs: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Startup figures of issue 2 (medians).")
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--json", action="store_true", help="print the medians as JSON")
     args = parser.parse_args()
