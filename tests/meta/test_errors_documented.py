@@ -21,6 +21,8 @@ def test_error_code_is_documented(code):
 def test_error_code_is_tested(code):
     here = Path(__file__).resolve()
     sources = [p for p in (ROOT / "tests").rglob("test_*.py") if p.resolve() != here]
+    # The conformance suites shipped in tether.testing are tests too (run by tests/store).
+    sources += list((ROOT / "kernel" / "src" / "tether" / "testing").glob("*_conformance.py"))
     text = "\n".join(p.read_text(encoding="utf-8") for p in sources)
     assert f"ErrorCode.{code}" in text or f"[{code}]" in text, f"no test checks {code}"
 

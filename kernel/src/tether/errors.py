@@ -7,7 +7,9 @@
     ├── PluginError       a plugin: unknown, not installed, import failed, hooks, settings,
     │                     name conflict, broken contract
     ├── CapabilityError   a requirement one plugin has of another that is not met
-    └── StoreError        the session store: bad spec, unknown schema, missing or corrupt session
+    ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session
+    ├── ModelError        a model spec that resolves to nothing, a request that failed
+    └── AgentError        an agent that cannot be composed: instructions, tools, filters
 
 Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
 command line prints it after ``ERROR:`` and exits with status 2. ``docs/errors.md`` lists every
@@ -18,10 +20,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 __all__ = (
+    "AgentError",
     "CapabilityError",
     "ErrorCode",
+    "ModelError",
     "PluginError",
     "ProfileError",
     "StoreError",
@@ -53,6 +58,13 @@ class ErrorCode(StrEnum):
     SESSION_EXISTS = "SESSION_EXISTS"
     SESSION_CORRUPT = "SESSION_CORRUPT"
     DEPTH_LOWERED = "DEPTH_LOWERED"
+    MODEL_SPEC_UNKNOWN = "MODEL_SPEC_UNKNOWN"
+    MODEL_REQUEST_FAILED = "MODEL_REQUEST_FAILED"
+    SCRIPT_INVALID = "SCRIPT_INVALID"
+    SCRIPT_MISMATCH = "SCRIPT_MISMATCH"
+    INSTRUCTIONS_INVALID = "INSTRUCTIONS_INVALID"
+    TOOL_INVALID = "TOOL_INVALID"
+    TOOL_FILTER_INVALID = "TOOL_FILTER_INVALID"
 
 
 class TetherError(Exception):
@@ -122,3 +134,19 @@ class CapabilityError(TetherError):
 
 class StoreError(TetherError):
     """The session store cannot do what was asked without losing or inventing facts."""
+
+
+class ModelError(TetherError):
+    """A model could not be resolved or a request failed.
+
+    ``recoverable`` errors (a timeout, a rate limit, a 5xx) are retried by the turn loop; the
+    others end the turn with stop reason ``error``.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, *, recoverable: bool = False, **kw: Any):
+        self.recoverable = recoverable
+        super().__init__(code, message, **kw)
+
+
+class AgentError(TetherError):
+    """An agent cannot be composed from its profile, tools or instructions."""

@@ -27,7 +27,9 @@ import pluggy
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from .agents import DynamicInstruction, PreStep, Tool
     from .capabilities import Offer, Requirement
+    from .models import ModelProvider
 
 __all__ = ("PROJECT_NAME", "hookimpl", "hookspec")
 
@@ -84,4 +86,63 @@ def tether_requires(settings: Any) -> Iterable[Requirement]:  # type: ignore[emp
     (its own layer first, then the enclosing ones): a missing plugin stops startup with
     ``MISSING_REQUIRED_PLUGIN``, an offer without the required kind or capability with
     ``UNSUPPORTED_CAPABILITY``.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Agents: called when an agent is composed for a session (``tether run``, ``tether context``,
+# a delegated child), once per plugin instance visible from the agent's scope.
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec
+def tether_tools(settings: Any) -> Iterable[Tool]:  # type: ignore[empty-body]
+    """Offer model-facing tools to agents whose scope chain includes this plugin instance.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.agents.Tool`.
+
+    Tools resolve through the scope chain nearest layer first: an agent-layer tool hides a
+    global one of the same name; two plugins of one layer offering one name is an error
+    (``TOOL_INVALID``). The tool list is fixed when the agent is composed and stays
+    byte-identical for the session.
+    """
+
+
+@hookspec
+def tether_model_providers(settings: Any) -> Iterable[ModelProvider]:  # type: ignore[empty-body]
+    """Offer model providers: ``ModelProvider(prefix, factory)`` makes models for ``PREFIX:NAME``.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.models.ModelProvider`.
+
+    The kernel provides ``function`` and ``scripted``; the nearest plugin offering a prefix
+    wins. A spec whose prefix nobody provides fails with ``MODEL_SPEC_UNKNOWN`` listing the
+    known prefixes (or the plugin to add, for a first-party prefix).
+    """
+
+
+@hookspec
+def tether_instructions(settings: Any) -> Iterable[DynamicInstruction]:  # type: ignore[empty-body]
+    """Offer dynamic instructions: resolvers keyed by slug, evaluated at session or turn start.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.agents.DynamicInstruction`.
+
+    A value that differs from the slot's previous one is appended to the conversation as a
+    ``<instruction slug="...">`` message of the instruction's role, never rewritten in place,
+    so the prompt only grows. ``None`` leaves the slot unchanged.
+    """
+
+
+@hookspec
+def tether_pre_step(settings: Any) -> Iterable[PreStep]:  # type: ignore[empty-body]
+    """Offer pre-step hooks: async functions run before every model request of a turn.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.agents.PreStep`.
+
+    Each hook receives a :class:`tether.agents.StepContext` and returns messages to append
+    (logged as ``context/message`` with the hook's origin) or nothing. Hooks run in scope
+    order (nearest layer first), after queued steering and injected messages.
     """

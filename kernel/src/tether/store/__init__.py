@@ -7,8 +7,11 @@ from pathlib import Path
 from ..errors import ErrorCode, StoreError
 from ._events import (
     AssistantMessage,
+    ContextMessage,
     DescriptorEvent,
     Event,
+    InboxAccepted,
+    InboxDiscarded,
     InstructionEvent,
     MessageSource,
     Origin,
@@ -28,8 +31,11 @@ from ._sqlite import SCHEMA_VERSION, SQLiteStore
 __all__ = (
     "SCHEMA_VERSION",
     "AssistantMessage",
+    "ContextMessage",
     "DescriptorEvent",
     "Event",
+    "InboxAccepted",
+    "InboxDiscarded",
     "InstructionEvent",
     "MemoryStore",
     "MessageSource",

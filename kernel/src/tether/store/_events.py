@@ -10,8 +10,11 @@ from ..models._types import FinishReason, ToolCall, Usage
 
 __all__ = (
     "AssistantMessage",
+    "ContextMessage",
     "DescriptorEvent",
     "Event",
+    "InboxAccepted",
+    "InboxDiscarded",
     "InstructionEvent",
     "MessageSource",
     "Origin",
@@ -104,6 +107,32 @@ class InstructionEvent(_Frozen):
     content: str
 
 
+class InboxAccepted(_Frozen):
+    """A message entered the agent's inbox; its turn starts later (claimed by ``user/message``)."""
+
+    type: Literal["inbox/accepted"] = "inbox/accepted"
+    message_id: str
+    content: str
+    source: MessageSource = Field(default_factory=MessageSource)
+
+
+class InboxDiscarded(_Frozen):
+    """An accepted message was dropped unrun (``cancel(keep_inbox=False)``)."""
+
+    type: Literal["inbox/discarded"] = "inbox/discarded"
+    message_id: str
+
+
+class ContextMessage(_Frozen):
+    """A message a pre-step hook appended (a catalog, a notice): part of what the model sees."""
+
+    type: Literal["context/message"] = "context/message"
+    role: Literal["system", "user"] = "user"
+    content: str
+    origin: str
+    """Who added it: the hook's plugin name or a kernel subsystem."""
+
+
 class DescriptorEvent(_Frozen):
     """A versioned record later subsystems keep in a log (e.g. a continuable child's setup)."""
 
@@ -120,6 +149,9 @@ Event = Annotated[
     | AssistantMessage
     | ToolResult
     | InstructionEvent
+    | InboxAccepted
+    | InboxDiscarded
+    | ContextMessage
     | DescriptorEvent,
     Field(discriminator="type"),
 ]

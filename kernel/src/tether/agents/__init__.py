@@ -1,0 +1,36 @@
+"""Agents: the turn loop, its inbox, tools, prompt composition."""
+
+from __future__ import annotations
+
+from ._agent import Agent, AgentLimits, PreStep, StepContext, event_to_message, new_header
+from ._compose import AgentPreset, build_preset, compose_agent, resolve_agent_name
+from ._instructions import (
+    PARALLEL_TOOLS_SECTION,
+    DynamicInstruction,
+    InstructionContext,
+    load_instructions,
+    render_instruction,
+)
+from ._tools import Tool, ToolContext, ToolFilter, ToolRegistry
+
+__all__ = (
+    "PARALLEL_TOOLS_SECTION",
+    "Agent",
+    "AgentLimits",
+    "AgentPreset",
+    "DynamicInstruction",
+    "InstructionContext",
+    "PreStep",
+    "StepContext",
+    "Tool",
+    "ToolContext",
+    "ToolFilter",
+    "ToolRegistry",
+    "build_preset",
+    "compose_agent",
+    "event_to_message",
+    "load_instructions",
+    "new_header",
+    "render_instruction",
+    "resolve_agent_name",
+)

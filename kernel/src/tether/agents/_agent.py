@@ -1,0 +1,559 @@
+"""The Agent: a durable session, an inbox, and the turn loop that works through it.
+
+A turn: a message is accepted into the inbox (``inbox/accepted`` is durable before
+``followup`` returns) -> the loop claims it (``user/message``, ``turn/start``) -> per step:
+queued steering and injected messages, then pre-step hooks, are appended -> one model request
+-> tool calls run (safe ones concurrently) -> results appended -> until an answer without tool
+calls or a limit -> ``turn/end`` with a stop reason. Every event reaches the store before the
+agent acts on it, and the model request of step N+1 is the request of step N plus appended
+messages: the base prompt and tool list never change within a session.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..errors import ErrorCode, ModelError
+from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
+from ..store import (
+    AssistantMessage,
+    ContextMessage,
+    Event,
+    InboxAccepted,
+    InboxDiscarded,
+    InstructionEvent,
+    MessageSource,
+    SessionHeader,
+    SessionStore,
+    StopReason,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
+)
+from ._instructions import DynamicInstruction, InstructionContext, render_instruction
+from ._tools import ToolContext, ToolRegistry
+
+__all__ = ("Agent", "AgentLimits", "PreStep", "StepContext")
+
+#: How long teardown waits for the final log writes of a cancelled turn.
+TEARDOWN_TIMEOUT = 5.0
+
+_FINISH_TO_STOP: dict[str, StopReason] = {
+    "stop": "completed",
+    "tool_calls": "completed",
+    "length": "max-tokens",
+    "refusal": "refusal",
+    "error": "error",
+}
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    """Per-agent limits; hitting a step or token limit ends the turn with ``max-tokens``."""
+
+    max_steps: int = 50
+    """Model requests per turn."""
+    max_output_tokens: int | None = None
+    """Output tokens per turn, across its steps."""
+    model_retries: int = 3
+    """Retries of a recoverable model failure, per step."""
+    retry_backoff: float = 0.05
+    """Pause before the first retry, in seconds; each further retry waits four times longer."""
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a pre-step hook sees: the agent, the turn and step numbers, the history so far."""
+
+    agent: Agent
+    turn: int
+    step: int
+    messages: Sequence[Message]
+
+
+#: A pre-step hook: returns messages to append before the step's model request (or nothing).
+PreStepFunction = Callable[[StepContext], "Awaitable[Iterable[Message] | None]"]
+
+
+@dataclass(frozen=True)
+class PreStep:
+    """A named pre-step hook; ``origin`` is recorded with every message it appends."""
+
+    origin: str
+    run: PreStepFunction
+
+
+@dataclass
+class _InboxItem:
+    message_id: str
+    content: str
+    source: MessageSource
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def event_to_message(event: Event) -> Message | None:
+    """The message a logged event contributes to the model's history, if any."""
+    match event:
+        case UserMessage(content=content):
+            return Message(role="user", content=content)
+        case AssistantMessage(content=content, tool_calls=calls):
+            return Message(role="assistant", content=content, tool_calls=calls)
+        case ToolResult(tool_call_id=call_id, name=name, content=content, is_error=is_error):
+            return Message(
+                role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error
+            )
+        case InstructionEvent(slug=slug, role=role, content=content):
+            return Message(role=role, content=render_instruction(slug, content))
+        case ContextMessage(role=role, content=content):
+            return Message(role=role, content=content)
+        case _:
+            return None
+
+
+class Agent:
+    """One agent running one session. Use as ``async with``; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        header: SessionHeader,
+        store: SessionStore,
+        model: Model,
+        system: Sequence[str] = (),
+        tools: ToolRegistry | None = None,
+        instructions: Sequence[DynamicInstruction] = (),
+        pre_steps: Sequence[PreStep] = (),
+        limits: AgentLimits | None = None,
+    ) -> None:
+        self.header = header
+        self.store = store
+        self.model = model
+        self.system: tuple[str, ...] = tuple(system)
+        self.tools = tools or ToolRegistry()
+        self._tool_schemas = self.tools.schemas()
+        self.instructions = tuple(instructions)
+        self.pre_steps = tuple(pre_steps)
+        self.limits = limits or AgentLimits()
+        self._history: list[Message] = []
+        self._instruction_values: dict[str, str] = {}
+        self._turns = 0
+        self._inbox: deque[_InboxItem] = deque()
+        self._steering: list[_InboxItem] = []
+        self._injected: list[_InboxItem] = []
+        self._listeners: list[Callable[[Event], None]] = []
+        self._group: TaskGroup | None = None
+        self._turn_scope: anyio.CancelScope | None = None
+        self._runner_active = False
+        self._parked = False
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._restored = False
+        self._last_stop: StopReason = "completed"
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def session_id(self) -> str:
+        return self.header.id
+
+    @property
+    def name(self) -> str | None:
+        """The agent preset this session runs."""
+        return self.header.agent
+
+    @property
+    def status(self) -> Literal["running", "idle"]:
+        """``running`` while a turn runs or accepted messages wait to be claimed."""
+        return "running" if self._runner_active else "idle"
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The history the model's next request starts from."""
+        return tuple(self._history)
+
+    @property
+    def turns(self) -> int:
+        return self._turns
+
+    async def restore(self) -> None:
+        """Rebuild history, instruction slots and unclaimed inbox messages from the log."""
+        claimed: set[str] = set()
+        accepted: dict[str, _InboxItem] = {}
+        for stored in await self.store.events(self.session_id):
+            event = stored.event
+            message = event_to_message(event)
+            if message is not None:
+                self._history.append(message)
+            match event:
+                case InboxAccepted(message_id=mid, content=content, source=source):
+                    accepted[mid] = _InboxItem(mid, content, source)
+                case UserMessage(message_id=mid):
+                    claimed.add(mid)
+                case InboxDiscarded(message_id=mid):
+                    claimed.add(mid)
+                case TurnStarted(turn=turn):
+                    self._turns = turn
+                case InstructionEvent(slug=slug, content=content):
+                    self._instruction_values[slug] = content
+                case _:
+                    pass
+        self._inbox.extend(item for mid, item in accepted.items() if mid not in claimed)
+        self._restored = True
+
+    async def __aenter__(self) -> Agent:
+        if not self._restored:
+            await self.restore()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        if self._inbox:
+            self._parked = True  # restored messages wait for the next waking message
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._group is not None
+        self._parked = True
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+        self._group.cancel_scope.cancel()
+        try:
+            return await self._group.__aexit__(*exc_info)
+        finally:
+            self._group = None
+            self._runner_active = False
+            self._idle.set()
+
+    def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``listener(event)`` after each event is stored; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    async def _append(self, *events: Event) -> None:
+        await self.store.append(self.session_id, events)
+        for event in events:
+            for listener in self._listeners:
+                listener(event)
+
+    # ---------------------------------------------------------------- inbox
+
+    async def followup(self, content: str, *, source: MessageSource | None = None) -> str:
+        """Queue ``content`` as a later turn (FIFO); returns once it is durably accepted."""
+        item = _InboxItem(_new_id("msg"), content, source or MessageSource(kind="user"))
+        await self._append(
+            InboxAccepted(message_id=item.message_id, content=content, source=item.source)
+        )
+        self._inbox.append(item)
+        self._wake()
+        return item.message_id
+
+    async def steer(self, content: str, *, source: MessageSource | None = None) -> str:
+        """A message the running turn sees at its next step; an idle agent takes it as a turn."""
+        source = source or MessageSource(kind="steer")
+        if not self._runner_active or self._turn_scope is None:
+            return await self.followup(content, source=source)
+        item = _InboxItem(_new_id("msg"), content, source)
+        self._steering.append(item)
+        return item.message_id
+
+    async def inject(self, content: str, *, source: MessageSource | None = None) -> str:
+        """Add context without waking the agent: the next step (or turn) sees it."""
+        item = _InboxItem(_new_id("msg"), content, source or MessageSource(kind="inject"))
+        if self._turn_scope is not None:
+            self._injected.append(item)
+        else:
+            await self._commit_message(item)
+        return item.message_id
+
+    async def run(self, content: str, *, source: MessageSource | None = None) -> StopReason:
+        """``followup`` then wait until idle; the stop reason of the last turn."""
+        await self.followup(content, source=source)
+        await self.when_idle()
+        return self._last_stop
+
+    @property
+    def last_stop_reason(self) -> StopReason:
+        """The stop reason of the most recent turn."""
+        return self._last_stop
+
+    async def when_idle(self) -> None:
+        """Wait until no turn runs and no accepted message waits."""
+        await self._idle.wait()
+
+    async def cancel(self, *, keep_inbox: bool = False) -> None:
+        """Abort the running turn (stop reason ``aborted``).
+
+        With ``keep_inbox`` the queued messages stay parked until the next waking message;
+        without it they are discarded (``inbox/discarded``).
+        """
+        self._parked = True
+        if not keep_inbox:
+            dropped, self._inbox = list(self._inbox), deque()
+            if dropped:
+                await self._append(*(InboxDiscarded(message_id=i.message_id) for i in dropped))
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+
+    def _wake(self) -> None:
+        self._parked = False
+        if self._runner_active:
+            return
+        if self._group is None:
+            raise RuntimeError("use the agent inside `async with agent:` before sending to it")
+        self._runner_active = True
+        self._idle = anyio.Event()
+        self._group.start_soon(self._drain)
+
+    async def _drain(self) -> None:
+        try:
+            while self._inbox and not self._parked:
+                await self._run_turn(self._inbox.popleft())
+        finally:
+            self._runner_active = False
+            self._idle.set()
+
+    async def _commit_message(self, item: _InboxItem) -> None:
+        await self._append(
+            UserMessage(message_id=item.message_id, content=item.content, source=item.source)
+        )
+        self._history.append(Message(role="user", content=item.content))
+
+    # ---------------------------------------------------------------- the turn
+
+    async def _run_turn(self, item: _InboxItem) -> None:
+        self._turns += 1
+        turn = self._turns
+        await self._append(TurnStarted(turn=turn, message_id=item.message_id))
+        usage = Usage()
+        steps = 0
+        stop: StopReason = "error"
+        error: str | None = None
+        final: AssistantMessage | None = None
+        pending_calls: tuple[ToolCall, ...] = ()
+        claimed = False
+        with anyio.CancelScope() as scope:
+            self._turn_scope = scope
+            try:
+                # Instructions first, so the message that started the turn comes last; the
+                # user/message event is the claim: a crash before it re-queues the message.
+                await self._resolve_instructions(turn)
+                await self._commit_message(item)
+                claimed = True
+                while True:
+                    if steps >= self.limits.max_steps:
+                        stop = "max-tokens"
+                        break
+                    steps += 1
+                    await self._before_step(turn, steps)
+                    response = await self._request(steps, usage)
+                    usage = usage + response.usage
+                    message = AssistantMessage(
+                        content=response.text,
+                        tool_calls=response.tool_calls,
+                        usage=response.usage,
+                        finish_reason=response.finish_reason,
+                    )
+                    self._history.append(
+                        Message(
+                            role="assistant", content=response.text, tool_calls=response.tool_calls
+                        )
+                    )
+                    over_budget = (
+                        self.limits.max_output_tokens is not None
+                        and usage.output_tokens >= self.limits.max_output_tokens
+                    )
+                    if not response.tool_calls:
+                        stop = _FINISH_TO_STOP.get(response.finish_reason, "error")
+                        final = message  # stored together with turn/end below
+                        break
+                    await self._append(message)
+                    pending_calls = response.tool_calls
+                    await self._run_tools(response.tool_calls)
+                    pending_calls = ()
+                    if over_budget:
+                        stop = "max-tokens"
+                        break
+            except ModelError as exc:
+                stop, error = "error", str(exc)
+            finally:
+                self._turn_scope = None
+        if scope.cancelled_caught:
+            stop = "aborted"
+        with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+            closing: list[Event] = []
+            if not claimed:  # aborted before the message was read: keep it, answered or not
+                closing.append(
+                    UserMessage(
+                        message_id=item.message_id, content=item.content, source=item.source
+                    )
+                )
+                self._history.append(Message(role="user", content=item.content))
+            if final is not None:
+                closing.append(final)
+            answered = {m.tool_call_id for m in self._history if m.role == "tool"}
+            for call in pending_calls:
+                if call.id not in answered:
+                    result = ToolResult(
+                        tool_call_id=call.id, name=call.name, content="cancelled", is_error=True
+                    )
+                    closing.append(result)
+                    self._history.append(event_to_message(result))  # type: ignore[arg-type]
+            closing.extend(self._drain_pending_messages())
+            closing.append(
+                TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
+            )
+            await self._append(*closing)
+        self._last_stop = stop
+
+    def _drain_pending_messages(self) -> list[Event]:
+        """Steering and injected messages that arrived too late for a step: keep them."""
+        events: list[Event] = []
+        for item in [*self._steering, *self._injected]:
+            events.append(
+                UserMessage(message_id=item.message_id, content=item.content, source=item.source)
+            )
+            self._history.append(Message(role="user", content=item.content))
+        self._steering.clear()
+        self._injected.clear()
+        return events
+
+    async def _resolve_instructions(self, turn: int) -> None:
+        if not self.instructions:
+            return
+        context = InstructionContext(self.name, self.session_id, turn)
+        events: list[Event] = []
+        for instruction in self.instructions:
+            if instruction.when == "session" and instruction.slug in self._instruction_values:
+                continue
+            value = await instruction.value(context)
+            if value is None or self._instruction_values.get(instruction.slug) == value:
+                continue
+            self._instruction_values[instruction.slug] = value
+            event = InstructionEvent(slug=instruction.slug, role=instruction.role, content=value)
+            events.append(event)
+            self._history.append(event_to_message(event))  # type: ignore[arg-type]
+        if events:
+            await self._append(*events)
+
+    async def _before_step(self, turn: int, step: int) -> None:
+        events = self._drain_pending_messages()
+        for pre_step in self.pre_steps:
+            context = StepContext(self, turn, step, tuple(self._history))
+            for message in await pre_step.run(context) or ():
+                role = "system" if message.role == "system" else "user"
+                events.append(
+                    ContextMessage(role=role, content=message.content, origin=pre_step.origin)
+                )
+                self._history.append(Message(role=role, content=message.content))
+        if events:
+            await self._append(*events)
+
+    async def _request(self, step: int, usage: Usage) -> ModelResponse:
+        budget = self.limits.max_output_tokens
+        request = ModelRequest.model_construct(
+            system=self.system,
+            messages=tuple(self._history),
+            tools=self._tool_schemas,
+            max_output_tokens=None if budget is None else max(budget - usage.output_tokens, 1),
+            agent=self.name,
+        )
+        attempt = 0
+        while True:
+            try:
+                return await self.model.request(request)
+            except ModelError as exc:
+                if not exc.recoverable or attempt >= self.limits.model_retries:
+                    raise
+            except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                raise ModelError(
+                    ErrorCode.MODEL_REQUEST_FAILED,
+                    f"model {self.model.name} failed: {type(exc).__name__}: {exc}",
+                    remedy="a model adapter should raise tether.ModelError",
+                ) from exc
+            await anyio.sleep(self.limits.retry_backoff * 4**attempt)
+            attempt += 1
+
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
+        results: dict[str, ToolResult] = {}
+
+        async def run(call: ToolCall) -> None:
+            results[call.id] = await self._run_tool(call)
+
+        safe = [c for c in calls if (t := self.tools.get(c.name)) is not None and t.safe]
+        if len(safe) > 1:
+            async with anyio.create_task_group() as group:
+                for call in safe:
+                    group.start_soon(run, call)
+        for call in calls:
+            if call.id not in results:
+                await run(call)
+        ordered = [results[call.id] for call in calls]
+        await self._append(*ordered)
+        for result in ordered:
+            self._history.append(event_to_message(result))  # type: ignore[arg-type]
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.tools.names()) or "none"
+            return ToolResult(
+                tool_call_id=call.id,
+                name=call.name,
+                content=f'error: there is no tool "{call.name}"; available tools: {known}',
+                is_error=True,
+            )
+        problems = tool.argument_errors(call.arguments)
+        if problems:
+            return ToolResult(
+                tool_call_id=call.id,
+                name=call.name,
+                content="error: invalid arguments: " + "; ".join(problems),
+                is_error=True,
+            )
+        try:
+            content = await tool.call(dict(call.arguments), ToolContext(self, call.id))
+        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            return ToolResult(
+                tool_call_id=call.id,
+                name=call.name,
+                content=f"error: {type(exc).__name__}: {exc}",
+                is_error=True,
+            )
+        return ToolResult(tool_call_id=call.id, name=call.name, content=content)
+
+
+def new_header(
+    *,
+    agent: str | None = None,
+    label: str | None = None,
+    session_id: str | None = None,
+    parent_session: str | None = None,
+    origin: Literal["user", "subagent"] = "user",
+    delegation_depth: int = 0,
+    seed_length: int = 0,
+) -> SessionHeader:
+    """A header for a new session (id ``ses_...`` unless given)."""
+    return SessionHeader(
+        id=session_id or _new_id("ses"),
+        created_at=time.time(),
+        label=label,
+        agent=agent,
+        parent_session=parent_session,
+        origin=origin,
+        delegation_depth=delegation_depth,
+        seed_length=seed_length,
+    )

@@ -1,0 +1,178 @@
+"""Compose an :class:`Agent` from a kernel: its scope's tools, model, instructions and hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentError, ErrorCode, PluginError
+from ..kernel import Kernel
+from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_model
+from ..plugins import LoadedPlugin
+from ..scopes import Scope
+from ..store import SessionStore
+from ._agent import Agent, AgentLimits, PreStep, new_header
+from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
+from ._tools import Tool, ToolRegistry
+
+__all__ = ("AgentPreset", "compose_agent", "resolve_agent_name")
+
+
+@dataclass(frozen=True)
+class AgentPreset:
+    """Everything an agent is before it has a session: the parts of its model request."""
+
+    name: str | None
+    scope: Scope
+    system: tuple[str, ...]
+    tools: ToolRegistry
+    instructions: tuple[DynamicInstruction, ...]
+    pre_steps: tuple[PreStep, ...]
+    model_providers: tuple[ModelProvider, ...]
+    model_spec: str | None
+
+
+def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
+    """``requested``, else ``main``, else the only agent; ``None`` when none is declared."""
+    if requested is not None:
+        kernel.agent_scope(requested)  # raises UNKNOWN_AGENT with the declared names
+        return requested
+    agents = kernel.agents
+    if not agents:
+        return None
+    if "main" in agents:
+        return "main"
+    if len(agents) == 1:
+        return agents[0]
+    raise PluginError(
+        ErrorCode.UNKNOWN_AGENT,
+        f"the profile declares several agents ({', '.join(agents)}) and none is called main",
+        file=kernel.profile.path,
+        remedy="pass --agent NAME",
+    )
+
+
+def _collect(
+    plugins: Iterable[LoadedPlugin], hook: str, kind: type | tuple[type, ...]
+) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for plugin in plugins:
+        result = plugin.call(hook)
+        if result is None:
+            continue
+        items = list(result) if not isinstance(result, (str, bytes)) else [result]
+        for item in items:
+            if not isinstance(item, kind):
+                expected = kind.__name__ if isinstance(kind, type) else kind[0].__name__
+                raise PluginError(
+                    ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+                    f'plugin "{plugin.name}" ({plugin.entry.source}) broke the contract of '
+                    f"{hook}: expected an iterable of {expected}, got {type(item).__name__}",
+                    plugin=plugin.name,
+                    remedy=f"report this to the maintainers of "
+                    f"{plugin.entry.distribution or 'the plugin'}",
+                )
+            found.append((plugin.name, item))
+    return found
+
+
+def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
+    """Collect an agent's parts from the plugins visible in its scope."""
+    scope = kernel.global_scope if agent is None else kernel.agent_scope(agent)
+    layers = [_collect(plugins, "tether_tools", Tool) for _, plugins in scope.layers()]
+    tools = ToolRegistry.from_layers(layers)
+    visible = scope.visible_plugins()
+    providers = [p for _, p in _collect(visible, "tether_model_providers", ModelProvider)]
+    instructions = [i for _, i in _collect(visible, "tether_instructions", DynamicInstruction)]
+    slugs = [i.slug for i in instructions]
+    duplicated = sorted({slug for slug in slugs if slugs.count(slug) > 1})
+    if duplicated:
+        raise AgentError(
+            ErrorCode.INSTRUCTIONS_INVALID,
+            f"dynamic instruction slug(s) offered twice: {', '.join(duplicated)}",
+            remedy="each slug names one slot; rename one of them",
+        )
+    pre_steps = [p for _, p in _collect(visible, "tether_pre_step", PreStep)]
+    table = kernel.profile.agent.get(agent) if agent is not None else None
+    system: list[str] = []
+    if table is not None and table.instructions is not None:
+        text = load_instructions(table.instructions)
+        if text:
+            system.append(text)
+    if len(tools):
+        system.append(PARALLEL_TOOLS_SECTION)
+    return AgentPreset(
+        name=agent,
+        scope=scope,
+        system=tuple(system),
+        tools=tools,
+        instructions=tuple(instructions),
+        pre_steps=tuple(pre_steps),
+        model_providers=(*providers, *BUILTIN_MODEL_PROVIDERS),
+        model_spec=table.model if table is not None else None,
+    )
+
+
+def resolve_preset_model(
+    preset: AgentPreset, spec: str | None, *, base: Path | None = None
+) -> Model:
+    """The model for ``spec`` (or the preset's own), through the scope's model providers."""
+    spec = spec or preset.model_spec
+    if spec is None:
+        where = f"[agent.{preset.name}] model" if preset.name else "the profile"
+        raise AgentError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"no model for agent {preset.name or '(global)'}",
+            key=where,
+            remedy='set model = "provider:name" in the agent table or pass --model SPEC',
+        )
+    return resolve_model(spec, preset.model_providers, base=base)
+
+
+async def compose_agent(
+    kernel: Kernel,
+    store: SessionStore,
+    *,
+    agent: str | None = None,
+    model: Model | str | None = None,
+    session_id: str | None = None,
+    label: str | None = None,
+    limits: AgentLimits | None = None,
+) -> Agent:
+    """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given.
+
+    Use the result as ``async with agent:``. A string ``model`` is a spec resolved relative to
+    the current directory; ``None`` uses the agent's profile ``model``.
+    """
+    name = resolve_agent_name(kernel, agent)
+    preset = build_preset(kernel, name)
+    if not isinstance(model, str) and model is not None:
+        resolved: Model = model
+    elif model is not None:
+        resolved = resolve_preset_model(preset, model, base=Path.cwd())
+    else:
+        resolved = resolve_preset_model(preset, None, base=kernel.profile.folder)
+    if session_id is not None:
+        header = await store.header(session_id)
+        if header.agent != name and agent is not None:
+            raise AgentError(
+                ErrorCode.UNKNOWN_AGENT,
+                f'session "{session_id}" runs agent {header.agent!r}, not {name!r}',
+                remedy=f"drop --agent or pass --agent {header.agent}",
+            )
+        if header.agent != name:
+            preset = build_preset(kernel, resolve_agent_name(kernel, header.agent))
+    else:
+        header = await store.create(new_header(agent=name, label=label))
+    return Agent(
+        header=header,
+        store=store,
+        model=resolved,
+        system=preset.system,
+        tools=preset.tools,
+        instructions=preset.instructions,
+        pre_steps=preset.pre_steps,
+        limits=limits,
+    )

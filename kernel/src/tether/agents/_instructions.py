@@ -1,0 +1,127 @@
+"""The base prompt (instructions + framework sections) and dynamic instructions.
+
+The base prompt is computed once per agent and never changes within a session. Dynamic
+instructions are resolvers keyed by slug; whenever one yields a new value it is *appended* as a
+message (``<instruction slug="...">``), so the prompt only grows and each slug's newest message
+replaces only its own slot in the model's reading.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import AgentError, ErrorCode
+
+__all__ = (
+    "PARALLEL_TOOLS_SECTION",
+    "DynamicInstruction",
+    "InstructionContext",
+    "load_instructions",
+    "render_instruction",
+)
+
+#: The framework section added when an agent has tools.
+PARALLEL_TOOLS_SECTION = (
+    "# Tools\n"
+    "You may call several tools in one step. Tools that are safe to run together run in "
+    "parallel; the others run one at a time in the order you called them. Each result comes "
+    "back as a tool message; a failed tool returns an error message instead of stopping you."
+)
+
+
+@dataclass(frozen=True)
+class InstructionContext:
+    """What a resolver may look at."""
+
+    agent: str | None
+    session_id: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class DynamicInstruction:
+    """A resolver evaluated at session start or at every turn start.
+
+    ``resolve`` returns the instruction's text, or ``None`` to leave the slot as it is.
+    """
+
+    slug: str
+    resolve: Callable[[InstructionContext], str | Awaitable[str | None] | None]
+    role: Literal["system", "user"] = "system"
+    when: Literal["session", "turn"] = "turn"
+
+    async def value(self, context: InstructionContext) -> str | None:
+        result = self.resolve(context)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def render_instruction(slug: str, content: str) -> str:
+    """The message text of a dynamic instruction's value."""
+    return f'<instruction slug="{slug}">\n{content}\n</instruction>'
+
+
+def load_instructions(path: Path) -> str:
+    """Read a markdown file, or run a Python module's ``instructions()`` once."""
+    if not path.is_file():
+        raise AgentError(
+            ErrorCode.INSTRUCTIONS_INVALID,
+            f"instructions file {str(path)!r} does not exist",
+            file=path,
+            remedy="fix the agent's instructions path (relative to the profile's folder)",
+        )
+    if path.suffix != ".py":
+        try:
+            return path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AgentError(
+                ErrorCode.INSTRUCTIONS_INVALID,
+                f"instructions cannot be read: {exc}",
+                file=path,
+                remedy="make it a readable UTF-8 file",
+            ) from exc
+    name = f"_tether_instructions_{abs(hash(path))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise AgentError(
+            ErrorCode.INSTRUCTIONS_INVALID, "not a Python module", file=path, remedy="use .py"
+        )
+    module = importlib.util.module_from_spec(spec)
+    try:
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        function = getattr(module, "instructions", None)
+        if not callable(function):
+            raise AgentError(
+                ErrorCode.INSTRUCTIONS_INVALID,
+                "instructions module has no instructions() function",
+                file=path,
+                remedy="define def instructions() -> str",
+            )
+        text = function()
+    except AgentError:
+        raise
+    except Exception as exc:
+        raise AgentError(
+            ErrorCode.INSTRUCTIONS_INVALID,
+            f"instructions module failed: {type(exc).__name__}: {exc}",
+            file=path,
+            remedy="fix the module (--debug shows the traceback)",
+        ) from exc
+    finally:
+        sys.modules.pop(name, None)
+    if not isinstance(text, str):
+        raise AgentError(
+            ErrorCode.INSTRUCTIONS_INVALID,
+            f"instructions() returned {type(text).__name__}, not str",
+            file=path,
+            remedy="return the markdown text",
+        )
+    return text.strip()

@@ -1,0 +1,190 @@
+"""Tools the model can call, and the registry that resolves them through a scope chain."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from ..errors import AgentError, ErrorCode
+from ..models import ToolSchema
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ("Tool", "ToolContext", "ToolFilter", "ToolRegistry")
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+ToolFunction = Callable[[dict[str, Any], "ToolContext"], "Awaitable[str] | str"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know: the calling agent and the call."""
+
+    agent: Agent
+    call_id: str
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A model-facing tool: name, description, JSON Schema parameters and the function to run.
+
+    ``safe`` tools have no side effects that could conflict and may run concurrently with the
+    other safe calls of the same step; the rest run one at a time in call order. A tool that
+    raises becomes an error result the model sees.
+    """
+
+    name: str
+    description: str
+    run: ToolFunction = field(repr=False)
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    safe: bool = False
+
+    def __post_init__(self) -> None:
+        if not _TOOL_NAME.match(self.name):
+            raise AgentError(
+                ErrorCode.TOOL_INVALID,
+                f"tool name {self.name!r} is not valid",
+                remedy="use 1-64 letters, digits, '_' or '-' (what model APIs accept)",
+            )
+        if self.parameters.get("type") != "object":
+            raise AgentError(
+                ErrorCode.TOOL_INVALID,
+                f'tool "{self.name}" parameters must be a JSON Schema with "type": "object"',
+                remedy='wrap the arguments in {"type": "object", "properties": {...}}',
+            )
+        try:
+            jsonschema.Draft202012Validator.check_schema(dict(self.parameters))
+        except jsonschema.SchemaError as exc:
+            raise AgentError(
+                ErrorCode.TOOL_INVALID,
+                f'tool "{self.name}" parameters are not a valid JSON Schema: {exc.message}',
+                remedy="fix the schema",
+            ) from None
+        object.__setattr__(
+            self, "_validator", jsonschema.Draft202012Validator(dict(self.parameters))
+        )
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.run))
+
+    def schema(self) -> ToolSchema:
+        """What the model is told about this tool."""
+        return ToolSchema(
+            name=self.name, description=self.description, parameters=dict(self.parameters)
+        )
+
+    def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
+        """Why ``arguments`` do not match the schema (empty when they do)."""
+        validator: jsonschema.Draft202012Validator = self._validator  # type: ignore[attr-defined]
+        return [
+            f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
+            for error in validator.iter_errors(dict(arguments))
+        ]
+
+    async def call(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        """Run the tool (sync or async) and return its text result."""
+        result = self.run(arguments, context)
+        if self._is_async or inspect.isawaitable(result):  # type: ignore[attr-defined]
+            result = await result  # type: ignore[misc]
+        return result if isinstance(result, str) else str(result)
+
+
+@dataclass(frozen=True)
+class ToolFilter:
+    """Which tools a restricted registry keeps: ``allow`` (if given) minus ``deny``."""
+
+    allow: frozenset[str] | None = None
+    deny: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.allow is None and not self.deny:
+            raise AgentError(
+                ErrorCode.TOOL_FILTER_INVALID,
+                "a tool filter must allow or deny something",
+                remedy="give allow = [...] and/or deny = [...], or no filter at all",
+            )
+
+
+class ToolRegistry:
+    """Tools by name in profile order. Build one per scope with :meth:`from_layers`.
+
+    Nearest layer wins a name; inside a layer, the first registration wins and a later
+    duplicate is an error (two plugins of one layer claiming one tool name).
+    """
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    @classmethod
+    def from_layers(cls, layers: Iterable[Iterable[tuple[str, Tool]]]) -> ToolRegistry:
+        """Merge ``(owner, tool)`` layers given nearest first."""
+        registry = cls()
+        for layer in layers:
+            owners: dict[str, str] = {}
+            for owner, tool in layer:
+                if tool.name in owners:
+                    raise AgentError(
+                        ErrorCode.TOOL_INVALID,
+                        f'tool "{tool.name}" is registered by both "{owners[tool.name]}" and '
+                        f'"{owner}" in one layer',
+                        remedy="remove one of the plugins from that layer or rename the tool",
+                    )
+                owners[tool.name] = owner
+                registry._tools.setdefault(tool.name, tool)
+        return registry
+
+    def add(self, tool: Tool) -> None:
+        """Register ``tool``; a second tool with the same name is an error."""
+        if tool.name in self._tools:
+            raise AgentError(
+                ErrorCode.TOOL_INVALID,
+                f'tool "{tool.name}" is registered twice',
+                remedy="rename one of them",
+            )
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def restrict(self, tool_filter: ToolFilter) -> ToolRegistry:
+        """A narrower registry; naming a tool that does not exist is an error."""
+        unknown = sorted(
+            name
+            for name in (tool_filter.allow or frozenset()) | tool_filter.deny
+            if name not in self._tools
+        )
+        if unknown:
+            raise AgentError(
+                ErrorCode.TOOL_FILTER_INVALID,
+                f"tool filter names unknown tool(s): {', '.join(unknown)}",
+                remedy=f"available tools: {', '.join(self._tools) or 'none'}",
+            )
+        kept = [
+            tool
+            for tool in self._tools.values()
+            if (tool_filter.allow is None or tool.name in tool_filter.allow)
+            and tool.name not in tool_filter.deny
+        ]
+        return ToolRegistry(kept)
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """The tool list a model sees, in registration order."""
+        return tuple(tool.schema() for tool in self._tools.values())

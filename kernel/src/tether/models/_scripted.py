@@ -1,0 +1,195 @@
+"""``ScriptedModel``: a model that plays back a TOML or JSON script of steps.
+
+A script is a list of steps, optionally per agent::
+
+    [[steps]]
+    text = "Let me read the notes."
+    tool_calls = [{ name = "read_file", arguments = { path = "notes.md" } }]
+
+    [[steps]]
+    expect = "notes.md"          # the last user or tool message must contain this
+    text = "The notes say hello."
+
+    [[agents.helper.steps]]      # steps for requests made by agent "helper"
+    text = "Helper here."
+
+Step *i* answers the request that already holds *i* assistant messages, so a script keeps its
+place across turns and across a ``--session`` continuation in another process. A request with
+no step left, or whose ``expect`` does not match, raises ``SCRIPT_MISMATCH``; steps never
+played are reported by :meth:`ScriptedModel.assert_consumed`. ``fail_times = N`` makes a step
+fail with a recoverable error N times first (to exercise retries); ``finish_reason`` and
+``usage`` default to ``stop`` (or ``tool_calls``) and a rough count.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ErrorCode, ModelError
+from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
+
+__all__ = ("ScriptStep", "ScriptedModel")
+
+
+class _ScriptCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptStep(BaseModel):
+    """One scripted model response."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = ""
+    tool_calls: list[_ScriptCall] = Field(default_factory=list)
+    expect: str | None = None
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    fail_times: int = 0
+
+
+class _AgentScript(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: list[ScriptStep] = Field(default_factory=list)
+
+
+class _Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: list[ScriptStep] = Field(default_factory=list)
+    agents: dict[str, _AgentScript] = Field(default_factory=dict)
+
+
+class ScriptedModel:
+    """Plays a script; see the module docstring for its format."""
+
+    def __init__(
+        self,
+        steps: list[ScriptStep] | None = None,
+        *,
+        agents: Mapping[str, list[ScriptStep]] | None = None,
+        name: str = "scripted:inline",
+    ) -> None:
+        self.name = name
+        self._steps: dict[str | None, list[ScriptStep]] = {None: list(steps or [])}
+        for agent, agent_steps in (agents or {}).items():
+            self._steps[agent] = list(agent_steps)
+        self._played: dict[str | None, set[int]] = {key: set() for key in self._steps}
+        self._failures: dict[tuple[str | None, int], int] = {}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, name: str = "scripted:inline") -> ScriptedModel:
+        """Build from an already-parsed script (the TOML/JSON shape)."""
+        try:
+            script = _Script.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise ModelError(
+                ErrorCode.SCRIPT_INVALID,
+                f"model script is invalid at {where}: {error['msg']}",
+                file=name.removeprefix("scripted:"),
+                remedy="see the ScriptedModel format in docs/models.md",
+            ) from exc
+        agents = {agent: table.steps for agent, table in script.agents.items()}
+        return cls(script.steps, agents=agents, name=name)
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> ScriptedModel:
+        """Read a ``.toml`` or ``.json`` script."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except FileNotFoundError:
+            raise ModelError(
+                ErrorCode.SCRIPT_INVALID,
+                f"model script {str(path)!r} does not exist",
+                file=path,
+                remedy="check the scripted:PATH spec (relative to the profile's folder)",
+            ) from None
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+            raise ModelError(
+                ErrorCode.SCRIPT_INVALID,
+                f"model script is not valid {path.suffix.lstrip('.').upper() or 'TOML'}: {exc}",
+                file=path,
+                remedy="fix the syntax",
+            ) from exc
+        return cls.from_data(data, name=f"scripted:{path}")
+
+    def _script_for(self, agent: str | None) -> tuple[str | None, list[ScriptStep]]:
+        if agent is not None and agent in self._steps:
+            return agent, self._steps[agent]
+        return None, self._steps[None]
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        key, steps = self._script_for(request.agent)
+        index = sum(1 for m in request.messages if m.role == "assistant")
+        who = f' for agent "{key}"' if key else ""
+        if index >= len(steps):
+            raise ModelError(
+                ErrorCode.SCRIPT_MISMATCH,
+                f"{self.name}: unexpected model call{who}: the script has {len(steps)} step(s) "
+                f"and this is request {index + 1}",
+                remedy="add a step to the script, or check why the agent asked again",
+            )
+        step = steps[index]
+        if step.fail_times:
+            failures = self._failures.get((key, index), 0)
+            if failures < step.fail_times:
+                self._failures[(key, index)] = failures + 1
+                raise ModelError(
+                    ErrorCode.MODEL_REQUEST_FAILED,
+                    f"{self.name}: scripted transient failure {failures + 1} of step {index + 1}",
+                    recoverable=True,
+                )
+        if step.expect is not None:
+            last = next(
+                (m.content for m in reversed(request.messages) if m.role in ("user", "tool")), ""
+            )
+            if step.expect not in last:
+                raise ModelError(
+                    ErrorCode.SCRIPT_MISMATCH,
+                    f"{self.name}: step {index + 1}{who} expects {step.expect!r} in the last "
+                    f"user or tool message, got {last[:200]!r}",
+                    remedy="fix the script's expect, or the agent",
+                )
+        self._played[key].add(index)
+        calls = tuple(
+            ToolCall(
+                id=call.id or f"call_{index + 1}_{n + 1}", name=call.name, arguments=call.arguments
+            )
+            for n, call in enumerate(step.tool_calls)
+        )
+        finish = step.finish_reason or ("tool_calls" if calls else "stop")
+        usage = step.usage or Usage(
+            input_tokens=sum(len(m.content) for m in request.messages) // 4 + 1,
+            output_tokens=len(step.text) // 4 + 1,
+        )
+        return ModelResponse(text=step.text, tool_calls=calls, usage=usage, finish_reason=finish)
+
+    def remaining(self) -> dict[str | None, int]:
+        """Steps not played yet, per script (``None`` = the default script)."""
+        return {
+            key: len(steps) - len(self._played[key])
+            for key, steps in self._steps.items()
+            if len(steps) > len(self._played[key])
+        }
+
+    def assert_consumed(self) -> None:
+        """Raise ``SCRIPT_MISMATCH`` if any step was never played."""
+        left = self.remaining()
+        if left:
+            parts = ", ".join(f"{n} for agent {k!r}" if k else f"{n}" for k, n in left.items())
+            raise ModelError(
+                ErrorCode.SCRIPT_MISMATCH,
+                f"{self.name}: {parts} scripted step(s) were never played",
+                remedy="remove them from the script, or check why the agent stopped early",
+            )

@@ -1,0 +1,428 @@
+"""The turn loop: inbox, steps, tools, stop reasons, retries, cancellation, restore."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tether.agents import Agent, AgentLimits
+from tether.errors import ErrorCode, ModelError
+from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall, Usage
+from tether.store import InboxAccepted, MessageSource
+
+from .conftest import echo_tool
+
+pytestmark = pytest.mark.anyio
+
+
+def script(steps):
+    return ScriptedModel.from_data({"steps": steps})
+
+
+def types(stored):
+    return [s.event.type for s in stored]
+
+
+def call(name, call_id="c1", **arguments):
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+async def test_one_text_step_completes_and_logs_the_turn(make_agent, store):
+    agent = await make_agent(FunctionModel(lambda request: "hello"))
+    async with agent:
+        assert await agent.run("hi") == "completed"
+    stored = await store.events(agent.session_id)
+    assert types(stored) == [
+        "inbox/accepted",
+        "turn/start",
+        "user/message",
+        "assistant/message",
+        "turn/end",
+    ]
+    end = stored[-1].event
+    assert (end.stop_reason, end.steps, end.turn) == ("completed", 1, 1)
+    assert stored[3].event.content == "hello"
+
+
+async def test_followup_is_durable_before_it_is_acknowledged(make_agent, store):
+    release = anyio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return "done"
+
+    agent = await make_agent(FunctionModel(slow))
+    async with agent:
+        first = await agent.followup("one")
+        second = await agent.followup("two")
+        accepted = [s.event for s in await store.events(agent.session_id)]
+        ids = [e.message_id for e in accepted if isinstance(e, InboxAccepted)]
+        assert ids == [first, second]
+        assert agent.status == "running"
+        release.set()
+        await agent.when_idle()
+        assert agent.status == "idle"
+
+
+async def test_followups_run_as_fifo_turns(make_agent):
+    model = FunctionModel(lambda request: "re: " + request.messages[-1].content)
+    agent = await make_agent(model)
+    async with agent:
+        for text in ("a", "b", "c"):
+            await agent.followup(text)
+        await agent.when_idle()
+    assert [r.messages[-1].content for r in model.requests] == ["a", "b", "c"]
+    assert agent.turns == 3
+
+
+async def test_steer_reaches_the_running_turn_at_its_next_step(make_agent):
+    gate = anyio.Event()
+
+    async def waiting_tool(args, ctx):
+        await gate.wait()
+        return "tool done"
+
+    model = script(
+        [
+            dict(tool_calls=[{"name": "echo", "arguments": {"text": "x"}}]),
+            dict(text="ok"),
+        ]
+    )
+    agent = await make_agent(model, tools=[echo_tool(run=waiting_tool)])
+    async with agent:
+        await agent.followup("start")
+        await anyio.wait_all_tasks_blocked()
+        await agent.steer("also consider this")
+        gate.set()
+        await agent.when_idle()
+    roles = [(m.role, m.content) for m in agent.messages]
+    assert roles[-3:] == [
+        ("tool", "tool done"),
+        ("user", "also consider this"),
+        ("assistant", "ok"),
+    ]
+    assert agent.turns == 1
+
+
+async def test_steer_on_an_idle_agent_starts_a_turn(make_agent, store):
+    agent = await make_agent(FunctionModel(lambda request: "ok"))
+    async with agent:
+        await agent.steer("wake up")
+        await agent.when_idle()
+    assert agent.turns == 1
+    stored = await store.events(agent.session_id)
+    assert stored[0].event.source == MessageSource(kind="steer")
+
+
+async def test_inject_does_not_wake_an_idle_agent(make_agent):
+    model = FunctionModel(lambda request: "ok")
+    agent = await make_agent(model)
+    async with agent:
+        await agent.inject("background fact")
+        assert agent.status == "idle"
+        assert agent.turns == 0
+        await agent.run("question")
+    assert [m.content for m in model.requests[0].messages] == ["background fact", "question"]
+
+
+async def test_inject_while_running_arrives_at_the_next_step(make_agent):
+    gate = anyio.Event()
+
+    async def waiting_tool(args, ctx):
+        await gate.wait()
+        return "done"
+
+    model = script(
+        [
+            dict(tool_calls=[{"name": "echo", "arguments": {"text": "x"}}]),
+            dict(text="ok"),
+        ]
+    )
+    agent = await make_agent(model, tools=[echo_tool(run=waiting_tool)])
+    async with agent:
+        await agent.followup("go")
+        await anyio.wait_all_tasks_blocked()
+        await agent.inject("late context")
+        gate.set()
+        await agent.when_idle()
+    assert [m.content for m in agent.messages][-2:] == ["late context", "ok"]
+
+
+async def test_cancel_aborts_the_running_turn_and_answers_open_tool_calls(make_agent, store):
+    async def forever(args, ctx):
+        await anyio.sleep_forever()
+
+    model = script([dict(tool_calls=[{"name": "echo", "arguments": {"text": "x"}}])])
+    agent = await make_agent(model, tools=[echo_tool(run=forever)])
+    async with agent:
+        await agent.followup("go")
+        await anyio.wait_all_tasks_blocked()
+        await agent.cancel()
+        await agent.when_idle()
+    assert agent.last_stop_reason == "aborted"
+    stored = [s.event for s in await store.events(agent.session_id)]
+    assert stored[-2].type == "tool/result"
+    assert (stored[-2].content, stored[-2].is_error) == ("cancelled", True)
+    assert stored[-1].stop_reason == "aborted"
+
+
+async def test_cancel_discards_queued_messages_unless_kept(make_agent, store):
+    gate = anyio.Event()
+
+    async def slow(request):
+        await gate.wait()
+        return "ok"
+
+    agent = await make_agent(FunctionModel(slow))
+    async with agent:
+        await agent.followup("one")
+        await agent.followup("two")
+        await anyio.wait_all_tasks_blocked()
+        await agent.cancel()
+        await agent.when_idle()
+        assert agent.turns == 1
+    kinds = types(await store.events(agent.session_id))
+    assert "inbox/discarded" in kinds
+
+
+async def test_cancel_keep_inbox_parks_queued_messages_until_a_waking_message(make_agent):
+    gate = anyio.Event()
+    seen: list[str] = []
+
+    async def slow(request):
+        seen.append(request.messages[-1].content)
+        if len(seen) == 1:
+            await gate.wait()
+        return "ok"
+
+    agent = await make_agent(FunctionModel(slow))
+    async with agent:
+        await agent.followup("one")
+        await agent.followup("two")
+        await anyio.wait_all_tasks_blocked()
+        await agent.cancel(keep_inbox=True)
+        await agent.when_idle()
+        assert seen == ["one"]
+        await agent.followup("three")
+        await agent.when_idle()
+    assert seen == ["one", "two", "three"]
+
+
+async def test_a_tool_that_raises_becomes_an_error_result(make_agent):
+    def broken(args, ctx):
+        raise ValueError("disk on fire")
+
+    model = script(
+        [
+            dict(tool_calls=[{"name": "echo", "arguments": {"text": "x"}}]),
+            dict(text="sorry"),
+        ]
+    )
+    agent = await make_agent(model, tools=[echo_tool(run=broken)])
+    async with agent:
+        assert await agent.run("go") == "completed"
+    tool_message = agent.messages[-2]
+    assert (tool_message.content, tool_message.is_error) == (
+        "error: ValueError: disk on fire",
+        True,
+    )
+
+
+async def test_unknown_tools_and_invalid_arguments_are_error_results(make_agent):
+    model = script(
+        [
+            dict(
+                tool_calls=[
+                    {"name": "nope", "arguments": {}},
+                    {"name": "echo", "arguments": {"text": 3}},
+                ]
+            ),
+            dict(text="ok"),
+        ]
+    )
+    agent = await make_agent(model, tools=[echo_tool()])
+    async with agent:
+        await agent.run("go")
+    results = [m for m in agent.messages if m.role == "tool"]
+    assert results[0].content == 'error: there is no tool "nope"; available tools: echo'
+    assert results[1].content == "error: invalid arguments: text: 3 is not of type 'string'"
+
+
+async def test_safe_tools_run_concurrently(make_agent):
+    arrived = {"a": anyio.Event(), "b": anyio.Event()}
+
+    def meet(me, other):
+        async def run(args, ctx):
+            arrived[me].set()
+            with anyio.fail_after(2):
+                await arrived[other].wait()
+            return me
+
+        return run
+
+    model = script(
+        [
+            dict(
+                tool_calls=[
+                    {"name": "a", "arguments": {"text": ""}},
+                    {"name": "b", "arguments": {"text": ""}},
+                ]
+            ),
+            dict(text="ok"),
+        ]
+    )
+    tools = [
+        echo_tool("a", safe=True, run=meet("a", "b")),
+        echo_tool("b", safe=True, run=meet("b", "a")),
+    ]
+    agent = await make_agent(model, tools=tools)
+    async with agent:
+        await agent.run("go")
+    assert [m.content for m in agent.messages if m.role == "tool"] == ["a", "b"]
+
+
+async def test_unsafe_tools_run_one_at_a_time_in_call_order(make_agent):
+    order: list[str] = []
+
+    def record(name):
+        async def run(args, ctx):
+            order.append(f"start {name}")
+            await anyio.sleep(0.01)
+            order.append(f"end {name}")
+            return name
+
+        return run
+
+    model = script(
+        [
+            dict(
+                tool_calls=[
+                    {"name": "a", "arguments": {"text": ""}},
+                    {"name": "b", "arguments": {"text": ""}},
+                ]
+            ),
+            dict(text="ok"),
+        ]
+    )
+    agent = await make_agent(
+        model, tools=[echo_tool("a", run=record("a")), echo_tool("b", run=record("b"))]
+    )
+    async with agent:
+        await agent.run("go")
+    assert order == ["start a", "end a", "start b", "end b"]
+
+
+async def test_recoverable_model_errors_are_retried_without_redoing_committed_steps(make_agent):
+    runs: list[str] = []
+    model = script(
+        [
+            dict(tool_calls=[{"name": "echo", "arguments": {"text": "once"}}]),
+            dict(text="done", fail_times=3),
+        ]
+    )
+
+    def counted(args, ctx):
+        runs.append(args["text"])
+        return "ok"
+
+    agent = await make_agent(model, tools=[echo_tool(run=counted)])
+    async with agent:
+        assert await agent.run("go") == "completed"
+    assert runs == ["once"]
+    model.assert_consumed()
+
+
+async def test_retries_give_up_after_three(make_agent, store):
+    model = script([dict(text="never", fail_times=4)])
+    agent = await make_agent(model)
+    async with agent:
+        assert await agent.run("go") == "error"
+    end = (await store.events(agent.session_id))[-1].event
+    assert "scripted transient failure 4" in end.error
+
+
+async def test_a_failing_model_ends_the_turn_with_error_and_a_diagnostic(make_agent, store):
+    def broken(request):
+        raise RuntimeError("socket closed")
+
+    agent = await make_agent(FunctionModel(broken))
+    async with agent:
+        assert await agent.run("go") == "error"
+    end = (await store.events(agent.session_id))[-1].event
+    assert "RuntimeError: socket closed" in end.error
+
+
+@pytest.mark.parametrize(
+    ("finish", "stop"), [("length", "max-tokens"), ("refusal", "refusal"), ("error", "error")]
+)
+async def test_finish_reasons_map_to_stop_reasons(make_agent, finish, stop):
+    agent = await make_agent(FunctionModel(lambda r: ModelResponse(text="x", finish_reason=finish)))
+    async with agent:
+        assert await agent.run("go") == stop
+
+
+async def test_the_step_limit_ends_the_turn_with_max_tokens(make_agent):
+    def loop(request):
+        n = len(request.messages)
+        return ModelResponse(
+            tool_calls=(call("echo", f"c{n}", text="x"),), finish_reason="tool_calls"
+        )
+
+    agent = await make_agent(
+        FunctionModel(loop), tools=[echo_tool()], limits=AgentLimits(max_steps=3)
+    )
+    async with agent:
+        assert await agent.run("go") == "max-tokens"
+    assert sum(1 for m in agent.messages if m.role == "assistant") == 3
+
+
+async def test_the_output_token_limit_ends_the_turn_with_max_tokens(make_agent):
+    def spend(request):
+        n = len(request.messages)
+        return ModelResponse(
+            tool_calls=(call("echo", f"c{n}", text="x"),),
+            usage=Usage(output_tokens=40),
+            finish_reason="tool_calls",
+        )
+
+    model = FunctionModel(spend)
+    agent = await make_agent(model, tools=[echo_tool()], limits=AgentLimits(max_output_tokens=100))
+    async with agent:
+        assert await agent.run("go") == "max-tokens"
+    assert [r.max_output_tokens for r in model.requests] == [100, 60, 20]
+
+
+async def test_restore_rebuilds_history_and_runs_unclaimed_messages_first(store):
+    from tether.agents import new_header
+
+    header = await store.create(new_header(agent="main"))
+    model = FunctionModel(lambda request: "re: " + request.messages[-1].content)
+    first = Agent(header=header, store=store, model=model)
+    async with first:
+        await first.run("one")
+    # A message accepted by a process that died before claiming it:
+    await store.append(header.id, [InboxAccepted(message_id="msg_lost", content="two")])
+    second = Agent(header=header, store=store, model=model)
+    async with second:
+        assert [m.content for m in second.messages] == ["one", "re: one"]
+        await second.followup("three")
+        await second.when_idle()
+    assert [r.messages[-1].content for r in model.requests] == ["one", "two", "three"]
+    assert second.turns == 3
+
+
+async def test_sending_outside_async_with_is_an_error(make_agent):
+    agent = await make_agent(FunctionModel(lambda request: "x"))
+    await agent.restore()
+    with pytest.raises(RuntimeError, match=r"async with agent"):
+        await agent.followup("hi")
+
+
+async def test_model_error_codes_survive_into_the_turn_end(make_agent, store):
+    model = script([])
+    agent = await make_agent(model)
+    async with agent:
+        assert await agent.run("go") == "error"
+    end = (await store.events(agent.session_id))[-1].event
+    assert f"[{ErrorCode.SCRIPT_MISMATCH}]" in end.error
+    assert isinstance(ModelError, type)
