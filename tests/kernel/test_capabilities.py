@@ -140,8 +140,7 @@ def test_a_required_plugin_that_is_not_loaded_is_reported(tether_profile):
     assert info.value.code is ErrorCode.MISSING_REQUIRED_PLUGIN
     assert str(info.value) == (
         'subagent provider "spawn" is not loaded in scope global (plugin "subagent", default '
-        f'max_depth in {path}); add "spawn" to [tether] plugins; set max_depth = '
-        '"provider-managed" [MISSING_REQUIRED_PLUGIN]'
+        f'max_depth in {path}); add "spawn" to [tether] plugins [MISSING_REQUIRED_PLUGIN]'
     )
 
 

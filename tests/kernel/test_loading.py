@@ -77,7 +77,7 @@ def test_unknown_plugin_names_the_closest_installed_names(tether_profile):
     assert info.value.code is ErrorCode.UNKNOWN_PLUGIN
     assert str(info.value) == (
         f'unknown plugin "skils-fs" ({path}, [tether] plugins); did you mean "skills-fs"? '
-        "Installed plugins: skill-tool, skills-fs [UNKNOWN_PLUGIN]"
+        "installed plugins: skill-tool, skills-fs [UNKNOWN_PLUGIN]"
     )
 
 
@@ -308,7 +308,7 @@ def test_profile_paths_in_settings_resolve_against_the_file_that_set_them(tmp_pa
 
 def test_unknown_agent_lists_the_declared_agents(tether_kernel):
     kernel = tether_kernel("[agent.main]\n[agent.helper]\n")
-    with pytest.raises(PluginError) as info:
+    with pytest.raises(tether.ProfileError) as info:
         kernel.agent_scope("mian")
     assert info.value.code is ErrorCode.UNKNOWN_AGENT
     assert "use one of: helper, main" in str(info.value)
@@ -333,3 +333,85 @@ def test_autoload_is_off_in_the_test_suite():
 
     assert os.environ.get("TETHER_DISABLE_PLUGIN_AUTOLOAD") == "1"
     assert PluginCatalog.discover().names() == []
+
+
+def test_a_hook_that_raises_is_reported_with_the_plugin(tether_profile):
+    class Raising:
+        @tether.hookimpl
+        def tether_offers(self):
+            return [tether.Offer(kind="x", capabilities="oops")]  # type: ignore[arg-type]
+
+    path = tether_profile('[tether]\nplugins = ["raising"]\n')
+    with pytest.raises(PluginError) as info:
+        make_kernel(path, {"raising": Raising()})
+    assert info.value.code is ErrorCode.PLUGIN_HOOK_FAILED
+    assert str(info.value).startswith(
+        'plugin "raising" (inline plugin) raised in tether_offers: ValidationError: 1 validation '
+        "error for Offer capabilities Value error, capabilities must be a list of names"
+    )
+    assert str(info.value).endswith(
+        "; fix the plugin or its settings (--debug shows the traceback) [PLUGIN_HOOK_FAILED]"
+    )
+
+
+def test_a_mapping_is_not_an_iterable_of_offers(tether_profile):
+    class Mapping:
+        @tether.hookimpl
+        def tether_offers(self):
+            return {}
+
+    path = tether_profile('[tether]\nplugins = ["m"]\n')
+    with pytest.raises(PluginError) as info:
+        make_kernel(path, {"m": Mapping()})
+    assert info.value.code is ErrorCode.PLUGIN_CONTRACT_VIOLATION
+
+
+def test_a_first_result_hook_returning_a_list_breaks_the_contract(tether_profile):
+    class Listy:
+        @tether.hookimpl
+        def tether_settings_model(self):
+            return [Settings]
+
+    path = tether_profile('[tether]\nplugins = ["l"]\n')
+    with pytest.raises(PluginError, match=r"expected a pydantic BaseModel subclass, got list"):
+        make_kernel(path, {"l": Listy()})
+
+
+def test_an_empty_settings_table_for_a_plugin_without_settings_is_rejected(tether_profile):
+    path = tether_profile('[tether]\nplugins = ["n"]\n[plugin.n]\n')
+    with pytest.raises(PluginError, match=r"takes no settings"):
+        make_kernel(path, {"n": NoSettings()})
+
+
+def test_an_optional_hook_for_an_unknown_spec_is_allowed(tether_kernel):
+    class Optional:
+        @tether.hookimpl(optionalhook=True)
+        def tether_from_the_future(self):
+            return None
+
+    kernel = tether_kernel('[tether]\nplugins = ["o"]\n', {"o": Optional()})
+    assert kernel.plugins[0].name == "o"
+
+
+def test_union_settings_errors_name_only_keys_the_user_wrote(tether_profile):
+    from typing import Literal
+
+    class Union(tether.PluginSettings):
+        max_depth: int | Literal["provider-managed"] = 3
+
+    class WithUnion:
+        @tether.hookimpl
+        def tether_settings_model(self):
+            return Union
+
+    path = tether_profile('[tether]\nplugins = ["u"]\n[plugin.u]\nmax_depth = "deep"\n')
+    with pytest.raises(PluginError) as info:
+        make_kernel(path, {"u": WithUnion()})
+    assert info.value.key == "[plugin.u] max_depth"
+
+
+@pytest.mark.parametrize("value", ["0", "false", "no", "off", ""])
+def test_switches_set_to_a_false_value_are_off(tether_kernel, monkeypatch, capsys, value):
+    monkeypatch.setenv("TETHER_TRACE_PLUGINS", value)
+    tether_kernel('[tether]\nplugins = ["s"]\n', {"s": WithSettings()})
+    assert capsys.readouterr().err == ""

@@ -53,10 +53,11 @@ def test_unknown_top_level_key_is_rejected_with_its_path(tether_profile):
     with pytest.raises(ProfileError) as info:
         load_profile(path)
     assert info.value.code is ErrorCode.PROFILE_INVALID
-    assert info.value.key == "tether.plugin"
-    assert str(info.value).startswith(
-        f"profile key is invalid: Extra inputs are not permitted ({path}, tether.plugin); "
-        "remove the key"
+    assert info.value.key == "[tether] plugin"
+    assert str(info.value) == (
+        f"profile key is invalid: Extra inputs are not permitted ({path}, [tether] plugin); "
+        "remove or rename the key; known keys here: plugins, store (see docs/profiles.md) "
+        "[PROFILE_INVALID]"
     )
 
 
@@ -64,7 +65,7 @@ def test_wrong_type_in_agent_table_names_the_key_path(tether_profile):
     path = tether_profile('[agent.main]\nplugins = "skills-fs"\n')
     with pytest.raises(ProfileError) as info:
         load_profile(path)
-    assert info.value.key == "agent.main.plugins"
+    assert info.value.key == "[agent.main] plugins"
     assert "valid tuple" in str(info.value)
 
 
@@ -79,7 +80,7 @@ def test_hostile_agent_names_are_rejected(tether_profile):
     path = tether_profile('[agent."../up"]\nmodel = "x:y"\n')
     with pytest.raises(ProfileError, match=r"is not a valid name") as info:
         load_profile(path)
-    assert info.value.key == 'agent."../up"'
+    assert info.value.key == '[agent."../up"]'
 
 
 def test_global_and_agent_layers_are_read(tether_profile):

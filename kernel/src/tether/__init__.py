@@ -13,7 +13,16 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .capabilities import Offer, Requirement
-    from .errors import CapabilityError, ErrorCode, PluginError, ProfileError, TetherError
+    from .errors import (
+        AgentError,
+        CapabilityError,
+        ErrorCode,
+        ModelError,
+        PluginError,
+        ProfileError,
+        StoreError,
+        TetherError,
+    )
     from .hookspecs import hookimpl
     from .kernel import Kernel, PluginSettings, load_kernel
     from .plugins import LoadedPlugin, PluginCatalog, PluginEntry
@@ -21,10 +30,12 @@ if TYPE_CHECKING:
     from .scopes import Scope
 
 __all__ = (
+    "AgentError",
     "CapabilityError",
     "ErrorCode",
     "Kernel",
     "LoadedPlugin",
+    "ModelError",
     "Offer",
     "PluginCatalog",
     "PluginEntry",
@@ -35,6 +46,7 @@ __all__ = (
     "ProfilePath",
     "Requirement",
     "Scope",
+    "StoreError",
     "TetherError",
     "__version__",
     "hookimpl",
@@ -45,7 +57,10 @@ __all__ = (
 _LAZY = {
     "Offer": "capabilities",
     "Requirement": "capabilities",
+    "AgentError": "errors",
     "CapabilityError": "errors",
+    "ModelError": "errors",
+    "StoreError": "errors",
     "ErrorCode": "errors",
     "PluginError": "errors",
     "ProfileError": "errors",

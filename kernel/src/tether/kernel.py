@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .capabilities import Offer, Requirement
-from .errors import CapabilityError, ErrorCode, PluginError
+from .errors import CapabilityError, ErrorCode, PluginError, ProfileError
 from .plugins import LoadedPlugin, PluginCatalog, PluginEntry, register_plugin
-from .profile import Profile, find_profile, format_loc, load_profile
+from .profile import Profile, find_profile, format_loc, input_loc, load_profile
 from .scopes import Scope
 
 __all__ = ("Kernel", "PluginSettings", "load_kernel")
@@ -56,7 +56,7 @@ class Kernel:
             return self._agent_scopes[name]
         except KeyError:
             known = ", ".join(self.agents) or "none"
-            raise PluginError(
+            raise ProfileError(
                 ErrorCode.UNKNOWN_AGENT,
                 f'unknown agent "{name}"',
                 file=self.profile.path,
@@ -185,7 +185,7 @@ def _validate_settings(profile: Profile, agent: str | None, plugin: LoadedPlugin
     file = profile.file_of(*where)
     model = _settings_model(plugin, profile)
     if model is None:
-        if table:
+        if table is not None:
             raise PluginError(
                 ErrorCode.PLUGIN_SETTINGS_INVALID,
                 f'plugin "{plugin.name}" ({plugin.entry.source}) takes no settings',
@@ -201,7 +201,7 @@ def _validate_settings(profile: Profile, agent: str | None, plugin: LoadedPlugin
         )
     except ValidationError as exc:
         error = exc.errors()[0]
-        loc = tuple(error["loc"])
+        loc = input_loc(table or {}, tuple(error["loc"]))
         more = len(exc.errors()) - 1
         reason = error["msg"] + (f" (and {more} more)" if more else "")
         key_file = profile.file_of(*where, *(str(p) for p in loc)) or file
@@ -239,7 +239,7 @@ def _collect(
     result = plugin.call(hook)
     if result is None:
         return ()
-    if isinstance(result, (str, bytes, BaseModel)) or not isinstance(result, Iterable):
+    if isinstance(result, (str, bytes, BaseModel, Mapping)) or not isinstance(result, Iterable):
         raise _contract(plugin, hook, f"an iterable of {kind.__name__}", result)
     items = tuple(result)
     for item in items:
@@ -294,7 +294,7 @@ def _check_requirement(
             file=file,
             key=key,
             plugin=plugin.name,
-            remedy="; ".join(x for x in (fix, requirement.remedy, alternatives) if x),
+            remedy="; ".join(x for x in (fix, alternatives) if x),
         )
     gap = _offer_gap(target.offers, requirement)
     if gap is None:

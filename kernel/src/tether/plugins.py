@@ -59,6 +59,15 @@ _SPECS: dict[str, inspect.Signature] = {
 }
 
 
+_FIRSTRESULT: dict[str, bool] = {
+    name: bool(getattr(hookspecs, name).tether_spec.get("firstresult")) for name in _SPECS
+}
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 @dataclass(frozen=True)
 class PluginEntry:
     """An installed or inline plugin, known by name; importing it is deferred to :meth:`load`."""
@@ -85,7 +94,11 @@ class PluginEntry:
 class PluginCatalog:
     """Every plugin that could be loaded, by name. Building it imports nothing."""
 
-    def __init__(self, entries: Iterable[PluginEntry]) -> None:
+    def __init__(
+        self, entries: Iterable[PluginEntry], *, autoload_off_by_env: bool = False
+    ) -> None:
+        self.autoload_off_by_env = autoload_off_by_env
+        """Installed entry points were ignored because ``TETHER_DISABLE_PLUGIN_AUTOLOAD`` is set."""
         self._by_name: dict[str, list[PluginEntry]] = {}
         for entry in entries:
             self._by_name.setdefault(entry.name, []).append(entry)
@@ -103,14 +116,15 @@ class PluginCatalog:
         plugin explicitly means that one. ``entry_points=None`` follows the
         ``TETHER_DISABLE_PLUGIN_AUTOLOAD`` environment variable.
         """
+        off_by_env = entry_points is None and env_flag(AUTOLOAD_ENV)
         if entry_points is None:
-            entry_points = not os.environ.get(AUTOLOAD_ENV)
+            entry_points = not off_by_env
         entries = list(installed_entries()) if entry_points else []
         inline = dict(inline or {})
         entries = [entry for entry in entries if entry.name not in inline]
         for name, obj in inline.items():
             entries.append(PluginEntry(name, "<inline>", None, None, _constant(obj)))
-        return cls(entries)
+        return cls(entries, autoload_off_by_env=off_by_env)
 
     def names(self) -> list[str]:
         """Every known plugin name, sorted."""
@@ -155,19 +169,26 @@ class PluginCatalog:
             )
         close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         hint = (
-            "did you mean " + " or ".join(f'"{c}"' for c in close) + "?"
+            "did you mean " + " or ".join(f'"{c}"' for c in close) + "? "
             if close
-            else "check the name"
+            else "check the spelling; "
         )
         installed = ", ".join(self.names()) or "none"
+        if self.autoload_off_by_env:
+            installed += f" (entry-point autoload is off: {AUTOLOAD_ENV} is set)"
         raise PluginError(
             ErrorCode.UNKNOWN_PLUGIN,
             f'unknown plugin "{name}"',
             file=file,
             key=key,
             plugin=name,
-            remedy=f"{hint} Installed plugins: {installed}",
+            remedy=f"{hint}installed plugins: {installed}",
         )
+
+
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is set to something other than 0/false/no/off."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _constant(obj: object) -> Callable[[], object]:
@@ -219,10 +240,19 @@ class LoadedPlugin:
             return None
         if "settings" in _SPECS[hook].parameters:
             kwargs.setdefault("settings", self.settings)
-        result = caller(**kwargs)
-        if isinstance(result, list):
-            return result[0] if result else None
-        return result
+        try:
+            result = caller(**kwargs)
+        except Exception as exc:
+            raise PluginError(
+                ErrorCode.PLUGIN_HOOK_FAILED,
+                f'plugin "{self.name}" ({self.entry.source}) raised in {hook}: '
+                f"{type(exc).__name__}: {_one_line(exc)}",
+                plugin=self.name,
+                remedy="fix the plugin or its settings (--debug shows the traceback)",
+            ) from exc
+        if _FIRSTRESULT[hook]:
+            return result
+        return result[0] if result else None
 
 
 def register_plugin(
@@ -239,16 +269,16 @@ def register_plugin(
         manager.register(obj, name=entry.name)
         manager.check_pending()
     except pluggy.PluginValidationError as exc:
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PluginError(
             ErrorCode.PLUGIN_HOOK_MISMATCH,
-            f'plugin "{entry.name}" ({entry.source}) does not match the hook specs: {first_line}',
+            f'plugin "{entry.name}" ({entry.source}) does not match the hook specs: '
+            f"{_one_line(exc) or type(exc).__name__}",
             file=file,
             key=key,
             plugin=entry.name,
             remedy="fix the hook implementation; every spec is in docs/hooks.md",
         ) from exc
-    if os.environ.get(TRACE_ENV):
+    if env_flag(TRACE_ENV):
         _enable_tracing(manager, f"{scope_id}/{entry.name}")
     return LoadedPlugin(entry.name, scope_id, entry, obj, manager)
 
@@ -266,6 +296,8 @@ def _check_hookimpls(entry: PluginEntry, obj: object, file: Any, key: str | None
         opts = getattr(function, marker) or {}
         hook_name = opts.get("specname") or attr
         spec = _SPECS.get(hook_name)
+        if spec is None and opts.get("optionalhook"):
+            continue  # pluggy's own opt-out: a hook for a spec that may not exist
         if spec is None:
             close = difflib.get_close_matches(hook_name, list(_SPECS), n=1, cutoff=0.6)
             hint = f'did you mean "{close[0]}"? ' if close else ""

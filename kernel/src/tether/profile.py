@@ -208,6 +208,45 @@ def format_loc(prefix: tuple[str, ...], loc: tuple[int | str, ...]) -> str:
     return f"[{table}]" if table else rest
 
 
+def input_loc(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """The part of a pydantic error location that exists in the input.
+
+    pydantic adds union branch names (``max_depth.int``) and other markers to a location; a
+    user only wrote keys and indexes. A missing key is kept (it is what the user must add).
+    """
+    kept: list[int | str] = []
+    current = data
+    for part in loc:
+        if isinstance(current, Mapping) and isinstance(part, str):
+            kept.append(part)
+            if part not in current:
+                break
+            current = current[part]
+        elif isinstance(current, list | tuple) and isinstance(part, int):
+            kept.append(part)
+            if part >= len(current):
+                break
+            current = current[part]
+        else:
+            break
+    return tuple(kept)
+
+
+def _profile_key(loc: tuple[int | str, ...]) -> str:
+    """``[agent.main] plugins[0]``: split a profile location into its table and key."""
+    parts = list(loc)
+    table: list[str] = []
+    if parts and parts[0] in ("tether", "extends"):
+        table = [str(parts.pop(0))] if parts[0] == "tether" and len(parts) > 1 else []
+    elif parts and parts[0] in ("plugin", "agent"):
+        depth = 2
+        if parts[0] == "agent" and len(parts) > 3 and parts[2] == "plugin":
+            depth = 4
+        table = [str(p) for p in parts[:depth]]
+        parts = parts[depth:]
+    return format_loc(tuple(table), tuple(parts))
+
+
 def find_profile(explicit: Path | str | None = None, cwd: Path | None = None) -> Path:
     """The profile to use: ``explicit`` if given, else ``tether.toml`` in ``cwd``."""
     if explicit is not None:
@@ -215,8 +254,8 @@ def find_profile(explicit: Path | str | None = None, cwd: Path | None = None) ->
         if not path.is_file():
             raise ProfileError(
                 ErrorCode.PROFILE_NOT_FOUND,
-                f"profile {str(path)!r} does not exist",
-                file=path,
+                "profile does not exist",
+                file=path.absolute(),
                 remedy="check the --profile path",
             )
         return path.resolve()
@@ -386,7 +425,7 @@ def profile_from_dict(
         )
     except ValidationError as exc:
         error = exc.errors()[0]
-        loc = tuple(error["loc"])
+        loc = input_loc(document, tuple(error["loc"]))
         key_path = tuple(str(p) for p in loc)
         file = _origin(origins, key_path) or path
         more = len(exc.errors()) - 1
@@ -397,8 +436,8 @@ def profile_from_dict(
             ErrorCode.PROFILE_INVALID,
             message,
             file=file,
-            key=format_loc((), loc),
-            remedy=_profile_remedy(error),
+            key=_profile_key(loc),
+            remedy=_profile_remedy(error, loc),
         ) from exc
     agents = {}
     for name, table in parsed.agent.items():
@@ -425,11 +464,13 @@ def _origin(origins: Mapping[tuple[str, ...], Path], key: tuple[str, ...]) -> Pa
     return None
 
 
-def _profile_remedy(error: Any) -> str:
-    kind = error.get("type")
-    if kind == "extra_forbidden":
-        return (
-            "remove the key; known top-level tables are [tether], [plugin.NAME] and "
-            "[agent.NAME] (see docs/profiles.md)"
-        )
-    return "fix the value (see docs/profiles.md)"
+def _profile_remedy(error: Any, loc: tuple[int | str, ...]) -> str:
+    if error.get("type") != "extra_forbidden":
+        return "fix the value (see docs/profiles.md)"
+    if len(loc) == 1:
+        known = "extends, [tether], [plugin.NAME], [agent.NAME]"
+    elif loc[0] == "tether":
+        known = ", ".join(TetherTable.model_fields)
+    else:
+        known = ", ".join(AgentTable.model_fields)
+    return f"remove or rename the key; known keys here: {known} (see docs/profiles.md)"

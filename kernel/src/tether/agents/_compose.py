@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError, ErrorCode, PluginError
+from ..errors import AgentError, ErrorCode, PluginError, ProfileError
 from ..kernel import Kernel
 from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_model
 from ..plugins import LoadedPlugin
@@ -46,7 +46,7 @@ def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
         return "main"
     if len(agents) == 1:
         return agents[0]
-    raise PluginError(
+    raise ProfileError(
         ErrorCode.UNKNOWN_AGENT,
         f"the profile declares several agents ({', '.join(agents)}) and none is called main",
         file=kernel.profile.path,

@@ -91,7 +91,12 @@ def plugins(profile: Path | None, as_json: bool) -> None:
         click.echo(json.dumps(document, indent=2))
         return
     if not rows:
-        click.echo("no plugins installed (entry-point group tether.plugins)")
+        if catalog.autoload_off_by_env:
+            click.echo(
+                "no plugins listed: entry-point autoload is off (TETHER_DISABLE_PLUGIN_AUTOLOAD)"
+            )
+        else:
+            click.echo("no plugins installed (entry-point group tether.plugins)")
         return
     header = ("NAME", "DISTRIBUTION", "VERSION", "LOADED", "HOOKS")
     table = [
