@@ -275,3 +275,46 @@ async def test_continuing_a_session_restores_its_history(kernel):
     assert (
         model.requests[1].messages[: len(model.requests[0].messages)] == model.requests[0].messages
     )
+
+
+async def test_a_hook_returning_one_record_instead_of_an_iterable_breaks_the_contract(
+    tether_kernel,
+):
+    class Single:
+        @tether.hookimpl
+        def tether_tools(self):
+            return tool("look")
+
+    kernel = tether_kernel('[tether]\nplugins = ["single"]\n', {"single": Single()})
+    with pytest.raises(PluginError, match=r"got Tool \(one record, not an iterable\)"):
+        build_preset(kernel, None)
+
+
+async def test_a_continued_session_keeps_its_own_agent_and_model(tmp_path, tether_kernel):
+    (tmp_path / "helper.toml").write_text('[[steps]]\ntext = "helper here"\n')
+    (tmp_path / "main.toml").write_text('[[steps]]\ntext = "main here"\n')
+    kernel = tether_kernel(
+        '[agent.main]\nmodel = "scripted:main.toml"\n[agent.helper]\nmodel = "scripted:helper.toml"\n'
+    )
+    store = MemoryStore()
+    first = await compose_agent(kernel, store, agent="helper")
+    again = await compose_agent(kernel, store, session_id=first.session_id)
+    async with again:
+        await again.run("hi")
+    assert again.name == "helper"
+    assert again.messages[-1].content == "helper here"
+    with pytest.raises(AgentError, match=r"runs agent 'helper', not 'main'"):
+        await compose_agent(kernel, store, agent="main", session_id=first.session_id)
+
+
+async def test_a_scripted_model_path_resolves_against_the_file_that_wrote_it(
+    tmp_path, tether_kernel
+):
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "script.toml").write_text('[[steps]]\ntext = "from shared"\n')
+    (tmp_path / "shared" / "base.toml").write_text('[agent.main]\nmodel = "scripted:script.toml"\n')
+    kernel = tether_kernel('extends = "shared/base.toml"\n')
+    agent = await compose_agent(kernel, MemoryStore())
+    async with agent:
+        await agent.run("hi")
+    assert agent.messages[-1].content == "from shared"

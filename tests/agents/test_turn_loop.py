@@ -426,3 +426,73 @@ async def test_model_error_codes_survive_into_the_turn_end(make_agent, store):
     end = (await store.events(agent.session_id))[-1].event
     assert f"[{ErrorCode.SCRIPT_MISMATCH}]" in end.error
     assert isinstance(ModelError, type)
+
+
+async def test_a_steer_is_durable_before_it_is_acknowledged(make_agent, store):
+    gate = anyio.Event()
+
+    async def waiting_tool(args, ctx):
+        await gate.wait()
+        return "done"
+
+    model = script([{"tool_calls": [{"name": "echo", "arguments": {"text": "x"}}]}, {"text": "ok"}])
+    agent = await make_agent(model, tools=[echo_tool(run=waiting_tool)])
+    async with agent:
+        await agent.followup("go")
+        await anyio.wait_all_tasks_blocked()
+        steer_id = await agent.steer("change course")
+        accepted = [s.event for s in await store.events(agent.session_id)][-1]
+        assert (accepted.type, accepted.message_id, accepted.delivery) == (
+            "inbox/accepted",
+            steer_id,
+            "step",
+        )
+        gate.set()
+        await agent.when_idle()
+
+
+async def test_unclaimed_steer_and_inject_survive_a_restart(store):
+    from tether.agents import new_header
+
+    header = await store.create(new_header(agent="main"))
+    await store.append(
+        header.id,
+        [
+            InboxAccepted(message_id="m1", content="steered", delivery="step"),
+            InboxAccepted(message_id="m2", content="context", delivery="context"),
+        ],
+    )
+    model = FunctionModel(lambda request: "ok")
+    agent = Agent(header=header, store=store, model=model)
+    async with agent:
+        assert agent.status == "idle"  # restored messages wait for a waking message
+        await agent.followup("next")
+        await agent.when_idle()
+    # The steer became a turn of its own; the context arrived with the first step.
+    assert [m.content for m in model.requests[0].messages] == ["steered", "context"]
+    assert model.requests[1].messages[-1].content == "next"
+
+
+async def test_a_failing_instruction_resolver_ends_the_turn_with_error_and_the_agent_lives_on(
+    make_agent, store
+):
+    from tether.agents import DynamicInstruction
+
+    calls = []
+
+    def flaky(context):
+        calls.append(context.turn)
+        if len(calls) == 1:
+            raise RuntimeError("clock unavailable")
+        return "noon"
+
+    agent = await make_agent(
+        FunctionModel(lambda r: "ok"), instructions=[DynamicInstruction("clock", flaky)]
+    )
+    async with agent:
+        assert await agent.run("one") == "error"
+        assert await agent.run("two") == "completed"
+    ends = [s.event for s in await store.events(agent.session_id) if s.event.type == "turn/end"]
+    assert ends[0].error == "RuntimeError: clock unavailable"
+    # The message of the failed turn is kept, not lost.
+    assert [m.content for m in agent.messages if m.role == "user"] == ["one", "two"]

@@ -415,3 +415,43 @@ def test_switches_set_to_a_false_value_are_off(tether_kernel, monkeypatch, capsy
     monkeypatch.setenv("TETHER_TRACE_PLUGINS", value)
     tether_kernel('[tether]\nplugins = ["s"]\n', {"s": WithSettings()})
     assert capsys.readouterr().err == ""
+
+
+def test_plugin_dirs_make_local_files_plugins_imported_only_when_named(tmp_path, tether_profile):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "local_offer.py").write_text(
+        "import tether\n"
+        "@tether.hookimpl\n"
+        "def tether_offers():\n"
+        "    return [tether.Offer(kind='local thing')]\n"
+    )
+    (folder / "never.py").write_text("raise RuntimeError('must not be imported')\n")
+    (folder / "_helper.py").write_text("raise RuntimeError('not a plugin')\n")
+    path = tether_profile('[tether]\nplugins = ["local_offer"]\nplugin_dirs = ["plugins"]\n')
+    kernel = make_kernel(path)
+    (plugin,) = kernel.plugins
+    assert plugin.entry.source == f"local plugin {folder / 'local_offer.py'}"
+    assert plugin.offers[0].kind == "local thing"
+    assert kernel.catalog.names() == ["local_offer", "never"]
+
+
+def test_a_local_plugin_that_fails_to_import_names_its_file(tmp_path, tether_profile):
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "bad.py").write_text("import nowhere_to_be_found\n")
+    path = tether_profile('[tether]\nplugins = ["bad"]\nplugin_dirs = ["plugins"]\n')
+    with pytest.raises(PluginError) as info:
+        make_kernel(path)
+    assert info.value.code is ErrorCode.PLUGIN_IMPORT_FAILED
+    assert f"local plugin {tmp_path / 'plugins' / 'bad.py'}" in str(info.value)
+
+
+def test_an_error_with_a_multi_line_exception_text_stays_one_line(tether_profile):
+    def boom():
+        raise ImportError("first line\n  second line")
+
+    path = tether_profile('[tether]\nplugins = ["x"]\n')
+    with pytest.raises(PluginError) as info:
+        load_kernel(path, catalog=PluginCatalog([entry("x", loader=boom)]))
+    assert "\n" not in str(info.value)
+    assert "ImportError: first line second line" in str(info.value)

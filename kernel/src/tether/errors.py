@@ -18,6 +18,7 @@ code with an example and its remedy.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ class ErrorCode(StrEnum):
     DEPTH_LOWERED = "DEPTH_LOWERED"
     MODEL_SPEC_UNKNOWN = "MODEL_SPEC_UNKNOWN"
     MODEL_REQUEST_FAILED = "MODEL_REQUEST_FAILED"
+    MODEL_CONFIG_MISSING = "MODEL_CONFIG_MISSING"
     SCRIPT_INVALID = "SCRIPT_INVALID"
     SCRIPT_MISMATCH = "SCRIPT_MISMATCH"
     INSTRUCTIONS_INVALID = "INSTRUCTIONS_INVALID"
@@ -112,13 +114,20 @@ class TetherError(Exception):
         return ", ".join(parts) or None
 
     def render(self) -> str:
-        """The one-line form: ``message (where); remedy [CODE]``."""
-        text = self.message
+        """The one-line form: ``message (where); remedy [CODE]``.
+
+        Line breaks in quoted exception texts are folded so the error stays one line.
+        """
+        text = _one_line(self.message)
         if self.where:
             text += f" ({self.where})"
         if self.remedy:
-            text += f"; {self.remedy}"
+            text += f"; {_one_line(self.remedy)}"
         return f"{text} [{self.code}]"
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text.strip())
 
 
 class ProfileError(TetherError):

@@ -91,7 +91,9 @@ def load_kernel(
     if not isinstance(profile, Profile):
         profile = load_profile(find_profile(profile))
     if catalog is None:
-        catalog = PluginCatalog.discover(inline=plugins, entry_points=entry_points)
+        catalog = PluginCatalog.discover(
+            inline=plugins, entry_points=entry_points, local_dirs=profile.tether.plugin_dirs
+        )
     objects: dict[int, object] = {}
 
     global_plugins = _load_layer(profile, catalog, None, objects)
@@ -202,7 +204,9 @@ def _validate_settings(profile: Profile, agent: str | None, plugin: LoadedPlugin
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = input_loc(table or {}, tuple(error["loc"]))
-        more = len(exc.errors()) - 1
+        # One key that fails every branch of a union yields one error per branch: count keys.
+        places = {input_loc(table or {}, tuple(e["loc"])) for e in exc.errors()}
+        more = len(places) - 1
         reason = error["msg"] + (f" (and {more} more)" if more else "")
         key_file = profile.file_of(*where, *(str(p) for p in loc)) or file
         raise PluginError(

@@ -13,12 +13,16 @@ own settings and everything it returns is attributed to it (see :mod:`tether.hoo
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -81,10 +85,12 @@ class PluginEntry:
 
     @property
     def source(self) -> str:
-        """``tether-spawn 0.1.0``, or ``inline plugin`` for a plugin registered in code."""
-        if self.distribution is None:
+        """``tether-spawn 0.1.0``; ``inline plugin``; ``local plugin /path/notes.py``."""
+        if self.distribution is not None:
+            return f"{self.distribution} {self.version}"
+        if self.value == "<inline>":
             return "inline plugin"
-        return f"{self.distribution} {self.version}"
+        return f"local plugin {self.value}"
 
     def load(self) -> object:
         """Import the plugin (entry points) or return the object (inline)."""
@@ -109,6 +115,7 @@ class PluginCatalog:
         *,
         inline: Mapping[str, object] | None = None,
         entry_points: bool | None = None,
+        local_dirs: Iterable[Path] = (),
     ) -> PluginCatalog:
         """Installed entry points (unless turned off) plus ``inline`` plugins.
 
@@ -121,6 +128,8 @@ class PluginCatalog:
             entry_points = not off_by_env
         entries = list(installed_entries()) if entry_points else []
         inline = dict(inline or {})
+        for folder in local_dirs:
+            entries.extend(local_entries(folder))
         entries = [entry for entry in entries if entry.name not in inline]
         for name, obj in inline.items():
             entries.append(PluginEntry(name, "<inline>", None, None, _constant(obj)))
@@ -193,6 +202,36 @@ def env_flag(name: str) -> bool:
 
 def _constant(obj: object) -> Callable[[], object]:
     return lambda: obj
+
+
+def local_entries(folder: Path) -> list[PluginEntry]:
+    """Every ``NAME.py`` in ``folder`` as plugin ``NAME`` (a profile's ``plugin_dirs``).
+
+    Files whose stem is not a valid plugin name (``_helpers.py``) are not plugins.
+    """
+    from .profile import NAME_PATTERN
+
+    pattern = re.compile(NAME_PATTERN)
+    return [
+        PluginEntry(path.stem, str(path), None, None, functools.partial(_import_file, path))
+        for path in sorted(folder.glob("*.py"))
+        if pattern.match(path.stem) and not path.stem.startswith("_")
+    ]
+
+
+def _import_file(path: Path) -> object:
+    name = "tether_local_" + re.sub(r"\W", "_", path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 def installed_entries(group: str = ENTRY_POINT_GROUP) -> Iterable[PluginEntry]:

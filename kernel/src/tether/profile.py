@@ -103,7 +103,9 @@ class TetherTable(BaseModel):
     plugins: tuple[Name, ...] = ()
     """Plugins loaded into the global layer, in this order."""
     store: str | None = None
-    """Session store spec (``sqlite:PATH`` or ``memory``); read by the agent runtime."""
+    """Session store: ``sqlite:PATH`` or ``memory`` (default ``sqlite:.tether/sessions.db``)."""
+    plugin_dirs: tuple[ProfilePath, ...] = ()
+    """Folders whose ``NAME.py`` files are plugins named ``NAME`` (imported only when named)."""
 
 
 class AgentTable(BaseModel):
@@ -419,9 +421,11 @@ def profile_from_dict(
         if file is not None:
             agent_dirs[name] = file.parent
     try:
+        dirs_file = origins.get(("tether", "plugin_dirs"))
+        key_dirs = {"plugin_dirs": dirs_file.parent} if dirs_file is not None else {}
         parsed = _ProfileDocument.model_validate(
             document,
-            context={PROFILE_DIR_CONTEXT: folder, KEY_DIRS_CONTEXT: {}},
+            context={PROFILE_DIR_CONTEXT: folder, KEY_DIRS_CONTEXT: key_dirs},
         )
     except ValidationError as exc:
         error = exc.errors()[0]

@@ -11,8 +11,8 @@ messages: the base prompt and tool list never change within a session.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +43,9 @@ from ._instructions import DynamicInstruction, InstructionContext, render_instru
 from ._tools import ToolContext, ToolRegistry
 
 __all__ = ("Agent", "AgentLimits", "PreStep", "StepContext")
+
+_USER_SOURCE = MessageSource(kind="user")
+_NO_USAGE = Usage()
 
 #: How long teardown waits for the final log writes of a cancelled turn.
 TEARDOWN_TIMEOUT = 5.0
@@ -100,7 +103,7 @@ class _InboxItem:
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+    return f"{prefix}_{os.urandom(8).hex()}"
 
 
 def event_to_message(event: Event) -> Message | None:
@@ -159,6 +162,7 @@ class Agent:
         self._parked = False
         self._idle = anyio.Event()
         self._idle.set()
+        self._wakeup = anyio.Event()
         self._restored = False
         self._last_stop: StopReason = "completed"
 
@@ -191,6 +195,7 @@ class Agent:
         """Rebuild history, instruction slots and unclaimed inbox messages from the log."""
         claimed: set[str] = set()
         accepted: dict[str, _InboxItem] = {}
+        context_ids: set[str] = set()
         for stored in await self.store.events(self.session_id):
             event = stored.event
             message = event_to_message(event)
@@ -199,6 +204,8 @@ class Agent:
             match event:
                 case InboxAccepted(message_id=mid, content=content, source=source):
                     accepted[mid] = _InboxItem(mid, content, source)
+                    if event.delivery == "context":
+                        context_ids.add(mid)
                 case UserMessage(message_id=mid):
                     claimed.add(mid)
                 case InboxDiscarded(message_id=mid):
@@ -209,7 +216,12 @@ class Agent:
                     self._instruction_values[slug] = content
                 case _:
                     pass
-        self._inbox.extend(item for mid, item in accepted.items() if mid not in claimed)
+        for mid, item in accepted.items():
+            if mid in claimed:
+                continue
+            # A steer outlives the turn it was meant for only as a turn of its own; injected
+            # context waits for the next step or turn, as it would have.
+            (self._injected if mid in context_ids else self._inbox).append(item)
         self._restored = True
 
     async def __aenter__(self) -> Agent:
@@ -217,6 +229,8 @@ class Agent:
             await self.restore()
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
+        self._wakeup = anyio.Event()
+        self._group.start_soon(self._runner)
         if self._inbox:
             self._parked = True  # restored messages wait for the next waking message
         return self
@@ -249,10 +263,7 @@ class Agent:
 
     async def followup(self, content: str, *, source: MessageSource | None = None) -> str:
         """Queue ``content`` as a later turn (FIFO); returns once it is durably accepted."""
-        item = _InboxItem(_new_id("msg"), content, source or MessageSource(kind="user"))
-        await self._append(
-            InboxAccepted(message_id=item.message_id, content=content, source=item.source)
-        )
+        item = await self._accept(content, source or _USER_SOURCE, "turn")
         self._inbox.append(item)
         self._wake()
         return item.message_id
@@ -262,18 +273,32 @@ class Agent:
         source = source or MessageSource(kind="steer")
         if not self._runner_active or self._turn_scope is None:
             return await self.followup(content, source=source)
-        item = _InboxItem(_new_id("msg"), content, source)
+        item = await self._accept(content, source, "step")
         self._steering.append(item)
         return item.message_id
 
     async def inject(self, content: str, *, source: MessageSource | None = None) -> str:
         """Add context without waking the agent: the next step (or turn) sees it."""
-        item = _InboxItem(_new_id("msg"), content, source or MessageSource(kind="inject"))
-        if self._turn_scope is not None:
-            self._injected.append(item)
-        else:
+        source = source or MessageSource(kind="inject")
+        if self._turn_scope is None:
+            item = _InboxItem(_new_id("msg"), content, source)
             await self._commit_message(item)
+        else:
+            item = await self._accept(content, source, "context")
+            self._injected.append(item)
         return item.message_id
+
+    async def _accept(
+        self, content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
+    ) -> _InboxItem:
+        """Record a message durably before it is acknowledged; its claim comes later."""
+        item = _InboxItem(_new_id("msg"), content, source)
+        await self._append(
+            InboxAccepted.model_construct(
+                message_id=item.message_id, content=content, source=source, delivery=delivery
+            )
+        )
+        return item
 
     async def run(self, content: str, *, source: MessageSource | None = None) -> StopReason:
         """``followup`` then wait until idle; the stop reason of the last turn."""
@@ -305,36 +330,75 @@ class Agent:
             self._turn_scope.cancel()
 
     def _wake(self) -> None:
-        self._parked = False
-        if self._runner_active:
-            return
         if self._group is None:
             raise RuntimeError("use the agent inside `async with agent:` before sending to it")
+        self._parked = False
+        if self._runner_active:
+            return  # the runner looks at the inbox again before it goes idle
         self._runner_active = True
         self._idle = anyio.Event()
-        self._group.start_soon(self._drain)
+        self._wakeup.set()
 
-    async def _drain(self) -> None:
-        try:
-            while self._inbox and not self._parked:
-                await self._run_turn(self._inbox.popleft())
-        finally:
-            self._runner_active = False
-            self._idle.set()
+    async def _runner(self) -> None:
+        """The agent's one long-lived task: drains the inbox whenever it is woken."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+            try:
+                while self._inbox and not self._parked:
+                    await self._run_turn(self._inbox.popleft())
+            finally:
+                self._runner_active = False
+                self._idle.set()
 
     async def _commit_message(self, item: _InboxItem) -> None:
         await self._append(
-            UserMessage(message_id=item.message_id, content=item.content, source=item.source)
+            UserMessage.model_construct(
+                message_id=item.message_id, content=item.content, source=item.source
+            )
         )
-        self._history.append(Message(role="user", content=item.content))
+        self._history.append(Message.model_construct(role="user", content=item.content))
+
+    async def preview(self, prompt: str | None = None) -> tuple[ModelRequest, tuple[Message, ...]]:
+        """The first request the next turn would send, without running or logging anything.
+
+        Returns the request and the messages in it that are not in the log yet (dynamic
+        instructions that would change, ``prompt``, pre-step messages). Resolvers and pre-step
+        hooks are called, so they should not have side effects.
+        """
+        turn = self._turns + 1
+        pending: list[Message] = []
+        context = InstructionContext(self.name, self.session_id, turn)
+        for instruction in self.instructions:
+            if instruction.when == "session" and instruction.slug in self._instruction_values:
+                continue
+            value = await instruction.value(context)
+            if value is not None and self._instruction_values.get(instruction.slug) != value:
+                content = render_instruction(instruction.slug, value)
+                pending.append(Message(role=instruction.role, content=content))
+        if prompt is not None:
+            pending.append(Message(role="user", content=prompt))
+        for pre_step in self.pre_steps:
+            step_context = StepContext(self, turn, 1, (*self._history, *pending))
+            for message in await pre_step.run(step_context) or ():
+                role = "system" if message.role == "system" else "user"
+                pending.append(Message(role=role, content=message.content))
+        request = ModelRequest.model_construct(
+            system=self.system,
+            messages=(*self._history, *pending),
+            tools=self._tool_schemas,
+            max_output_tokens=self.limits.max_output_tokens,
+            agent=self.name,
+        )
+        return request, tuple(pending)
 
     # ---------------------------------------------------------------- the turn
 
     async def _run_turn(self, item: _InboxItem) -> None:
         self._turns += 1
         turn = self._turns
-        await self._append(TurnStarted(turn=turn, message_id=item.message_id))
-        usage = Usage()
+        await self._append(TurnStarted.model_construct(turn=turn, message_id=item.message_id))
+        usage = _NO_USAGE
         steps = 0
         stop: StopReason = "error"
         error: str | None = None
@@ -356,15 +420,15 @@ class Agent:
                     steps += 1
                     await self._before_step(turn, steps)
                     response = await self._request(steps, usage)
-                    usage = usage + response.usage
-                    message = AssistantMessage(
+                    usage = response.usage if usage is _NO_USAGE else usage + response.usage
+                    message = AssistantMessage.model_construct(
                         content=response.text,
                         tool_calls=response.tool_calls,
                         usage=response.usage,
                         finish_reason=response.finish_reason,
                     )
                     self._history.append(
-                        Message(
+                        Message.model_construct(
                             role="assistant", content=response.text, tool_calls=response.tool_calls
                         )
                     )
@@ -385,22 +449,48 @@ class Agent:
                         break
             except ModelError as exc:
                 stop, error = "error", str(exc)
+            except Exception as exc:
+                # A plugin's instruction resolver, pre-step hook or tool runner failed outside
+                # a tool call: the turn ends with "error" and says why; the agent lives on.
+                stop, error = "error", f"{type(exc).__name__}: {exc}"
             finally:
                 self._turn_scope = None
         if scope.cancelled_caught:
             stop = "aborted"
-        with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
-            closing: list[Event] = []
-            if not claimed:  # aborted before the message was read: keep it, answered or not
-                closing.append(
-                    UserMessage(
-                        message_id=item.message_id, content=item.content, source=item.source
-                    )
-                )
-                self._history.append(Message(role="user", content=item.content))
-            if final is not None:
-                closing.append(final)
-            answered = {m.tool_call_id for m in self._history if m.role == "tool"}
+        closing = self._closing_events(item, claimed, final, pending_calls)
+        closing.append(
+            TurnEnded.model_construct(
+                turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error
+            )
+        )
+        if scope.cancel_called:
+            # A cancelled turn still records how it ended: shielded, and bounded in time.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                await self._append(*closing)
+        else:
+            await self._append(*closing)
+        self._last_stop = stop
+
+    def _closing_events(
+        self,
+        item: _InboxItem,
+        claimed: bool,
+        final: AssistantMessage | None,
+        pending_calls: tuple[ToolCall, ...],
+    ) -> list[Event]:
+        """What a turn appends as it ends, before ``turn/end``."""
+        closing: list[Event] = []
+        if not claimed:  # aborted before the message was read: keep it, answered or not
+            closing.append(
+                UserMessage(message_id=item.message_id, content=item.content, source=item.source)
+            )
+            self._history.append(Message(role="user", content=item.content))
+        if final is not None:
+            closing.append(final)
+        if pending_calls:
+            # Only the calls of the interrupted step can be open; results are never older.
+            recent = self._history[-len(pending_calls) :]
+            answered = {m.tool_call_id for m in recent if m.role == "tool"}
             for call in pending_calls:
                 if call.id not in answered:
                     result = ToolResult(
@@ -408,12 +498,8 @@ class Agent:
                     )
                     closing.append(result)
                     self._history.append(event_to_message(result))  # type: ignore[arg-type]
-            closing.extend(self._drain_pending_messages())
-            closing.append(
-                TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
-            )
-            await self._append(*closing)
-        self._last_stop = stop
+        closing.extend(self._drain_pending_messages())
+        return closing
 
     def _drain_pending_messages(self) -> list[Event]:
         """Steering and injected messages that arrived too late for a step: keep them."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,14 +62,18 @@ def _collect(
         result = plugin.call(hook)
         if result is None:
             continue
-        items = list(result) if not isinstance(result, (str, bytes)) else [result]
+        if isinstance(result, str | bytes | Mapping) or not isinstance(result, Iterable):
+            items = [result]  # one record instead of an iterable of them
+        else:
+            items = list(result)
         for item in items:
-            if not isinstance(item, kind):
+            if not isinstance(item, kind) or items[0] is result:
                 expected = kind.__name__ if isinstance(kind, type) else kind[0].__name__
                 raise PluginError(
                     ErrorCode.PLUGIN_CONTRACT_VIOLATION,
                     f'plugin "{plugin.name}" ({plugin.entry.source}) broke the contract of '
-                    f"{hook}: expected an iterable of {expected}, got {type(item).__name__}",
+                    f"{hook}: expected an iterable of {expected}, got {type(item).__name__}"
+                    + (" (one record, not an iterable)" if isinstance(item, kind) else ""),
                     plugin=plugin.name,
                     remedy=f"report this to the maintainers of "
                     f"{plugin.entry.distribution or 'the plugin'}",
@@ -146,25 +150,28 @@ async def compose_agent(
     Use the result as ``async with agent:``. A string ``model`` is a spec resolved relative to
     the current directory; ``None`` uses the agent's profile ``model``.
     """
-    name = resolve_agent_name(kernel, agent)
+    header = await store.header(session_id) if session_id is not None else None
+    if header is not None:
+        # A stored session keeps its own agent preset; --agent may only confirm it.
+        if agent is not None and header.agent != agent:
+            raise AgentError(
+                ErrorCode.UNKNOWN_AGENT,
+                f'session "{session_id}" runs agent {header.agent!r}, not {agent!r}',
+                remedy=f"drop --agent or pass --agent {header.agent}",
+            )
+        name = resolve_agent_name(kernel, header.agent)
+    else:
+        name = resolve_agent_name(kernel, agent)
     preset = build_preset(kernel, name)
-    if not isinstance(model, str) and model is not None:
+    if model is not None and not isinstance(model, str):
         resolved: Model = model
     elif model is not None:
         resolved = resolve_preset_model(preset, model, base=Path.cwd())
     else:
-        resolved = resolve_preset_model(preset, None, base=kernel.profile.folder)
-    if session_id is not None:
-        header = await store.header(session_id)
-        if header.agent != name and agent is not None:
-            raise AgentError(
-                ErrorCode.UNKNOWN_AGENT,
-                f'session "{session_id}" runs agent {header.agent!r}, not {name!r}',
-                remedy=f"drop --agent or pass --agent {header.agent}",
-            )
-        if header.agent != name:
-            preset = build_preset(kernel, resolve_agent_name(kernel, header.agent))
-    else:
+        model_file = kernel.profile.file_of("agent", name, "model") if name else None
+        base = model_file.parent if model_file is not None else kernel.profile.folder
+        resolved = resolve_preset_model(preset, None, base=base)
+    if header is None:
         header = await store.create(new_header(agent=name, label=label))
     return Agent(
         header=header,

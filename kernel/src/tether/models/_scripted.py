@@ -176,12 +176,17 @@ class ScriptedModel:
         return ModelResponse(text=step.text, tool_calls=calls, usage=usage, finish_reason=finish)
 
     def remaining(self) -> dict[str | None, int]:
-        """Steps not played yet, per script (``None`` = the default script)."""
-        return {
-            key: len(steps) - len(self._played[key])
-            for key, steps in self._steps.items()
-            if len(steps) > len(self._played[key])
-        }
+        """Steps after the last one played, per script (``None`` = the default script).
+
+        Steps before the first one this process played count as played: a session continued
+        in another process picks up where the log says it is.
+        """
+        left = {}
+        for key, steps in self._steps.items():
+            reached = max(self._played[key], default=-1) + 1
+            if len(steps) > reached:
+                left[key] = len(steps) - reached
+        return left
 
     def assert_consumed(self) -> None:
         """Raise ``SCRIPT_MISMATCH`` if any step was never played."""

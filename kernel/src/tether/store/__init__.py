@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ErrorCode, StoreError
 from ._events import (
@@ -28,6 +29,9 @@ from ._memory import MemoryStore
 from ._protocol import SessionStore
 from ._sqlite import SCHEMA_VERSION, SQLiteStore
 
+if TYPE_CHECKING:
+    from ..profile import Profile
+
 __all__ = (
     "SCHEMA_VERSION",
     "AssistantMessage",
@@ -51,9 +55,17 @@ __all__ = (
     "UserMessage",
     "open_store",
     "parse_event",
+    "profile_store",
 )
 
 DEFAULT_STORE = "sqlite:.tether/sessions.db"
+
+
+def profile_store(profile: Profile) -> SessionStore:
+    """The store a profile names (``[tether] store``), relative to the file that set it."""
+    file = profile.file_of("tether", "store")
+    base = file.parent if file is not None else profile.folder
+    return open_store(profile.tether.store, base=base)
 
 
 def open_store(spec: str | None, *, base: Path | None = None) -> SessionStore:

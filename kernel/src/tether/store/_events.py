@@ -108,12 +108,15 @@ class InstructionEvent(_Frozen):
 
 
 class InboxAccepted(_Frozen):
-    """A message entered the agent's inbox; its turn starts later (claimed by ``user/message``)."""
+    """A message was accepted for the agent; it is claimed later by its ``user/message``."""
 
     type: Literal["inbox/accepted"] = "inbox/accepted"
     message_id: str
     content: str
     source: MessageSource = Field(default_factory=MessageSource)
+    delivery: Literal["turn", "step", "context"] = "turn"
+    """``turn``: a later turn (followup); ``step``: the running turn's next step (steer);
+    ``context``: seen at the next step or turn without waking the agent (inject)."""
 
 
 class InboxDiscarded(_Frozen):

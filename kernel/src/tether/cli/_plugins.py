@@ -1,0 +1,140 @@
+"""``tether plugins`` and ``tether check``: what is installed, what a profile composes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ._group import cli, load, profile_option
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+    from ..plugins import LoadedPlugin, PluginCatalog
+
+__all__ = ("composition_tree",)
+
+
+@cli.command()
+@profile_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins(profile: Path | None, as_json: bool) -> None:
+    """List every installed plugin, whether the profile loads it, and its hooks.
+
+    Without --profile the profile is tether.toml in the current directory if there is one;
+    without any profile nothing is loaded and nothing is imported.
+    """
+    from ..plugins import PluginCatalog
+
+    kernel = None
+    if profile is not None or Path("tether.toml").is_file():
+        kernel = load(profile)
+        catalog = kernel.catalog
+    else:
+        catalog = PluginCatalog.discover()
+    rows = [_plugin_row(entry, kernel, catalog) for entry in catalog.entries()]
+    if as_json:
+        document = {
+            "profile": str(kernel.profile.path) if kernel and kernel.profile.path else None,
+            "plugins": rows,
+        }
+        click.echo(json.dumps(document, indent=2))
+        return
+    if not rows:
+        if catalog.autoload_off_by_env:
+            click.echo(
+                "no plugins listed: entry-point autoload is off (TETHER_DISABLE_PLUGIN_AUTOLOAD)"
+            )
+        else:
+            click.echo("no plugins installed (entry-point group tether.plugins)")
+        return
+    header = ("NAME", "DISTRIBUTION", "VERSION", "LOADED", "HOOKS")
+    table = [
+        (
+            row["name"],
+            row["distribution"] or "inline",
+            row["version"] or "-",
+            ", ".join(row["scopes"]) if row["loaded"] else "no",
+            ", ".join(row["hooks"]) if row["hooks"] is not None else "-",
+        )
+        for row in rows
+    ]
+    widths = [max(len(str(r[i])) for r in (header, *table)) for i in range(len(header) - 1)]
+    for line in (header, *table):
+        cells = [str(cell).ljust(width) for cell, width in zip(line, widths, strict=False)]
+        click.echo("  ".join([*cells, str(line[-1])]).rstrip())
+
+
+def _plugin_row(entry: Any, kernel: Kernel | None, catalog: PluginCatalog) -> dict[str, Any]:
+    instances = [p for p in kernel.plugins if p.entry is entry] if kernel else []
+    return {
+        "name": entry.name,
+        "distribution": entry.distribution,
+        "version": entry.version,
+        "value": entry.value,
+        "loaded": bool(instances),
+        "conflict": len(catalog.get(entry.name)) > 1,
+        "scopes": [p.scope_id for p in instances],
+        "hooks": list(instances[0].hooks) if instances else None,
+        "offers": [
+            {"scope": p.scope_id, "kind": offer.kind, "capabilities": sorted(offer.capabilities)}
+            for p in instances
+            for offer in p.offers
+        ],
+    }
+
+
+@cli.command()
+@profile_option
+def check(profile: Path | None) -> None:
+    """Load the profile and every plugin it names, run every check, print the composition."""
+    kernel = load(profile)
+    for line in composition_tree(kernel):
+        click.echo(line)
+    count = len(kernel.plugins)
+    requirements = sum(len(p.requirements) for p in kernel.plugins)
+    click.echo(
+        f"ok: {count} plugin instance{'s' if count != 1 else ''} in "
+        f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
+        f"{requirements} requirement{'s' if requirements != 1 else ''} met"
+    )
+
+
+def composition_tree(kernel: Kernel) -> list[str]:
+    """The lines ``tether check`` prints: the profile, then each scope and its plugins."""
+    profile = kernel.profile
+    lines = [f"profile {profile.path}"]
+    lines += [f"  extends {path}" for path in profile.files[1:]]
+    for scope in kernel.scopes():
+        title = scope.path
+        if scope.kind == "agent":
+            table = profile.agent[scope.name]
+            if table.model:
+                title += f"  model={table.model}"
+        lines.append(title)
+        if not scope.plugins:
+            lines.append("  (no plugins)")
+        for index, plugin in enumerate(scope.plugins):
+            last = index == len(scope.plugins) - 1
+            lines.append(f"  {'└─' if last else '├─'} {_describe(plugin)}")
+            pad = "     " if last else "  │  "
+            for offer in plugin.offers:
+                caps = ", ".join(sorted(offer.capabilities)) or "no optional capabilities"
+                lines.append(f"{pad}offers {offer.kind}: {caps}")
+            for req in plugin.requirements:
+                caps = f" with {', '.join(req.capabilities)}" if req.capabilities else ""
+                lines.append(f'{pad}requires {req.kind} "{req.plugin}"{caps}')
+    return lines
+
+
+def _describe(plugin: LoadedPlugin) -> str:
+    text = f"{plugin.name} ({plugin.entry.source})"
+    if plugin.settings is not None:
+        fields = plugin.settings.model_dump(mode="json", exclude_defaults=True)
+        if fields:
+            text += " " + ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items())
+    hooks = plugin.hooks
+    text += f"  hooks: {', '.join(hooks) if hooks else 'none'}"
+    return text

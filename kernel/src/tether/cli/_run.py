@@ -1,0 +1,237 @@
+"""``tether run`` and ``tether context``: run turns; show exactly what the model would see."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import click
+
+from ._group import cli, load, profile_option
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..store import Event
+
+__all__ = ("estimate_tokens",)
+
+_agent_option = click.option("--agent", "agent_name", default=None, help="The agent preset.")
+_model_option = click.option(
+    "--model", "model_spec", default=None, help="Model spec provider:name (default: the agent's)."
+)
+_session_option = click.option(
+    "--session", "session_id", default=None, help="Continue this stored session."
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters a token), for comparing blocks."""
+    return (len(text) + 3) // 4
+
+
+@cli.command()
+@profile_option
+@_agent_option
+@_model_option
+@_session_option
+@click.argument("prompts", nargs=-1, required=True)
+def run(
+    profile: Path | None,
+    agent_name: str | None,
+    model_spec: str | None,
+    session_id: str | None,
+    prompts: tuple[str, ...],
+) -> None:
+    """Run PROMPTS as turns (one turn each, in order) and print what happens.
+
+    Prints the assistant's text and a line per tool call as they happen and ends with the
+    session id; --session continues a stored session. Exit status 1 when a turn does not
+    complete.
+    """
+    kernel = load(profile)
+    stop = anyio.run(_run, kernel, agent_name, model_spec, session_id, prompts)
+    if stop != "completed":
+        raise SystemExit(1)
+
+
+async def _run(
+    kernel: Any,
+    agent_name: str | None,
+    model_spec: str | None,
+    session_id: str | None,
+    prompts: tuple[str, ...],
+) -> str:
+    from ..agents import compose_agent
+    from ..models import ScriptedModel
+    from ..store import profile_store
+
+    store = profile_store(kernel.profile)
+    try:
+        agent = await compose_agent(
+            kernel, store, agent=agent_name, model=model_spec, session_id=session_id
+        )
+        agent.listen(_printer(agent))
+        async with agent:
+            for prompt in prompts:
+                await agent.followup(prompt)
+            await agent.when_idle()
+        stop = agent.last_stop_reason
+        if isinstance(agent.model, ScriptedModel):
+            left = agent.model.remaining()
+            if left:
+                count = sum(left.values())
+                click.echo(f"note: the scripted model has {count} step(s) left unplayed", err=True)
+        click.echo(f"session {agent.session_id}")
+        await close_model(agent.model)
+        return stop
+    finally:
+        await store.aclose()
+
+
+async def close_model(model: Any) -> None:
+    """Release a model's connections if it holds any (``aclose``)."""
+    closer = getattr(model, "aclose", None)
+    if closer is not None:
+        await closer()
+
+
+def _printer(agent: Agent) -> Any:
+    from ..store import AssistantMessage, ToolResult, TurnEnded, UserMessage
+
+    def show(event: Event) -> None:
+        match event:
+            case UserMessage(content=content, source=source) if source.kind in ("user", "followup"):
+                click.echo(f"> {content}")
+            case AssistantMessage(content=content, tool_calls=calls):
+                if content:
+                    click.echo(content)
+                for call in calls:
+                    arguments = json.dumps(call.arguments, ensure_ascii=False)
+                    click.echo(f"-> {call.name}({arguments})")
+            case ToolResult(name=name, content=content, is_error=is_error):
+                lines = content.strip().splitlines() or [""]
+                first = lines[0] if len(lines[0]) <= 100 else lines[0][:97] + "..."
+                extra = len(lines) - 1
+                more = f" (+{extra} more line{'s' if extra > 1 else ''})" if extra else ""
+                click.echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
+            case TurnEnded(stop_reason=stop, error=error) if stop != "completed":
+                click.echo(f"[turn {event.turn} stopped: {stop}]{' ' + error if error else ''}")
+            case _:
+                pass
+
+    return show
+
+
+@cli.command()
+@profile_option
+@_agent_option
+@_model_option
+@_session_option
+@click.option("--prompt", default=None, help="Include this message as the next user turn.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def context(
+    profile: Path | None,
+    agent_name: str | None,
+    model_spec: str | None,
+    session_id: str | None,
+    prompt: str | None,
+    as_json: bool,
+) -> None:
+    """Show exactly what the model would get next: base prompt blocks, tools, messages.
+
+    Without --session the agent is composed on a fresh in-memory session, so nothing is
+    written. Token counts are estimates (about four characters a token).
+    """
+    kernel = load(profile)
+    document = anyio.run(_context, kernel, agent_name, model_spec, session_id, prompt)
+    if as_json:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        return
+    click.echo(f"agent {document['agent'] or '(global scope)'}  model {document['model']}")
+    click.echo(f"session {document['session'] or '(new)'}")
+    for index, block in enumerate(document["system"]):
+        click.echo(f"\n== system block {index + 1}  ~{block['tokens']} tokens")
+        click.echo(block["text"])
+    click.echo(f"\n== tools ({len(document['tools'])})  ~{document['tools_tokens']} tokens")
+    for tool in document["tools"]:
+        click.echo(f"{tool['name']}: {tool['description']}  ~{tool['tokens']} tokens")
+    click.echo(
+        f"\n== history: {len(document['history'])} message(s)  ~{document['history_tokens']} tokens"
+    )
+    click.echo(f"\n== pending for the next turn ({len(document['pending'])})")
+    for message in document["pending"]:
+        click.echo(f"[{message['role']}]  ~{message['tokens']} tokens")
+        click.echo(message["content"])
+    click.echo(f"\ntotal ~{document['total_tokens']} tokens")
+
+
+async def _context(
+    kernel: Any,
+    agent_name: str | None,
+    model_spec: str | None,
+    session_id: str | None,
+    prompt: str | None,
+) -> dict[str, Any]:
+    from ..agents import Agent, build_preset, compose_agent, new_header, resolve_agent_name
+    from ..models import FunctionModel
+    from ..store import MemoryStore, profile_store
+
+    name = resolve_agent_name(kernel, agent_name)
+    preset = build_preset(kernel, name)
+    spec = model_spec or preset.model_spec or "(none)"
+    placeholder = FunctionModel(lambda request: "", name=spec)  # never called
+    if session_id is not None:
+        store = profile_store(kernel.profile)
+        try:
+            agent = await compose_agent(
+                kernel, store, agent=agent_name, model=placeholder, session_id=session_id
+            )
+            await agent.restore()
+            request, pending = await agent.preview(prompt)
+        finally:
+            await store.aclose()
+    else:
+        store = MemoryStore()
+        header = await store.create(new_header(agent=name))
+        agent = Agent(
+            header=header,
+            store=store,
+            model=placeholder,
+            system=preset.system,
+            tools=preset.tools,
+            instructions=preset.instructions,
+            pre_steps=preset.pre_steps,
+        )
+        request, pending = await agent.preview(prompt)
+    history = request.messages[: len(request.messages) - len(pending)]
+    tools = [
+        {**schema.model_dump(), "tokens": estimate_tokens(json.dumps(schema.model_dump()))}
+        for schema in request.tools
+    ]
+    system = [{"text": text, "tokens": estimate_tokens(text)} for text in request.system]
+    pending_rows = [
+        {"role": m.role, "content": m.content, "tokens": estimate_tokens(m.content)}
+        for m in pending
+    ]
+    history_tokens = sum(estimate_tokens(m.content) for m in history)
+    tools_tokens = sum(t["tokens"] for t in tools)
+    total = (
+        sum(b["tokens"] for b in system)
+        + tools_tokens
+        + history_tokens
+        + sum(m["tokens"] for m in pending_rows)
+    )
+    return {
+        "agent": name,
+        "model": spec,
+        "session": session_id,
+        "system": system,
+        "tools": tools,
+        "tools_tokens": tools_tokens,
+        "history": [m.model_dump(exclude_defaults=True) for m in history],
+        "history_tokens": history_tokens,
+        "pending": pending_rows,
+        "total_tokens": total,
+    }

@@ -1,0 +1,196 @@
+"""tether run, context and sessions on a copy of the quickstart."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tether.cli import cli
+
+ROOT = Path(__file__).parents[2]
+QUICKSTART_OUTPUT = [
+    "> What notes do I have?",
+    "Let me look at your notes.",
+    "-> list_notes({})",
+    "<- list_notes: groceries.md (+1 more line)",
+    '-> read_note({"name": "launch.md"})',
+    '-> read_note({"name": "groceries.md"})',
+    "<- read_note: # Launch plan (+4 more lines)",
+    "<- read_note: # Groceries (+4 more lines)",
+    "You have two notes: launch.md (the launch plan, owned by Priya) and groceries.md (oat "
+    "milk, coffee beans, lemons).",
+    "> When is the launch?",
+    '-> search_notes({"query": "launch date"})',
+    "<- search_notes: launch.md: - Launch date: Thursday 10 December.",
+    'The launch is on Thursday 10 December (launch.md: "Launch date: Thursday 10 December.").',
+]
+
+
+@pytest.fixture
+def quickstart(tmp_path, monkeypatch):
+    """A copy of examples/ in a temporary folder, which is also the current directory.
+
+    The quickstart loads the installed first-party plugin "openai", so entry points are on.
+    """
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    shutil.copytree(
+        ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".tether")
+    )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "examples" / "quickstart" / "tether.toml"
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_the_quickstart_runs_two_turns_with_tools(quickstart):
+    result = invoke(
+        "run", "--profile", str(quickstart), "What notes do I have?", "When is the launch?"
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[:-1] == QUICKSTART_OUTPUT
+    assert re.fullmatch(r"session ses_[0-9a-f]{16}", lines[-1])
+    assert result.stderr == "note: the scripted model has 1 step(s) left unplayed\n"
+    assert (quickstart.parent / ".tether" / "sessions.db").is_file()
+
+
+def test_a_stored_session_continues_with_session(quickstart):
+    first = invoke(
+        "run", "--profile", str(quickstart), "What notes do I have?", "When is the launch?"
+    )
+    session = first.stdout.splitlines()[-1].split()[1]
+    again = invoke("run", "--profile", str(quickstart), "--session", session, "Who owns it?")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.splitlines() == [
+        "> Who owns it?",
+        'Priya owns the launch (launch.md: "Owner: Priya.").',
+        f"session {session}",
+    ]
+    assert again.stderr == ""
+
+
+def test_an_unknown_session_is_one_error_line(quickstart):
+    result = invoke("run", "--profile", str(quickstart), "--session", "ses_nope", "hi")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        'ERROR: no session "ses_nope"; list the stored sessions with `tether sessions list` '
+        "[SESSION_NOT_FOUND]\n"
+    )
+
+
+def test_a_turn_that_does_not_complete_exits_1(quickstart, tmp_path):
+    (tmp_path / "empty.toml").write_text("steps = []\n")
+    result = invoke("run", "--profile", str(quickstart), "--model", "scripted:empty.toml", "hello")
+    assert result.exit_code == 1
+    assert "[turn 1 stopped: error] " in result.stdout
+    assert "unexpected model call" in result.stdout
+
+
+def test_model_override_with_a_function_spec(quickstart, tmp_path, monkeypatch):
+    (tmp_path / "shouting.py").write_text("def model(request):\n    return 'HELLO'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = invoke("run", "--profile", str(quickstart), "--model", "function:shouting:model", "hi")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:2] == ["> hi", "HELLO"]
+
+
+def test_an_unknown_agent_is_one_error_line(quickstart):
+    result = invoke("run", "--profile", str(quickstart), "--agent", "helper", "hi")
+    assert result.exit_code == 2
+    assert result.stderr.startswith('ERROR: unknown agent "helper"')
+    assert result.stderr.endswith("use one of: main [UNKNOWN_AGENT]\n")
+
+
+def test_context_shows_blocks_tools_and_pending_messages(quickstart):
+    result = invoke("context", "--profile", str(quickstart), "--prompt", "When?", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["agent"] == "main"
+    assert document["model"] == "scripted:script.toml"
+    assert document["system"][0]["text"].startswith("# Notes assistant")
+    assert [t["name"] for t in document["tools"]] == ["list_notes", "read_note", "search_notes"]
+    assert document["pending"] == [{"role": "user", "content": "When?", "tokens": 2}]
+    assert document["total_tokens"] == (
+        sum(b["tokens"] for b in document["system"])
+        + document["tools_tokens"]
+        + document["history_tokens"]
+        + 2
+    )
+
+
+def test_context_of_a_stored_session_includes_its_history(quickstart):
+    first = invoke("run", "--profile", str(quickstart), "What notes do I have?")
+    session = first.stdout.splitlines()[-1].split()[1]
+    result = invoke("context", "--profile", str(quickstart), "--session", session, "--json")
+    document = json.loads(result.stdout)
+    assert document["session"] == session
+    assert [m["role"] for m in document["history"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    assert document["pending"] == []
+
+
+def test_context_text_output_names_every_part(quickstart):
+    result = invoke("context", "--profile", str(quickstart))
+    assert result.exit_code == 0, result.output
+    for heading in ("== system block 1", "== system block 2", "== tools (3)", "total ~"):
+        assert heading in result.stdout
+
+
+def test_sessions_list_and_show(quickstart):
+    first = invoke("run", "--profile", str(quickstart), "What notes do I have?")
+    session = first.stdout.splitlines()[-1].split()[1]
+    listing = invoke("sessions", "list", "--profile", str(quickstart), "--json")
+    assert [h["id"] for h in json.loads(listing.stdout)] == [session]
+    shown = invoke("sessions", "show", "--profile", str(quickstart), session, "--json")
+    document = json.loads(shown.stdout)
+    assert document["header"]["agent"] == "main"
+    assert [e["type"] for e in document["events"]][:3] == [
+        "inbox/accepted",
+        "turn/start",
+        "user/message",
+    ]
+    assert document["events"][-1]["stop_reason"] == "completed"
+    text = invoke("sessions", "show", "--profile", str(quickstart), session)
+    assert f"id: {session}" in text.stdout
+
+
+def test_the_readme_quickstart_command_runs(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(
+        line.split("#")[0].strip()
+        for line in readme.splitlines()
+        if line.startswith("uv run tether run")
+    )
+    shutil.copytree(
+        ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".tether")
+    )
+    args = shlex.split(command)[2:]  # drop "uv run": we are inside the environment already
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    result = subprocess.run(
+        [sys.executable, "-m", "tether", *args[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:-1] == QUICKSTART_OUTPUT

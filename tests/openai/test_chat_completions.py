@@ -1,0 +1,279 @@
+"""tether-openai against recorded responses served over real HTTP on localhost."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.agents import AgentLimits, Tool, compose_agent
+from tether.errors import ErrorCode, ModelError
+from tether.models import Message, ModelRequest, ToolCall, ToolSchema
+from tether.store import MemoryStore
+from tether.testing import make_kernel, write_profile
+from tether_openai import ChatCompletionsModel
+from tether_openai._model import parse_response
+
+RECORDED = Path(__file__).parents[1] / "fixtures" / "openai"
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class RecordedServer:
+    """Serves queued (status, body, delay) answers; records every request it got."""
+
+    url: str = ""
+    answers: list[tuple[int, bytes, float]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def queue(self, name: str, status: int = 200, delay: float = 0.0) -> None:
+        self.answers.append((status, (RECORDED / name).read_bytes(), delay))
+
+
+@pytest.fixture
+def server() -> Iterator[RecordedServer]:
+    state = RecordedServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            state.requests.append(
+                {
+                    "path": self.path,
+                    "authorization": self.headers.get("Authorization"),
+                    "body": json.loads(self.rfile.read(length)),
+                }
+            )
+            status, body, delay = state.answers.pop(0)
+            if delay:
+                threading.Event().wait(delay)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that timed out closed the socket: expected in the timeout test
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+REQUEST = ModelRequest(
+    system=("You help.", "# Tools\nparallel"),
+    messages=(
+        Message(role="user", content="When is the launch?"),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=(ToolCall(id="c1", name="read_note", arguments={"name": "launch.md"}),),
+        ),
+        Message(role="tool", content="Launch: Thursday", tool_call_id="c1", name="read_note"),
+    ),
+    tools=(
+        ToolSchema(
+            name="read_note",
+            description="Read a note",
+            parameters={"type": "object", "properties": {"name": {"type": "string"}}},
+        ),
+    ),
+    max_output_tokens=256,
+)
+
+
+async def test_request_body_follows_the_chat_completions_shape(server):
+    server.queue("deepseek_text.json")
+    model = ChatCompletionsModel(
+        "deepseek:deepseek-chat", "deepseek-chat", base_url=server.url, api_key="sk-test"
+    )
+    await model.request(REQUEST)
+    await model.aclose()
+    (sent,) = server.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["authorization"] == "Bearer sk-test"
+    assert sent["body"] == {
+        "model": "deepseek-chat",
+        "messages": [
+            {"role": "system", "content": "You help."},
+            {"role": "system", "content": "# Tools\nparallel"},
+            {"role": "user", "content": "When is the launch?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "read_note", "arguments": '{"name": "launch.md"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "Launch: Thursday"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_note",
+                    "description": "Read a note",
+                    "parameters": {"type": "object", "properties": {"name": {"type": "string"}}},
+                },
+            }
+        ],
+        "max_tokens": 256,
+    }
+
+
+async def test_tool_calls_and_deepseek_cache_usage_are_mapped(server):
+    server.queue("deepseek_tool_calls.json")
+    model = ChatCompletionsModel("deepseek:x", "x", base_url=server.url)
+    response = await model.request(REQUEST)
+    await model.aclose()
+    assert response.finish_reason == "tool_calls"
+    assert response.tool_calls == (
+        ToolCall(id="call_0_4c1f", name="read_note", arguments={"name": "launch.md"}),
+        ToolCall(id="call_1_9a2b", name="list_notes", arguments={}),
+    )
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (412, 38)
+    assert response.usage.cached_input_tokens == 384
+
+
+def test_deepseek_cache_hit_field_is_read_without_openai_details():
+    data = json.loads((RECORDED / "deepseek_text.json").read_text())
+    assert parse_response(data).usage.cached_input_tokens == 448
+
+
+async def test_openai_length_finish_and_cached_tokens(server):
+    server.queue("openai_length.json")
+    model = ChatCompletionsModel("openai:gpt-4.1", "gpt-4.1", base_url=server.url)
+    response = await model.request(REQUEST)
+    await model.aclose()
+    assert (response.text, response.finish_reason) == ("The notes say", "length")
+    assert response.usage.cached_input_tokens == 1152
+
+
+async def test_a_rejected_key_is_a_non_recoverable_error_with_the_server_message(server):
+    server.queue("openai_401.json", status=401)
+    model = ChatCompletionsModel("openai:gpt-4.1", "gpt-4.1", base_url=server.url)
+    with pytest.raises(ModelError) as info:
+        await model.request(REQUEST)
+    await model.aclose()
+    assert info.value.code is ErrorCode.MODEL_REQUEST_FAILED
+    assert info.value.recoverable is False
+    assert "HTTP 401" in str(info.value)
+    assert "Incorrect API key provided" in str(info.value)
+
+
+async def test_rate_limits_are_recoverable(server):
+    server.queue("rate_limited_429.json", status=429)
+    model = ChatCompletionsModel("openai:x", "x", base_url=server.url)
+    with pytest.raises(ModelError) as info:
+        await model.request(REQUEST)
+    await model.aclose()
+    assert info.value.recoverable is True
+
+
+async def test_a_timeout_is_recoverable(server):
+    server.queue("deepseek_text.json", delay=0.5)
+    model = ChatCompletionsModel("deepseek:x", "x", base_url=server.url, timeout=0.1)
+    with pytest.raises(ModelError, match=r"no answer from .* in time") as info:
+        await model.request(REQUEST)
+    await model.aclose()
+    assert info.value.recoverable is True
+
+
+async def test_an_unreachable_server_is_reported():
+    model = ChatCompletionsModel("local:x", "x", base_url="http://127.0.0.1:9/v1", timeout=2)
+    with pytest.raises(ModelError, match=r"cannot reach http://127.0.0.1:9/v1/chat/completions"):
+        await model.request(REQUEST)
+    await model.aclose()
+
+
+def test_a_missing_key_names_the_variable(monkeypatch):
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    with pytest.raises(ModelError) as info:
+        ChatCompletionsModel.from_endpoint(
+            "deepseek:deepseek-chat",
+            "deepseek-chat",
+            base_url="https://api.deepseek.com",
+            api_key_env="DEEPSEEK_API_KEY",
+            timeout=5,
+        )
+    assert info.value.code is ErrorCode.MODEL_CONFIG_MISSING
+    assert str(info.value) == (
+        "model deepseek:deepseek-chat needs an API key in the environment variable "
+        "DEEPSEEK_API_KEY, which is not set; export DEEPSEEK_API_KEY=... (or use the scripted "
+        "model offline) [MODEL_CONFIG_MISSING]"
+    )
+
+
+async def test_a_turn_end_to_end_through_the_plugin_with_a_retry(server, tmp_path):
+    """A profile endpoint, a rate limit then a tool call then an answer, over real HTTP."""
+    import tether_openai
+
+    server.queue("rate_limited_429.json", status=429)
+    server.queue("deepseek_tool_calls.json")
+    server.queue("deepseek_text.json")
+    profile = write_profile(
+        tmp_path,
+        f"""
+        [tether]
+        plugins = ["openai", "notes"]
+        [plugin.openai.endpoints.local]
+        base_url = "{server.url}"
+        [agent.main]
+        model = "local:deepseek-chat"
+        """,
+    )
+    read = Tool(
+        "read_note",
+        "read",
+        lambda args, ctx: "Launch date: Thursday 10 December",
+        {"type": "object", "properties": {"name": {"type": "string"}}},
+    )
+    listing = Tool("list_notes", "list", lambda args, ctx: "launch.md")
+
+    class Notes:
+        import tether as _t
+
+        @_t.hookimpl
+        def tether_tools(self):
+            return [read, listing]
+
+    kernel = make_kernel(profile, {"openai": tether_openai, "notes": Notes()})
+    agent = await compose_agent(kernel, MemoryStore(), limits=AgentLimits(retry_backoff=0))
+    async with agent:
+        assert await agent.run("When is the launch?") == "completed"
+    await agent.model.aclose()  # type: ignore[attr-defined]
+    assert agent.messages[-1].content == "The launch is on Thursday 10 December."
+    assert len(server.requests) == 3
+    first, retried, second = (r["body"]["messages"] for r in server.requests)
+    assert first == retried
+    assert second[: len(first)] == first
+    assert second[-2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "call_0_4c1f",
+            "content": "Launch date: Thursday 10 December",
+        },
+        {"role": "tool", "tool_call_id": "call_1_9a2b", "content": "launch.md"},
+    ]
