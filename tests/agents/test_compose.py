@@ -294,7 +294,8 @@ async def test_a_continued_session_keeps_its_own_agent_and_model(tmp_path, tethe
     (tmp_path / "helper.toml").write_text('[[steps]]\ntext = "helper here"\n')
     (tmp_path / "main.toml").write_text('[[steps]]\ntext = "main here"\n')
     kernel = tether_kernel(
-        '[agent.main]\nmodel = "scripted:main.toml"\n[agent.helper]\nmodel = "scripted:helper.toml"\n'
+        '[agent.main]\nmodel = "scripted:main.toml"\n'
+        '[agent.helper]\nmodel = "scripted:helper.toml"\n'
     )
     store = MemoryStore()
     first = await compose_agent(kernel, store, agent="helper")

@@ -294,7 +294,7 @@ class Agent:
         """Record a message durably before it is acknowledged; its claim comes later."""
         item = _InboxItem(_new_id("msg"), content, source)
         await self._append(
-            InboxAccepted.model_construct(
+            InboxAccepted(
                 message_id=item.message_id, content=content, source=source, delivery=delivery
             )
         )
@@ -353,11 +353,9 @@ class Agent:
 
     async def _commit_message(self, item: _InboxItem) -> None:
         await self._append(
-            UserMessage.model_construct(
-                message_id=item.message_id, content=item.content, source=item.source
-            )
+            UserMessage(message_id=item.message_id, content=item.content, source=item.source)
         )
-        self._history.append(Message.model_construct(role="user", content=item.content))
+        self._history.append(Message(role="user", content=item.content))
 
     async def preview(self, prompt: str | None = None) -> tuple[ModelRequest, tuple[Message, ...]]:
         """The first request the next turn would send, without running or logging anything.
@@ -397,7 +395,6 @@ class Agent:
     async def _run_turn(self, item: _InboxItem) -> None:
         self._turns += 1
         turn = self._turns
-        await self._append(TurnStarted.model_construct(turn=turn, message_id=item.message_id))
         usage = _NO_USAGE
         steps = 0
         stop: StopReason = "error"
@@ -408,10 +405,20 @@ class Agent:
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
-                # Instructions first, so the message that started the turn comes last; the
-                # user/message event is the claim: a crash before it re-queues the message.
-                await self._resolve_instructions(turn)
-                await self._commit_message(item)
+                # One batch opens the turn: turn/start, changed instructions, then the message
+                # that started it. Its user/message is the claim: a crash before the batch
+                # lands re-queues the message.
+                instructions = await self._resolve_instructions(turn)
+                claim = UserMessage(
+                    message_id=item.message_id, content=item.content, source=item.source
+                )
+                await self._append(
+                    TurnStarted(turn=turn, message_id=item.message_id), *instructions, claim
+                )
+                for event in instructions:
+                    self._instruction_values[event.slug] = event.content
+                    self._history.append(event_to_message(event))  # type: ignore[arg-type]
+                self._history.append(Message(role="user", content=item.content))
                 claimed = True
                 while True:
                     if steps >= self.limits.max_steps:
@@ -421,14 +428,14 @@ class Agent:
                     await self._before_step(turn, steps)
                     response = await self._request(steps, usage)
                     usage = response.usage if usage is _NO_USAGE else usage + response.usage
-                    message = AssistantMessage.model_construct(
+                    message = AssistantMessage(
                         content=response.text,
                         tool_calls=response.tool_calls,
                         usage=response.usage,
                         finish_reason=response.finish_reason,
                     )
                     self._history.append(
-                        Message.model_construct(
+                        Message(
                             role="assistant", content=response.text, tool_calls=response.tool_calls
                         )
                     )
@@ -459,9 +466,7 @@ class Agent:
             stop = "aborted"
         closing = self._closing_events(item, claimed, final, pending_calls)
         closing.append(
-            TurnEnded.model_construct(
-                turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error
-            )
+            TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
         )
         if scope.cancel_called:
             # A cancelled turn still records how it ended: shielded, and bounded in time.
@@ -480,7 +485,8 @@ class Agent:
     ) -> list[Event]:
         """What a turn appends as it ends, before ``turn/end``."""
         closing: list[Event] = []
-        if not claimed:  # aborted before the message was read: keep it, answered or not
+        if not claimed:  # ended before the turn opened: open it now and keep the message
+            closing.append(TurnStarted(turn=self._turns, message_id=item.message_id))
             closing.append(
                 UserMessage(message_id=item.message_id, content=item.content, source=item.source)
             )
@@ -513,25 +519,26 @@ class Agent:
         self._injected.clear()
         return events
 
-    async def _resolve_instructions(self, turn: int) -> None:
+    async def _resolve_instructions(self, turn: int) -> list[InstructionEvent]:
+        """The instruction events whose value changed; applied once they are stored."""
         if not self.instructions:
-            return
+            return []
         context = InstructionContext(self.name, self.session_id, turn)
-        events: list[Event] = []
+        events: list[InstructionEvent] = []
         for instruction in self.instructions:
             if instruction.when == "session" and instruction.slug in self._instruction_values:
                 continue
             value = await instruction.value(context)
             if value is None or self._instruction_values.get(instruction.slug) == value:
                 continue
-            self._instruction_values[instruction.slug] = value
-            event = InstructionEvent(slug=instruction.slug, role=instruction.role, content=value)
-            events.append(event)
-            self._history.append(event_to_message(event))  # type: ignore[arg-type]
-        if events:
-            await self._append(*events)
+            events.append(
+                InstructionEvent(slug=instruction.slug, role=instruction.role, content=value)
+            )
+        return events
 
     async def _before_step(self, turn: int, step: int) -> None:
+        if not (self._steering or self._injected or self.pre_steps):
+            return
         events = self._drain_pending_messages()
         for pre_step in self.pre_steps:
             context = StepContext(self, turn, step, tuple(self._history))
