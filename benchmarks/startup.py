@@ -20,7 +20,6 @@ import argparse
 import compileall
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from tether.testing import plugin_venv
 
 PLUGIN_COUNT = 10
 LOADED_COUNT = 5
@@ -88,24 +89,15 @@ def build_distribution(folder: Path) -> Path:
 
 
 def make_venv(folder: Path, dist: Path) -> Path:
-    uv = os.environ.get("UV") or shutil.which("uv") or "uv"
-    venv = folder / "venv"
-    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = plugin_venv(folder, [dist])
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.strip()
-    parent = sysconfig.get_paths()["purelib"]
-    Path(purelib, "_tether_workspace.pth").write_text(f"import site; site.addsitedir({parent!r})\n")
-    subprocess.run(
-        [uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python), str(dist)],
-        check=True,
-    )
     kernel_src = Path(__file__).resolve().parents[1] / "kernel" / "src"
-    for path in (parent, purelib, str(kernel_src)):
+    for path in (sysconfig.get_paths()["purelib"], purelib, str(kernel_src)):
         compileall.compile_dir(path, quiet=1)
     return python
 

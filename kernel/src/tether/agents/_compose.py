@@ -12,7 +12,7 @@ from ..kernel import Kernel
 from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_model
 from ..plugins import LoadedPlugin
 from ..scopes import Scope
-from ..store import SessionStore
+from ..store import SessionHeader, SessionStore
 from ._agent import Agent, AgentLimits, PreStep, new_header
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._tools import Tool, ToolRegistry
@@ -32,6 +32,26 @@ class AgentPreset:
     pre_steps: tuple[PreStep, ...]
     model_providers: tuple[ModelProvider, ...]
     model_spec: str | None
+
+    def agent(
+        self,
+        header: SessionHeader,
+        store: SessionStore,
+        model: Model,
+        *,
+        limits: AgentLimits | None = None,
+    ) -> Agent:
+        """An agent of this preset on the session ``header``."""
+        return Agent(
+            header=header,
+            store=store,
+            model=model,
+            system=self.system,
+            tools=self.tools,
+            instructions=self.instructions,
+            pre_steps=self.pre_steps,
+            limits=limits,
+        )
 
 
 def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
@@ -173,13 +193,4 @@ async def compose_agent(
         resolved = resolve_preset_model(preset, None, base=base)
     if header is None:
         header = await store.create(new_header(agent=name, label=label))
-    return Agent(
-        header=header,
-        store=store,
-        model=resolved,
-        system=preset.system,
-        tools=preset.tools,
-        instructions=preset.instructions,
-        pre_steps=preset.pre_steps,
-        limits=limits,
-    )
+    return preset.agent(header, store, resolved, limits=limits)

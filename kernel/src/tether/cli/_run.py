@@ -174,7 +174,7 @@ async def _context(
     session_id: str | None,
     prompt: str | None,
 ) -> dict[str, Any]:
-    from ..agents import Agent, build_preset, compose_agent, new_header, resolve_agent_name
+    from ..agents import build_preset, compose_agent, new_header, resolve_agent_name
     from ..models import FunctionModel
     from ..store import MemoryStore, profile_store
 
@@ -195,15 +195,7 @@ async def _context(
     else:
         store = MemoryStore()
         header = await store.create(new_header(agent=name))
-        agent = Agent(
-            header=header,
-            store=store,
-            model=placeholder,
-            system=preset.system,
-            tools=preset.tools,
-            instructions=preset.instructions,
-            pre_steps=preset.pre_steps,
-        )
+        agent = preset.agent(header, store, placeholder)
         request, pending = await agent.preview(prompt)
     history = request.messages[: len(request.messages) - len(pending)]
     tools = [

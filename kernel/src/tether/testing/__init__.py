@@ -5,10 +5,14 @@ entry-point autoload off for the test session and provides fixtures:
 
 * ``tether_profile``: write a profile (TOML text) into a temporary folder, return its path;
 * ``tether_kernel``: build a :class:`tether.Kernel` from a profile and inline plugin objects.
+
+:func:`plugin_venv` installs plugin distributions into a throwaway virtual environment, to test
+entry-point behaviour against real installed distributions.
 """
 
 from __future__ import annotations
 
 from ._kernel import make_kernel, write_profile
+from ._venv import plugin_venv
 
-__all__ = ("make_kernel", "write_profile")
+__all__ = ("make_kernel", "plugin_venv", "write_profile")
