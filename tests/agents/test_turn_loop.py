@@ -496,3 +496,152 @@ async def test_a_failing_instruction_resolver_ends_the_turn_with_error_and_the_a
     assert ends[0].error == "RuntimeError: clock unavailable"
     # The message of the failed turn is kept, not lost.
     assert [m.content for m in agent.messages if m.role == "user"] == ["one", "two"]
+
+
+async def test_leaving_async_with_mid_turn_closes_the_turn_in_the_log(make_agent, store):
+    async def forever(args, ctx):
+        await anyio.sleep_forever()
+
+    model = script([{"tool_calls": [{"name": "echo", "arguments": {"text": "x"}}]}])
+    agent = await make_agent(model, tools=[echo_tool(run=forever)])
+    async with agent:
+        await agent.followup("go")
+        await anyio.wait_all_tasks_blocked()
+    events = [s.event for s in await store.events(agent.session_id)]
+    assert [e.type for e in events[-2:]] == ["tool/result", "turn/end"]
+    assert events[-2].content == "cancelled"
+    assert events[-1].stop_reason == "aborted"
+    assert agent.last_stop_reason == "aborted"
+
+
+async def test_sending_before_async_with_writes_nothing(make_agent, store):
+    agent = await make_agent(FunctionModel(lambda r: "x"))
+    for send in (agent.followup, agent.steer, agent.inject):
+        with pytest.raises(RuntimeError, match=r"async with agent"):
+            await send("hi")
+    assert await store.events(agent.session_id) == []
+
+
+async def test_restore_closes_a_turn_the_process_never_finished(store):
+    from tether.agents import new_header
+    from tether.store import AssistantMessage, TurnStarted, UserMessage
+
+    header = await store.create(new_header(agent="main"))
+    await store.append(
+        header.id,
+        [
+            InboxAccepted(message_id="m1", content="go"),
+            TurnStarted(turn=1, message_id="m1"),
+            UserMessage(message_id="m1", content="go"),
+            AssistantMessage(tool_calls=(call("echo", "c1", text="x"),)),
+        ],
+    )
+    model = FunctionModel(lambda request: "fine")
+    agent = Agent(header=header, store=store, model=model)
+    async with agent:
+        await agent.run("again")
+    events = [s.event for s in await store.events(header.id)]
+    assert [e.type for e in events[4:6]] == ["tool/result", "turn/end"]
+    assert events[4].is_error
+    assert "interrupted" in events[4].content
+    assert events[5].stop_reason == "aborted"
+    roles = [m.role for m in model.requests[0].messages]
+    assert roles == ["user", "assistant", "tool", "user"]
+    assert agent.turns == 2
+
+
+async def test_arguments_that_are_not_a_json_object_fail_without_running_the_tool(make_agent):
+    ran = []
+    broken = ToolCall(id="c1", name="echo", arguments={}, invalid_arguments="{not json")
+    responses = iter([ModelResponse(tool_calls=(broken,), finish_reason="tool_calls"), "ok"])
+
+    def model(request):
+        return next(responses)
+
+    agent = await make_agent(
+        FunctionModel(model), tools=[echo_tool(run=lambda a, c: ran.append(a))]
+    )
+    async with agent:
+        await agent.run("go")
+    assert ran == []
+    result = next(m for m in agent.messages if m.role == "tool")
+    assert result.content == "error: the arguments are not a JSON object: {not json"
+
+
+async def test_safe_calls_run_together_only_with_their_neighbours_in_call_order(make_agent):
+    order: list[str] = []
+
+    def record(name):
+        async def run(args, ctx):
+            order.append(f"start {name}")
+            await anyio.sleep(0.01)
+            order.append(f"end {name}")
+            return name
+
+        return run
+
+    model = script(
+        [
+            {
+                "tool_calls": [
+                    {"name": n, "arguments": {"text": ""}} for n in ("first", "b", "c", "last")
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    tools = [
+        echo_tool("first", run=record("first")),
+        echo_tool("b", safe=True, run=record("b")),
+        echo_tool("c", safe=True, run=record("c")),
+        echo_tool("last", run=record("last")),
+    ]
+    agent = await make_agent(model, tools=tools)
+    async with agent:
+        await agent.run("go")
+    assert order[:2] == ["start first", "end first"]
+    assert set(order[2:4]) == {"start b", "start c"}
+    assert order[-2:] == ["start last", "end last"]
+
+
+async def test_sync_safe_tools_run_in_threads_and_overlap(make_agent):
+    import threading
+
+    barrier = threading.Barrier(2, timeout=2)
+
+    def meet(args, ctx):
+        barrier.wait()  # would time out if the two calls ran one after the other
+        return "met"
+
+    model = script(
+        [
+            {"tool_calls": [{"name": n, "arguments": {"text": ""}} for n in ("a", "b")]},
+            {"text": "ok"},
+        ]
+    )
+    tools = [echo_tool("a", safe=True, run=meet), echo_tool("b", safe=True, run=meet)]
+    agent = await make_agent(model, tools=tools)
+    async with agent:
+        await agent.run("go")
+    assert [m.content for m in agent.messages if m.role == "tool"] == ["met", "met"]
+
+
+async def test_a_steer_after_the_last_step_becomes_the_next_turn(make_agent):
+    gate = anyio.Event()
+    seen: list[str] = []
+
+    async def answer(request):
+        seen.append(request.messages[-1].content)
+        if len(seen) == 1:
+            await gate.wait()
+        return "ok"
+
+    agent = await make_agent(FunctionModel(answer))
+    async with agent:
+        await agent.followup("first")
+        await anyio.wait_all_tasks_blocked()
+        await agent.steer("actually, also this")  # arrives during the turn's only step
+        gate.set()
+        await agent.when_idle()
+    assert seen == ["first", "actually, also this"]
+    assert agent.turns == 2

@@ -128,3 +128,20 @@ async def test_a_missing_script_file_is_reported(tmp_path):
     with pytest.raises(ModelError, match=r"does not exist") as info:
         resolve_model("scripted:nope.toml", BUILTIN_MODEL_PROVIDERS, base=tmp_path)
     assert info.value.code is ErrorCode.SCRIPT_INVALID
+
+
+async def test_a_request_past_the_end_leaves_nothing_unplayed():
+    model = ScriptedModel.from_data({"steps": [{"text": "one"}, {"text": "two"}]})
+    assert model.remaining() == {}  # never asked: nothing to report
+    with pytest.raises(ModelError):
+        await model.request(request("a", assistants=5))
+    assert model.remaining() == {}
+
+
+async def test_a_function_spec_imports_modules_next_to_the_profile(tmp_path):
+    (tmp_path / "nearby_models.py").write_text("def answer(request):\n    return 'near'\n")
+    model = resolve_model("function:nearby_models:answer", BUILTIN_MODEL_PROVIDERS, base=tmp_path)
+    assert (await model.request(request("x"))).text == "near"
+    import sys
+
+    assert str(tmp_path) not in sys.path

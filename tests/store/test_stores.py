@@ -128,3 +128,43 @@ def test_open_store_specs(tmp_path):
     with pytest.raises(StoreError) as info:
         open_store("postgres://x")
     assert info.value.code is ErrorCode.STORE_SPEC_INVALID
+
+
+async def test_two_writers_on_one_session_conflict_without_writing(tmp_path):
+    first = SQLiteStore(tmp_path / "s.db")
+    second = SQLiteStore(tmp_path / "s.db")
+    await first.create(SessionHeader(id="s1", created_at=1.0))
+    await second.append("s1", [TurnStarted(turn=1)])
+    with pytest.raises(StoreError) as info:
+        await first.append("s1", [TurnStarted(turn=2)])
+    assert info.value.code is ErrorCode.SESSION_CONFLICT
+    assert [s.event.turn for s in await first.events("s1")] == [1]
+    assert await first.append("s1", [TurnStarted(turn=3)]) == 2  # re-reads where the log is
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_a_refused_newer_file_is_left_as_it_was(tmp_path):
+    path = tmp_path / "s.db"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StoreError):
+        SQLiteStore(path)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    db.close()
+
+
+def test_the_default_store_lives_next_to_the_profile_not_its_base(tmp_path):
+    from tether import load_profile
+    from tether.store import profile_store
+
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "base.toml").write_text("[tether]\nplugins = []\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "tether.toml").write_text('extends = "../team/base.toml"\n')
+    store = profile_store(load_profile(tmp_path / "app" / "tether.toml"))
+    assert isinstance(store, SQLiteStore)
+    assert store.path == tmp_path / "app" / ".tether" / "sessions.db"
+    anyio.run(store.aclose)

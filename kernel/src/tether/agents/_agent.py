@@ -191,11 +191,18 @@ class Agent:
     def turns(self) -> int:
         return self._turns
 
-    async def restore(self) -> None:
-        """Rebuild history, instruction slots and unclaimed inbox messages from the log."""
+    async def restore(self, *, repair: bool = True) -> None:
+        """Rebuild history, instruction slots and unclaimed inbox messages from the log.
+
+        A turn the log opened but never closed (the process stopped mid-turn) is closed with
+        ``repair``: open tool calls get an error result (the tool may or may not have run) and
+        the turn ends ``aborted``, so the history is one a model API accepts again.
+        """
         claimed: set[str] = set()
         accepted: dict[str, _InboxItem] = {}
         context_ids: set[str] = set()
+        open_turn: int | None = None
+        open_calls: dict[str, ToolCall] = {}
         for stored in await self.store.events(self.session_id):
             event = stored.event
             message = event_to_message(event)
@@ -212,6 +219,14 @@ class Agent:
                     claimed.add(mid)
                 case TurnStarted(turn=turn):
                     self._turns = turn
+                    open_turn = turn
+                case TurnEnded():
+                    open_turn = None
+                    open_calls = {}
+                case AssistantMessage(tool_calls=calls):
+                    open_calls = {call.id: call for call in calls}
+                case ToolResult(tool_call_id=call_id):
+                    open_calls.pop(call_id, None)
                 case InstructionEvent(slug=slug, content=content):
                     self._instruction_values[slug] = content
                 case _:
@@ -223,6 +238,30 @@ class Agent:
             # context waits for the next step or turn, as it would have.
             (self._injected if mid in context_ids else self._inbox).append(item)
         self._restored = True
+        if repair and open_turn is not None:
+            await self._close_interrupted_turn(open_turn, list(open_calls.values()))
+
+    async def _close_interrupted_turn(self, turn: int, calls: list[ToolCall]) -> None:
+        events: list[Event] = [
+            ToolResult(
+                tool_call_id=call.id,
+                name=call.name,
+                content="error: interrupted: the process stopped before this tool finished; "
+                "it may or may not have run",
+                is_error=True,
+            )
+            for call in calls
+        ]
+        events.append(
+            TurnEnded(
+                turn=turn,
+                stop_reason="aborted",
+                error="the process stopped during this turn; closed when the session was restored",
+            )
+        )
+        await self._append(*events)
+        for event in events[:-1]:
+            self._history.append(event_to_message(event))  # type: ignore[arg-type]
 
     async def __aenter__(self) -> Agent:
         if not self._restored:
@@ -240,6 +279,10 @@ class Agent:
         self._parked = True
         if self._turn_scope is not None:
             self._turn_scope.cancel()
+        if self._runner_active:
+            # Let the cancelled turn record its end (turn/end, "cancelled" results) first.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                await self._idle.wait()
         self._group.cancel_scope.cancel()
         try:
             return await self._group.__aexit__(*exc_info)
@@ -261,15 +304,24 @@ class Agent:
 
     # ---------------------------------------------------------------- inbox
 
+    def _require_open(self) -> None:
+        if self._group is None:
+            raise RuntimeError("use the agent inside `async with agent:` before sending to it")
+
     async def followup(self, content: str, *, source: MessageSource | None = None) -> str:
         """Queue ``content`` as a later turn (FIFO); returns once it is durably accepted."""
+        self._require_open()
         item = await self._accept(content, source or _USER_SOURCE, "turn")
         self._inbox.append(item)
         self._wake()
         return item.message_id
 
     async def steer(self, content: str, *, source: MessageSource | None = None) -> str:
-        """A message the running turn sees at its next step; an idle agent takes it as a turn."""
+        """A message the running turn sees at its next step; an idle agent takes it as a turn.
+
+        A steer that arrives after the turn's last step becomes the next turn instead.
+        """
+        self._require_open()
         source = source or MessageSource(kind="steer")
         if not self._runner_active or self._turn_scope is None:
             return await self.followup(content, source=source)
@@ -279,6 +331,7 @@ class Agent:
 
     async def inject(self, content: str, *, source: MessageSource | None = None) -> str:
         """Add context without waking the agent: the next step (or turn) sees it."""
+        self._require_open()
         source = source or MessageSource(kind="inject")
         if self._turn_scope is None:
             item = _InboxItem(_new_id("msg"), content, source)
@@ -504,11 +557,18 @@ class Agent:
                     )
                     closing.append(result)
                     self._history.append(event_to_message(result))  # type: ignore[arg-type]
-        closing.extend(self._drain_pending_messages())
+        self._requeue_late_steering()
+        closing.extend(self._drain_pending_messages())  # late injected context is kept
         return closing
 
+    def _requeue_late_steering(self) -> None:
+        """Steers that arrived after the last step of a turn become the next turns, first."""
+        for item in reversed(self._steering):
+            self._inbox.appendleft(item)
+        self._steering.clear()
+
     def _drain_pending_messages(self) -> list[Event]:
-        """Steering and injected messages that arrived too late for a step: keep them."""
+        """Steering and injected messages, claimed for the step about to run."""
         events: list[Event] = []
         for item in [*self._steering, *self._injected]:
             events.append(
@@ -581,23 +641,31 @@ class Agent:
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         results: dict[str, ToolResult] = {}
 
-        async def run(call: ToolCall) -> None:
-            results[call.id] = await self._run_tool(call)
+        async def run(call: ToolCall, concurrent: bool = False) -> None:
+            results[call.id] = await self._run_tool(call, concurrent)
 
-        safe = [c for c in calls if (t := self.tools.get(c.name)) is not None and t.safe]
-        if len(safe) > 1:
-            async with anyio.create_task_group() as group:
-                for call in safe:
-                    group.start_soon(run, call)
-        for call in calls:
-            if call.id not in results:
+        # Call order, except that a run of consecutive safe calls runs concurrently.
+        batch: list[ToolCall] = []
+        for call in [*calls, None]:
+            tool = self.tools.get(call.name) if call is not None else None
+            if call is not None and tool is not None and tool.safe:
+                batch.append(call)
+                continue
+            if len(batch) > 1:
+                async with anyio.create_task_group() as group:
+                    for queued in batch:
+                        group.start_soon(run, queued, True)
+            elif batch:
+                await run(batch[0])
+            batch = []
+            if call is not None:
                 await run(call)
         ordered = [results[call.id] for call in calls]
         await self._append(*ordered)
         for result in ordered:
             self._history.append(event_to_message(result))  # type: ignore[arg-type]
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, call: ToolCall, concurrent: bool = False) -> ToolResult:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools.names()) or "none"
@@ -605,6 +673,14 @@ class Agent:
                 tool_call_id=call.id,
                 name=call.name,
                 content=f'error: there is no tool "{call.name}"; available tools: {known}',
+                is_error=True,
+            )
+        if call.invalid_arguments is not None:
+            return ToolResult(
+                tool_call_id=call.id,
+                name=call.name,
+                content="error: the arguments are not a JSON object: "
+                + call.invalid_arguments[:500],
                 is_error=True,
             )
         problems = tool.argument_errors(call.arguments)
@@ -616,7 +692,8 @@ class Agent:
                 is_error=True,
             )
         try:
-            content = await tool.call(dict(call.arguments), ToolContext(self, call.id))
+            context = ToolContext(self, call.id)
+            content = await tool.call(dict(call.arguments), context, in_thread=concurrent)
         except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
             raise
         except Exception as exc:

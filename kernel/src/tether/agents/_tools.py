@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 import jsonschema
 
 from ..errors import AgentError, ErrorCode
@@ -88,11 +90,20 @@ class Tool:
             for error in validator.iter_errors(dict(arguments))
         ]
 
-    async def call(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        """Run the tool (sync or async) and return its text result."""
-        result = self.run(arguments, context)
-        if self._is_async or inspect.isawaitable(result):  # type: ignore[attr-defined]
-            result = await result  # type: ignore[misc]
+    async def call(
+        self, arguments: dict[str, Any], context: ToolContext, *, in_thread: bool = False
+    ) -> str:
+        """Run the tool and return its text result.
+
+        A sync function runs in a worker thread when ``in_thread`` (safe calls running
+        together), so it does not block the others; alone it runs inline, which is cheaper.
+        """
+        if in_thread and not self._is_async:  # type: ignore[attr-defined]
+            result = await anyio.to_thread.run_sync(self.run, arguments, context)
+        else:
+            result = self.run(arguments, context)
+        if inspect.isawaitable(result):
+            result = await result
         return result if isinstance(result, str) else str(result)
 
 

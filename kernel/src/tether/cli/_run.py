@@ -188,7 +188,7 @@ async def _context(
             agent = await compose_agent(
                 kernel, store, agent=agent_name, model=placeholder, session_id=session_id
             )
-            await agent.restore()
+            await agent.restore(repair=False)  # context only reads
             request, pending = await agent.preview(prompt)
         finally:
             await store.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -45,7 +46,7 @@ class FunctionModel:
 
 
 def function_model_from_spec(target: str, base: Path) -> FunctionModel:
-    """``pkg.module:fn`` -> a :class:`FunctionModel` calling ``fn``."""
+    """``pkg.module:fn`` -> a :class:`FunctionModel` calling ``fn``; ``base`` is importable."""
     module_name, sep, attr = target.partition(":")
     if not sep:
         raise ModelError(
@@ -53,6 +54,9 @@ def function_model_from_spec(target: str, base: Path) -> FunctionModel:
             f"function model {target!r} must be module:function",
             remedy='write e.g. "function:my_package.models:echo"',
         )
+    added = str(base) not in sys.path
+    if added:  # a module next to the profile (or in the current directory for --model)
+        sys.path.insert(0, str(base))
     try:
         module = importlib.import_module(module_name)
         function = getattr(module, attr)
@@ -62,4 +66,7 @@ def function_model_from_spec(target: str, base: Path) -> FunctionModel:
             f"function model {target!r} cannot be imported: {type(exc).__name__}: {exc}",
             remedy="check the module path and that it is importable",
         ) from exc
+    finally:
+        if added:
+            sys.path.remove(str(base))
     return FunctionModel(function, name=f"function:{target}")

@@ -16,7 +16,6 @@ __all__ = ("FIRST_PARTY_MODEL_PREFIXES", "Model", "ModelProvider", "resolve_mode
 FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
     "openai": ("openai", "tether-openai"),
     "deepseek": ("openai", "tether-openai"),
-    "openai-compatible": ("openai", "tether-openai"),
 }
 
 

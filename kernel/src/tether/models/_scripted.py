@@ -82,6 +82,7 @@ class ScriptedModel:
         for agent, agent_steps in (agents or {}).items():
             self._steps[agent] = list(agent_steps)
         self._played: dict[str | None, set[int]] = {key: set() for key in self._steps}
+        self._reached: dict[str | None, int] = {}
         self._failures: dict[tuple[str | None, int], int] = {}
 
     @classmethod
@@ -132,6 +133,7 @@ class ScriptedModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         key, steps = self._script_for(request.agent)
         index = sum(1 for m in request.messages if m.role == "assistant")
+        self._reached[key] = max(self._reached.get(key, -1), index)
         who = f' for agent "{key}"' if key else ""
         if index >= len(steps):
             raise ModelError(
@@ -178,12 +180,15 @@ class ScriptedModel:
     def remaining(self) -> dict[str | None, int]:
         """Steps after the last one played, per script (``None`` = the default script).
 
-        Steps before the first one this process played count as played: a session continued
-        in another process picks up where the log says it is.
+        Steps before the first request this process answered count as played: a session
+        continued in another process picks up where the log says it is. A request past the
+        end of the script reaches it, so nothing is left then.
         """
         left = {}
         for key, steps in self._steps.items():
-            reached = max(self._played[key], default=-1) + 1
+            if key not in self._reached:
+                continue  # never asked in this process: nothing to say about its steps
+            reached = max(self._reached[key], max(self._played[key], default=-1)) + 1
             if len(steps) > reached:
                 left[key] = len(steps) - reached
         return left

@@ -31,6 +31,9 @@ class ToolCall(_Frozen):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    invalid_arguments: str | None = None
+    """The model's raw argument text when it was not a JSON object; the call then fails with
+    an error result the model sees, and the tool does not run."""
 
 
 class Message(_Frozen):

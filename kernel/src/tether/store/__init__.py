@@ -63,7 +63,7 @@ DEFAULT_STORE = "sqlite:.tether/sessions.db"
 
 def profile_store(profile: Profile) -> SessionStore:
     """The store a profile names (``[tether] store``), relative to the file that set it."""
-    file = profile.file_of("tether", "store")
+    file = profile.origins.get(("tether", "store"))  # the file that set it, if any
     base = file.parent if file is not None else profile.folder
     return open_store(profile.tether.store, base=base)
 

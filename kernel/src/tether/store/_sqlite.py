@@ -61,13 +61,14 @@ class SQLiteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._check_version()  # before anything changes a file this tether may not understand
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._migrate()
         self._next_seq: dict[str, int] = {}
 
-    def _migrate(self) -> None:
+    def _check_version(self) -> None:
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
         if version > SCHEMA_VERSION:
             self._db.close()
@@ -78,6 +79,9 @@ class SQLiteStore:
                 file=self.path,
                 remedy="upgrade tether, or point the profile's store at another file",
             )
+
+    def _migrate(self) -> None:
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
         for target in range(version, SCHEMA_VERSION):
             # One transaction per step: a crash mid-migration leaves the previous version.
             with self._transaction():
@@ -155,11 +159,21 @@ class SQLiteStore:
         ]
         if not rows:
             return first - 1
-        if len(rows) == 1:
-            self._db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", rows[0])
-        else:
-            with self._transaction():
-                self._db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
+        try:
+            if len(rows) == 1:
+                self._db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", rows[0])
+            else:
+                with self._transaction():
+                    self._db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
+        except sqlite3.IntegrityError:
+            self._next_seq.pop(session_id, None)
+            raise StoreError(
+                ErrorCode.SESSION_CONFLICT,
+                f'session "{session_id}" already has an event {first}: another writer appended '
+                "to it",
+                file=self.path,
+                remedy="let one process at a time run a session; nothing was written",
+            ) from None
         last = first + len(rows) - 1
         self._next_seq[session_id] = last + 1
         return last

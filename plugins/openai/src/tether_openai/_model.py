@@ -162,11 +162,19 @@ def parse_response(data: dict[str, Any]) -> ModelResponse:
             arguments = json.loads(raw)
         except json.JSONDecodeError:
             arguments = None
+        invalid = None
         if not isinstance(arguments, dict):
-            # The model wrote arguments that are not a JSON object: the tool's argument check
-            # reports it to the model as an error result.
-            arguments = {"_unparsed_arguments": raw}
-        calls.append(ToolCall(id=call["id"], name=call["function"]["name"], arguments=arguments))
+            # The model wrote arguments that are not a JSON object: the turn loop answers the
+            # call with an error result and does not run the tool.
+            arguments, invalid = {}, raw
+        calls.append(
+            ToolCall(
+                id=call["id"],
+                name=call["function"]["name"],
+                arguments=arguments,
+                invalid_arguments=invalid,
+            )
+        )
     usage = data.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
