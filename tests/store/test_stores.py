@@ -138,7 +138,7 @@ async def test_two_writers_on_one_session_conflict_without_writing(tmp_path):
     with pytest.raises(StoreError) as info:
         await first.append("s1", [TurnStarted(turn=2)])
     assert info.value.code is ErrorCode.SESSION_CONFLICT
-    assert [s.event.turn for s in await first.events("s1")] == [1]
+    assert [s.event for s in await first.events("s1")] == [TurnStarted(turn=1)]
     assert await first.append("s1", [TurnStarted(turn=3)]) == 2  # re-reads where the log is
     await first.aclose()
     await second.aclose()
