@@ -120,3 +120,22 @@ def test_python_dash_m_tether_runs_the_command():
         [sys.executable, "-m", "tether", "--version"], capture_output=True, text=True, check=True
     )
     assert result.stdout == f"tether {tether.__version__}\n"
+
+
+def test_check_fails_on_an_agent_model_no_plugin_provides(runner, tmp_path):
+    path = write_profile(tmp_path, '[agent.main]\nmodel = "deepseek:deepseek-chat"\n')
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "ERROR: no model provider for \"deepseek\" (spec 'deepseek:deepseek-chat') "
+        f"({path.resolve()}, "
+        '[agent.main] model); add "openai" to the profile\'s plugins (uv add tether-openai if it '
+        "is missing) [MODEL_SPEC_UNKNOWN]\n"
+    )
+
+
+def test_check_fails_on_missing_agent_instructions(runner, tmp_path):
+    write_profile(tmp_path, '[agent.main]\ninstructions = "missing.md"\n')
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 2
+    assert "[INSTRUCTIONS_INVALID]" in result.stderr

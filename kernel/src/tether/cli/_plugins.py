@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..errors import TetherError
 from ._group import cli, load, profile_option
 
 if TYPE_CHECKING:
@@ -89,8 +90,28 @@ def _plugin_row(entry: Any, kernel: Kernel | None, catalog: PluginCatalog) -> di
 @cli.command()
 @profile_option
 def check(profile: Path | None) -> None:
-    """Load the profile and every plugin it names, run every check, print the composition."""
+    """Load the profile and every plugin it names, run every check, print the composition.
+
+    Beyond loading, every agent is composed: its instructions are read, its tools collected
+    and its model spec matched to a model provider (no model is made, so no key is needed).
+    """
+    from ..agents import build_preset
+    from ..models import find_model_provider
+
     kernel = load(profile)
+    for name in kernel.agents:
+        preset = build_preset(kernel, name)
+        if preset.model_spec is not None:
+            try:
+                find_model_provider(preset.model_spec, preset.model_providers)
+            except TetherError as exc:
+                raise type(exc)(
+                    exc.code,
+                    exc.message,
+                    file=kernel.profile.file_of("agent", name, "model"),
+                    key=f"[agent.{name}] model",
+                    remedy=exc.remedy,
+                ) from exc
     for line in composition_tree(kernel):
         click.echo(line)
     count = len(kernel.plugins)

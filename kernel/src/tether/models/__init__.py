@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._function import FunctionModel, function_model_from_spec
-from ._protocol import FIRST_PARTY_MODEL_PREFIXES, Model, ModelProvider, resolve_model
+from ._protocol import (
+    FIRST_PARTY_MODEL_PREFIXES,
+    Model,
+    ModelProvider,
+    find_model_provider,
+    resolve_model,
+)
 from ._scripted import ScriptedModel, ScriptStep
 from ._types import (
     FinishReason,
@@ -38,6 +44,7 @@ __all__ = (
     "ToolCall",
     "ToolSchema",
     "Usage",
+    "find_model_provider",
     "resolve_model",
 )
 

@@ -10,7 +10,13 @@ from typing import Protocol, runtime_checkable
 from ..errors import ErrorCode, ModelError
 from ._types import ModelRequest, ModelResponse
 
-__all__ = ("FIRST_PARTY_MODEL_PREFIXES", "Model", "ModelProvider", "resolve_model")
+__all__ = (
+    "FIRST_PARTY_MODEL_PREFIXES",
+    "Model",
+    "ModelProvider",
+    "find_model_provider",
+    "resolve_model",
+)
 
 #: Spec prefixes first-party plugins provide: prefix -> (plugin, distribution).
 FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
@@ -53,6 +59,16 @@ def resolve_model(
     spec: str, providers: Iterable[ModelProvider], *, base: Path | None = None
 ) -> Model:
     """The model for ``spec``, made by the first provider whose prefix matches."""
+    provider, name = find_model_provider(spec, providers)
+    return provider.factory(name, base or Path.cwd())
+
+
+def find_model_provider(spec: str, providers: Iterable[ModelProvider]) -> tuple[ModelProvider, str]:
+    """The provider that would make ``spec``, and the name after the prefix; makes nothing.
+
+    ``tether check`` uses this to prove every agent's model spec can be served without
+    needing the model's credentials.
+    """
     prefix, sep, name = spec.partition(":")
     if not sep or not prefix or not name:
         raise ModelError(
@@ -65,7 +81,7 @@ def resolve_model(
         known.setdefault(provider.prefix, provider)
     provider = known.get(prefix)
     if provider is not None:
-        return provider.factory(name, base or Path.cwd())
+        return provider, name
     if prefix in FIRST_PARTY_MODEL_PREFIXES:
         plugin, dist = FIRST_PARTY_MODEL_PREFIXES[prefix]
         remedy = f'add "{plugin}" to the profile\'s plugins (uv add {dist} if it is missing)'
