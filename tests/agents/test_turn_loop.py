@@ -645,3 +645,44 @@ async def test_a_steer_after_the_last_step_becomes_the_next_turn(make_agent):
         await agent.when_idle()
     assert seen == ["first", "actually, also this"]
     assert agent.turns == 2
+
+
+async def test_cancel_discards_a_waiting_steer_too(make_agent, store):
+    gate = anyio.Event()
+
+    async def waiting_tool(args, ctx):
+        await gate.wait()
+        return "done"
+
+    model = script([{"tool_calls": [{"name": "echo", "arguments": {"text": "x"}}]}, {"text": "ok"}])
+    agent = await make_agent(model, tools=[echo_tool(run=waiting_tool)])
+    async with agent:
+        await agent.followup("go")
+        await anyio.wait_all_tasks_blocked()
+        steer_id = await agent.steer("never mind")
+        await agent.cancel()
+        await agent.when_idle()
+    events = [s.event for s in await store.events(agent.session_id)]
+    assert any(e.type == "inbox/discarded" and e.message_id == steer_id for e in events)
+    assert agent.turns == 1
+
+
+async def test_a_store_that_refuses_the_turn_end_faults_the_agent(tmp_path):
+    from tether.agents import new_header
+    from tether.store import SQLiteStore, TurnStarted
+
+    first = SQLiteStore(tmp_path / "s.db")
+    other = SQLiteStore(tmp_path / "s.db")
+    header = await first.create(new_header(agent="main"))
+
+    async def interloper(request):
+        await other.append(header.id, [TurnStarted(turn=99)] * 5)  # another writer
+        return "answer"
+
+    agent = Agent(header=header, store=first, model=FunctionModel(interloper))
+    async with agent:
+        assert await agent.run("go") == "error"
+    assert agent.fault is not None
+    assert agent.fault.code is ErrorCode.SESSION_CONFLICT
+    await first.aclose()
+    await other.aclose()

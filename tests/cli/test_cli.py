@@ -67,7 +67,10 @@ def test_not_installed_first_party_plugin_exit_2(runner, tmp_path):
     write_profile(tmp_path, '[tether]\nplugins = ["spawn"]\n')
     result = runner.invoke(cli, ["check"])
     assert result.exit_code == 2
-    assert result.stderr.endswith("uv add tether-spawn [PLUGIN_NOT_INSTALLED]\n")
+    assert result.stderr.endswith(
+        "uv add tether-spawn (entry-point autoload is off: TETHER_DISABLE_PLUGIN_AUTOLOAD is "
+        "set) [PLUGIN_NOT_INSTALLED]\n"
+    )
 
 
 def test_check_an_empty_profile_prints_its_scopes(runner, tmp_path):
@@ -139,3 +142,13 @@ def test_check_fails_on_missing_agent_instructions(runner, tmp_path):
     result = runner.invoke(cli, ["check"])
     assert result.exit_code == 2
     assert "[INSTRUCTIONS_INVALID]" in result.stderr
+
+
+def test_check_fails_on_an_unknown_store_spec(runner, tmp_path):
+    path = write_profile(tmp_path, '[tether]\nstore = "postgres://db"\n')
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"ERROR: unknown session store 'postgres://db' ({path.resolve()}, [tether] store); "
+        'use "sqlite:PATH" (durable) or "memory" [STORE_SPEC_INVALID]\n'
+    )

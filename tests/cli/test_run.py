@@ -194,3 +194,27 @@ def test_the_readme_quickstart_command_runs(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[:-1] == QUICKSTART_OUTPUT
+
+
+def test_run_exits_1_when_any_turn_fails_even_if_a_later_one_completes(quickstart, tmp_path):
+    (tmp_path / "mixed.toml").write_text(
+        '[[steps]]\ntext = "cut"\nfinish_reason = "length"\n[[steps]]\ntext = "fine"\n'
+    )
+    result = invoke(
+        "run", "--profile", str(quickstart), "--model", "scripted:mixed.toml", "one", "two"
+    )
+    assert result.exit_code == 1
+    assert "[turn 1 stopped: max-tokens]" in result.stdout
+    assert "fine" in result.stdout
+
+
+def test_context_rejects_an_unknown_model_spec(quickstart):
+    result = invoke("context", "--profile", str(quickstart), "--model", "martian:x")
+    assert result.exit_code == 2
+    assert "[MODEL_SPEC_UNKNOWN]" in result.stderr
+
+
+def test_plugins_shows_local_plugins_as_local(quickstart):
+    result = invoke("plugins", "--profile", str(quickstart))
+    notes = next(line for line in result.stdout.splitlines() if line.startswith("notes "))
+    assert notes.split()[:4] == ["notes", "local", "-", "global"]

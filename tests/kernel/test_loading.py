@@ -455,3 +455,56 @@ def test_an_error_with_a_multi_line_exception_text_stays_one_line(tether_profile
         load_kernel(path, catalog=PluginCatalog([entry("x", loader=boom)]))
     assert "\n" not in str(info.value)
     assert "ImportError: first line second line" in str(info.value)
+
+
+def test_a_plugin_dirs_entry_that_is_not_a_folder_is_a_profile_error(tmp_path, tether_profile):
+    path = tether_profile('[tether]\nplugin_dirs = ["nowhere"]\n')
+    with pytest.raises(tether.ProfileError) as info:
+        make_kernel(path)
+    assert info.value.code is ErrorCode.PROFILE_INVALID
+    assert f"plugin_dirs entry '{tmp_path / 'nowhere'}' is not a folder" in str(info.value)
+
+
+def test_a_local_plugin_imports_a_helper_next_to_it(tmp_path, tether_profile):
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "_shared.py").write_text("KIND = 'helped'\n")
+    (tmp_path / "plugins" / "helped.py").write_text(
+        "import tether\nimport _shared\n"
+        "@tether.hookimpl\n"
+        "def tether_offers():\n"
+        "    return [tether.Offer(kind=_shared.KIND)]\n"
+    )
+    kernel = make_kernel(
+        tether_profile('[tether]\nplugins = ["helped"]\nplugin_dirs = ["plugins"]\n')
+    )
+    assert kernel.plugins[0].offers[0].kind == "helped"
+
+
+def test_a_local_plugin_conflicting_with_an_installed_one_says_rename(tmp_path, tether_profile):
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "spawn.py").write_text("")
+    from tether.plugins import local_entries
+
+    catalog = PluginCatalog(
+        [
+            entry("spawn", NoSettings(), dist="tether-spawn", version="0.1.0"),
+            *local_entries(tmp_path / "plugins"),
+        ]
+    )
+    with pytest.raises(PluginError, match=r"rename the local plugin file") as info:
+        load_kernel(tether_profile('[tether]\nplugins = ["spawn"]\n'), catalog=catalog)
+    assert info.value.code is ErrorCode.PLUGIN_NAME_CONFLICT
+
+
+def test_a_tether_error_raised_in_a_hook_keeps_its_own_code(tether_kernel):
+    from tether.agents import Tool, build_preset
+
+    class BadTool:
+        @tether.hookimpl
+        def tether_tools(self):
+            return [Tool("bad name", "d", lambda a, c: "")]
+
+    kernel = tether_kernel('[tether]\nplugins = ["b"]\n', {"b": BadTool()})
+    with pytest.raises(tether.AgentError) as info:
+        build_preset(kernel, None)
+    assert info.value.code is ErrorCode.TOOL_INVALID

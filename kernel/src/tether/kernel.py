@@ -90,6 +90,15 @@ def load_kernel(
     """
     if not isinstance(profile, Profile):
         profile = load_profile(find_profile(profile))
+    for folder in profile.tether.plugin_dirs:
+        if not folder.is_dir():
+            raise ProfileError(
+                ErrorCode.PROFILE_INVALID,
+                f"plugin_dirs entry {str(folder)!r} is not a folder",
+                file=profile.file_of("tether", "plugin_dirs"),
+                key="[tether] plugin_dirs",
+                remedy="create the folder or fix the path (relative to the profile's folder)",
+            )
     if catalog is None:
         catalog = PluginCatalog.discover(
             inline=plugins, entry_points=entry_points, local_dirs=profile.tether.plugin_dirs

@@ -28,7 +28,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import ErrorCode, PluginError
+from .errors import ErrorCode, PluginError, TetherError
 
 __all__ = (
     "AUTOLOAD_ENV",
@@ -158,13 +158,16 @@ class PluginCatalog:
             return found[0]
         if len(found) > 1:
             sources = ", ".join(sorted(entry.source for entry in found))
+            local = any(e.distribution is None for e in found)
             raise PluginError(
                 ErrorCode.PLUGIN_NAME_CONFLICT,
                 f'conflicting plugins found for "{name}": {sources}',
                 file=file,
                 key=key,
                 plugin=name,
-                remedy="uninstall all but one of these distributions (uv remove DIST)",
+                remedy="rename the local plugin file, or uninstall the distribution"
+                if local
+                else "uninstall all but one of these distributions (uv remove DIST)",
             )
         if name in FIRST_PARTY_PLUGINS:
             dist = FIRST_PARTY_PLUGINS[name]
@@ -174,7 +177,12 @@ class PluginCatalog:
                 file=file,
                 key=key,
                 plugin=name,
-                remedy=f"uv add {dist}",
+                remedy=f"uv add {dist}"
+                + (
+                    f" (entry-point autoload is off: {AUTOLOAD_ENV} is set)"
+                    if self.autoload_off_by_env
+                    else ""
+                ),
             )
         close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         hint = (
@@ -226,11 +234,15 @@ def _import_file(path: Path) -> object:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # Its folder is importable while it loads, so it can import a helper file next to it.
+    sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 
@@ -281,6 +293,8 @@ class LoadedPlugin:
             kwargs.setdefault("settings", self.settings)
         try:
             result = caller(**kwargs)
+        except TetherError:
+            raise  # already says what is wrong and how to fix it
         except Exception as exc:
             raise PluginError(
                 ErrorCode.PLUGIN_HOOK_FAILED,

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import ErrorCode, ModelError
+from ..errors import ErrorCode, ModelError, TetherError
 from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from ..store import (
     AssistantMessage,
@@ -165,6 +165,7 @@ class Agent:
         self._wakeup = anyio.Event()
         self._restored = False
         self._last_stop: StopReason = "completed"
+        self._fault: TetherError | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -360,6 +361,11 @@ class Agent:
         return self._last_stop
 
     @property
+    def fault(self) -> TetherError | None:
+        """A store failure that stopped the agent (its last turn could not be recorded)."""
+        return self._fault
+
+    @property
     def last_stop_reason(self) -> StopReason:
         """The stop reason of the most recent turn."""
         return self._last_stop
@@ -376,7 +382,8 @@ class Agent:
         """
         self._parked = True
         if not keep_inbox:
-            dropped, self._inbox = list(self._inbox), deque()
+            dropped, self._inbox = [*self._inbox, *self._steering], deque()
+            self._steering.clear()
             if dropped:
                 await self._append(*(InboxDiscarded(message_id=i.message_id) for i in dropped))
         if self._turn_scope is not None:
@@ -521,13 +528,20 @@ class Agent:
         closing.append(
             TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
         )
-        if scope.cancel_called:
-            # A cancelled turn still records how it ended: shielded, and bounded in time.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
-                await self._append(*closing)
-        else:
-            await self._append(*closing)
         self._last_stop = stop
+        try:
+            if scope.cancel_called:
+                # A cancelled turn still records how it ended: shielded, and bounded in time.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                    await self._append(*closing)
+            else:
+                await self._append(*closing)
+        except TetherError as exc:
+            # The store refused the turn's end (another writer, a full disk): the agent stops
+            # taking turns and says why through `fault`; the log keeps what it had.
+            self._fault = exc
+            self._last_stop = "error"
+            self._parked = True
 
     def _closing_events(
         self,

@@ -55,7 +55,7 @@ def plugins(profile: Path | None, as_json: bool) -> None:
     table = [
         (
             row["name"],
-            row["distribution"] or "inline",
+            row["distribution"] or ("inline" if row["value"] == "<inline>" else "local"),
             row["version"] or "-",
             ", ".join(row["scopes"]) if row["loaded"] else "no",
             ", ".join(row["hooks"]) if row["hooks"] is not None else "-",
@@ -97,8 +97,14 @@ def check(profile: Path | None) -> None:
     """
     from ..agents import build_preset
     from ..models import find_model_provider
+    from ..store import check_store_spec
 
     kernel = load(profile)
+    try:
+        check_store_spec(kernel.profile.tether.store)
+    except TetherError as exc:
+        file = kernel.profile.file_of("tether", "store")
+        raise type(exc)(exc.code, exc.message, file=file, key=exc.key, remedy=exc.remedy) from exc
     for name in kernel.agents:
         preset = build_preset(kernel, name)
         if preset.model_spec is not None:

@@ -47,7 +47,7 @@ def run(
     """Run PROMPTS as turns (one turn each, in order) and print what happens.
 
     Prints the assistant's text and a line per tool call as they happen and ends with the
-    session id; --session continues a stored session. Exit status 1 when a turn does not
+    session id; --session continues a stored session. Exit status 1 when any turn does not
     complete.
     """
     kernel = load(profile)
@@ -73,11 +73,17 @@ async def _run(
             kernel, store, agent=agent_name, model=model_spec, session_id=session_id
         )
         agent.listen(_printer(agent))
+        stops: list[str] = []
+        agent.listen(
+            lambda event: stops.append(event.stop_reason) if event.type == "turn/end" else None
+        )  # type: ignore[union-attr]
         async with agent:
             for prompt in prompts:
                 await agent.followup(prompt)
             await agent.when_idle()
-        stop = agent.last_stop_reason
+        if agent.fault is not None:
+            raise agent.fault
+        stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
         if isinstance(agent.model, ScriptedModel):
             left = agent.model.remaining()
             if left:
@@ -175,12 +181,14 @@ async def _context(
     prompt: str | None,
 ) -> dict[str, Any]:
     from ..agents import build_preset, compose_agent, new_header, resolve_agent_name
-    from ..models import FunctionModel
+    from ..models import FunctionModel, find_model_provider
     from ..store import MemoryStore, profile_store
 
     name = resolve_agent_name(kernel, agent_name)
     preset = build_preset(kernel, name)
     spec = model_spec or preset.model_spec or "(none)"
+    if model_spec is not None:
+        find_model_provider(model_spec, preset.model_providers)  # an unknown spec is an error
     placeholder = FunctionModel(lambda request: "", name=spec)  # never called
     if session_id is not None:
         store = profile_store(kernel.profile)

@@ -53,6 +53,7 @@ __all__ = (
     "TurnEnded",
     "TurnStarted",
     "UserMessage",
+    "check_store_spec",
     "open_store",
     "parse_event",
     "profile_store",
@@ -65,23 +66,36 @@ def profile_store(profile: Profile) -> SessionStore:
     """The store a profile names (``[tether] store``), relative to the file that set it."""
     file = profile.origins.get(("tether", "store"))  # the file that set it, if any
     base = file.parent if file is not None else profile.folder
-    return open_store(profile.tether.store, base=base)
+    try:
+        return open_store(profile.tether.store, base=base)
+    except StoreError as exc:
+        if exc.code is not ErrorCode.STORE_SPEC_INVALID:
+            raise
+        raise StoreError(
+            exc.code, exc.message, file=file, key="[tether] store", remedy=exc.remedy
+        ) from None
 
 
-def open_store(spec: str | None, *, base: Path | None = None) -> SessionStore:
-    """Open ``sqlite:PATH`` (relative to ``base``) or ``memory``; default ``sqlite:.tether/...``."""
-    spec = spec or DEFAULT_STORE
-    if spec == "memory":
-        return MemoryStore()
-    kind, _, rest = spec.partition(":")
-    if kind == "sqlite" and rest:
-        path = Path(rest).expanduser()
-        if not path.is_absolute() and base is not None:
-            path = base / path
-        return SQLiteStore(path)
+def check_store_spec(spec: str | None) -> None:
+    """Raise ``STORE_SPEC_INVALID`` if ``spec`` names no store kind; opens nothing."""
+    kind, _, rest = (spec or DEFAULT_STORE).partition(":")
+    if spec == "memory" or (kind == "sqlite" and rest):
+        return
     raise StoreError(
         ErrorCode.STORE_SPEC_INVALID,
         f"unknown session store {spec!r}",
         key="[tether] store",
         remedy='use "sqlite:PATH" (durable) or "memory"',
     )
+
+
+def open_store(spec: str | None, *, base: Path | None = None) -> SessionStore:
+    """Open ``sqlite:PATH`` (relative to ``base``) or ``memory``; default ``sqlite:.tether/...``."""
+    spec = spec or DEFAULT_STORE
+    check_store_spec(spec)
+    if spec == "memory":
+        return MemoryStore()
+    path = Path(spec.partition(":")[2]).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    return SQLiteStore(path)
