@@ -19,6 +19,8 @@ from tether.cli import cli
 ROOT = Path(__file__).parents[2]
 QUICKSTART_OUTPUT = [
     "> What notes do I have?",
+    '-> load_skill({"name": "citing-notes"})',
+    '<- load_skill: <skill_content name="citing-notes"> (+15 more lines)',
     "Let me look at your notes.",
     "-> list_notes({})",
     "<- list_notes: groceries.md (+1 more line)",
@@ -119,13 +121,21 @@ def test_context_shows_blocks_tools_and_pending_messages(quickstart):
     assert document["agent"] == "main"
     assert document["model"] == "scripted:script.toml"
     assert document["system"][0]["text"].startswith("# Notes assistant")
-    assert [t["name"] for t in document["tools"]] == ["list_notes", "read_note", "search_notes"]
-    assert document["pending"] == [{"role": "user", "content": "When?", "tokens": 2}]
+    assert [t["name"] for t in document["tools"]] == [
+        "list_notes",
+        "read_note",
+        "search_notes",
+        "load_skill",
+    ]
+    prompt, catalog = document["pending"]
+    assert prompt == {"role": "user", "content": "When?", "tokens": 2}
+    assert catalog["role"] == "user"
+    assert "- `citing-notes`: How to answer from the user's notes" in catalog["content"]
     assert document["total_tokens"] == (
         sum(b["tokens"] for b in document["system"])
         + document["tools_tokens"]
         + document["history_tokens"]
-        + 2
+        + sum(m["tokens"] for m in document["pending"])
     )
 
 
@@ -137,6 +147,9 @@ def test_context_of_a_stored_session_includes_its_history(quickstart):
     assert document["session"] == session
     assert [m["role"] for m in document["history"]] == [
         "user",
+        "user",  # the skill catalog
+        "assistant",
+        "tool",  # load_skill
         "assistant",
         "tool",
         "assistant",
@@ -150,7 +163,7 @@ def test_context_of_a_stored_session_includes_its_history(quickstart):
 def test_context_text_output_names_every_part(quickstart):
     result = invoke("context", "--profile", str(quickstart))
     assert result.exit_code == 0, result.output
-    for heading in ("== system block 1", "== system block 2", "== tools (3)", "total ~"):
+    for heading in ("== system block 1", "== system block 2", "== tools (4)", "total ~"):
         assert heading in result.stdout
 
 

@@ -9,7 +9,8 @@
     ├── CapabilityError   a requirement one plugin has of another that is not met
     ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session
     ├── ModelError        a model spec that resolves to nothing, a request that failed
-    └── AgentError        an agent that cannot be composed: instructions, tools, filters
+    ├── AgentError        an agent that cannot be composed: instructions, tools, filters
+    └── SkillError        a skill or skill provider that breaks the contract
 
 Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
 command line prints it after ``ERROR:`` and exits with status 2. ``docs/errors.md`` lists every
@@ -30,6 +31,7 @@ __all__ = (
     "ModelError",
     "PluginError",
     "ProfileError",
+    "SkillError",
     "StoreError",
     "TetherError",
 )
@@ -69,6 +71,9 @@ class ErrorCode(StrEnum):
     INSTRUCTIONS_INVALID = "INSTRUCTIONS_INVALID"
     TOOL_INVALID = "TOOL_INVALID"
     TOOL_FILTER_INVALID = "TOOL_FILTER_INVALID"
+    SKILL_INVALID = "SKILL_INVALID"
+    UNKNOWN_SKILL = "UNKNOWN_SKILL"
+    SKILL_PROVIDER_INVALID = "SKILL_PROVIDER_INVALID"
 
 
 class TetherError(Exception):
@@ -161,3 +166,7 @@ class ModelError(TetherError):
 
 class AgentError(TetherError):
     """An agent cannot be composed from its profile, tools or instructions."""
+
+
+class SkillError(TetherError):
+    """A skill or a skill provider breaks the contract (fails the catalog loudly)."""

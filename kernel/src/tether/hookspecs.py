@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .agents import DynamicInstruction, PreStep, Tool
     from .capabilities import Offer, Requirement
     from .models import ModelProvider
+    from .skills import SkillProviderFactory
 
 __all__ = ("PROJECT_NAME", "hookimpl", "hookspec")
 
@@ -145,4 +146,23 @@ def tether_pre_step(settings: Any) -> Iterable[PreStep]:  # type: ignore[empty-b
     Each hook receives a :class:`tether.agents.StepContext` and returns messages to append
     (logged as ``context/message`` with the hook's origin) or nothing. Hooks run in scope
     order (nearest layer first), after queued steering and injected messages.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Skills: called once per plugin instance when the kernel's skill registry is first used.
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec
+def tether_skill_providers(settings: Any) -> Iterable[SkillProviderFactory]:  # type: ignore[empty-body]
+    """Offer skill providers for this plugin instance's scope layer.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.skills.SkillProviderFactory` (name + ``create``).
+
+    Each factory's ``create(control)`` is called once and the provider registered in the layer
+    of the scope the instance belongs to (global, or the agent's). Provider names are unique per
+    layer and ``runtime`` is reserved (``SKILL_PROVIDER_INVALID``). The nearest layer wins a
+    skill name regardless of rank; see docs/skills.md.
     """

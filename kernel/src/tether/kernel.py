@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .capabilities import Offer, Requirement
-from .errors import CapabilityError, ErrorCode, PluginError, ProfileError
+from .errors import CapabilityError, ErrorCode, PluginError, ProfileError, TetherError
 from .plugins import LoadedPlugin, PluginCatalog, PluginEntry, register_plugin
 from .profile import Profile, find_profile, format_loc, input_loc, load_profile
 from .scopes import Scope
 
-__all__ = ("Kernel", "PluginSettings", "load_kernel")
+if TYPE_CHECKING:
+    from .skills import SkillRegistry
 
-_Record = TypeVar("_Record", bound=BaseModel)
+__all__ = ("Kernel", "PluginSettings", "load_kernel")
 
 
 class PluginSettings(BaseModel):
@@ -44,6 +45,7 @@ class Kernel:
         self.catalog = catalog
         self.global_scope = global_scope
         self._agent_scopes = dict(agent_scopes)
+        self._skills: SkillRegistry | None = None
 
     @property
     def agents(self) -> list[str]:
@@ -67,6 +69,23 @@ class Kernel:
     def scopes(self) -> list[Scope]:
         """The global scope, then each agent's scope by name."""
         return [self.global_scope, *(self._agent_scopes[name] for name in self.agents)]
+
+    @property
+    def skills(self) -> SkillRegistry:
+        """The skill registry: every instance's ``tether_skill_providers``, in its scope layer.
+
+        Built on first use, so a profile without skills pays nothing for them.
+        """
+        if self._skills is None:
+            from .skills import SkillProviderFactory, SkillRegistry
+
+            registry = SkillRegistry()
+            for scope in self.scopes():
+                for plugin in scope.plugins:
+                    for factory in plugin.collect("tether_skill_providers", SkillProviderFactory):
+                        _register_skill_provider(registry, plugin, scope, factory)
+            self._skills = registry
+        return self._skills
 
     @property
     def plugins(self) -> list[LoadedPlugin]:
@@ -114,7 +133,7 @@ def load_kernel(
     kernel = Kernel(profile, catalog, global_scope, agent_scopes)
     for scope in kernel.scopes():
         for plugin in scope.plugins:
-            plugin.requirements = _collect(plugin, "tether_requires", Requirement, profile)
+            plugin.requirements = plugin.collect("tether_requires", Requirement)
             for requirement in plugin.requirements:
                 _check_requirement(kernel, scope, plugin, requirement)
     return kernel
@@ -153,7 +172,7 @@ def _load_layer(
         obj = _import(entry, objects, file, key)
         plugin = register_plugin(entry, obj, scope_id, file=file, key=key)
         plugin.settings = _validate_settings(profile, agent, plugin)
-        plugin.offers = _collect(plugin, "tether_offers", Offer, profile)
+        plugin.offers = plugin.collect("tether_offers", Offer)
         loaded.append(plugin)
     tables = profile.plugin if agent is None else profile.agent[agent].plugin
     for name in tables:
@@ -246,29 +265,38 @@ def _settings_model(plugin: LoadedPlugin, profile: Profile) -> type[BaseModel] |
     return model
 
 
-def _collect(
-    plugin: LoadedPlugin, hook: str, kind: type[_Record], profile: Profile
-) -> tuple[_Record, ...]:
-    result = plugin.call(hook)
-    if result is None:
-        return ()
-    if isinstance(result, (str, bytes, BaseModel, Mapping)) or not isinstance(result, Iterable):
-        raise _contract(plugin, hook, f"an iterable of {kind.__name__}", result)
-    items = tuple(result)
-    for item in items:
-        if not isinstance(item, kind):
-            raise _contract(plugin, hook, f"an iterable of {kind.__name__}", item)
-    return items
+def _register_skill_provider(
+    registry: SkillRegistry, plugin: LoadedPlugin, scope: Scope, factory: Any
+) -> None:
+    """Register one factory's provider; a failure names the plugin that offered it."""
+    try:
+        registry.register_provider(
+            factory.create,
+            name=factory.name,
+            scope=None if scope.kind == "global" else scope,
+        )
+    except TetherError as exc:
+        raise type(exc)(
+            exc.code,
+            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
+            file=exc.file,
+            key=exc.key,
+            plugin=plugin.name,
+            remedy=exc.remedy,
+            where=exc._where,
+        ) from exc
+    except Exception as exc:
+        raise PluginError(
+            ErrorCode.PLUGIN_HOOK_FAILED,
+            f'plugin "{plugin.name}" ({plugin.entry.source}) failed to create skill provider '
+            f'"{factory.name}": {type(exc).__name__}: {exc}',
+            plugin=plugin.name,
+            remedy="fix the plugin or its settings (--debug shows the traceback)",
+        ) from exc
 
 
 def _contract(plugin: LoadedPlugin, hook: str, expected: str, got: object) -> PluginError:
-    return PluginError(
-        ErrorCode.PLUGIN_CONTRACT_VIOLATION,
-        f'plugin "{plugin.name}" ({plugin.entry.source}) broke the contract of {hook}: '
-        f"expected {expected}, got {type(got).__name__} {got!r:.80}",
-        plugin=plugin.name,
-        remedy=f"report this to the maintainers of {plugin.entry.distribution or 'the plugin'}",
-    )
+    return plugin._contract(hook, expected, got)
 
 
 def _check_requirement(

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
+from pydantic import BaseModel
 
 from . import hookspecs
 from .errors import ErrorCode, PluginError, TetherError
@@ -62,6 +63,8 @@ _SPECS: dict[str, inspect.Signature] = {
     if name.startswith("tether_") and hasattr(getattr(hookspecs, name), "tether_spec")
 }
 
+
+_T = TypeVar("_T")
 
 _FIRSTRESULT: dict[str, bool] = {
     name: bool(getattr(hookspecs, name).tether_spec.get("firstresult")) for name in _SPECS
@@ -280,6 +283,35 @@ class LoadedPlugin:
         """Whether this plugin implements ``hook``."""
         caller = getattr(self.manager.hook, hook, None)
         return caller is not None and bool(caller.get_hookimpls())
+
+    def collect(self, hook: str, kind: type[_T] | tuple[type[_T], ...]) -> tuple[_T, ...]:
+        """Call a hook that returns an iterable of records and check every record's type.
+
+        A single record, a string, a mapping or anything not iterable, or an item of another
+        type, is ``PLUGIN_CONTRACT_VIOLATION``.
+        """
+        expected = kind.__name__ if isinstance(kind, type) else kind[0].__name__
+        result = self.call(hook)
+        if result is None:
+            return ()
+        single = (str, bytes, Mapping, BaseModel, *(kind if isinstance(kind, tuple) else (kind,)))
+        if isinstance(result, single) or not isinstance(result, Iterable):
+            one = " (one record, not an iterable)" if isinstance(result, kind) else ""
+            raise self._contract(hook, f"an iterable of {expected}", result, one)
+        items = tuple(result)
+        for item in items:
+            if not isinstance(item, kind):
+                raise self._contract(hook, f"an iterable of {expected}", item)
+        return items
+
+    def _contract(self, hook: str, expected: str, got: object, note: str = "") -> PluginError:
+        return PluginError(
+            ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+            f'plugin "{self.name}" ({self.entry.source}) broke the contract of {hook}: '
+            f"expected {expected}, got {type(got).__name__} {got!r:.80}{note}",
+            plugin=self.name,
+            remedy=f"report this to the maintainers of {self.entry.distribution or 'the plugin'}",
+        )
 
     def call(self, hook: str, **kwargs: Any) -> Any:
         """Call ``hook`` on this plugin; ``settings`` is passed when the spec takes it.

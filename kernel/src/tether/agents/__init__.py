@@ -11,7 +11,7 @@ from ._instructions import (
     load_instructions,
     render_instruction,
 )
-from ._tools import Tool, ToolContext, ToolFilter, ToolRegistry
+from ._tools import Tool, ToolContext, ToolError, ToolFilter, ToolRegistry
 
 __all__ = (
     "PARALLEL_TOOLS_SECTION",
@@ -24,6 +24,7 @@ __all__ = (
     "StepContext",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolFilter",
     "ToolRegistry",
     "build_preset",

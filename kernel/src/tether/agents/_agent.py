@@ -16,7 +16,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -40,7 +41,11 @@ from ..store import (
     UserMessage,
 )
 from ._instructions import DynamicInstruction, InstructionContext, render_instruction
-from ._tools import ToolContext, ToolRegistry
+from ._tools import ToolContext, ToolError, ToolRegistry
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+    from ..scopes import Scope
 
 __all__ = ("Agent", "AgentLimits", "PreStep", "StepContext")
 
@@ -75,12 +80,20 @@ class AgentLimits:
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a pre-step hook sees: the agent, the turn and step numbers, the history so far."""
+    """What a pre-step hook sees: the agent, the turn and step numbers, what started the turn."""
 
     agent: Agent
     turn: int
     step: int
-    messages: Sequence[Message]
+    turn_message: str | None = None
+    """The text of the message that started this turn."""
+    turn_source: MessageSource | None = None
+    """Why that message entered the log (``kind = "user"`` for a person's message)."""
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The history so far (copied on access: hooks that do not look pay nothing)."""
+        return self.agent.messages
 
 
 #: A pre-step hook: returns messages to append before the step's model request (or nothing).
@@ -139,8 +152,17 @@ class Agent:
         instructions: Sequence[DynamicInstruction] = (),
         pre_steps: Sequence[PreStep] = (),
         limits: AgentLimits | None = None,
+        kernel: Kernel | None = None,
+        scope: Scope | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.header = header
+        self.kernel = kernel
+        """The kernel the agent was composed from (its services: ``kernel.skills``)."""
+        self.scope = scope
+        """The agent's scope: registries resolve through its chain."""
+        self.cwd = cwd or Path.cwd()
+        """The working directory its tools and skill providers act in."""
         self.store = store
         self.model = model
         self.system: tuple[str, ...] = tuple(system)
@@ -166,6 +188,7 @@ class Agent:
         self._restored = False
         self._last_stop: StopReason = "completed"
         self._fault: TetherError | None = None
+        self._turn_item: _InboxItem | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -437,7 +460,7 @@ class Agent:
         if prompt is not None:
             pending.append(Message(role="user", content=prompt))
         for pre_step in self.pre_steps:
-            step_context = StepContext(self, turn, 1, (*self._history, *pending))
+            step_context = StepContext(self, turn, 1, prompt, MessageSource(kind="user"))
             for message in await pre_step.run(step_context) or ():
                 role = "system" if message.role == "system" else "user"
                 pending.append(Message(role=role, content=message.content))
@@ -453,6 +476,7 @@ class Agent:
     # ---------------------------------------------------------------- the turn
 
     async def _run_turn(self, item: _InboxItem) -> None:
+        self._turn_item = item
         self._turns += 1
         turn = self._turns
         usage = _NO_USAGE
@@ -614,8 +638,15 @@ class Agent:
         if not (self._steering or self._injected or self.pre_steps):
             return
         events = self._drain_pending_messages()
+        item = self._turn_item
         for pre_step in self.pre_steps:
-            context = StepContext(self, turn, step, tuple(self._history))
+            context = StepContext(
+                self,
+                turn,
+                step,
+                item.content if item is not None else None,
+                item.source if item is not None else None,
+            )
             for message in await pre_step.run(context) or ():
                 role = "system" if message.role == "system" else "user"
                 events.append(
@@ -710,6 +741,10 @@ class Agent:
             content = await tool.call(dict(call.arguments), context, in_thread=concurrent)
         except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
             raise
+        except ToolError as exc:
+            return ToolResult(
+                tool_call_id=call.id, name=call.name, content=f"error: {exc}", is_error=True
+            )
         except Exception as exc:
             return ToolResult(
                 tool_call_id=call.id,

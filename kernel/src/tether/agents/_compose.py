@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError, ErrorCode, PluginError, ProfileError
+from ..errors import AgentError, ErrorCode, ProfileError
 from ..kernel import Kernel
 from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_model
 from ..plugins import LoadedPlugin
@@ -25,6 +25,7 @@ class AgentPreset:
     """Everything an agent is before it has a session: the parts of its model request."""
 
     name: str | None
+    kernel: Kernel
     scope: Scope
     system: tuple[str, ...]
     tools: ToolRegistry
@@ -51,6 +52,8 @@ class AgentPreset:
             instructions=self.instructions,
             pre_steps=self.pre_steps,
             limits=limits,
+            kernel=self.kernel,
+            scope=self.scope,
         )
 
 
@@ -74,32 +77,8 @@ def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
     )
 
 
-def _collect(
-    plugins: Iterable[LoadedPlugin], hook: str, kind: type | tuple[type, ...]
-) -> list[tuple[str, Any]]:
-    found: list[tuple[str, Any]] = []
-    for plugin in plugins:
-        result = plugin.call(hook)
-        if result is None:
-            continue
-        if isinstance(result, str | bytes | Mapping) or not isinstance(result, Iterable):
-            items = [result]  # one record instead of an iterable of them
-        else:
-            items = list(result)
-        for item in items:
-            if not isinstance(item, kind) or items[0] is result:
-                expected = kind.__name__ if isinstance(kind, type) else kind[0].__name__
-                raise PluginError(
-                    ErrorCode.PLUGIN_CONTRACT_VIOLATION,
-                    f'plugin "{plugin.name}" ({plugin.entry.source}) broke the contract of '
-                    f"{hook}: expected an iterable of {expected}, got {type(item).__name__}"
-                    + (" (one record, not an iterable)" if isinstance(item, kind) else ""),
-                    plugin=plugin.name,
-                    remedy=f"report this to the maintainers of "
-                    f"{plugin.entry.distribution or 'the plugin'}",
-                )
-            found.append((plugin.name, item))
-    return found
+def _collect(plugins: Iterable[LoadedPlugin], hook: str, kind: type[Any]) -> list[tuple[str, Any]]:
+    return [(plugin.name, item) for plugin in plugins for item in plugin.collect(hook, kind)]
 
 
 def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
@@ -129,6 +108,7 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         system.append(PARALLEL_TOOLS_SECTION)
     return AgentPreset(
         name=agent,
+        kernel=kernel,
         scope=scope,
         system=tuple(system),
         tools=tools,

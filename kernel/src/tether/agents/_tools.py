@@ -18,11 +18,16 @@ from ..models import ToolSchema
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ("Tool", "ToolContext", "ToolFilter", "ToolRegistry")
+__all__ = ("Tool", "ToolContext", "ToolError", "ToolFilter", "ToolRegistry")
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 ToolFunction = Callable[[dict[str, Any], "ToolContext"], "Awaitable[str] | str"]
+
+
+class ToolError(Exception):
+    """Raise from a tool to fail the call with exactly this text (the model sees
+    ``error: TEXT``); any other exception is shown with its type name."""
 
 
 @dataclass(frozen=True)

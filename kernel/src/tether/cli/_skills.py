@@ -1,0 +1,338 @@
+"""``tether skills list|show|validate``: the catalog an agent sees, one skill, a strict check."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import click
+
+from ._group import cli, load, profile_option
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+    from ..scopes import Scope
+    from ..skills import SkillCandidate, SkillCatalog, SkillDefinition
+    from ..skills._validate import SkillCheck
+
+#: How many near names an unknown ``skills show NAME`` suggests.
+MAX_SUGGESTIONS = 3
+#: Below this many skills, an unknown name with no near match lists them all.
+MAX_LISTED_NAMES = 12
+#: Descriptions longer than this are cut in the ``skills list`` table.
+DESCRIPTION_WIDTH = 72
+
+_agent_option = click.option(
+    "--agent",
+    "agent_name",
+    default=None,
+    help="Resolve through this agent's scope chain (default: main, else the only agent).",
+)
+
+
+@cli.group()
+def skills() -> None:
+    """Skills: the catalog an agent sees, one skill's content, a strict Agent Skills check."""
+
+
+# ----------------------------------------------------------------------------- list
+
+
+@skills.command("list")
+@profile_option
+@_agent_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def list_skills(profile: Path | None, agent_name: str | None, as_json: bool) -> None:
+    """List the skills an agent sees: the winner per name, and what each one shadows.
+
+    Without --agent the agent is the one `tether run` would use (main, else the only agent);
+    a profile without agents shows the global layer. When the catalog is incomplete (a
+    provider failed or returned a partial list) the registry's warnings and a note go to
+    standard error.
+    """
+    kernel = load(profile)
+    agent, scope = _resolve(kernel, agent_name)
+    with _SkillWarnings() as warnings:
+        catalog = anyio.run(_list, kernel, scope)
+    where = _scope_path(scope)
+    rows = [_row(catalog, name) for name in catalog.candidates]
+    if as_json:
+        document = {"agent": agent, "scope": where, "complete": catalog.complete, "skills": rows}
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        _print_table(rows, agent, where)
+    if not catalog.complete:
+        warnings.echo()
+        click.echo(_INCOMPLETE, err=True)
+
+
+async def _list(kernel: Kernel, scope: Scope | None) -> SkillCatalog:
+    return await kernel.skills.list(scope=scope)
+
+
+def _row(catalog: SkillCatalog, name: str) -> dict[str, Any]:
+    candidate = catalog.candidates[name]
+    layer = catalog.layers.get(name, "global")
+    return {
+        **_candidate(candidate),
+        "description": candidate.description,
+        "when_to_use": candidate.when_to_use,
+        "invocation": candidate.invocation.model_dump(),
+        "layer": layer.rsplit(" > ", 1)[-1],
+        "shadows": [_candidate(loser) for loser in catalog.shadowed.get(name, ())],
+    }
+
+
+def _candidate(candidate: SkillCandidate) -> dict[str, Any]:
+    return {
+        "name": candidate.name,
+        "provider": candidate.provider,
+        "source": candidate.source,
+        "rank": candidate.rank,
+        "path": candidate.path,
+    }
+
+
+def _print_table(rows: list[dict[str, Any]], agent: str | None, where: str) -> None:
+    title = f"agent {agent}" if agent else "the global layer"
+    count = len(rows)
+    click.echo(f"skills of {title} ({where}): {count} skill{'' if count == 1 else 's'}")
+    if not rows:
+        return
+    header = ("NAME", "PROVIDER", "SOURCE", "RANK", "LAYER", "DESCRIPTION")
+    table = [
+        (
+            row["name"],
+            row["provider"],
+            row["source"],
+            _rank(row["rank"]),
+            row["layer"],
+            _cut(row["description"]),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in (header, *table)) for i in range(len(header) - 1)]
+    for row, line in zip([None, *rows], (header, *table), strict=True):
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        click.echo("  ".join([*cells, line[-1]]).rstrip())
+        if row is None:
+            continue
+        for loser in row["shadows"]:
+            click.echo(
+                f"  shadows {loser['name']} from provider {loser['provider']} "
+                f"(source {loser['source']}, rank {_rank(loser['rank'])})"
+            )
+        invocation = row["invocation"]
+        if not invocation["model_invocable"]:
+            click.echo("  not in the model's catalog (model_invocable = false)")
+        if not invocation["user_invocable"]:
+            click.echo("  no /name gesture (user_invocable = false)")
+
+
+def _rank(rank: float) -> str:
+    return f"{rank:g}"
+
+
+def _cut(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= DESCRIPTION_WIDTH else line[: DESCRIPTION_WIDTH - 3] + "..."
+
+
+# ----------------------------------------------------------------------------- show
+
+
+@skills.command("show")
+@profile_option
+@_agent_option
+@click.argument("name")
+@click.pass_context
+def show_skill(ctx: click.Context, profile: Path | None, agent_name: str | None, name: str) -> None:
+    """Print skill NAME exactly as load_skill hands it to the model (<skill_content>).
+
+    An unknown NAME is one ERROR line (exit status 2) with the names that come close.
+    """
+    from ..skills import render_skill_content
+
+    kernel = load(profile)
+    _, scope = _resolve(kernel, agent_name)
+    with _SkillWarnings() as warnings:
+        definition, catalog = anyio.run(_show, kernel, scope, name)
+    if definition is None:
+        click.echo(f"ERROR: {_not_found(name, catalog, scope)} [UNKNOWN_SKILL]", err=True)
+        ctx.exit(2)
+    if not catalog.complete:
+        warnings.echo()
+        click.echo(_INCOMPLETE, err=True)
+    click.echo(render_skill_content(definition))
+
+
+async def _show(
+    kernel: Kernel, scope: Scope | None, name: str
+) -> tuple[SkillDefinition | None, SkillCatalog]:
+    definition = await kernel.skills.get(name, scope=scope)
+    catalog = await kernel.skills.list(scope=scope)
+    return definition, catalog
+
+
+def _not_found(name: str, catalog: SkillCatalog, scope: Scope | None) -> str:
+    import difflib
+
+    from ..skills import is_skill_name
+
+    where = f"scope {_scope_path(scope)}"
+    candidate = catalog.candidates.get(name)
+    if candidate is not None:
+        return (
+            f'skill "{name}" is listed by provider "{candidate.provider}" but could not be '
+            f"loaded ({where}); it may have been removed since it was listed: run tether "
+            "skills list again"
+        )
+    names = list(catalog.candidates)
+    if is_skill_name(name):
+        text = f'unknown skill "{name}"'
+    else:
+        text = f'"{name}" is not a skill name (kebab-case a-z and 0-9, at most 64 characters)'
+    incomplete = "" if catalog.complete else "; the catalog is incomplete"
+    text += f" ({where}{incomplete})"
+    close = difflib.get_close_matches(name, names, n=MAX_SUGGESTIONS, cutoff=0.6)
+    if close:
+        return text + f"; did you mean {_or(close)}?"
+    if not names:
+        return text + "; no skill is visible here: check the profile's skill providers"
+    if len(names) <= MAX_LISTED_NAMES:
+        return text + f"; known skills: {', '.join(names)}"
+    return text + f"; tether skills list shows all {len(names)}"
+
+
+def _or(names: list[str]) -> str:
+    quoted = [f'"{n}"' for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+# ----------------------------------------------------------------------------- validate
+
+
+@skills.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.pass_context
+def validate_skills(ctx: click.Context, paths: tuple[Path, ...]) -> None:
+    """Check skills strictly against the Agent Skills standard (the verdict of skills-ref).
+
+    Each PATH is a skill directory, its SKILL.md, or a folder whose subdirectories are
+    skills. Prints one `PATH: problem` line per problem (and `PATH: warning: ...` for what
+    is accepted but risky), then a summary. Exit status 1 when any skill has a problem.
+    No profile is needed.
+    """
+    from ..skills._validate import check_skill, find_skills
+
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        listed = ", ".join(f'"{p}"' for p in missing)
+        click.echo(
+            f"ERROR: {'path' if len(missing) == 1 else 'paths'} {listed} "
+            f"{'does' if len(missing) == 1 else 'do'} not exist; pass skill directories, "
+            "SKILL.md files or folders of skills",
+            err=True,
+        )
+        ctx.exit(2)
+    checks: list[tuple[Path, SkillCheck]] = []
+    empty: list[Path] = []
+    seen: set[str] = set()
+    for path in paths:
+        found = find_skills(path)
+        if not found:
+            empty.append(path)
+        for skill in found:
+            key = os.path.abspath(skill.parent if _is_skill_file(skill) else skill)
+            if key not in seen:
+                seen.add(key)
+                checks.append((skill, check_skill(skill)))
+    for path in empty:
+        click.echo(
+            f"{path}: no skill here: neither {path / 'SKILL.md'} nor a subdirectory with a "
+            "SKILL.md exists; pass a skill directory, its SKILL.md or a folder of skills"
+        )
+    for path, check in checks:
+        for problem in check.problems:
+            click.echo(f"{path}: {problem}")
+        for warning in check.warnings:
+            click.echo(f"{path}: warning: {warning}")
+    click.echo(_summary(checks, empty))
+    if empty or any(not check.valid for _, check in checks):
+        ctx.exit(1)
+
+
+def _is_skill_file(path: Path) -> bool:
+    return path.name.lower() == "skill.md" and path.is_file()
+
+
+def _summary(checks: list[tuple[Path, SkillCheck]], empty: list[Path]) -> str:
+    invalid = sum(1 for _, check in checks if not check.valid)
+    problems = sum(len(check.problems) for _, check in checks)
+    warnings = sum(len(check.warnings) for _, check in checks)
+    count = len(checks)
+    text = f"{count} skill{'' if count == 1 else 's'} checked: {count - invalid} valid"
+    if invalid:
+        text += f", {invalid} with problems ({problems} problem{'' if problems == 1 else 's'})"
+    if warnings:
+        text += f", {warnings} warning{'' if warnings == 1 else 's'}"
+    if empty:
+        text += f"; {len(empty)} path{'' if len(empty) == 1 else 's'} without skills"
+    return text
+
+
+# ----------------------------------------------------------------------------- shared
+
+
+_INCOMPLETE = (
+    "note: the catalog is incomplete: a skill provider failed or returned a partial list; "
+    "skills may be missing"
+)
+
+
+class _SkillWarnings(logging.Handler):
+    """Holds what the skill registry logs while a command reads it.
+
+    A complete catalog logs only the shadowing the listing shows anyway; an incomplete one
+    logs why, and is collected again on every read: its warnings are printed once each. An
+    ERROR line stays the only line.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: dict[str, None] = {}
+        self._logger = logging.getLogger("tether.skills")
+        self._propagate = self._logger.propagate
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.setdefault(record.getMessage(), None)
+
+    def __enter__(self) -> _SkillWarnings:
+        self._logger.addHandler(self)
+        self._logger.propagate = False
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.propagate = self._propagate
+
+    def echo(self) -> None:
+        for message in self.messages:
+            click.echo(f"warning: {message}", err=True)
+
+
+def _resolve(kernel: Kernel, agent_name: str | None) -> tuple[str | None, Scope | None]:
+    """The agent (``tether run``'s default when not named) and its scope; ``None`` is the
+    global layer (a profile without agents)."""
+    from ..agents import resolve_agent_name
+
+    agent = resolve_agent_name(kernel, agent_name)
+    return agent, (kernel.agent_scope(agent) if agent is not None else None)
+
+
+def _scope_path(scope: Scope | None) -> str:
+    return scope.path if scope is not None else "global"

@@ -1,0 +1,674 @@
+"""The scoped ``SkillRegistry``: providers and runtime skills per scope layer, one catalog.
+
+Resolution (dsh's rules): layers are read farthest first and the **nearest layer wins a name
+regardless of rank**; inside a layer candidates order by rank, then registration order (runtime
+skills come before providers of equal rank), then the provider's own order, and the first wins;
+every loser inside a layer is logged with its source. Catalogs are cached per (cwd, scope chain,
+revision); every mutation bumps the revision, drops the cache and emits a change event.
+
+A layer is keyed by its scope's :attr:`~tether.scopes.Scope.path`, so two ``Scope`` objects for
+the same place in the tree (an agent composed twice) share one layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import anyio.lowlevel
+from pydantic import ValidationError
+
+from ..errors import ErrorCode, SkillError, TetherError
+from ._types import (
+    SkillCandidate,
+    SkillDefinition,
+    SkillObservation,
+    SkillProvider,
+    SkillSummary,
+    is_skill_name,
+)
+
+if TYPE_CHECKING:
+    from ..scopes import Scope
+
+__all__ = (
+    "DEFAULT_CACHE_ENTRIES",
+    "RUNTIME_PROVIDER",
+    "RUNTIME_RANK",
+    "SkillCatalog",
+    "SkillProviderControl",
+    "SkillRegistration",
+    "SkillRegistry",
+)
+
+log = logging.getLogger("tether.skills")
+
+#: How many complete catalogs (per cwd and scope chain) the registry keeps.
+DEFAULT_CACHE_ENTRIES = 128
+#: A catalog invalidated while it was being collected is collected once more, then returned
+#: uncached (``complete = False``) rather than chased forever.
+MAX_COLLECT_ATTEMPTS = 2
+#: The provider name of skills registered in code; no real provider may take it.
+RUNTIME_PROVIDER = "runtime"
+#: Runtime skills rank between project skills (100, 200) and custom/user ones (300+).
+RUNTIME_RANK = 250.0
+GLOBAL = "global"
+
+
+@dataclass(frozen=True)
+class SkillCatalog:
+    """What one scope chain sees: summaries by code point, and whether the view is whole."""
+
+    summaries: tuple[SkillSummary, ...]
+    """The winning skills, sorted by name in code-point order. Policy-neutral: includes
+    skills the model (or the user) may not invoke."""
+    complete: bool
+    """False when a provider failed or said its observation is partial, or the catalog kept
+    changing while it was collected: such a catalog is never cached."""
+    candidates: dict[str, SkillCandidate] = field(repr=False, default_factory=dict)
+    """Per winning name, the candidate that won."""
+    shadowed: dict[str, tuple[SkillCandidate, ...]] = field(repr=False, default_factory=dict)
+    """Per winning name, the candidates it beat (same layer or farther layers)."""
+    layers: dict[str, str] = field(repr=False, default_factory=dict)
+    """Per winning name, the scope layer it came from."""
+    _origins: dict[str, _ProviderSlot | _RuntimeSkill] = field(
+        repr=False, compare=False, default_factory=dict
+    )
+
+    def get(self, name: str) -> SkillSummary | None:
+        """The summary of ``name`` in this catalog."""
+        for summary in self.summaries:
+            if summary.name == name:
+                return summary
+        return None
+
+
+class SkillProviderControl:
+    """Handed to a provider factory: lets the provider invalidate catalogs while it is live."""
+
+    def __init__(self, registry: SkillRegistry, layer: str, name: str) -> None:
+        self._registry = registry
+        self._layer = layer
+        self._name = name
+        self._slot: _ProviderSlot | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether this exact registration is still the one in its layer."""
+        slot = self._slot
+        return slot is not None and self._registry._holds(slot)
+
+    def invalidate(self) -> None:
+        """Drop cached catalogs; a call before registration completes, or from a replaced or
+        disposed provider, does nothing."""
+        if self.live:
+            self._registry._changed()
+
+
+@dataclass(eq=False)
+class _ProviderSlot:
+    layer: str
+    name: str
+    provider: SkillProvider
+    order: int
+    control: SkillProviderControl
+
+
+@dataclass(eq=False)
+class _RuntimeSkill:
+    layer: str
+    definition: SkillDefinition
+    candidate: SkillCandidate
+
+
+@dataclass(eq=False)
+class _Layer:
+    providers: dict[str, _ProviderSlot] = field(default_factory=dict)
+    runtime: dict[str, _RuntimeSkill] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: Exception
+
+
+class SkillRegistration:
+    """Undoes one registration; idempotent."""
+
+    def __init__(self, dispose: Callable[[], None]) -> None:
+        self._dispose: Callable[[], None] | None = dispose
+
+    def dispose(self) -> None:
+        """Remove the registration (a change event follows); later calls do nothing."""
+        if self._dispose is not None:
+            dispose, self._dispose = self._dispose, None
+            dispose()
+
+
+def _layer_key(scope: Scope | None) -> str:
+    return GLOBAL if scope is None else scope.path
+
+
+def _chain_keys(scope: Scope | None) -> list[str]:
+    """Layer keys farthest first."""
+    if scope is None:
+        return [GLOBAL]
+    return [s.path for s in reversed(scope.chain())]
+
+
+class SkillRegistry:
+    """Skills by scope layer; see the module docstring for the resolution rules."""
+
+    def __init__(self, *, cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
+        if (
+            isinstance(cache_entries, bool)
+            or not isinstance(cache_entries, int)
+            or cache_entries < 1
+        ):
+            raise SkillError(
+                ErrorCode.SKILL_INVALID,
+                f"the skill catalog cache size must be an integer >= 1, not {cache_entries!r}",
+                where="SkillRegistry(cache_entries=...)",
+                remedy=f"pass a positive integer (the default is {DEFAULT_CACHE_ENTRIES})",
+            )
+        self._layers: dict[str, _Layer] = {}
+        self._cache: OrderedDict[tuple[str, str, int], SkillCatalog] = OrderedDict()
+        self._cache_entries = cache_entries
+        self._order = 0
+        self._revision = 0
+        self._listeners: list[Callable[[], object]] = []
+
+    @property
+    def revision(self) -> int:
+        """Bumped by every mutation (registration, disposal, provider invalidation)."""
+        return self._revision
+
+    # ------------------------------------------------------------- mutations
+
+    def _holds(self, slot: _ProviderSlot) -> bool:
+        layer = self._layers.get(slot.layer)
+        return layer is not None and layer.providers.get(slot.name) is slot
+
+    def _holds_runtime(self, entry: _RuntimeSkill) -> bool:
+        layer = self._layers.get(entry.layer)
+        return layer is not None and layer.runtime.get(entry.definition.name) is entry
+
+    def _prune(self, key: str) -> None:
+        # A child scope's layer goes away with its last registration, so delegations that
+        # come and go do not leave empty layers behind.
+        layer = self._layers.get(key)
+        if layer is not None and not layer.providers and not layer.runtime:
+            del self._layers[key]
+
+    def _changed(self) -> None:
+        self._revision += 1
+        self._cache.clear()
+        for listener in list(self._listeners):
+            try:
+                result = listener()
+            except Exception as exc:  # an observer never vetoes a mutation
+                log.warning("skill change listener %s failed: %s", _label(listener), _describe(exc))
+                continue
+            if inspect.iscoroutine(result):
+                result.close()
+                log.warning(
+                    "skill change listener %s returned a coroutine, which was not run: "
+                    "listeners are called synchronously; start async work from the listener "
+                    "(e.g. set an anyio.Event) instead",
+                    _label(listener),
+                )
+
+    def on_change(self, listener: Callable[[], object]) -> Callable[[], None]:
+        """Call ``listener()`` synchronously after every mutation; returns an unsubscribe
+        function. A listener that raises is logged and never vetoes the mutation."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def register_provider(
+        self,
+        create: Callable[[SkillProviderControl], SkillProvider],
+        *,
+        name: str,
+        scope: Scope | None = None,
+    ) -> SkillRegistration:
+        """Register the provider ``create(control)`` returns, in ``scope``'s layer.
+
+        ``name`` must equal the provider's ``name``; it is unique per layer and ``runtime`` is
+        reserved. Any violation is ``SKILL_PROVIDER_INVALID``.
+        """
+        key = _layer_key(scope)
+        where = f"scope {key}"
+        if not isinstance(name, str) or not name:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f"skill provider name {name!r} is not a non-empty string",
+                where=where,
+                remedy="name the provider (SkillProviderFactory(name=..., create=...))",
+            )
+        if name == RUNTIME_PROVIDER:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider name "{RUNTIME_PROVIDER}" is reserved for runtime skills',
+                where=where,
+                remedy="give the provider another name",
+            )
+        self._check_unique(name, key)
+        control = SkillProviderControl(self, key, name)
+        try:
+            provider = create(control)
+        except TetherError:
+            raise
+        except Exception as exc:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{name}" could not be created: {_describe(exc)}',
+                where=where,
+                remedy="fix the provider factory's create()",
+            ) from exc
+        if not isinstance(provider, SkillProvider):
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{name}" factory returned {type(provider).__name__}, '
+                "not a skill provider",
+                where=where,
+                remedy="return an object with a name and async list() and get() methods",
+            )
+        if provider.name != name:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider registered as "{name}" calls itself {provider.name!r}',
+                where=where,
+                remedy="make the provider's name match the name it is registered under",
+            )
+        self._check_unique(name, key)  # create() may have registered one itself
+        slot = _ProviderSlot(key, name, provider, self._next_order(), control)
+        control._slot = slot
+        self._layers.setdefault(key, _Layer()).providers[name] = slot
+        self._changed()
+
+        def dispose() -> None:
+            if self._holds(slot):
+                del self._layers[key].providers[name]
+                self._prune(key)
+                self._changed()
+
+        return SkillRegistration(dispose)
+
+    def _check_unique(self, name: str, key: str) -> None:
+        layer = self._layers.get(key)
+        if layer is not None and name in layer.providers:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'a skill provider named "{name}" is already registered in this scope',
+                where=f"scope {key}",
+                remedy="give each provider of one scope its own name, or mount the second "
+                "one in another scope",
+            )
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    def register(
+        self,
+        skill: SkillDefinition | Mapping[str, Any],
+        *,
+        scope: Scope | None = None,
+    ) -> SkillRegistration:
+        """Register a runtime skill (defined in code) in ``scope``'s layer.
+
+        A mapping gets ``provider = "runtime"``, ``source = "runtime"`` and both invocation
+        switches on unless it says otherwise; an invalid one is ``SKILL_INVALID``. The first
+        runtime skill of a name per layer wins: a duplicate is logged and gets a registration
+        whose ``dispose()`` does nothing.
+        """
+        key = _layer_key(scope)
+        if isinstance(skill, SkillDefinition):
+            definition = skill
+        elif isinstance(skill, Mapping):
+            data = dict(skill)
+            data.setdefault("source", RUNTIME_PROVIDER)
+            if data.get("provider") is None:
+                data["provider"] = RUNTIME_PROVIDER
+            try:
+                definition = SkillDefinition.model_validate(data)
+            except ValidationError as exc:
+                raise SkillError(
+                    ErrorCode.SKILL_INVALID,
+                    f"runtime skill {data.get('name')!r} is invalid: {_first_error(exc)}",
+                    where=f"scope {key}",
+                    remedy="give it a kebab-case name (a-z, 0-9, single hyphens, at most 64 "
+                    "characters), a non-empty description and string content",
+                ) from exc
+        else:
+            raise SkillError(
+                ErrorCode.SKILL_INVALID,
+                f"a runtime skill must be a SkillDefinition or a mapping, not "
+                f"{type(skill).__name__}",
+                where=f"scope {key}",
+                remedy="pass tether.skills.SkillDefinition(...) or a dict of its fields",
+            )
+        layer = self._layers.get(key)
+        if layer is not None and definition.name in layer.runtime:
+            log.warning(
+                'runtime skill "%s" ignored because it is already registered (scope %s)',
+                definition.name,
+                key,
+            )
+            return SkillRegistration(lambda: None)
+        entry = _RuntimeSkill(key, definition, _runtime_candidate(definition))
+        self._layers.setdefault(key, _Layer()).runtime[definition.name] = entry
+        self._changed()
+
+        def dispose() -> None:
+            if self._holds_runtime(entry):
+                del self._layers[key].runtime[definition.name]
+                self._prune(key)
+                self._changed()
+
+        return SkillRegistration(dispose)
+
+    def providers(self, scope: Scope | None = None) -> list[SkillProvider]:
+        """The providers visible from ``scope``, nearest layer first."""
+        return [slot.provider for slot in reversed(self._visible_slots(scope))]
+
+    def _visible_slots(self, scope: Scope | None) -> list[_ProviderSlot]:
+        """Farthest layer first, registration order inside a layer."""
+        slots: list[_ProviderSlot] = []
+        for key in _chain_keys(scope):
+            layer = self._layers.get(key)
+            if layer is not None:
+                slots.extend(layer.providers.values())
+        return slots
+
+    # ------------------------------------------------------------- reads
+
+    async def list(self, *, scope: Scope | None = None, cwd: Path | None = None) -> SkillCatalog:
+        """The catalog ``scope`` sees; cached unless incomplete.
+
+        A mutation while the catalog is collected restarts the collection once; if it changes
+        again the result is returned with ``complete = False`` and not cached. A provider that
+        breaks its contract (a malformed result, a candidate of another provider) fails the
+        whole catalog with ``SKILL_PROVIDER_INVALID``.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        cwd = cwd or Path.cwd()
+        chain = _chain_keys(scope)
+        catalog: SkillCatalog | None = None
+        for _attempt in range(MAX_COLLECT_ATTEMPTS):
+            revision = self._revision
+            key = (str(cwd), chain[-1], revision)
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+            catalog = await self._collect(chain, cwd)
+            if self._revision != revision:
+                continue  # something changed while we collected: try again
+            if catalog.complete:
+                self._cache[key] = catalog
+                while len(self._cache) > self._cache_entries:
+                    self._cache.popitem(last=False)
+            return catalog
+        assert catalog is not None
+        return dataclasses.replace(catalog, complete=False)
+
+    async def refresh(self, *, scope: Scope | None = None, cwd: Path | None = None) -> bool:
+        """Ask each visible provider that can tell whether its source changed; invalidate if so.
+
+        Providers opt in with ``async def changed(self, *, cwd: Path) -> bool``. One that
+        raises is logged and counted as changed (its next ``list()`` decides). Returns whether
+        anything changed; at most one change event is emitted. Called by the catalog at the
+        start of a step.
+        """
+        cwd = cwd or Path.cwd()
+        changed = False
+        for slot in self._visible_slots(scope):
+            check = getattr(slot.provider, "changed", None)
+            if not callable(check):
+                continue
+            try:
+                result = check(cwd=cwd)
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                log.warning(
+                    'skill provider "%s" changed() failed, so its catalog is refreshed: %s',
+                    slot.name,
+                    _describe(exc),
+                )
+                result = True
+            if result and self._holds(slot):
+                changed = True
+        if changed:
+            self._changed()
+        return changed
+
+    async def get(
+        self, name: str, *, scope: Scope | None = None, cwd: Path | None = None
+    ) -> SkillDefinition | None:
+        """Load ``name`` as ``scope`` sees it, revalidated; ``None`` if it is not (or no longer)
+        there. Policy-neutral: callers check ``invocation`` themselves.
+
+        The provider re-reads its source every time (bodies are never cached). A loaded
+        definition whose name differs from the listed one means the listing is stale: the
+        provider is invalidated and ``None`` returned.
+        """
+        if not is_skill_name(name):
+            return None
+        cwd = cwd or Path.cwd()
+        catalog = await self.list(scope=scope, cwd=cwd)
+        # A cached catalog costs no checkpoint: honour a cancellation before loading.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        candidate = catalog.candidates.get(name)
+        origin = catalog._origins.get(name)
+        if candidate is None or origin is None:
+            return None
+        if isinstance(origin, _RuntimeSkill):
+            return origin.definition if self._holds_runtime(origin) else None
+        if not self._holds(origin):  # disposed since this (uncached) catalog was collected
+            return None
+        try:
+            definition = await origin.provider.get(candidate, cwd=cwd)
+        except ValidationError as exc:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" get() built an invalid skill definition for '
+                f'"{name}": {_first_error(exc)}',
+                where=f"scope {origin.layer}",
+                remedy="fix the provider: return None for a skill it cannot load",
+            ) from exc
+        if definition is None:
+            return None
+        if not isinstance(definition, SkillDefinition):
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" get() returned '
+                f"{type(definition).__name__}, not a SkillDefinition",
+                where=f"scope {origin.layer}",
+                remedy="return tether.skills.SkillDefinition or None",
+            )
+        if definition.name != candidate.name:
+            origin.control.invalidate()  # its listing is stale
+            return None
+        return definition
+
+    async def _collect(self, chain: list[str], cwd: Path) -> SkillCatalog:
+        layers = [(key, self._layers[key]) for key in chain if key in self._layers]
+        runtime = {key: [layer.runtime[n] for n in sorted(layer.runtime)] for key, layer in layers}
+        slots = {key: list(layer.providers.values()) for key, layer in layers}
+        outputs = await self._observe_all([s for key, _ in layers for s in slots[key]], cwd)
+        merged: dict[str, SkillCandidate] = {}
+        origins: dict[str, _ProviderSlot | _RuntimeSkill] = {}
+        origin_layer: dict[str, str] = {}
+        shadowed: dict[str, list[SkillCandidate]] = {}
+        complete = True
+        for key, _layer in layers:
+            ranked: list[tuple[float, int, int, SkillCandidate, _ProviderSlot | _RuntimeSkill]]
+            ranked = [
+                (RUNTIME_RANK, -1, index, entry.candidate, entry)
+                for index, entry in enumerate(runtime[key])
+            ]
+            for slot in slots[key]:
+                observed = _normalize(slot, outputs[slot])
+                if observed is None:
+                    complete = False
+                    continue
+                candidates, slot_complete = observed
+                complete = complete and slot_complete
+                ranked.extend(
+                    (candidate.rank, slot.order, index, candidate, slot)
+                    for index, candidate in enumerate(candidates)
+                )
+            ranked.sort(key=lambda item: item[:3])
+            winners: dict[str, SkillCandidate] = {}
+            for _rank, _order, _index, candidate, origin in ranked:
+                if candidate.name in winners:
+                    shadowed.setdefault(candidate.name, []).append(candidate)
+                    log.warning(
+                        'skill "%s" from %s (provider "%s", scope %s) ignored because a '
+                        "higher-priority skill already exists",
+                        candidate.name,
+                        candidate.source,
+                        candidate.provider,
+                        key,
+                    )
+                    continue
+                winners[candidate.name] = candidate
+                if candidate.name in merged:  # a farther layer loses to this nearer one
+                    shadowed.setdefault(candidate.name, []).append(merged[candidate.name])
+                merged[candidate.name] = candidate
+                origins[candidate.name] = origin
+                origin_layer[candidate.name] = key
+        names = sorted(merged)  # code point order, no locale
+        return SkillCatalog(
+            summaries=tuple(merged[name].summary() for name in names),
+            complete=complete,
+            candidates={name: merged[name] for name in names},
+            shadowed={name: tuple(shadowed[name]) for name in names if name in shadowed},
+            layers={name: origin_layer[name] for name in names},
+            _origins=origins,
+        )
+
+    async def _observe_all(
+        self, slots: list[_ProviderSlot], cwd: Path
+    ) -> dict[_ProviderSlot, object]:
+        """Every provider's ``list()`` at once; a failure is kept, not raised, so one broken
+        provider cannot turn the others' results into an exception group."""
+        outputs: dict[_ProviderSlot, object] = {}
+
+        async def observe(slot: _ProviderSlot) -> None:
+            try:
+                outputs[slot] = await slot.provider.list(cwd=cwd)
+            except Exception as exc:
+                outputs[slot] = _Failed(exc)
+
+        if len(slots) == 1:
+            await observe(slots[0])
+        elif slots:
+            async with anyio.create_task_group() as group:
+                for slot in slots:
+                    group.start_soon(observe, slot)
+        return outputs
+
+
+def _normalize(
+    slot: _ProviderSlot, output: object
+) -> tuple[tuple[SkillCandidate, ...], bool] | None:
+    """A provider's candidates and whether they are complete; ``None`` when it failed."""
+    name, where = slot.name, f"scope {slot.layer}"
+    if isinstance(output, _Failed):
+        if isinstance(output.error, ValidationError):
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{name}" list() built an invalid skill candidate: '
+                f"{_first_error(output.error)}",
+                where=where,
+                remedy="fix the provider: skip (and log) a skill it cannot describe instead "
+                "of failing its whole listing",
+            ) from output.error
+        log.warning('skill provider "%s" skipped: %s', name, _describe(output.error))
+        return None
+    items: tuple[object, ...]
+    if isinstance(output, SkillObservation):
+        items, complete = tuple(output.candidates), output.complete
+    elif isinstance(output, Sequence) and not isinstance(output, str | bytes):
+        items, complete = tuple(cast("Sequence[object]", output)), True
+    else:
+        raise SkillError(
+            ErrorCode.SKILL_PROVIDER_INVALID,
+            f'skill provider "{name}" list() returned {type(output).__name__}, not a list of '
+            "SkillCandidate or a SkillObservation",
+            where=where,
+            remedy="return tether.skills.SkillCandidate records, or SkillObservation("
+            "candidates=..., complete=False) for a partial listing",
+        )
+    candidates: list[SkillCandidate] = []
+    for candidate in items:
+        if not isinstance(candidate, SkillCandidate):
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{name}" list() returned a {type(candidate).__name__} among '
+                "its candidates, not a SkillCandidate",
+                where=where,
+                remedy="return tether.skills.SkillCandidate records",
+            )
+        if candidate.provider != name:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{name}" listed skill "{candidate.name}" as provider '
+                f'"{candidate.provider}"\'s',
+                where=where,
+                remedy=f'a provider lists only its own skills: set provider="{name}" on '
+                "its candidates",
+            )
+        candidates.append(candidate)
+    return tuple(candidates), complete
+
+
+def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:
+    return SkillCandidate(
+        name=definition.name,
+        description=definition.description,
+        when_to_use=definition.when_to_use,
+        invocation=definition.invocation,
+        source=definition.source,
+        provider=definition.provider,
+        resource_base=definition.resource_base,
+        rank=RUNTIME_RANK,
+        locator=definition,
+        path=definition.path,
+        metadata=definition.metadata,
+    )
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message``; a hostile ``__str__`` must not break the registry."""
+    name = type(exc).__name__
+    try:
+        return f"{name}: {exc}"
+    except Exception:
+        return f"{name} (its message cannot be rendered)"
+
+
+def _label(listener: Callable[[], object]) -> str:
+    return getattr(listener, "__qualname__", None) or type(listener).__name__

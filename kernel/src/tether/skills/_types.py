@@ -1,0 +1,203 @@
+"""What a skill is, at each stage of progressive disclosure, and who provides it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from ._registry import SkillProviderControl
+
+__all__ = (
+    "SKILL_NAME_MAX",
+    "SKILL_NAME_PATTERN",
+    "DirectoryResources",
+    "InvocationPolicy",
+    "OpaqueResources",
+    "ResourceBase",
+    "SkillCandidate",
+    "SkillDefinition",
+    "SkillObservation",
+    "SkillProvider",
+    "SkillProviderFactory",
+    "SkillSummary",
+    "UrlResources",
+    "is_skill_name",
+)
+
+#: Kebab-case: lowercase letters and digits in groups joined by single hyphens (dsh, Agent Skills).
+SKILL_NAME_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+_SKILL_NAME = re.compile(SKILL_NAME_PATTERN)
+#: The longest skill name the Agent Skills standard allows.
+SKILL_NAME_MAX = 64
+
+
+def is_skill_name(value: object) -> bool:
+    """Whether ``value`` is a valid skill name (a string, kebab-case, at most 64 characters)."""
+    # fullmatch, not match: ``$`` also matches before a trailing newline ("demo\n").
+    return (
+        isinstance(value, str)
+        and len(value) <= SKILL_NAME_MAX
+        and _SKILL_NAME.fullmatch(value) is not None
+    )
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class InvocationPolicy(_Frozen):
+    """Who may invoke a skill; the two switches are independent."""
+
+    model_invocable: bool = True
+    """The model may load it with ``load_skill`` (and it is listed in the catalog)."""
+    user_invocable: bool = True
+    """The user may invoke it with a ``/name`` gesture."""
+
+
+class DirectoryResources(_Frozen):
+    """The skill's files live in a directory; relative paths resolve against it."""
+
+    kind: Literal["directory"] = "directory"
+    path: str
+    """The directory, as the provider reports it (usually absolute)."""
+
+
+class UrlResources(_Frozen):
+    """The skill's resources live under a URL; relative URLs resolve against it."""
+
+    kind: Literal["url"] = "url"
+    url: str
+    """The base URL."""
+
+
+class OpaqueResources(_Frozen):
+    """The provider manages the resources; the description says how to reach them."""
+
+    kind: Literal["opaque"] = "opaque"
+    description: str
+    """For the model: where the resources are and how to get them."""
+
+
+ResourceBase = Annotated[
+    DirectoryResources | UrlResources | OpaqueResources, Field(discriminator="kind")
+]
+
+
+def _name(value: object) -> object:
+    if not is_skill_name(value):
+        raise ValueError(f"{value!r} is not a skill name (kebab-case a-z0-9, at most 64)")
+    return value
+
+
+def _description(value: object) -> object:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("the description is empty")
+    return value
+
+
+class SkillSummary(_Frozen):
+    """What the catalog shows: enough to decide whether to load the skill."""
+
+    name: str
+    """The skill's id: kebab-case, at most 64 characters."""
+    description: str
+    """What it does and when to use it: what the model decides on. Not empty."""
+    when_to_use: str | None = None
+    """Optional extra routing guidance."""
+    invocation: InvocationPolicy = Field(default_factory=InvocationPolicy)
+    """Who may invoke it; the registry itself never filters on it."""
+    source: str
+    """Where it comes from, for people (``project-agents``, ``user-agents``, ``custom``,
+    ``runtime``, ``package``...): prompt-visible metadata, not precedence."""
+    provider: str
+    """The name of the provider that lists and loads it."""
+    resource_base: ResourceBase | None = None
+    """Where the body's relative references resolve; ``None``: the provider manages them."""
+
+    _check_name = field_validator("name", mode="before")(_name)
+    _check_description = field_validator("description", mode="before")(_description)
+
+    def summary(self) -> SkillSummary:
+        """Just the summary fields (drops a candidate's rank and locator, a body)."""
+        return SkillSummary(**{k: getattr(self, k) for k in SkillSummary.model_fields})
+
+
+class SkillCandidate(SkillSummary):
+    """A provider's offer of a skill: a summary plus how it ranks and how to load it."""
+
+    rank: float = Field(allow_inf_nan=False)
+    """Lower wins inside one scope layer."""
+    locator: Any = Field(default=None, exclude=True, repr=False)
+    """Opaque to everyone but the provider, which gets it back in ``get()``."""
+    path: str | None = None
+    """The file it was read from, when there is one."""
+    metadata: dict[str, Any] | None = None
+    """Provider-specific metadata (``metadata`` in the frontmatter)."""
+
+
+class SkillDefinition(SkillSummary):
+    """A loaded skill: the summary and its body (frontmatter stripped)."""
+
+    content: str
+    """The instructions, verbatim."""
+    path: str | None = None
+    """The file it was read from, when there is one."""
+    metadata: dict[str, Any] | None = None
+    """Provider-specific metadata (``metadata`` in the frontmatter)."""
+
+
+class SkillObservation(_Frozen):
+    """A ``list()`` result that may be partial: ``complete = False`` keeps it out of caches.
+
+    The candidates of an incomplete observation are still listed and loadable.
+    """
+
+    candidates: Sequence[SkillCandidate]
+    """What the provider found (any sequence; kept as a tuple)."""
+    complete: bool
+    """False when discovery was partial (an unreadable root, a failed watcher)."""
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _sequence(cls, value: object) -> object:
+        # Strict mode takes only a tuple; a provider naturally builds a list.
+        return tuple(value) if isinstance(value, list) else value
+
+
+@runtime_checkable
+class SkillProvider(Protocol):
+    """Lists skill candidates and loads their definitions.
+
+    ``list`` returns candidates (a complete observation) or a :class:`SkillObservation`; a
+    transient failure should return what it has with ``complete = False`` rather than raise.
+    ``get`` returns the definition for one of its own candidates, or ``None`` when it vanished;
+    it should re-read the source every time (bodies are never cached by the registry).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    async def list(self, *, cwd: Path) -> Sequence[SkillCandidate] | SkillObservation: ...
+
+    async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None: ...
+
+
+@dataclass(frozen=True)
+class SkillProviderFactory:
+    """What the ``tether_skill_providers`` hook returns: a name and how to make the provider.
+
+    ``create(control)`` is called once when the provider is registered in a scope layer; keep
+    ``control`` to call ``control.invalidate()`` when the provider's source changes (a call
+    from a provider that has since been disposed or replaced does nothing).
+    """
+
+    name: str
+    """The provider's name: unique in its scope layer; ``runtime`` is reserved."""
+    create: Callable[[SkillProviderControl], SkillProvider]
+    """Makes the provider; the provider's ``name`` must equal :attr:`name`."""

@@ -1,0 +1,267 @@
+"""The conformance suite for a ``SkillProvider``: subclass it and provide a ``provider`` fixture.
+
+::
+
+    from tether.testing.skill_provider_conformance import (
+        DirectorySkillAuthor,
+        SkillProviderConformance,
+    )
+
+    class TestMyProvider(SkillProviderConformance):
+        @pytest.fixture
+        def provider(self, tmp_path):
+            return MyProvider(root=tmp_path / "skills")
+
+        # Optional: how to add, edit and remove skills in the provider's source, so the
+        # behaviours that need a change (an edited body is seen, a vanished skill is None...)
+        # are tested too. DirectorySkillAuthor writes ROOT/NAME/SKILL.md files.
+        @pytest.fixture
+        def author(self, tmp_path):
+            return DirectorySkillAuthor(tmp_path / "skills")
+
+        # Optional: the working directory handed to list() and get() (default: tmp_path).
+        @pytest.fixture
+        def cwd(self, tmp_path):
+            return tmp_path
+
+A provider with an ``async def changed(self, *, cwd) -> bool`` method is also held to what
+:meth:`tether.skills.SkillRegistry.refresh` expects of it. The tests run under anyio's pytest
+plugin (``pytest.mark.anyio``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import pytest
+
+from ..skills import (
+    SkillCandidate,
+    SkillDefinition,
+    SkillObservation,
+    SkillProvider,
+    SkillRegistry,
+    is_skill_name,
+)
+
+__all__ = ("DirectorySkillAuthor", "SkillAuthor", "SkillProviderConformance")
+
+_ORIGINAL = "Original steps for the alpha work."
+_REVISED = "Revised steps, written after the listing."
+
+
+@runtime_checkable
+class SkillAuthor(Protocol):
+    """Changes the source a provider reads: what the suite needs to test freshness."""
+
+    def write(self, name: str, *, description: str, body: str) -> None:
+        """Create or replace skill ``name``."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Delete skill ``name``."""
+        ...
+
+
+class DirectorySkillAuthor:
+    """Writes Agent Skills packages: ``ROOT/NAME/SKILL.md`` with ``name`` and ``description``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, name: str, *, description: str, body: str) -> None:
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        text = f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n{body}\n"
+        (folder / "SKILL.md").write_text(text, encoding="utf-8")
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(self.root / name)
+
+
+def _candidates(result: Sequence[SkillCandidate] | SkillObservation) -> Sequence[SkillCandidate]:
+    return result.candidates if isinstance(result, SkillObservation) else result
+
+
+async def _listed(provider: SkillProvider, cwd: Path) -> dict[str, SkillCandidate]:
+    """The candidates by name, first occurrence (the provider's own best) winning."""
+    found: dict[str, SkillCandidate] = {}
+    for candidate in _candidates(await provider.list(cwd=cwd)):
+        found.setdefault(candidate.name, candidate)
+    return found
+
+
+@pytest.mark.anyio
+class SkillProviderConformance:
+    """Behaviours every ``SkillProvider`` must have; one test per behaviour."""
+
+    @pytest.fixture
+    def author(self) -> SkillAuthor | None:
+        """Override to return a :class:`SkillAuthor` for the provider's source."""
+        return None
+
+    @pytest.fixture
+    def cwd(self, tmp_path: Path) -> Path:
+        """The working directory handed to ``list`` and ``get``."""
+        return tmp_path
+
+    @pytest.fixture
+    def seeded(self, author: SkillAuthor | None) -> SkillAuthor | None:
+        """Two skills written through ``author`` (when there is one) before the test."""
+        if author is not None:
+            author.write("alpha-skill", description="Alpha: use for alpha work", body=_ORIGINAL)
+            author.write("beta-skill", description="Beta: use for beta work", body="# Beta")
+        return author
+
+    def _need(self, author: SkillAuthor | None) -> SkillAuthor:
+        if author is None:
+            pytest.skip("no author fixture: the provider's source cannot be changed by the suite")
+        return author
+
+    # ----------------------------------------------------------------- shape
+
+    async def test_is_a_skill_provider(self, provider: SkillProvider) -> None:
+        assert isinstance(provider, SkillProvider)
+
+    async def test_name_is_a_non_empty_string(self, provider: SkillProvider) -> None:
+        assert isinstance(provider.name, str)
+        assert provider.name.strip()
+
+    async def test_list_returns_candidates_or_an_observation(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        result = await provider.list(cwd=cwd)
+        assert isinstance(result, SkillObservation | list | tuple)
+        for candidate in _candidates(result):
+            assert isinstance(candidate, SkillCandidate)
+            assert is_skill_name(candidate.name)
+            assert candidate.description.strip()
+            assert math.isfinite(candidate.rank)
+
+    async def test_every_candidate_names_this_provider(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        for candidate in _candidates(await provider.list(cwd=cwd)):
+            assert candidate.provider == provider.name
+
+    async def test_listing_twice_gives_the_same_candidates_in_the_same_order(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        first = [(c.name, c.rank, c.description) for c in _candidates(await provider.list(cwd=cwd))]
+        again = [(c.name, c.rank, c.description) for c in _candidates(await provider.list(cwd=cwd))]
+        assert first == again
+
+    # ----------------------------------------------------------------- get
+
+    async def test_get_returns_a_definition_named_like_its_candidate(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        for candidate in _candidates(await provider.list(cwd=cwd)):
+            definition = await provider.get(candidate, cwd=cwd)
+            assert isinstance(definition, SkillDefinition)
+            assert definition.name == candidate.name
+            assert definition.provider == provider.name
+            assert isinstance(definition.content, str)
+
+    async def test_an_unchanged_definition_agrees_with_its_candidate(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        for candidate in _candidates(await provider.list(cwd=cwd)):
+            definition = await provider.get(candidate, cwd=cwd)
+            assert definition is not None
+            assert definition.summary() == candidate.summary()
+
+    async def test_a_written_skill_is_listed_with_its_description(
+        self, provider: SkillProvider, author: SkillAuthor | None, cwd: Path
+    ) -> None:
+        author = self._need(author)
+        author.write("gamma-skill", description="Gamma: use for gamma work", body="# Gamma")
+        listed = await _listed(provider, cwd)
+        assert listed["gamma-skill"].description == "Gamma: use for gamma work"
+        definition = await provider.get(listed["gamma-skill"], cwd=cwd)
+        assert definition is not None
+        assert "# Gamma" in definition.content
+
+    async def test_get_rereads_an_edited_body(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        author = self._need(seeded)
+        candidate = (await _listed(provider, cwd))["alpha-skill"]
+        author.write("alpha-skill", description="Alpha: use for alpha work", body=_REVISED)
+        definition = await provider.get(candidate, cwd=cwd)
+        assert definition is not None
+        assert _REVISED in definition.content
+        assert _ORIGINAL not in definition.content
+
+    async def test_get_returns_none_for_a_vanished_skill(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        author = self._need(seeded)
+        candidate = (await _listed(provider, cwd))["beta-skill"]
+        author.remove("beta-skill")
+        assert await provider.get(candidate, cwd=cwd) is None
+
+    async def test_a_removed_skill_leaves_the_next_listing(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        author = self._need(seeded)
+        assert "beta-skill" in await _listed(provider, cwd)
+        author.remove("beta-skill")
+        listed = await _listed(provider, cwd)
+        assert "beta-skill" not in listed
+        assert "alpha-skill" in listed
+
+    # ----------------------------------------------------------------- changed()
+
+    async def test_changed_is_false_right_after_a_listing(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        changed = getattr(provider, "changed", None)
+        if changed is None:
+            pytest.skip("the provider has no changed() method")
+        await provider.list(cwd=cwd)
+        assert await changed(cwd=cwd) is False
+
+    async def test_changed_notices_a_new_skill(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        changed = getattr(provider, "changed", None)
+        if changed is None:
+            pytest.skip("the provider has no changed() method")
+        author = self._need(seeded)
+        await provider.list(cwd=cwd)
+        author.write("delta-skill", description="Delta: use for delta work", body="# Delta")
+        assert await changed(cwd=cwd) is True
+
+    # ----------------------------------------------------------------- in a registry
+
+    async def test_a_registry_loads_every_skill_it_lists(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        registry = SkillRegistry()
+        registry.register_provider(lambda control: provider, name=provider.name)
+        catalog = await registry.list(cwd=cwd)
+        for summary in catalog.summaries:
+            definition = await registry.get(summary.name, cwd=cwd)
+            assert definition is not None
+            assert definition.name == summary.name
+        if seeded is not None:
+            assert {"alpha-skill", "beta-skill"} <= {s.name for s in catalog.summaries}
+
+    async def test_a_registry_refresh_picks_up_a_new_skill(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        author = self._need(seeded)
+        if getattr(provider, "changed", None) is None:
+            pytest.skip("the provider has no changed() method")
+        registry = SkillRegistry()
+        registry.register_provider(lambda control: provider, name=provider.name)
+        assert "delta-skill" not in {s.name for s in (await registry.list(cwd=cwd)).summaries}
+        author.write("delta-skill", description="Delta: use for delta work", body="# Delta")
+        assert await registry.refresh(cwd=cwd) is True
+        assert "delta-skill" in {s.name for s in (await registry.list(cwd=cwd)).summaries}

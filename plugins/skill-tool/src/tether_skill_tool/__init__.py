@@ -1,0 +1,64 @@
+"""tether-skill-tool: the skill catalog message, the ``load_skill`` tool, and ``/name``.
+
+Progressive disclosure for the model: a catalog of model-invocable skills (name and description)
+is appended to the conversation as a durable message; the model calls ``load_skill(name)`` and
+gets the body back as a tool result, wrapped by ``render_skill_content``. Nothing touches the base
+prompt, so provider prompt caching keeps hitting. A person can also invoke a user-invocable skill
+by writing ``/name`` in their message.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+import tether
+from tether.agents import PreStep, Tool
+
+from ._catalog import CatalogStep, InvocationStep
+from ._tool import LOAD_SKILL, load_skill_tool
+
+__all__ = ("LOAD_SKILL", "Settings")
+
+
+class Settings(tether.PluginSettings):
+    """``[plugin.skill-tool]``."""
+
+    catalog_description_max: int = Field(default=500, ge=3)
+    """Catalog descriptions are collapsed to one line and cut to this many characters."""
+
+
+class _Parts:
+    """The tool and pre-steps of one plugin instance; the catalog checks the tool's identity."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tool = load_skill_tool()
+        self.steps = [
+            PreStep("skill-catalog", CatalogStep(self.tool, settings.catalog_description_max)),
+            PreStep("skill-invocation", InvocationStep()),
+        ]
+
+
+_parts: dict[int, _Parts] = {}
+
+
+def _for(settings: Settings) -> _Parts:
+    parts = _parts.get(id(settings))
+    if parts is None or parts.settings is not settings:
+        parts = _parts[id(settings)] = _Parts(settings)
+    return parts
+
+
+@tether.hookimpl
+def tether_settings_model() -> type[Settings]:
+    return Settings
+
+
+@tether.hookimpl
+def tether_tools(settings: Settings) -> list[Tool]:
+    return [_for(settings).tool]
+
+
+@tether.hookimpl
+def tether_pre_step(settings: Settings) -> list[PreStep]:
+    return _for(settings).steps

@@ -1,0 +1,57 @@
+"""tether-skills-fs: skills from Agent Skills folders.
+
+Roots, best rank first (lower wins inside one scope layer):
+
+* ``<project>/.agents/skills`` (200): the project is the nearest ancestor of the working
+  directory holding ``.git``, else the working directory;
+* each folder in ``roots`` (300), in order;
+* ``~/.agents/skills`` (500);
+* each ``pkg:PACKAGE/FOLDER`` in ``roots`` (550): skills a library ships inside its package.
+
+A root holds packaged skills (``NAME/SKILL.md`` with ``references/``, ``scripts/``,
+``assets/``) and flat ones (``NAME.md``). Loading is lenient, as the Agent Skills client
+guidance asks: problems are logged on ``tether.skills.fs`` with the file and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import tether
+from tether.skills import SkillProviderFactory
+
+from ._parse import DESCRIPTION_MAX, LEGACY_KEYS, SKILL_FILE
+from ._provider import PROVIDER_NAME, FileSystemSkillProvider
+from ._roots import CUSTOM_RANK, PACKAGE_RANK, PROJECT_RANK, USER_RANK, project_root
+from ._settings import DEFAULT_MAX_SKILLS_PER_ROOT, PACKAGE_PREFIX, Settings, SkillRoot
+
+__all__ = (
+    "CUSTOM_RANK",
+    "DEFAULT_MAX_SKILLS_PER_ROOT",
+    "DESCRIPTION_MAX",
+    "LEGACY_KEYS",
+    "PACKAGE_PREFIX",
+    "PACKAGE_RANK",
+    "PROJECT_RANK",
+    "PROVIDER_NAME",
+    "SKILL_FILE",
+    "USER_RANK",
+    "FileSystemSkillProvider",
+    "Settings",
+    "SkillRoot",
+    "project_root",
+)
+
+
+@tether.hookimpl
+def tether_settings_model() -> type[Settings]:
+    return Settings
+
+
+@tether.hookimpl
+def tether_skill_providers(settings: Settings) -> Iterable[SkillProviderFactory]:
+    return [
+        SkillProviderFactory(
+            name=PROVIDER_NAME, create=lambda control: FileSystemSkillProvider(settings)
+        )
+    ]

@@ -1,0 +1,147 @@
+"""Splitting a skill file into YAML frontmatter and body, and reading the YAML quickly.
+
+python-frontmatter's YAML handler does the splitting, with exact ``---`` fences. Loading has a
+fast path: most skill frontmatter is plain ``key: value`` lines (and one level of nested
+``key: value`` under a ``metadata:`` line) whose values PyYAML would read as strings; those are
+read directly, which is several times faster than building PyYAML's node graph. Anything else
+(flow collections, block scalars, anchors, numbers, booleans, comments, escapes...) goes to
+PyYAML's C loader, so the result is always what ``yaml.safe_load`` would return.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from frontmatter.default_handlers import YAMLHandler
+
+__all__ = ("YAMLError", "load_frontmatter", "quote_colon_values", "split_frontmatter")
+
+YAMLError = yaml.YAMLError
+
+# libyaml when PyYAML was built with it (the pure-Python loader is ten times slower).
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# A key the fast path may read: no YAML 1.1 boolean or null word (those keys are not strings).
+_KEY = r"[A-Za-z_][A-Za-z0-9_-]*"
+_LINE = re.compile(rf"^({_KEY}):(?: (.*))?$")
+_NESTED = re.compile(rf"^( +)({_KEY}):(?: (.*))?$")
+# Compared lowercased; PyYAML reads some case variants of these as booleans or null.
+_SPECIAL_WORDS = frozenset(["yes", "no", "true", "false", "on", "off", "null"])
+# Characters after which the fast path gives up on a whole frontmatter: tabs, line breaks
+# YAML knows beyond "\n", a byte-order mark, and anything YAML refuses as non-printable.
+_HARD = re.compile("[\t\r\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+_PLAIN_START_EXTRA = frozenset("_(/$")
+# For the colon fallback: a top-level plain pair, and value starts that are not plain scalars.
+_COLON_PAIR = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_-]*):[ \t]+(\S.*?)[ \t]*$")
+_NOT_PLAIN = tuple("'\"|>[{&*!%@`#")
+
+
+class _SkillYAMLHandler(YAMLHandler):
+    """python-frontmatter's YAML handler with exact ``---`` fences and the fast path."""
+
+    FM_BOUNDARY = re.compile(r"^---[ \t]*$", re.MULTILINE)
+
+    def load(self, fm: str, **kwargs: object) -> Any:
+        fast = _fast_load(fm)
+        return fast if fast is not None else _slow_load(fm)
+
+
+def _slow_load(fm: str) -> Any:
+    return yaml.load(fm, Loader=_LOADER)
+
+
+_HANDLER = _SkillYAMLHandler()
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str] | None:
+    """``(frontmatter, body)``; frontmatter ``None`` when the text has none.
+
+    Returns ``None`` when a frontmatter is opened by ``---`` but never closed.
+    """
+    if not _HANDLER.detect(text):
+        return None, text
+    try:
+        return _HANDLER.split(text)
+    except ValueError:
+        return None
+
+
+def load_frontmatter(fm: str) -> Any:
+    """What ``yaml.safe_load(fm)`` returns; raises :data:`YAMLError`."""
+    return _HANDLER.load(fm)
+
+
+def _scalar(value: str | None) -> tuple[bool, str | None]:
+    """(understood, string) for a value PyYAML would read as a string or null."""
+    if value is None:
+        return True, None
+    value = value.strip(" ")
+    if not value:
+        return True, None
+    first = value[0]
+    if first == '"':
+        inner = value[1:-1]
+        if len(value) >= 2 and value[-1] == '"' and '"' not in inner and "\\" not in inner:
+            return True, inner
+        return False, None
+    if first == "'":
+        inner = value[1:-1]
+        if len(value) >= 2 and value[-1] == "'" and "'" not in inner:
+            return True, inner
+        return False, None
+    if not (first.isalpha() or first in _PLAIN_START_EXTRA):
+        return False, None
+    if ": " in value or " #" in value or value.endswith(":") or value.lower() in _SPECIAL_WORDS:
+        return False, None
+    return True, value
+
+
+def _fast_load(fm: str) -> dict[str, Any] | None:
+    """The mapping for simple frontmatter, or ``None`` to let PyYAML read it."""
+    if _HARD.search(fm):
+        return None
+    data: dict[str, Any] = {}
+    parent: str | None = None  # a key with no value: a nested mapping may follow
+    nested: dict[str, Any] | None = None
+    indent = ""
+    for line in fm.split("\n"):
+        if not line.strip(" "):
+            continue
+        top = _LINE.match(line)
+        if top is not None:
+            key = top[1]
+            ok, value = _scalar(top[2])
+            if not ok or key.lower() in _SPECIAL_WORDS:
+                return None
+            data[key] = value
+            parent, nested = (key if value is None else None), None
+            continue
+        sub = _NESTED.match(line)
+        if sub is None or parent is None:
+            return None
+        if nested is None:
+            nested, indent = {}, sub[1]
+            data[parent] = nested
+        elif sub[1] != indent:
+            return None
+        key = sub[2]
+        ok, value = _scalar(sub[3])
+        if not ok or value is None or key.lower() in _SPECIAL_WORDS:
+            return None  # an empty nested value may open a deeper level: PyYAML decides
+        nested[key] = value
+    return data
+
+
+def quote_colon_values(fm: str) -> str | None:
+    """Quote plain top-level values holding a colon (``description: Use when: x``), the
+    Agent Skills guidance's fallback for hand-written YAML; ``None`` if there is none."""
+    lines = fm.split("\n")
+    changed = False
+    for index, line in enumerate(lines):
+        match = _COLON_PAIR.match(line)
+        if match and ":" in match[2] and not match[2].startswith(_NOT_PLAIN):
+            lines[index] = f"{match[1]}: '{match[2].replace(chr(39), chr(39) * 2)}'"
+            changed = True
+    return "\n".join(lines) if changed else None

@@ -1,0 +1,250 @@
+"""The skill tool: catalog message, load_skill, /name, and the prompt that only grows."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import tether
+import tether_skill_tool
+from tether.agents import ToolFilter, compose_agent
+from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
+from tether.skills import DirectoryResources, InvocationPolicy
+from tether.store import MemoryStore
+from tether_skill_tool._catalog import render_catalog
+
+pytestmark = pytest.mark.anyio
+
+PROFILE = """
+[tether]
+plugins = ["skill-tool"]
+[agent.main]
+model = "scripted:none.toml"
+"""
+
+
+def skill(name, description="Does a thing.", content="Do the thing.", **policy):
+    return {
+        "name": name,
+        "description": description,
+        "content": content,
+        "invocation": InvocationPolicy(**policy),
+        "resource_base": DirectoryResources(path=f"/skills/{name}"),
+    }
+
+
+@pytest.fixture
+def kernel(tether_kernel):
+    return tether_kernel(PROFILE, {"skill-tool": tether_skill_tool})
+
+
+def calls(*names):
+    return ModelResponse(
+        tool_calls=tuple(
+            ToolCall(id=f"c{n}", name="load_skill", arguments={"name": name})
+            for n, name in enumerate(names)
+        ),
+        finish_reason="tool_calls",
+    )
+
+
+async def run(kernel, *responses, prompts=("go",), agent_kwargs=None):
+    queue = list(responses)
+
+    def answer(request):
+        return queue.pop(0) if queue else "done"
+
+    model = FunctionModel(answer)
+    agent = await compose_agent(kernel, MemoryStore(), model=model, **(agent_kwargs or {}))
+    async with agent:
+        for prompt in prompts:
+            await agent.run(prompt)
+    return agent, model
+
+
+async def test_a_stable_durable_catalog_is_appended_at_the_first_step(kernel):
+    kernel.skills.register(skill("review", "Review <safely> & well"))
+    kernel.skills.register(skill("beta", "Long description " * 40))
+    kernel.skills.register(skill("hidden", user_invocable=True, model_invocable=False))
+    _agent, model = await run(kernel)
+    first = model.requests[0]
+    catalog = first.messages[-1].content
+    assert catalog == render_catalog(
+        (
+            ("beta", ("Long description " * 40).strip()[:497] + "..."),
+            ("review", "Review <safely> & well"),
+        ),
+        first=True,
+    )
+    assert "- `review`: Review &lt;safely&gt; &amp; well" in catalog
+    assert "hidden" not in catalog
+    assert all("available_skills" not in block for block in first.system)
+
+
+async def test_no_catalog_when_no_skill_is_model_invocable(kernel):
+    kernel.skills.register(skill("only-user", model_invocable=False))
+    _agent, model = await run(kernel)
+    assert all("<available_skills>" not in m.content for m in model.requests[0].messages)
+
+
+async def test_load_skill_returns_the_rendered_content_as_a_tool_result(kernel):
+    kernel.skills.register(skill("review", content="Step one.\nStep two."))
+    agent, _model = await run(kernel, calls("review"))
+    result = next(m for m in agent.messages if m.role == "tool")
+    assert result.content == (
+        '<skill_content name="review">\n<skill_resources>\n'
+        "Base directory for this skill: /skills/review\n"
+        "Resolve relative paths mentioned by this skill against the base directory before "
+        "using them. Load referenced resources only as needed.\n</skill_resources>\n\n"
+        "<skill_instructions>\nStep one.\nStep two.\n</skill_instructions>\n</skill_content>"
+    )
+    assert not result.is_error
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("Not_A_Name", 'error: invalid skill name "Not_A_Name"'),
+        ("missing", 'error: skill "missing" is unknown or no longer available'),
+        ("user-only", 'error: skill "user-only" is not available for model invocation'),
+    ],
+)
+async def test_load_skill_errors(kernel, name, error):
+    kernel.skills.register(skill("user-only", model_invocable=False))
+    agent, _ = await run(kernel, calls(name))
+    result = next(m for m in agent.messages if m.role == "tool")
+    assert (result.content, result.is_error) == (error, True)
+
+
+async def test_model_policy_is_checked_before_the_body_is_read(kernel):
+    loads: list[str] = []
+
+    class Counting:
+        name = "counting"
+
+        async def list(self, *, cwd):
+            return [
+                tether.skills.SkillCandidate(
+                    name="secret",
+                    description="d",
+                    source="custom",
+                    provider="counting",
+                    rank=1,
+                    invocation=InvocationPolicy(model_invocable=False),
+                )
+            ]
+
+        async def get(self, candidate, *, cwd):
+            loads.append(candidate.name)
+            return None
+
+    kernel.skills.register_provider(lambda control: Counting(), name="counting")
+    _agent, _ = await run(kernel, calls("secret"))
+    assert loads == []
+
+
+async def test_a_replacement_catalog_and_a_tombstone_are_appended_as_skills_change(kernel):
+    first = kernel.skills.register(skill("alpha"))
+    model_calls = []
+
+    def answer(request):
+        model_calls.append(request)
+        return "ok"
+
+    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(answer))
+    async with agent:
+        await agent.run("one")
+        second = kernel.skills.register(skill("beta"))
+        await agent.run("two")
+        first.dispose()
+        second.dispose()
+        await agent.run("three")
+    catalogs = [m.content for m in agent.messages if m.content.startswith("<system-reminder>")]
+    assert catalogs == [
+        render_catalog((("alpha", "Does a thing."),), first=True),
+        render_catalog((("alpha", "Does a thing."), ("beta", "Does a thing.")), first=False),
+        render_catalog((), first=False),
+    ]
+
+
+async def test_a_continued_session_resumes_from_its_latest_catalog(kernel):
+    kernel.skills.register(skill("alpha"))
+    store = MemoryStore()
+    agent = await compose_agent(kernel, store, model=FunctionModel(lambda r: "ok"))
+    async with agent:
+        await agent.run("one")
+    again = await compose_agent(
+        kernel, store, model=FunctionModel(lambda r: "ok"), session_id=agent.session_id
+    )
+    async with again:
+        await again.run("two")
+    catalogs = [m for m in again.messages if m.content.startswith("<system-reminder>")]
+    assert len(catalogs) == 1
+
+
+async def test_no_catalog_when_the_tool_is_restricted_away(kernel):
+    kernel.skills.register(skill("alpha"))
+    model = FunctionModel(lambda r: "ok")
+    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    agent.tools = agent.tools.restrict(ToolFilter(deny=frozenset({"load_skill"})))
+    async with agent:
+        await agent.run("hi")
+    assert all("<available_skills>" not in m.content for m in agent.messages)
+
+
+async def test_a_slash_name_from_a_person_appends_a_user_invocable_skill(kernel):
+    kernel.skills.register(skill("deploy", content="Deploy carefully.", model_invocable=False))
+    kernel.skills.register(skill("no-user", content="Secret.", user_invocable=False))
+    _agent, model = await run(
+        kernel, prompts=("please /deploy now and /no-user and /unknown and a/b 1/2",)
+    )
+    contents = [m.content for m in model.requests[0].messages]
+    assert any("<skill_instructions>\nDeploy carefully.\n" in c for c in contents)
+    assert not any("Secret." in c for c in contents)
+
+
+async def test_a_slash_name_in_a_followup_from_another_agent_is_prose(kernel):
+    from tether.store import MessageSource
+
+    kernel.skills.register(skill("deploy", content="Deploy carefully."))
+    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(lambda r: "ok"))
+    async with agent:
+        await agent.run("/deploy", source=MessageSource(kind="subagent"))
+    assert not any("Deploy carefully." in m.content for m in agent.messages)
+
+
+async def test_skills_loading_mid_session_keep_the_prompt_append_only(kernel):
+    kernel.skills.register(skill("alpha", content="Alpha body."))
+    responses = iter(
+        [calls("alpha"), "first answer", calls("beta"), "second answer", "third answer"]
+    )
+    model = FunctionModel(lambda request: next(responses))
+    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    async with agent:
+        await agent.run("one")
+        kernel.skills.register(skill("beta", content="Beta body."))
+        await agent.run("two /alpha")
+        await agent.run("three")
+    requests = model.requests
+    for before, after in itertools.pairwise(requests):
+        assert after.system == before.system
+        assert after.tools == before.tools
+        assert after.messages[: len(before.messages)] == before.messages
+    assert any("Beta body." in m.content for m in requests[-1].messages)
+
+
+async def test_the_scripted_quickstart_style_load(kernel, tmp_path):
+    kernel.skills.register(skill("citing-notes", content="Quote the note."))
+    model = ScriptedModel.from_data(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "load_skill", "arguments": {"name": "citing-notes"}}]},
+                {"expect": "Quote the note.", "text": "Loaded."},
+            ]
+        }
+    )
+    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    async with agent:
+        assert await agent.run("go") == "completed"
+    model.assert_consumed()

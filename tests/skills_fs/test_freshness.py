@@ -1,0 +1,192 @@
+"""Changes on disk are seen without a restart; a failed read is never cached as the truth."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tether.skills import SkillRegistry
+from tether_skills_fs import FileSystemSkillProvider, Settings
+
+from .conftest import listed, observe, write_flat, write_skill
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "skills"
+
+
+@pytest.fixture
+def provider(root: Path) -> FileSystemSkillProvider:
+    return FileSystemSkillProvider(Settings(roots=(root,), project=False, user=False))
+
+
+@pytest.fixture
+def registry(provider: FileSystemSkillProvider) -> SkillRegistry:
+    registry = SkillRegistry()
+    registry.register_provider(lambda control: provider, name=provider.name)
+    return registry
+
+
+async def test_an_edited_body_is_seen_by_get_without_invalidation(
+    registry: SkillRegistry, root: Path, tmp_path: Path
+) -> None:
+    path = write_skill(root, "notes")
+    first = await registry.get("notes", cwd=tmp_path)
+    assert first is not None
+    assert "The notes instructions." in first.content
+    path.write_text(path.read_text().replace("The notes instructions.", "Edited instructions."))
+    again = await registry.get("notes", cwd=tmp_path)
+    assert again is not None
+    assert again.content == "# notes\n\nEdited instructions."
+
+
+async def test_a_vanished_skill_gets_none(
+    provider: FileSystemSkillProvider, registry: SkillRegistry, root: Path, tmp_path: Path
+) -> None:
+    write_skill(root, "packaged")
+    write_flat(root, "flat.md", "# A flat skill")
+    found = await listed(provider, tmp_path)
+    await registry.list(cwd=tmp_path)
+    shutil.rmtree(root / "packaged")
+    (root / "flat.md").unlink()
+    assert await provider.get(found["packaged"], cwd=tmp_path) is None
+    assert await provider.get(found["flat"], cwd=tmp_path) is None
+    assert await registry.get("packaged", cwd=tmp_path) is None
+
+
+async def test_a_skill_that_became_invalid_gets_none_with_a_warning(
+    provider: FileSystemSkillProvider,
+    root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = write_skill(root, "fragile")
+    candidate = (await listed(provider, tmp_path))["fragile"]
+    path.write_text("---\nname: fragile\n---\nno description any more")
+    with caplog.at_level(logging.WARNING, logger="tether.skills.fs"):
+        assert await provider.get(candidate, cwd=tmp_path) is None
+    assert f"skill {path} is no longer loadable: its description is missing" in caplog.text
+
+
+async def test_a_renamed_skill_is_dropped_by_the_registry_on_get(
+    registry: SkillRegistry, root: Path, tmp_path: Path
+) -> None:
+    path = write_skill(root, "before")
+    await registry.list(cwd=tmp_path)
+    path.write_text(path.read_text().replace("name: before", "name: after"))
+    revision = registry.revision
+    assert await registry.get("before", cwd=tmp_path) is None
+    assert registry.revision > revision  # the provider's listing was invalidated
+
+
+async def test_changed_is_false_until_something_changes(
+    provider: FileSystemSkillProvider, root: Path, tmp_path: Path
+) -> None:
+    write_skill(root, "steady")
+    assert await provider.changed(cwd=tmp_path) is False  # never listed: nothing is stale
+    await provider.list(cwd=tmp_path)
+    assert await provider.changed(cwd=tmp_path) is False
+    assert await provider.changed(cwd=tmp_path) is False
+
+
+@pytest.mark.parametrize("change", ["add", "edit", "remove", "add-skill-file", "remove-root"])
+async def test_changed_notices_each_kind_of_change(
+    provider: FileSystemSkillProvider, root: Path, tmp_path: Path, change: str
+) -> None:
+    path = write_skill(root, "existing")
+    (root / "not-yet").mkdir()
+    await provider.list(cwd=tmp_path)
+    if change == "add":
+        write_skill(root, "added")
+    elif change == "edit":
+        path.write_text(path.read_text().replace("Use for existing work", "A new description"))
+    elif change == "remove":
+        shutil.rmtree(root / "existing")
+    elif change == "add-skill-file":
+        write_skill(root, "not-yet")
+    else:
+        shutil.rmtree(root)
+    assert await provider.changed(cwd=tmp_path) is True
+
+
+async def test_an_added_skill_is_listed_after_a_refresh(
+    registry: SkillRegistry, root: Path, tmp_path: Path
+) -> None:
+    write_skill(root, "first")
+    assert [s.name for s in (await registry.list(cwd=tmp_path)).summaries] == ["first"]
+    write_skill(root, "second")
+    assert [s.name for s in (await registry.list(cwd=tmp_path)).summaries] == ["first"]  # cached
+    assert await registry.refresh(cwd=tmp_path) is True
+    assert [s.name for s in (await registry.list(cwd=tmp_path)).summaries] == ["first", "second"]
+    assert await registry.refresh(cwd=tmp_path) is False
+
+
+async def test_a_root_created_after_the_first_listing_is_noticed(
+    registry: SkillRegistry, root: Path, tmp_path: Path
+) -> None:
+    assert (await registry.list(cwd=tmp_path)).summaries == ()
+    write_skill(root, "late")
+    assert await registry.refresh(cwd=tmp_path) is True
+    assert [s.name for s in (await registry.list(cwd=tmp_path)).summaries] == ["late"]
+
+
+async def test_an_unreadable_root_makes_the_listing_incomplete_and_uncached(
+    provider: FileSystemSkillProvider,
+    registry: SkillRegistry,
+    root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A symlink loop fails with ELOOP, like a permission error: not a confirmed absence
+    # (the tests may run as root, for whom permissions are no obstacle).
+    root.symlink_to(root)
+    with caplog.at_level(logging.WARNING, logger="tether.skills.fs"):
+        observation = await observe(provider, tmp_path)
+    assert (observation.candidates, observation.complete) == ((), False)
+    assert f"skills root {root} could not be read" in caplog.text
+    first = await registry.list(cwd=tmp_path)
+    assert not first.complete
+    root.unlink()
+    write_skill(root, "recovered")
+    again = await registry.list(cwd=tmp_path)  # nothing cached: no refresh needed
+    assert again.complete
+    assert [s.name for s in again.summaries] == ["recovered"]
+
+
+async def test_an_unreadable_skill_file_keeps_its_siblings_but_is_incomplete(
+    provider: FileSystemSkillProvider, root: Path, tmp_path: Path
+) -> None:
+    write_skill(root, "sibling")
+    loop = root / "looping" / "SKILL.md"
+    loop.parent.mkdir()
+    loop.symlink_to(loop)
+    observation = await observe(provider, tmp_path)
+    assert [c.name for c in observation.candidates] == ["sibling"]
+    assert observation.complete is False
+
+
+async def test_a_permission_error_on_a_root_is_transient(
+    provider: FileSystemSkillProvider,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tether_skills_fs._scan as scan_module
+
+    write_skill(root, "kept-out")
+    real = scan_module.os.scandir
+
+    def scandir(path: object) -> object:
+        if Path(str(path)) == root:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan_module.os, "scandir", scandir)
+    observation = await observe(provider, tmp_path)
+    assert (observation.candidates, observation.complete) == ((), False)
