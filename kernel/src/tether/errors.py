@@ -10,7 +10,8 @@
     ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session
     ├── ModelError        a model spec that resolves to nothing, a request that failed
     ├── AgentError        an agent that cannot be composed: instructions, tools, filters
-    └── SkillError        a skill or skill provider that breaks the contract
+    ├── SkillError        a skill or skill provider that breaks the contract
+    └── SubagentError     a delegation that cannot start: provider, capability, depth, schema
 
 Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
 command line prints it after ``ERROR:`` and exits with status 2. ``docs/errors.md`` lists every
@@ -33,6 +34,7 @@ __all__ = (
     "ProfileError",
     "SkillError",
     "StoreError",
+    "SubagentError",
     "TetherError",
 )
 
@@ -73,6 +75,12 @@ class ErrorCode(StrEnum):
     TOOL_FILTER_INVALID = "TOOL_FILTER_INVALID"
     SKILL_INVALID = "SKILL_INVALID"
     UNKNOWN_SKILL = "UNKNOWN_SKILL"
+    NO_PROVIDER = "NO_PROVIDER"
+    DUPLICATE_PROVIDER = "DUPLICATE_PROVIDER"
+    SUBAGENT_DEPTH_EXCEEDED = "SUBAGENT_DEPTH_EXCEEDED"
+    INVALID_OUTPUT_SCHEMA = "INVALID_OUTPUT_SCHEMA"
+    SUBAGENT_CANCELLED = "SUBAGENT_CANCELLED"
+    SUBAGENT_INVALID = "SUBAGENT_INVALID"
     SKILL_PROVIDER_INVALID = "SKILL_PROVIDER_INVALID"
 
 
@@ -170,3 +178,7 @@ class AgentError(TetherError):
 
 class SkillError(TetherError):
     """A skill or a skill provider breaks the contract (fails the catalog loudly)."""
+
+
+class SubagentError(TetherError):
+    """A delegation cannot start (a child's own failure resolves with a stop reason instead)."""

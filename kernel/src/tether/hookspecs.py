@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .capabilities import Offer, Requirement
     from .models import ModelProvider
     from .skills import SkillProviderFactory
+    from .subagents import SubagentProvider
 
 __all__ = ("PROJECT_NAME", "hookimpl", "hookspec")
 
@@ -165,4 +166,22 @@ def tether_skill_providers(settings: Any) -> Iterable[SkillProviderFactory]:  # 
     of the scope the instance belongs to (global, or the agent's). Provider names are unique per
     layer and ``runtime`` is reserved (``SKILL_PROVIDER_INVALID``). The nearest layer wins a
     skill name regardless of rank; see docs/skills.md.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Subagents: called once per plugin instance when the kernel's subagent runtime is first used.
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec
+def tether_subagent_providers(settings: Any) -> Iterable[SubagentProvider]:  # type: ignore[empty-body]
+    """Offer subagent providers (objects implementing :class:`tether.subagents.SubagentProvider`).
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of providers, registered by name in ``kernel.subagents``.
+
+    Provider names are unique across the profile (``DUPLICATE_PROVIDER``). A provider should also
+    declare ``tether_offers`` of kind ``"subagent provider"`` listing the capabilities it
+    enforces, so delegation tools that need one fail at load instead of at first use.
     """

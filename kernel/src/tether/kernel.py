@@ -21,6 +21,7 @@ from .scopes import Scope
 
 if TYPE_CHECKING:
     from .skills import SkillRegistry
+    from .subagents import SubagentRuntime
 
 __all__ = ("Kernel", "PluginSettings", "load_kernel")
 
@@ -46,6 +47,8 @@ class Kernel:
         self.global_scope = global_scope
         self._agent_scopes = dict(agent_scopes)
         self._skills: SkillRegistry | None = None
+        self._subagents: SubagentRuntime | None = None
+        self._presets: dict[str | None, Any] = {}  # tether.agents.build_preset's cache
 
     @property
     def agents(self) -> list[str]:
@@ -86,6 +89,27 @@ class Kernel:
                         _register_skill_provider(registry, plugin, scope, factory)
             self._skills = registry
         return self._skills
+
+    @property
+    def subagents(self) -> SubagentRuntime:
+        """The subagent runtime: every instance's ``tether_subagent_providers``, by name."""
+        if self._subagents is None:
+            from .subagents import SubagentProvider, SubagentRuntime
+
+            runtime = SubagentRuntime()
+            for plugin in self.plugins:
+                for provider in plugin.collect("tether_subagent_providers", SubagentProvider):
+                    try:
+                        runtime.register_provider(provider)
+                    except TetherError as exc:
+                        raise type(exc)(
+                            exc.code,
+                            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
+                            plugin=plugin.name,
+                            remedy=exc.remedy,
+                        ) from exc
+            self._subagents = runtime
+        return self._subagents
 
     @property
     def plugins(self) -> list[LoadedPlugin]:

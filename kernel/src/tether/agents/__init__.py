@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from ._agent import Agent, AgentLimits, PreStep, StepContext, event_to_message, new_header
-from ._compose import AgentPreset, build_preset, compose_agent, resolve_agent_name
+from ._compose import (
+    AgentPreset,
+    build_preset,
+    compose_agent,
+    resolve_agent_name,
+    resolve_preset_model,
+)
 from ._instructions import (
     PARALLEL_TOOLS_SECTION,
     DynamicInstruction,
@@ -34,4 +40,5 @@ __all__ = (
     "new_header",
     "render_instruction",
     "resolve_agent_name",
+    "resolve_preset_model",
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,7 +41,7 @@ from ..store import (
     UserMessage,
 )
 from ._instructions import DynamicInstruction, InstructionContext, render_instruction
-from ._tools import ToolContext, ToolError, ToolRegistry
+from ._tools import ToolContext, ToolError, ToolFilter, ToolRegistry
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -163,6 +163,9 @@ class Agent:
         """The agent's scope: registries resolve through its chain."""
         self.cwd = cwd or Path.cwd()
         """The working directory its tools and skill providers act in."""
+        self.tool_policy: ToolFilter | None = None
+        """Tools the model sees but may not call (a fork keeps its parent's tool list for
+        prompt-cache reuse and enforces its delegation's filter here)."""
         self.store = store
         self.model = model
         self.system: tuple[str, ...] = tuple(system)
@@ -314,6 +317,13 @@ class Agent:
             self._group = None
             self._runner_active = False
             self._idle.set()
+
+    def start_job(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``function(*args)`` in the agent's task group: a background job the agent owns,
+        cancelled when the agent is left (``async with`` exits)."""
+        self._require_open()
+        assert self._group is not None
+        self._group.start_soon(function, *args)
 
     def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
         """Call ``listener(event)`` after each event is stored; returns an unsubscribe function."""
@@ -470,6 +480,7 @@ class Agent:
             tools=self._tool_schemas,
             max_output_tokens=self.limits.max_output_tokens,
             agent=self.name,
+            session_label=self.header.label,
         )
         return request, tuple(pending)
 
@@ -664,6 +675,7 @@ class Agent:
             tools=self._tool_schemas,
             max_output_tokens=None if budget is None else max(budget - usage.output_tokens, 1),
             agent=self.name,
+            session_label=self.header.label,
         )
         attempt = 0
         while True:
@@ -712,6 +724,15 @@ class Agent:
 
     async def _run_tool(self, call: ToolCall, concurrent: bool = False) -> ToolResult:
         tool = self.tools.get(call.name)
+        policy = self.tool_policy
+        if tool is not None and policy is not None and not policy.permits(call.name):
+            return ToolResult(
+                tool_call_id=call.id,
+                name=call.name,
+                content=f'error: tool "{call.name}" is not available to this agent: the task '
+                "was delegated without it",
+                is_error=True,
+            )
         if tool is None:
             known = ", ".join(self.tools.names()) or "none"
             return ToolResult(

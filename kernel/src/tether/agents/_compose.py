@@ -82,7 +82,15 @@ def _collect(plugins: Iterable[LoadedPlugin], hook: str, kind: type[Any]) -> lis
 
 
 def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
-    """Collect an agent's parts from the plugins visible in its scope."""
+    """Collect an agent's parts from the plugins visible in its scope (once per kernel: a
+    preset is fixed at load, like the base prompt it produces)."""
+    cached = kernel._presets.get(agent)
+    if cached is None:
+        cached = kernel._presets[agent] = _build_preset(kernel, agent)
+    return cached
+
+
+def _build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     scope = kernel.global_scope if agent is None else kernel.agent_scope(agent)
     layers = [_collect(plugins, "tether_tools", Tool) for _, plugins in scope.layers()]
     tools = ToolRegistry.from_layers(layers)

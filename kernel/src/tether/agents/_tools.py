@@ -119,6 +119,10 @@ class ToolFilter:
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
 
+    def permits(self, name: str) -> bool:
+        """Whether the filter keeps the tool ``name``."""
+        return (self.allow is None or name in self.allow) and name not in self.deny
+
     def __post_init__(self) -> None:
         if self.allow is None and not self.deny:
             raise AgentError(

@@ -106,6 +106,7 @@ def check(profile: Path | None) -> None:
         file = kernel.profile.file_of("tether", "store")
         raise type(exc)(exc.code, exc.message, file=file, key=exc.key, remedy=exc.remedy) from exc
     kernel.skills  # noqa: B018  (registers every skill provider: a broken one fails here)
+    kernel.subagents  # noqa: B018  (and every subagent provider: duplicates fail here)
     for name in kernel.agents:
         preset = build_preset(kernel, name)
         if preset.model_spec is not None:

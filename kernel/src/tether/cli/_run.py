@@ -73,6 +73,7 @@ async def _run(
             kernel, store, agent=agent_name, model=model_spec, session_id=session_id
         )
         agent.listen(_printer(agent))
+        _show_children(kernel, agent)
         stops: list[str] = []
         agent.listen(
             lambda event: stops.append(event.stop_reason) if event.type == "turn/end" else None
@@ -235,3 +236,28 @@ async def _context(
         "pending": pending_rows,
         "total_tokens": total,
     }
+
+
+def _show_children(kernel: Any, agent: Agent) -> None:
+    """Print a line as each delegated child starts and ends, indented by its depth."""
+    import time
+
+    started: dict[str, float] = {}
+
+    def show(event: Any) -> None:
+        if event.kind not in ("start", "end") or not event.child_id:
+            return
+        indent = "  " * max(event.depth or 1, 1)
+        label = f' "{event.label}"' if event.label else ""
+        if event.kind == "start":
+            started[event.run_id] = time.monotonic()
+            click.echo(f"{indent}[subagent {event.child_id}{label} started via {event.provider}]")
+        else:
+            elapsed = time.monotonic() - started.pop(event.run_id, time.monotonic())
+            click.echo(
+                f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "
+                f"{elapsed:.1f}s]"
+            )
+
+    if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
+        kernel.subagents.on_event(show)

@@ -87,3 +87,64 @@ def _describe(event: Any) -> str:
     if len(text) > 160:
         text = text[:157] + "..."
     return f"{event.type:<18} {text}"
+
+
+@sessions.command("tree")
+@profile_option
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tree_session(profile: Path | None, session_id: str, as_json: bool) -> None:
+    """Print the delegation tree below SESSION_ID from storage (children by parent_session)."""
+    kernel = load(profile)
+    root, nodes = anyio.run(_tree, kernel, session_id)
+    if as_json:
+        click.echo(json.dumps(_tree_json(root, nodes), indent=2))
+        return
+    for line in _tree_lines(root, nodes):
+        click.echo(line)
+
+
+async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]]:
+    from ..store import profile_store
+
+    store = profile_store(kernel.profile)
+    try:
+        root = await store.header(session_id)
+        children: dict[str, list[Any]] = {}
+        frontier = [root.id]
+        while frontier:
+            next_frontier = []
+            for parent in frontier:
+                found = sorted(await store.sessions(parent=parent), key=lambda h: h.created_at)
+                children[parent] = found
+                next_frontier.extend(child.id for child in found)
+            frontier = next_frontier
+        return root, children
+    finally:
+        await store.aclose()
+
+
+def _describe_header(header: Any) -> str:
+    label = f"  {header.label}" if header.label else ""
+    return f"{header.id}  agent={header.agent or '-'} depth={header.delegation_depth}{label}"
+
+
+def _tree_lines(root: Any, children: dict[str, list[Any]]) -> list[str]:
+    lines = [_describe_header(root)]
+
+    def walk(parent: str, prefix: str) -> None:
+        kids = children.get(parent, [])
+        for index, child in enumerate(kids):
+            last = index == len(kids) - 1
+            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{_describe_header(child)}")
+            walk(child.id, prefix + ("   " if last else "│  "))
+
+    walk(root.id, "")
+    return lines
+
+
+def _tree_json(root: Any, children: dict[str, list[Any]]) -> dict[str, Any]:
+    return {
+        **root.model_dump(),
+        "children": [_tree_json(child, children) for child in children.get(root.id, [])],
+    }

@@ -13,7 +13,12 @@ A script is a list of steps, optionally per agent::
     [[agents.helper.steps]]      # steps for requests made by agent "helper"
     text = "Helper here."
 
-Step *i* answers the request that already holds *i* assistant messages, so a script keeps its
+    [[tasks."Summarize the notes".steps]]   # a delegated child, by its task description
+    text = "A summary."
+
+Steps under ``tasks.LABEL`` answer a delegated child whose session label (the delegation's
+short description) is LABEL, in call order. Other steps: step *i* answers the request that
+already holds *i* assistant messages, so a script keeps its
 place across turns and across a ``--session`` continuation in another process. A request with
 no step left, or whose ``expect`` does not match, raises ``SCRIPT_MISMATCH``; steps never
 played are reported by :meth:`ScriptedModel.assert_consumed`. ``fail_times = N`` makes a step
@@ -65,6 +70,7 @@ class _Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
     steps: list[ScriptStep] = Field(default_factory=list)
     agents: dict[str, _AgentScript] = Field(default_factory=dict)
+    tasks: dict[str, _AgentScript] = Field(default_factory=dict)
 
 
 class ScriptedModel:
@@ -75,9 +81,12 @@ class ScriptedModel:
         steps: list[ScriptStep] | None = None,
         *,
         agents: Mapping[str, list[ScriptStep]] | None = None,
+        tasks: Mapping[str, list[ScriptStep]] | None = None,
         name: str = "scripted:inline",
     ) -> None:
         self.name = name
+        self._tasks = {label: list(steps) for label, steps in (tasks or {}).items()}
+        self._task_calls: dict[str, int] = {}
         self._steps: dict[str | None, list[ScriptStep]] = {None: list(steps or [])}
         for agent, agent_steps in (agents or {}).items():
             self._steps[agent] = list(agent_steps)
@@ -100,7 +109,8 @@ class ScriptedModel:
                 remedy="see the ScriptedModel format in docs/models.md",
             ) from exc
         agents = {agent: table.steps for agent, table in script.agents.items()}
-        return cls(script.steps, agents=agents, name=name)
+        tasks = {label: table.steps for label, table in script.tasks.items()}
+        return cls(script.steps, agents=agents, tasks=tasks, name=name)
 
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedModel:
@@ -131,6 +141,9 @@ class ScriptedModel:
         return None, self._steps[None]
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        label = request.session_label
+        if label is not None and label in self._tasks:
+            return self._task_step(label, request)
         key, steps = self._script_for(request.agent)
         index = sum(1 for m in request.messages if m.role == "assistant")
         self._reached[key] = max(self._reached.get(key, -1), index)
@@ -164,6 +177,9 @@ class ScriptedModel:
                     remedy="fix the script's expect, or the agent",
                 )
         self._played[key].add(index)
+        return self._response(step, index, request)
+
+    def _response(self, step: ScriptStep, index: int, request: ModelRequest) -> ModelResponse:
         calls = tuple(
             ToolCall(
                 id=call.id or f"call_{index + 1}_{n + 1}", name=call.name, arguments=call.arguments
@@ -176,6 +192,32 @@ class ScriptedModel:
             output_tokens=len(step.text) // 4 + 1,
         )
         return ModelResponse(text=step.text, tool_calls=calls, usage=usage, finish_reason=finish)
+
+    def _task_step(self, label: str, request: ModelRequest) -> ModelResponse:
+        """A delegated child's steps, keyed by its task label, played in call order."""
+        steps = self._tasks[label]
+        index = self._task_calls.get(label, 0)
+        if index >= len(steps):
+            raise ModelError(
+                ErrorCode.SCRIPT_MISMATCH,
+                f'{self.name}: unexpected model call for task "{label}": the script has '
+                f"{len(steps)} step(s) and this is request {index + 1}",
+                remedy="add a step under [[tasks.LABEL.steps]]",
+            )
+        self._task_calls[label] = index + 1
+        step = steps[index]
+        if step.expect is not None:
+            last = next(
+                (m.content for m in reversed(request.messages) if m.role in ("user", "tool")), ""
+            )
+            if step.expect not in last:
+                raise ModelError(
+                    ErrorCode.SCRIPT_MISMATCH,
+                    f'{self.name}: step {index + 1} of task "{label}" expects {step.expect!r} in '
+                    f"the last user or tool message, got {last[:200]!r}",
+                    remedy="fix the script's expect, or the agent",
+                )
+        return self._response(step, index, request)
 
     def remaining(self) -> dict[str | None, int]:
         """Steps after the last one played, per script (``None`` = the default script).

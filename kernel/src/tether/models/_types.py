@@ -88,6 +88,8 @@ class ModelRequest(_Frozen):
     max_output_tokens: int | None = None
     agent: str | None = None
     """The agent preset making the request (scripted models may key their steps by it)."""
+    session_label: str | None = None
+    """The session's label: for a delegated child, the task's short description."""
 
 
 class ModelResponse(_Frozen):

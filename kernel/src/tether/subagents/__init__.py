@@ -1,0 +1,53 @@
+"""Subagents: delegating a self-contained task to a child agent with its own session.
+
+A child's failure resolves with a stop reason (``completed | aborted | error | max-tokens |
+refusal``); only an infrastructure fault raises. Lineage (``parent_session``, ``origin``,
+``delegation_depth``, ``seed_length``) lives in the child's durable session header.
+"""
+
+from __future__ import annotations
+
+from ._child import (
+    DELEGATION_NOTE,
+    LocalChildRun,
+    final_output,
+    parse_structured,
+    start_local_child,
+)
+from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
+from ._runtime import SubagentEvent, SubagentRuntime, check_output_schema
+from ._types import (
+    CAPABILITIES,
+    AgentOptions,
+    CancelSignal,
+    Capability,
+    SubagentCapabilities,
+    SubagentProvider,
+    SubagentResult,
+    SubagentRun,
+    SubagentStartRequest,
+)
+
+__all__ = (
+    "CAPABILITIES",
+    "DEFAULT_MAX_DEPTH",
+    "DELEGATION_NOTE",
+    "AgentOptions",
+    "CancelSignal",
+    "Capability",
+    "LocalChildRun",
+    "SubagentCapabilities",
+    "SubagentEvent",
+    "SubagentProvider",
+    "SubagentResult",
+    "SubagentRun",
+    "SubagentRuntime",
+    "SubagentStartRequest",
+    "check_output_schema",
+    "child_depth",
+    "delegation_depth_of",
+    "final_output",
+    "parse_structured",
+    "start_local_child",
+    "validate_depth",
+)

@@ -1,0 +1,297 @@
+"""A local child agent: composed in its setup window, run in its own session, disposed.
+
+Both in-process providers (spawn and fork) use :func:`start_local_child`; they differ in the
+seed (fork copies the parent's completed turns) and in how a tool filter is applied (fork keeps
+the parent's tool list byte-identical for prompt-cache reuse and refuses filtered calls).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import jsonschema
+
+from ..errors import ErrorCode, SubagentError
+from ..store import ContextMessage, DescriptorEvent, Event, MessageSource
+from ._depth import child_depth
+from ._types import SubagentResult, SubagentStartRequest
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+
+__all__ = (
+    "DELEGATION_NOTE",
+    "LocalChildRun",
+    "final_output",
+    "parse_structured",
+    "start_local_child",
+)
+
+#: The fixed note a child reads after anything it inherited.
+DELEGATION_NOTE = (
+    "You are a subagent: another agent delegated the task below to you. Your tools and "
+    "instructions were fixed when the task was delegated and cannot be widened, and any action "
+    "that would need approval is denied. Work on the task on your own; the agent that started "
+    "you sees only your final message, so make it a complete answer."
+)
+#: How many times an answer that breaks the output schema is sent back before the run fails.
+STRUCTURED_RETRIES = 2
+#: How long ``dispose()`` waits for a cancelled child to record its end, in seconds.
+DISPOSE_TIMEOUT = 10.0
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```\s*$", re.DOTALL)
+
+
+def final_output(messages: Sequence[Any]) -> str:
+    """The last non-empty assistant message's text (usage-only, empty ones skipped)."""
+    for message in reversed(messages):
+        if message.role == "assistant" and message.content.strip():
+            return message.content
+    return ""
+
+
+def parse_structured(text: str, schema: Any) -> tuple[Any, list[str]]:
+    """``(value, problems)``: the JSON in ``text`` (a fenced block is accepted) and what is
+    wrong with it against ``schema`` (empty when valid)."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced[1]
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return None, [f"the answer is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = [
+        f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
+        for error in validator.iter_errors(value)
+    ]
+    return value, problems
+
+
+class LocalChildRun:
+    """A child agent running in this process, hosted by a task its parent agent owns (so the
+    parent's teardown also ends the child). ``dispose()`` may be called from any task."""
+
+    def __init__(self, child: Agent, request: SubagentStartRequest, history_start: int) -> None:
+        self._child = child
+        self._request = request
+        self._history_start = history_start
+        self._disposed = False
+        self._result: SubagentResult | None = None
+        self._release = anyio.Event()
+        self._ready = anyio.Event()
+        self._hosted = anyio.Event()
+        self._host_error: BaseException | None = None
+
+    async def _host(self) -> None:
+        """The child's ``async with``, entered and left in this one task. Shielded, so that
+        the parent's teardown ends the child through :meth:`_watch_owner` and the child's
+        cancelled turn still records its end (``aborted``)."""
+        try:
+            with anyio.CancelScope(shield=True):
+                async with self._child:
+                    self._ready.set()
+                    await self._release.wait()
+        except Exception as exc:  # reported to whoever waits; never crashes the parent
+            self._host_error = exc
+        finally:
+            self._ready.set()
+            self._hosted.set()
+
+    async def _watch_owner(self) -> None:
+        """Release the child when the task group of its owner (the parent agent) is cancelled."""
+        try:
+            await self._hosted.wait()
+        finally:
+            self._release.set()
+
+    @property
+    def id(self) -> str:
+        return self._child.session_id
+
+    @property
+    def local_agent(self) -> Agent:
+        return self._child
+
+    async def result(self) -> SubagentResult:
+        if self._result is None:
+            self._result = await self._settle()
+        return self._result
+
+    async def _settle(self) -> SubagentResult:
+        child, request = self._child, self._request
+        async with anyio.create_task_group() as group:
+
+            async def watch_cancel() -> None:
+                await request.cancel.wait()
+                await child.cancel()
+
+            group.start_soon(watch_cancel)
+            result = await self._until_answered()
+            group.cancel_scope.cancel()
+        if request.cancel.cancelled and result.stop_reason == "completed":
+            return result.model_copy(update={"stop_reason": "aborted"})
+        return result
+
+    async def _until_answered(self) -> SubagentResult:
+        child, schema = self._child, self._request.output_schema
+        await child.when_idle()
+        for attempt in range(STRUCTURED_RETRIES + 1):
+            stop = child.last_stop_reason
+            output = final_output(child.messages[self._history_start :])
+            if child.fault is not None:
+                return SubagentResult(output="", stop_reason="error", diagnostic=str(child.fault))
+            if stop != "completed" or schema is None:
+                return SubagentResult(output=output, stop_reason=stop)
+            value, problems = parse_structured(output, schema)
+            if not problems:
+                return SubagentResult(output=output, structured=value, stop_reason="completed")
+            if attempt == STRUCTURED_RETRIES:
+                return SubagentResult(
+                    output=output,
+                    stop_reason="error",
+                    diagnostic="the final answer did not match the output schema: "
+                    + "; ".join(problems)[:2000],
+                )
+            await child.run(
+                "Your final answer must be JSON valid against the output schema given with the "
+                "task. Problems with your last answer:\n- "
+                + "\n- ".join(problems)
+                + "\nAnswer again with the corrected JSON only.",
+                source=MessageSource(kind="system"),
+            )
+        raise AssertionError("unreachable")
+
+    async def dispose(self) -> None:
+        """Cancel the child and wait until it is quiet (bounded by ``DISPOSE_TIMEOUT``)."""
+        if self._disposed:
+            return
+        self._disposed = True
+        with anyio.CancelScope(shield=True), anyio.move_on_after(DISPOSE_TIMEOUT):
+            await self._child.cancel()
+            self._release.set()
+            await self._hosted.wait()
+
+
+async def start_local_child(
+    request: SubagentStartRequest,
+    *,
+    provider: str,
+    seed: Sequence[Event] = (),
+    keep_tool_list: bool = False,
+) -> LocalChildRun:
+    """Compose the child (its setup window), accept its first prompt, return its run."""
+    from ..agents import AgentLimits, build_preset, new_header, resolve_preset_model
+    from ..store import InboxAccepted, InboxDiscarded
+
+    parent = request.parent
+    kernel = parent.kernel
+    if kernel is None:
+        raise SubagentError(
+            ErrorCode.SUBAGENT_INVALID,
+            f'agent "{parent.session_id}" was composed without a kernel, so it cannot delegate',
+            remedy="compose agents with tether.agents.compose_agent",
+        )
+    depth = child_depth(parent, request.max_depth)
+    # The parent agent preset's plugins first: the child is that preset in a child scope.
+    preset = build_preset(kernel, parent.name)
+    options = request.agent_options
+    model = parent.model
+    if options is not None and options.model is not None:
+        model = resolve_preset_model(preset, options.model)
+    limits = parent.limits
+    if options is not None and options.max_output_tokens is not None:
+        limits = AgentLimits(
+            max_steps=limits.max_steps,
+            max_output_tokens=options.max_output_tokens,
+            model_retries=limits.model_retries,
+            retry_backoff=limits.retry_backoff,
+        )
+    if request.tool_filter is not None and not keep_tool_list:
+        # A scoped restrict(): a new registry for this child; the parent's stays as it is.
+        preset = dataclasses.replace(preset, tools=preset.tools.restrict(request.tool_filter))
+    seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
+    header = await parent.store.create(
+        new_header(
+            agent=parent.name,
+            label=request.label,
+            parent_session=parent.session_id,
+            origin="subagent",
+            delegation_depth=depth,
+            seed_length=len(seed),
+        )
+    )
+    setup: list[Event] = [*seed]
+    # The delegated policy, snapshotted now and recorded in the child's own log.
+    setup.append(
+        DescriptorEvent(
+            kind="delegation",
+            version=1,
+            data={
+                "provider": provider,
+                "parent_session": parent.session_id,
+                "approval": "deny",
+                "parent_overrides": {},
+                "max_depth": request.max_depth,
+                "tool_filter": _filter_data(request),
+                "persona": request.persona,
+                "output_schema": request.output_schema,
+            },
+        )
+    )
+    note = DELEGATION_NOTE
+    if request.persona:
+        note += f"\n\nYour persona for this task:\n{request.persona}"
+    if request.tool_filter is not None and keep_tool_list:
+        allowed = _filter_data(request)
+        note += f"\n\nOnly these tools are yours to call for this task: {json.dumps(allowed)}."
+    if request.output_schema is not None:
+        note += (
+            "\n\nEnd with a final answer that is only JSON valid against this JSON Schema:\n"
+            + json.dumps(request.output_schema)
+        )
+    setup.append(ContextMessage(role="user", content=note, origin="delegation"))
+    await parent.store.append(header.id, setup)
+    child = preset.agent(header, parent.store, model, limits=limits)
+    child.scope = (parent.scope or kernel.global_scope).child(header.id)
+    child.cwd = parent.cwd
+    if request.tool_filter is not None and keep_tool_list:
+        child.tool_policy = request.tool_filter
+    await child.restore()
+    run = LocalChildRun(child, request, len(child.messages))
+    try:
+        parent.start_job(run._host)
+        parent.start_job(run._watch_owner)
+    except RuntimeError:
+        raise SubagentError(
+            ErrorCode.SUBAGENT_INVALID,
+            f'agent "{parent.session_id}" is not running, so it cannot host a child',
+            remedy="delegate from inside `async with agent:`",
+        ) from None
+    await run._ready.wait()
+    if run._host_error is not None:
+        raise run._host_error
+    try:
+        await child.followup(
+            request.prompt, source=MessageSource(kind="subagent", sender=parent.session_id)
+        )
+    except BaseException:
+        await run.dispose()
+        raise
+    return run
+
+
+def _filter_data(request: SubagentStartRequest) -> dict[str, Any] | None:
+    tool_filter = request.tool_filter
+    if tool_filter is None:
+        return None
+    return {
+        "allow": sorted(tool_filter.allow) if tool_filter.allow is not None else None,
+        "deny": sorted(tool_filter.deny),
+    }

@@ -1,0 +1,269 @@
+"""``SubagentRuntime``: providers by name, checked starts, lifecycle events, lineage queries."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import jsonschema
+
+from ..errors import ErrorCode, SubagentError
+from ._depth import child_depth
+from ._types import SubagentProvider, SubagentResult, SubagentRun, SubagentStartRequest
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..store import SessionHeader, SessionStore
+
+__all__ = ("SubagentEvent", "SubagentRuntime")
+
+log = logging.getLogger("tether.subagents")
+
+
+@dataclass(frozen=True)
+class SubagentEvent:
+    """A lifecycle edge: ``provider-added``/``provider-removed``, ``start``/``end`` of a run."""
+
+    kind: Literal["provider-added", "provider-removed", "start", "end"]
+    provider: str
+    run_id: str | None = None
+    child_id: str | None = None
+    local: bool | None = None
+    stop_reason: str | None = None
+    parent_id: str | None = None
+    label: str | None = None
+    """The delegation's short description."""
+    depth: int | None = None
+    """The child's delegation depth."""
+
+
+class _ObservedRun:
+    """Wraps a provider's run so its end is reported exactly once, after its start."""
+
+    def __init__(
+        self,
+        runtime: SubagentRuntime,
+        run: SubagentRun,
+        run_id: str,
+        provider: str,
+        parent: str,
+        label: str | None = None,
+        depth: int | None = None,
+    ) -> None:
+        self.label = label
+        self.depth = depth
+        self._runtime = runtime
+        self._run = run
+        self.run_id = run_id
+        self._provider = provider
+        self._parent = parent
+        self._ended = False
+
+    @property
+    def id(self) -> str:
+        return self._run.id
+
+    @property
+    def local_agent(self) -> Agent | None:
+        return self._run.local_agent
+
+    async def result(self) -> SubagentResult:
+        result = await self._run.result()
+        self._end(result.stop_reason)
+        return result
+
+    async def dispose(self) -> None:
+        try:
+            await self._run.dispose()
+        finally:
+            self._end("aborted")
+
+    def _end(self, stop_reason: str) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._runtime._emit(
+            SubagentEvent(
+                "end",
+                self._provider,
+                self.run_id,
+                self._run.id,
+                self._run.local_agent is not None,
+                stop_reason,
+                self._parent,
+                self.label,
+                self.depth,
+            )
+        )
+
+
+class SubagentRuntime:
+    """Where subagent providers register and delegations start.
+
+    ``start`` checks, in order: the provider exists (``NO_PROVIDER``), it has every capability
+    the request needs (``UNSUPPORTED_CAPABILITY``, the first missing one), the depth
+    (``SUBAGENT_DEPTH_EXCEEDED``), the output schema (``INVALID_OUTPUT_SCHEMA``); a rejected
+    start emits no events and starts nothing.
+    """
+
+    def __init__(self, store: SessionStore | None = None) -> None:
+        self.store = store
+        self._providers: dict[str, SubagentProvider] = {}
+        self._listeners: list[Callable[[SubagentEvent], Any]] = []
+
+    # ------------------------------------------------------------ providers and events
+
+    def on_event(self, listener: Callable[[SubagentEvent], Any]) -> Callable[[], None]:
+        """Call ``listener(event)`` on every lifecycle edge; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _emit(self, event: SubagentEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # an observer never breaks a delegation
+                log.exception("subagent event listener failed on %s", event.kind)
+
+    def register_provider(self, provider: SubagentProvider) -> Callable[[], None]:
+        """Register ``provider``; returns its disposer. A listener that fails on
+        ``provider-added`` rolls the registration back (and the error propagates)."""
+        name = provider.name
+        if name in self._providers:
+            raise SubagentError(
+                ErrorCode.DUPLICATE_PROVIDER,
+                f'a subagent provider named "{name}" is already registered',
+                remedy="give each provider its own name",
+            )
+        self._providers[name] = provider
+        event = SubagentEvent("provider-added", name)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                del self._providers[name]
+                raise
+
+        def dispose() -> None:
+            if self._providers.get(name) is provider:
+                del self._providers[name]
+                self._emit(SubagentEvent("provider-removed", name))
+
+        return dispose
+
+    def get(self, name: str) -> SubagentProvider | None:
+        return self._providers.get(name)
+
+    def providers(self) -> list[SubagentProvider]:
+        """In registration order."""
+        return list(self._providers.values())
+
+    # ------------------------------------------------------------ starting
+
+    def check(self, name: str, request: SubagentStartRequest) -> SubagentProvider:
+        """Every check ``start`` makes, without starting anything."""
+        provider = self._providers.get(name)
+        if provider is None:
+            known = ", ".join(self._providers) or "none"
+            raise SubagentError(
+                ErrorCode.NO_PROVIDER,
+                f'no subagent provider named "{name}"',
+                remedy=f"registered providers: {known}",
+            )
+        missing = provider.capabilities.missing(request.needs())
+        if missing is not None:
+            raise SubagentError(
+                ErrorCode.UNSUPPORTED_CAPABILITY,
+                f'subagent provider "{name}" does not support the "{missing}" capability',
+                remedy="drop that option from the request or use another provider",
+            )
+        child_depth(request.parent, request.max_depth)
+        if request.output_schema is not None:
+            check_output_schema(request.output_schema)
+        return provider
+
+    async def start(self, name: str, request: SubagentStartRequest) -> SubagentRun:
+        """Check, start, and observe a one-shot child run."""
+        provider = self.check(name, request)
+        if request.cancel.cancelled:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_CANCELLED,
+                f"the delegation was cancelled before it started ({request.cancel.reason})",
+            )
+        run = await provider.start(request)
+        depth = child_depth(request.parent, None)
+        observed = _ObservedRun(
+            self, run, uuid.uuid4().hex, name, request.parent.session_id, request.label, depth
+        )
+        self._emit(
+            SubagentEvent(
+                "start",
+                name,
+                observed.run_id,
+                run.id,
+                run.local_agent is not None,
+                None,
+                request.parent.session_id,
+                request.label,
+                depth,
+            )
+        )
+        if request.cancel.cancelled:  # cancelled while it started: do not leave it running
+            await observed.dispose()
+            raise SubagentError(
+                ErrorCode.SUBAGENT_CANCELLED,
+                f"the delegation was cancelled while it started ({request.cancel.reason})",
+            )
+        return observed
+
+    # ------------------------------------------------------------ lineage
+
+    async def list_children(
+        self, parent: str, *, store: SessionStore | None = None
+    ) -> list[SessionHeader]:
+        """The sessions whose durable ``parent_session`` is ``parent``, newest first."""
+        store = store or self.store
+        if store is None:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                "no session store to read lineage from",
+                remedy="pass store=...",
+            )
+        return await store.sessions(parent=parent)
+
+    async def list_descendants(
+        self, root: str, *, store: SessionStore | None = None
+    ) -> list[SessionHeader]:
+        """Every session below ``root``, breadth first."""
+        found: list[SessionHeader] = []
+        frontier = [root]
+        while frontier:
+            children = [
+                child
+                for parent in frontier
+                for child in await self.list_children(parent, store=store)
+            ]
+            found.extend(children)
+            frontier = [child.id for child in children]
+        return found
+
+
+def check_output_schema(schema: Any) -> None:
+    """An output schema must be a valid JSON Schema whose root is an object."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise SubagentError(
+            ErrorCode.INVALID_OUTPUT_SCHEMA,
+            'an output schema must be a JSON Schema object with "type": "object" at its root',
+            remedy='wrap the result in {"type": "object", "properties": {...}}',
+        )
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise SubagentError(
+            ErrorCode.INVALID_OUTPUT_SCHEMA,
+            f"the output schema is not a valid JSON Schema: {exc.message}",
+            remedy="fix the schema",
+        ) from None

@@ -1,0 +1,168 @@
+"""The delegation contract: providers, start requests, runs and results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..store import StopReason
+
+if TYPE_CHECKING:
+    from ..agents import Agent, ToolFilter
+
+__all__ = (
+    "CAPABILITIES",
+    "AgentOptions",
+    "CancelSignal",
+    "Capability",
+    "SubagentCapabilities",
+    "SubagentProvider",
+    "SubagentResult",
+    "SubagentRun",
+    "SubagentStartRequest",
+)
+
+Capability = Literal["output_schema", "depth_limit", "tool_filter", "persona"]
+#: The order capabilities are checked in; the first missing one is reported.
+CAPABILITIES: tuple[Capability, ...] = ("output_schema", "depth_limit", "tool_filter", "persona")
+
+
+class SubagentCapabilities(BaseModel):
+    """What a provider can enforce for a start request. Declare honestly: the load-time
+    negotiation rejects configurations that need a capability a provider lacks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    output_schema: bool = False
+    """It can make the child end with JSON valid against a schema."""
+    depth_limit: bool = False
+    """It enforces ``max_depth`` on the child's own delegations."""
+    tool_filter: bool = False
+    """It restricts the child's tools."""
+    persona: bool = False
+    """It gives the child a persona (extra instructions)."""
+
+    def missing(self, needed: tuple[Capability, ...]) -> Capability | None:
+        """The first capability of ``needed`` (in :data:`CAPABILITIES` order) this lacks."""
+        for capability in CAPABILITIES:
+            if capability in needed and not getattr(self, capability):
+                return capability
+        return None
+
+
+class AgentOptions(BaseModel):
+    """Options for the child agent; unset ones are inherited from the parent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    """A model spec (``provider:name``) for the child."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """The child's output-token budget per turn."""
+
+
+class CancelSignal:
+    """A cancellation channel a caller hands to a provider: honoured before and after start."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self.reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+@dataclass
+class SubagentStartRequest:
+    """Everything a provider needs to start a child."""
+
+    prompt: str
+    parent: Agent
+    cancel: CancelSignal = field(default_factory=CancelSignal)
+    agent_options: AgentOptions | None = None
+    output_schema: Mapping[str, Any] | None = None
+    """An object-rooted JSON Schema the child's final answer must satisfy."""
+    max_depth: int | None = None
+    """The deepest delegation allowed below the root; ``None`` leaves it to the provider."""
+    tool_filter: ToolFilter | None = None
+    persona: str | None = None
+    label: str | None = None
+
+    def needs(self) -> tuple[Capability, ...]:
+        """The capabilities this request relies on."""
+        needed: list[Capability] = []
+        if self.output_schema is not None:
+            needed.append("output_schema")
+        if self.max_depth is not None:
+            needed.append("depth_limit")
+        if self.tool_filter is not None:
+            needed.append("tool_filter")
+        if self.persona is not None:
+            needed.append("persona")
+        return tuple(needed)
+
+
+class SubagentResult(BaseModel):
+    """How a child's run ended. A child's failure resolves with its stop reason; only an
+    infrastructure fault raises."""
+
+    model_config = ConfigDict(frozen=True)
+
+    output: str
+    """The child's last non-empty assistant message (usage-only ones skipped), else ``""``."""
+    structured: Any = None
+    """With an output schema: the validated JSON value."""
+    stop_reason: StopReason
+    diagnostic: str | None = None
+    """Why a run that did not complete ended, when there is more to say than the stop reason."""
+
+
+@runtime_checkable
+class SubagentRun(Protocol):
+    """A started child. ``dispose()`` is idempotent: it cancels and waits until quiet."""
+
+    @property
+    def id(self) -> str:
+        """The child's session id (for local runs)."""
+        ...
+
+    @property
+    def local_agent(self) -> Agent | None:
+        """The child agent when it runs in this process."""
+        ...
+
+    async def result(self) -> SubagentResult: ...
+
+    async def dispose(self) -> None: ...
+
+
+@runtime_checkable
+class SubagentProvider(Protocol):
+    """Starts children. An optional ``prepare_continuable`` method is the continuable
+    capability (see the continuable children issue)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def capabilities(self) -> SubagentCapabilities: ...
+
+    @property
+    def inherits_parent_context(self) -> bool:
+        """Descriptive only: whether the child starts from the parent's history (fork)."""
+        ...
+
+    async def start(self, request: SubagentStartRequest) -> SubagentRun: ...

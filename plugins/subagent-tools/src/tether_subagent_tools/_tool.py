@@ -1,0 +1,159 @@
+"""The delegation tool: start a child through the bound provider, foreground or background."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from tether.agents import Agent, Tool, ToolContext, ToolError
+from tether.errors import TetherError
+from tether.store import MessageSource
+from tether.subagents import SubagentResult, SubagentStartRequest
+
+if TYPE_CHECKING:
+    from . import ToolSettings
+
+__all__ = ("delegation_tool", "failure_text", "notice_text")
+
+#: How a run that did not complete is described (dsh's texts).
+FAILURES = {
+    "aborted": "was cancelled",
+    "error": "failed",
+    "max-tokens": "hit its token limit before finishing",
+    "refusal": "declined the task",
+}
+NOTICE_ENDINGS = {
+    "completed": "finished",
+    "aborted": "was cancelled",
+    "error": "failed",
+    "max-tokens": "ran out of room before it finished",
+    "refusal": "declined the task",
+}
+
+
+def failure_text(result: SubagentResult) -> str:
+    """The error a foreground run that did not complete returns, with its partial output."""
+    what = FAILURES.get(result.stop_reason, f"ended abnormally ({result.stop_reason})")
+    text = f"subagent run {what}"
+    if result.diagnostic:
+        text += f": {result.diagnostic}"
+    if result.output.strip():
+        text += f"\nPartial output before the run ended:\n{result.output}"
+    return text
+
+
+def notice_text(job_id: str, result: SubagentResult) -> str:
+    """The notice the parent gets when a background job ends."""
+    ending = NOTICE_ENDINGS.get(result.stop_reason, f"ended abnormally ({result.stop_reason})")
+    text = f"Background subagent task {job_id} {ending}."
+    if result.diagnostic and result.stop_reason != "completed":
+        text += f" {result.diagnostic}"
+    if result.output.strip():
+        return text + f"\nIts closing message:\n{result.output}"
+    return text + "\nIt left no closing message."
+
+
+def _parameters(settings: ToolSettings) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "description": {
+            "type": "string",
+            "description": "A short (3-5 word) description of the task.",
+        },
+        "prompt": {
+            "type": "string",
+            "description": "The task for the subagent, complete and self-contained.",
+        },
+    }
+    if settings.run_in_background:
+        properties["run_in_background"] = {
+            "type": "boolean",
+            "description": "Start it in the background and get a notice when it finishes.",
+        }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["description", "prompt"],
+        "additionalProperties": False,
+    }
+
+
+def delegation_tool(settings: ToolSettings) -> Tool:
+    """The ``subagent`` tool of one plugin instance."""
+
+    def request_for(agent: Agent, arguments: dict[str, Any]) -> SubagentStartRequest:
+        return SubagentStartRequest(
+            prompt=arguments["prompt"],
+            parent=agent,
+            agent_options=settings.agent_options,
+            max_depth=settings.max_depth if isinstance(settings.max_depth, int) else None,
+            tool_filter=settings.tool_filter.to_filter() if settings.tool_filter else None,
+            persona=settings.persona,
+            output_schema=settings.output_schema,
+            label=arguments["description"],
+        )
+
+    async def run(arguments: dict[str, Any], context: ToolContext) -> str:
+        agent = context.agent
+        if agent.kernel is None:
+            raise ToolError("delegation is unavailable: this agent was composed without a kernel")
+        background = bool(arguments.get("run_in_background", False))
+        if background and not settings.run_in_background:
+            raise ToolError("run_in_background is disabled for this tool")
+        runtime = agent.kernel.subagents
+        request = request_for(agent, arguments)
+        if background:
+            return await _background(agent, runtime, settings.provider, request)
+        try:
+            child = await runtime.start(settings.provider, request)
+        except TetherError as exc:
+            raise ToolError(str(exc)) from exc
+        try:
+            result = await child.result()
+        finally:
+            await child.dispose()
+        if result.stop_reason != "completed":
+            raise ToolError(failure_text(result))
+        if settings.output_schema is not None:
+            return json.dumps(result.structured, ensure_ascii=False)
+        return result.output
+
+    description = (
+        "Delegate a self-contained task to a subagent with its own session, which works on it "
+        "alone and returns its final answer. Give it everything it needs in the prompt."
+    )
+    if settings.run_in_background:
+        description += (
+            " With run_in_background, the call returns at once with a task id and you get a "
+            "notice when the subagent finishes."
+        )
+    return Tool(settings.tool_name, description, run, _parameters(settings), safe=True)
+
+
+async def _background(
+    agent: Agent, runtime: Any, provider: str, request: SubagentStartRequest
+) -> str:
+    """Start a job the parent owns; it delivers a notice when the child ends."""
+    try:
+        child = await runtime.start(provider, request)
+    except TetherError as exc:
+        raise ToolError(str(exc)) from exc
+
+    async def job() -> None:
+        try:
+            result = await child.result()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await child.dispose()
+            raise
+        except Exception as exc:
+            result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
+        with anyio.CancelScope(shield=True):
+            await child.dispose()
+        await agent.steer(
+            notice_text(child.id, result), source=MessageSource(kind="notice", sender=child.id)
+        )
+
+    agent.start_job(job)
+    return f"started background subagent task {child.id}"

@@ -1,0 +1,43 @@
+"""tether-fork: an in-process child that starts from the parent's completed turns."""
+
+from __future__ import annotations
+
+import tether
+from tether.store import TurnEnded
+from tether.subagents import (
+    CAPABILITIES,
+    LocalChildRun,
+    SubagentCapabilities,
+    SubagentStartRequest,
+    start_local_child,
+)
+
+__all__ = ("ForkProvider",)
+
+
+class ForkProvider:
+    """Seeds the child with the parent's events through its last ``turn/end``."""
+
+    name = "fork"
+    capabilities = SubagentCapabilities(
+        output_schema=True, depth_limit=True, tool_filter=True, persona=True
+    )
+    inherits_parent_context = True
+
+    async def start(self, request: SubagentStartRequest) -> LocalChildRun:
+        parent = request.parent
+        stored = await parent.store.events(parent.session_id)
+        ends = [index for index, s in enumerate(stored) if isinstance(s.event, TurnEnded)]
+        # The turn that is delegating is still running: only completed turns are copied.
+        seed = [s.event for s in stored[: ends[-1] + 1]] if ends else []
+        return await start_local_child(request, provider=self.name, seed=seed, keep_tool_list=True)
+
+
+@tether.hookimpl
+def tether_subagent_providers() -> list[ForkProvider]:
+    return [ForkProvider()]
+
+
+@tether.hookimpl
+def tether_offers() -> list[tether.Offer]:
+    return [tether.Offer(kind="subagent provider", capabilities=frozenset(CAPABILITIES))]
