@@ -422,6 +422,13 @@ class Agent:
         if self._turn_scope is not None:
             self._turn_scope.cancel()
 
+    def interrupt(self) -> None:
+        """``cancel(keep_inbox=True)`` from synchronous code: abort the running turn now; queued
+        messages stay parked until the next waking message."""
+        self._parked = True
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+
     def _wake(self) -> None:
         if self._group is None:
             raise RuntimeError("use the agent inside `async with agent:` before sending to it")

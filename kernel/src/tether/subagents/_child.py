@@ -126,15 +126,9 @@ class LocalChildRun:
 
     async def _settle(self) -> SubagentResult:
         child, request = self._child, self._request
-        async with anyio.create_task_group() as group:
-
-            async def watch_cancel() -> None:
-                await request.cancel.wait()
-                await child.cancel()
-
-            group.start_soon(watch_cancel)
-            result = await self._until_answered()
-            group.cancel_scope.cancel()
+        # A callback, not a watcher task: one task fewer per child.
+        request.cancel.on_cancel(child.interrupt)
+        result = await self._until_answered()
         if request.cancel.cancelled and result.stop_reason == "completed":
             return result.model_copy(update={"stop_reason": "aborted"})
         return result

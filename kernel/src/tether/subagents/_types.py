@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -71,6 +71,7 @@ class CancelSignal:
     def __init__(self) -> None:
         self._event = anyio.Event()
         self.reason: str | None = None
+        self._callbacks: list[Callable[[], object]] = []
 
     @property
     def cancelled(self) -> bool:
@@ -80,6 +81,15 @@ class CancelSignal:
         if not self._event.is_set():
             self.reason = reason
             self._event.set()
+            for callback in self._callbacks:
+                callback()
+
+    def on_cancel(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` (synchronously) when the signal fires; at once if it has."""
+        if self._event.is_set():
+            callback()
+        else:
+            self._callbacks.append(callback)
 
     async def wait(self) -> None:
         await self._event.wait()
