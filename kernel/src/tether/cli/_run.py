@@ -239,25 +239,45 @@ async def _context(
 
 
 def _show_children(kernel: Any, agent: Agent) -> None:
-    """Print a line as each delegated child starts and ends, indented by its depth."""
+    """Show delegated children as they start and end.
+
+    Plain lines (indented by depth, with label, status and elapsed time) always; on a terminal
+    also a status line that is rewritten in place: running children with their elapsed time.
+    """
+    import sys
     import time
 
-    started: dict[str, float] = {}
+    started: dict[str, tuple[float, Any]] = {}
+    live = sys.stdout.isatty()
+
+    def status() -> None:
+        if not live:
+            return
+        now = time.monotonic()
+        running = ", ".join(
+            f"{event.label or event.child_id} {now - since:.1f}s"
+            for since, event in started.values()
+        )
+        text = f"[subagents running: {running}]" if running else ""
+        click.echo(f"\r\x1b[2K{text}", nl=False)
 
     def show(event: Any) -> None:
         if event.kind not in ("start", "end") or not event.child_id:
             return
         indent = "  " * max(event.depth or 1, 1)
         label = f' "{event.label}"' if event.label else ""
+        if live:
+            click.echo("\r\x1b[2K", nl=False)
         if event.kind == "start":
-            started[event.run_id] = time.monotonic()
+            started[event.run_id] = (time.monotonic(), event)
             click.echo(f"{indent}[subagent {event.child_id}{label} started via {event.provider}]")
         else:
-            elapsed = time.monotonic() - started.pop(event.run_id, time.monotonic())
+            since, _ = started.pop(event.run_id, (time.monotonic(), None))
             click.echo(
                 f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "
-                f"{elapsed:.1f}s]"
+                f"{time.monotonic() - since:.1f}s]"
             )
+        status()
 
     if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
         kernel.subagents.on_event(show)
