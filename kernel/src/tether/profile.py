@@ -249,6 +249,27 @@ def _profile_key(loc: tuple[int | str, ...]) -> str:
     return format_loc(tuple(table), tuple(parts))
 
 
+def check_store_spec(spec: str | None) -> None:
+    """Raise ``STORE_SPEC_INVALID`` unless ``spec`` is ``memory`` or ``sqlite:PATH`` (or unset).
+
+    Lives here, not in ``tether.store``, so ``tether check`` can verify a profile's store
+    without importing the stores.
+    """
+    from .errors import StoreError
+
+    if spec is None or spec == "memory":
+        return
+    kind, _, rest = spec.partition(":")
+    if kind == "sqlite" and rest:
+        return
+    raise StoreError(
+        ErrorCode.STORE_SPEC_INVALID,
+        f"unknown session store {spec!r}",
+        key="[tether] store",
+        remedy='use "sqlite:PATH" (durable) or "memory"',
+    )
+
+
 def find_profile(explicit: Path | str | None = None, cwd: Path | None = None) -> Path:
     """The profile to use: ``explicit`` if given, else ``tether.toml`` in ``cwd``."""
     if explicit is not None:

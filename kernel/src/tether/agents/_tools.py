@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import jsonschema
 
 from ..errors import AgentError, ErrorCode
 from ..models import ToolSchema
@@ -69,6 +68,8 @@ class Tool:
                 remedy='wrap the arguments in {"type": "object", "properties": {...}}',
             )
         try:
+            import jsonschema  # imported when a tool exists: a profile without tools skips it
+
             jsonschema.Draft202012Validator.check_schema(dict(self.parameters))
         except jsonschema.SchemaError as exc:
             raise AgentError(
@@ -89,7 +90,7 @@ class Tool:
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
         """Why ``arguments`` do not match the schema (empty when they do)."""
-        validator: jsonschema.Draft202012Validator = self._validator  # type: ignore[attr-defined]
+        validator: Any = self._validator  # type: ignore[attr-defined]
         return [
             f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
             for error in validator.iter_errors(dict(arguments))

@@ -95,9 +95,7 @@ def check(profile: Path | None) -> None:
     Beyond loading, every agent is composed: its instructions are read, its tools collected
     and its model spec matched to a model provider (no model is made, so no key is needed).
     """
-    from ..agents import build_preset
-    from ..models import find_model_provider
-    from ..store import check_store_spec
+    from ..profile import check_store_spec
 
     kernel = load(profile)
     try:
@@ -105,8 +103,30 @@ def check(profile: Path | None) -> None:
     except TetherError as exc:
         file = kernel.profile.file_of("tether", "store")
         raise type(exc)(exc.code, exc.message, file=file, key=exc.key, remedy=exc.remedy) from exc
-    kernel.skills  # noqa: B018  (registers every skill provider: a broken one fails here)
-    kernel.subagents  # noqa: B018  (and every subagent provider: duplicates fail here)
+    # Build the registries only when some plugin feeds them: a broken provider fails here, and
+    # a profile without skills or subagents does not pay for their imports.
+    if any(p.implements("tether_skill_providers") for p in kernel.plugins):
+        kernel.skills  # noqa: B018
+    if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
+        kernel.subagents  # noqa: B018
+    if kernel.agents:
+        _check_agents(kernel)
+    for line in composition_tree(kernel):
+        click.echo(line)
+    count = len(kernel.plugins)
+    requirements = sum(len(p.requirements) for p in kernel.plugins)
+    click.echo(
+        f"ok: {count} plugin instance{'s' if count != 1 else ''} in "
+        f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
+        f"{requirements} requirement{'s' if requirements != 1 else ''} met"
+    )
+
+
+def _check_agents(kernel: Kernel) -> None:
+    """Compose every agent: instructions read, tools collected, model spec matched."""
+    from ..agents import build_preset
+    from ..models import find_model_provider
+
     for name in kernel.agents:
         preset = build_preset(kernel, name)
         if preset.model_spec is not None:
@@ -120,15 +140,6 @@ def check(profile: Path | None) -> None:
                     key=f"[agent.{name}] model",
                     remedy=exc.remedy,
                 ) from exc
-    for line in composition_tree(kernel):
-        click.echo(line)
-    count = len(kernel.plugins)
-    requirements = sum(len(p.requirements) for p in kernel.plugins)
-    click.echo(
-        f"ok: {count} plugin instance{'s' if count != 1 else ''} in "
-        f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
-        f"{requirements} requirement{'s' if requirements != 1 else ''} met"
-    )
 
 
 def composition_tree(kernel: Kernel) -> list[str]:

@@ -78,15 +78,9 @@ def profile_store(profile: Profile) -> SessionStore:
 
 def check_store_spec(spec: str | None) -> None:
     """Raise ``STORE_SPEC_INVALID`` if ``spec`` names no store kind; opens nothing."""
-    kind, _, rest = (spec or DEFAULT_STORE).partition(":")
-    if spec == "memory" or (kind == "sqlite" and rest):
-        return
-    raise StoreError(
-        ErrorCode.STORE_SPEC_INVALID,
-        f"unknown session store {spec!r}",
-        key="[tether] store",
-        remedy='use "sqlite:PATH" (durable) or "memory"',
-    )
+    from ..profile import check_store_spec as check
+
+    check(spec)
 
 
 def open_store(spec: str | None, *, base: Path | None = None) -> SessionStore:

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import jsonschema
 
 from ..errors import ErrorCode, SubagentError
 from ..store import ContextMessage, DescriptorEvent, Event, MessageSource
@@ -66,6 +65,8 @@ def parse_structured(text: str, schema: Any) -> tuple[Any, list[str]]:
         value = json.loads(body)
     except json.JSONDecodeError as exc:
         return None, [f"the answer is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(schema)
     problems = [
         f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"

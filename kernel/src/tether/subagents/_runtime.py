@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import jsonschema
-
 from ..errors import ErrorCode, SubagentError
 from ._depth import child_depth
 from ._types import SubagentProvider, SubagentResult, SubagentRun, SubagentStartRequest
@@ -259,6 +257,8 @@ def check_output_schema(schema: Any) -> None:
             'an output schema must be a JSON Schema object with "type": "object" at its root',
             remedy='wrap the result in {"type": "object", "properties": {...}}',
         )
+    import jsonschema
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
