@@ -145,3 +145,23 @@ async def test_a_function_spec_imports_modules_next_to_the_profile(tmp_path):
     import sys
 
     assert str(tmp_path) not in sys.path
+
+
+async def test_task_steps_are_played_in_call_order_and_reported_when_unplayed():
+    model = ScriptedModel.from_data(
+        {
+            "tasks": {
+                "Draft": {"steps": [{"text": "one", "fail_times": 1}, {"text": "two"}]},
+                "Never asked": {"steps": [{"text": "x"}]},
+            }
+        }
+    )
+    child = ModelRequest(messages=(Message(role="user", content="go"),), session_label="Draft")
+    with pytest.raises(ModelError) as info:
+        await model.request(child)
+    assert info.value.recoverable  # fail_times applies to task steps too
+    assert (await model.request(child)).text == "one"
+    assert (await model.request(child)).text == "two"
+    assert model.remaining() == {"task:Never asked": 1}
+    with pytest.raises(ModelError, match=r'1 for task "Never asked" scripted step'):
+        model.assert_consumed()

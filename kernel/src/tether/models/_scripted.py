@@ -156,13 +156,21 @@ class ScriptedModel:
                 remedy="add a step to the script, or check why the agent asked again",
             )
         step = steps[index]
+        self._check(step, (key, index), f"step {index + 1}{who}", request)
+        self._played[key].add(index)
+        return self._response(step, index, request)
+
+    def _check(
+        self, step: ScriptStep, slot: tuple[str | None, int], what: str, request: ModelRequest
+    ) -> None:
+        """A scripted transient failure (``fail_times``), then the step's ``expect``."""
         if step.fail_times:
-            failures = self._failures.get((key, index), 0)
+            failures = self._failures.get(slot, 0)
             if failures < step.fail_times:
-                self._failures[(key, index)] = failures + 1
+                self._failures[slot] = failures + 1
                 raise ModelError(
                     ErrorCode.MODEL_REQUEST_FAILED,
-                    f"{self.name}: scripted transient failure {failures + 1} of step {index + 1}",
+                    f"{self.name}: scripted transient failure {failures + 1} of {what}",
                     recoverable=True,
                 )
         if step.expect is not None:
@@ -172,12 +180,10 @@ class ScriptedModel:
             if step.expect not in last:
                 raise ModelError(
                     ErrorCode.SCRIPT_MISMATCH,
-                    f"{self.name}: step {index + 1}{who} expects {step.expect!r} in the last "
-                    f"user or tool message, got {last[:200]!r}",
+                    f"{self.name}: {what} expects {step.expect!r} in the last user or tool "
+                    f"message, got {last[:200]!r}",
                     remedy="fix the script's expect, or the agent",
                 )
-        self._played[key].add(index)
-        return self._response(step, index, request)
 
     def _response(self, step: ScriptStep, index: int, request: ModelRequest) -> ModelResponse:
         calls = tuple(
@@ -204,19 +210,9 @@ class ScriptedModel:
                 f"{len(steps)} step(s) and this is request {index + 1}",
                 remedy="add a step under [[tasks.LABEL.steps]]",
             )
-        self._task_calls[label] = index + 1
         step = steps[index]
-        if step.expect is not None:
-            last = next(
-                (m.content for m in reversed(request.messages) if m.role in ("user", "tool")), ""
-            )
-            if step.expect not in last:
-                raise ModelError(
-                    ErrorCode.SCRIPT_MISMATCH,
-                    f'{self.name}: step {index + 1} of task "{label}" expects {step.expect!r} in '
-                    f"the last user or tool message, got {last[:200]!r}",
-                    remedy="fix the script's expect, or the agent",
-                )
+        self._check(step, (f"task:{label}", index), f'step {index + 1} of task "{label}"', request)
+        self._task_calls[label] = index + 1  # a retried failure answers the same step again
         return self._response(step, index, request)
 
     def remaining(self) -> dict[str | None, int]:
@@ -233,15 +229,27 @@ class ScriptedModel:
             reached = max(self._reached[key], max(self._played[key], default=-1)) + 1
             if len(steps) > reached:
                 left[key] = len(steps) - reached
+        for label, steps in self._tasks.items():  # one-shot children live in one process
+            played = self._task_calls.get(label, 0)
+            if len(steps) > played:
+                left[f"task:{label}"] = len(steps) - played
         return left
 
     def assert_consumed(self) -> None:
         """Raise ``SCRIPT_MISMATCH`` if any step was never played."""
         left = self.remaining()
         if left:
-            parts = ", ".join(f"{n} for agent {k!r}" if k else f"{n}" for k, n in left.items())
+            parts = ", ".join(_where(k, n) for k, n in left.items())
             raise ModelError(
                 ErrorCode.SCRIPT_MISMATCH,
                 f"{self.name}: {parts} scripted step(s) were never played",
                 remedy="remove them from the script, or check why the agent stopped early",
             )
+
+
+def _where(key: str | None, count: int) -> str:
+    if key is None:
+        return str(count)
+    if key.startswith("task:"):
+        return f'{count} for task "{key[5:]}"'
+    return f"{count} for agent {key!r}"
