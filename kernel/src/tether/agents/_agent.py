@@ -182,6 +182,9 @@ class Agent:
         self._injected: list[_InboxItem] = []
         self._listeners: list[Callable[[Event], None]] = []
         self._group: TaskGroup | None = None
+        self._jobs = 0
+        self._closing = False
+        self._on_teardown: dict[object, Callable[[], None]] = {}
         self._turn_scope: anyio.CancelScope | None = None
         self._runner_active = False
         self._parked = False
@@ -295,6 +298,7 @@ class Agent:
             await self.restore()
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
+        self._closing = False
         self._wakeup = anyio.Event()
         self._group.start_soon(self._runner)
         if self._inbox:
@@ -310,7 +314,15 @@ class Agent:
             # Let the cancelled turn record its end (turn/end, "cancelled" results) first.
             with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                 await self._idle.wait()
-        self._group.cancel_scope.cancel()
+        for release in [*self._on_teardown.values()]:
+            release()  # hosted children start their own teardown
+        self._on_teardown.clear()
+        # The runner leaves on its own when it is idle; the group is cancelled only when
+        # something still runs in it (cancelling costs more than the rest of the teardown).
+        self._closing = True
+        self._wakeup.set()
+        if self._jobs or self._runner_active:
+            self._group.cancel_scope.cancel()
         try:
             return await self._group.__aexit__(*exc_info)
         finally:
@@ -323,7 +335,22 @@ class Agent:
         cancelled when the agent is left (``async with`` exits)."""
         self._require_open()
         assert self._group is not None
-        self._group.start_soon(function, *args)
+        self._jobs += 1
+        self._group.start_soon(self._job, function, args)
+
+    async def _job(self, function: Callable[..., Coroutine[Any, Any, Any]], args: Any) -> None:
+        try:
+            await function(*args)
+        finally:
+            self._jobs -= 1
+
+    def on_teardown(self, key: object, release: Callable[[], None] | None) -> None:
+        """Call ``release()`` when the agent is left, before its jobs are cancelled (a
+        hosted child ends its own turn cleanly); ``None`` removes the callback of ``key``."""
+        if release is None:
+            self._on_teardown.pop(key, None)
+        else:
+            self._on_teardown[key] = release
 
     def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
         """Call ``listener(event)`` after each event is stored; returns an unsubscribe function."""
@@ -443,6 +470,8 @@ class Agent:
         """The agent's one long-lived task: drains the inbox whenever it is woken."""
         while True:
             await self._wakeup.wait()
+            if self._closing:
+                return
             self._wakeup = anyio.Event()
             try:
                 while self._inbox and not self._parked:

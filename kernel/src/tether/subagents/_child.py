@@ -91,9 +91,9 @@ class LocalChildRun:
         self._host_error: BaseException | None = None
 
     async def _host(self) -> None:
-        """The child's ``async with``, entered and left in this one task. Shielded, so that
-        the parent's teardown ends the child through :meth:`_watch_owner` and the child's
-        cancelled turn still records its end (``aborted``)."""
+        """The child's ``async with``, entered and left in this one task, which the parent
+        owns. Shielded, so that the child's cancelled turn still records its end
+        (``aborted``); the parent's teardown releases it through ``Agent.on_teardown``."""
         try:
             with anyio.CancelScope(shield=True):
                 async with self._child:
@@ -102,15 +102,9 @@ class LocalChildRun:
         except Exception as exc:  # reported to whoever waits; never crashes the parent
             self._host_error = exc
         finally:
+            self._request.parent.on_teardown(self, None)
             self._ready.set()
             self._hosted.set()
-
-    async def _watch_owner(self) -> None:
-        """Release the child when the task group of its owner (the parent agent) is cancelled."""
-        try:
-            await self._hosted.wait()
-        finally:
-            self._release.set()
 
     @property
     def id(self) -> str:
@@ -262,7 +256,7 @@ async def start_local_child(
     run = LocalChildRun(child, request, len(child.messages))
     try:
         parent.start_job(run._host)
-        parent.start_job(run._watch_owner)
+        parent.on_teardown(run, run._release.set)
     except RuntimeError:
         raise SubagentError(
             ErrorCode.SUBAGENT_INVALID,
