@@ -238,6 +238,24 @@ async def test_restrict_keeps_allowed_minus_denied():
     assert registry.names() == ["a", "b", "c"]
 
 
+async def test_a_conditional_tool_is_listed_and_found_only_while_available():
+    switch = {"on": True}
+    conditional = Tool("c", "d", lambda a, c: "", available=lambda agent: switch["on"])
+    registry = ToolRegistry([tool("a"), conditional])
+    agent = object()  # the predicate is handed the agent; this one ignores it
+    with_it = registry.schemas(agent)  # type: ignore[arg-type]
+    assert [s.name for s in with_it] == ["a", "c"]
+    switch["on"] = False
+    assert [s.name for s in registry.schemas(agent)] == ["a"]  # type: ignore[arg-type]
+    assert registry.get("c", agent) is None  # type: ignore[arg-type]
+    assert registry.names(agent) == ["a"]  # type: ignore[arg-type]
+    assert registry.get("c") is conditional  # without an agent: every registered tool
+    switch["on"] = True
+    assert registry.schemas(agent) is with_it  # type: ignore[arg-type]
+    kept = registry.restrict(ToolFilter(deny=frozenset({"a"})))
+    assert [s.name for s in kept.schemas(agent)] == ["c"]  # type: ignore[arg-type]
+
+
 async def test_an_empty_tool_filter_is_an_error():
     with pytest.raises(AgentError) as info:
         ToolFilter()

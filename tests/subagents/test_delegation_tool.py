@@ -66,6 +66,37 @@ async def test_registers_under_a_configurable_tool_name(build_kernel):
     assert tool_results(parent) == ["child answer to child task"]
 
 
+async def test_the_tool_exists_only_while_its_provider_is_registered(kernel):
+    provider = kernel.subagents.get("spawn")
+    seen: list[list[str]] = []
+
+    def parent_side(request: ModelRequest) -> ModelResponse | str:
+        seen.append([t.name for t in request.tools])
+        return "ok"
+
+    brain = Brain(parent_side, echo_child)
+    parent = await make_parent(kernel, brain.model)
+    async with parent:
+        await parent.run("with the provider")
+        assert kernel.subagents.remove_provider("spawn")
+        await parent.run("without it")
+        kernel.subagents.register_provider(provider)
+        await parent.run("with it again")
+    assert ["subagent" in names for names in seen] == [True, False, True]
+    # The list the model saw with the provider is the same tuple both times (cache-stable).
+    with_tool = [r.tools for r in brain.parent_requests]
+    assert with_tool[0] is with_tool[2]
+
+
+async def test_a_call_to_the_tool_while_its_provider_is_gone_is_an_unknown_tool(kernel):
+    kernel.subagents.remove_provider("spawn")
+    brain = Brain(delegating_parent("child task"), echo_child)
+    parent = await run_parent(kernel, brain)
+    (result,) = tool_results(parent)
+    assert result.startswith('error: there is no tool "subagent"')
+    assert brain.child_requests == []
+
+
 async def test_omits_run_in_background_when_the_instance_disables_it(build_kernel):
     kernel = build_kernel("[plugin.subagent]\nrun_in_background = false\n")
     brain = Brain(lambda r: "done", echo_child)

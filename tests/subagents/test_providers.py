@@ -118,7 +118,7 @@ async def test_fork_keeps_the_tool_list_and_refuses_filtered_calls(tools_kernel)
         _, result = await start_child(
             parent, ForkProvider(), tool_filter=ToolFilter(deny=frozenset({"shout"}))
         )
-    assert brain.child_requests[0].tools == parent._tool_schemas
+    assert brain.child_requests[0].tools == parent.tools.schemas(parent)
     assert result.output == (
         'tool said: error: tool "shout" is not available to this agent: the task was '
         "delegated without it"

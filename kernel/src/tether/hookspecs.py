@@ -107,7 +107,8 @@ def tether_tools(settings: Any) -> Iterable[Tool]:  # type: ignore[empty-body]
     Tools resolve through the scope chain nearest layer first: an agent-layer tool hides a
     global one of the same name; two plugins of one layer offering one name is an error
     (``TOOL_INVALID``). The tool list is fixed when the agent is composed and stays
-    byte-identical for the session.
+    byte-identical for the session, except for tools given ``available=``: those are listed
+    only while ``available(agent)`` is true.
     """
 
 

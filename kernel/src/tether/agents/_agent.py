@@ -170,7 +170,6 @@ class Agent:
         self.model = model
         self.system: tuple[str, ...] = tuple(system)
         self.tools = tools or ToolRegistry()
-        self._tool_schemas = self.tools.schemas()
         self.instructions = tuple(instructions)
         self.pre_steps = tuple(pre_steps)
         self.limits = limits or AgentLimits()
@@ -513,7 +512,7 @@ class Agent:
         request = ModelRequest.model_construct(
             system=self.system,
             messages=(*self._history, *pending),
-            tools=self._tool_schemas,
+            tools=self.tools.schemas(self),
             max_output_tokens=self.limits.max_output_tokens,
             agent=self.name,
             session_label=self.header.label,
@@ -708,7 +707,7 @@ class Agent:
         request = ModelRequest.model_construct(
             system=self.system,
             messages=tuple(self._history),
-            tools=self._tool_schemas,
+            tools=self.tools.schemas(self),
             max_output_tokens=None if budget is None else max(budget - usage.output_tokens, 1),
             agent=self.name,
             session_label=self.header.label,
@@ -740,7 +739,7 @@ class Agent:
         # Call order, except that a run of consecutive safe calls runs concurrently.
         batch: list[ToolCall] = []
         for call in [*calls, None]:
-            tool = self.tools.get(call.name) if call is not None else None
+            tool = self.tools.get(call.name, self) if call is not None else None
             if call is not None and tool is not None and tool.safe:
                 batch.append(call)
                 continue
@@ -759,7 +758,7 @@ class Agent:
             self._history.append(event_to_message(result))  # type: ignore[arg-type]
 
     async def _run_tool(self, call: ToolCall, concurrent: bool = False) -> ToolResult:
-        tool = self.tools.get(call.name)
+        tool = self.tools.get(call.name, self)
         policy = self.tool_policy
         if tool is not None and policy is not None and not policy.permits(call.name):
             return ToolResult(
@@ -770,7 +769,7 @@ class Agent:
                 is_error=True,
             )
         if tool is None:
-            known = ", ".join(self.tools.names()) or "none"
+            known = ", ".join(self.tools.names(self)) or "none"
             return ToolResult(
                 tool_call_id=call.id,
                 name=call.name,

@@ -53,6 +53,10 @@ class Tool:
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     safe: bool = False
+    available: Callable[[Agent], bool] | None = field(default=None, repr=False, compare=False)
+    """When given, the tool is in an agent's tool list (and callable) only while
+    ``available(agent)`` is true, e.g. the delegation tool while its provider is registered.
+    It is asked before every model request, so it must be cheap."""
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.match(self.name):
@@ -142,6 +146,8 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._conditional: tuple[Tool, ...] = ()
+        self._schemas: dict[tuple[bool, ...], tuple[ToolSchema, ...]] = {}
         for tool in tools:
             self.add(tool)
 
@@ -161,7 +167,12 @@ class ToolRegistry:
                     )
                 owners[tool.name] = owner
                 registry._tools.setdefault(tool.name, tool)
+        registry._changed()
         return registry
+
+    def _changed(self) -> None:
+        self._conditional = tuple(t for t in self._tools.values() if t.available is not None)
+        self._schemas.clear()
 
     def add(self, tool: Tool) -> None:
         """Register ``tool``; a second tool with the same name is an error."""
@@ -172,12 +183,20 @@ class ToolRegistry:
                 remedy="rename one of them",
             )
         self._tools[tool.name] = tool
+        self._changed()
 
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+    def get(self, name: str, agent: Agent | None = None) -> Tool | None:
+        """The tool called ``name``; with ``agent``, only if it is available to that agent."""
+        tool = self._tools.get(name)
+        if tool is None or agent is None or tool.available is None:
+            return tool
+        return tool if tool.available(agent) else None
 
-    def names(self) -> list[str]:
-        return list(self._tools)
+    def names(self, agent: Agent | None = None) -> list[str]:
+        """Every tool's name; with ``agent``, the tools available to that agent."""
+        if agent is None:
+            return list(self._tools)
+        return [name for name in self._tools if self.get(name, agent) is not None]
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._tools.values())
@@ -206,6 +225,14 @@ class ToolRegistry:
         ]
         return ToolRegistry(kept)
 
-    def schemas(self) -> tuple[ToolSchema, ...]:
-        """The tool list a model sees, in registration order."""
-        return tuple(tool.schema() for tool in self._tools.values())
+    def schemas(self, agent: Agent | None = None) -> tuple[ToolSchema, ...]:
+        """The tool list a model sees, in registration order; with ``agent``, without the
+        tools unavailable to it. Cached per availability, so an unchanged list is the same
+        tuple of the same schemas."""
+        key = tuple(t.available(agent) for t in self._conditional) if agent is not None else ()  # type: ignore[misc]
+        schemas = self._schemas.get(key)
+        if schemas is None:
+            off = {t.name for t, on in zip(self._conditional, key, strict=False) if not on}
+            schemas = tuple(t.schema() for t in self._tools.values() if t.name not in off)
+            self._schemas[key] = schemas
+        return schemas

@@ -147,10 +147,17 @@ class SubagentRuntime:
 
         def dispose() -> None:
             if self._providers.get(name) is provider:
-                del self._providers[name]
-                self._emit(SubagentEvent("provider-removed", name))
+                self.remove_provider(name)
 
         return dispose
+
+    def remove_provider(self, name: str) -> bool:
+        """Unregister the provider ``name`` (``provider-removed``); whether it was there. Runs
+        already started keep going; the tools bound to it leave the tool lists."""
+        if self._providers.pop(name, None) is None:
+            return False
+        self._emit(SubagentEvent("provider-removed", name))
+        return True
 
     def get(self, name: str) -> SubagentProvider | None:
         return self._providers.get(name)

@@ -128,7 +128,20 @@ def delegation_tool(settings: ToolSettings) -> Tool:
             " With run_in_background, the call returns at once with a task id and you get a "
             "notice when the subagent finishes."
         )
-    return Tool(settings.tool_name, description, run, _parameters(settings), safe=True)
+    provider = settings.provider
+
+    def available(agent: Agent) -> bool:
+        # The tool exists only while its provider is registered (dsh's provider-added/removed).
+        return agent.kernel is not None and agent.kernel.subagents.get(provider) is not None
+
+    return Tool(
+        settings.tool_name,
+        description,
+        run,
+        _parameters(settings),
+        safe=True,
+        available=available,
+    )
 
 
 async def _background(
