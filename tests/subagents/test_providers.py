@@ -9,7 +9,13 @@ import pytest
 from tether.agents import ToolFilter
 from tether.errors import AgentError, ErrorCode
 from tether.models import ModelRequest, ModelResponse, ToolCall
-from tether.store import ContextMessage, DescriptorEvent, InboxAccepted, UserMessage
+from tether.store import (
+    ContextMessage,
+    DescriptorEvent,
+    InboxAccepted,
+    ToolResult,
+    UserMessage,
+)
 from tether.subagents import (
     DELEGATION_NOTE,
     AgentOptions,
@@ -267,3 +273,65 @@ async def test_fork_of_a_parent_with_no_completed_turn_has_an_empty_seed(kernel)
         run, result = await start_child(parent, ForkProvider())
     assert (await parent.store.header(run.id)).seed_length == 0
     assert result.output == "child answer"
+
+
+# ------------------------------------------------------------------ a delegated parent's limits
+
+
+def grandchild_calls_shout(request: ModelRequest) -> ModelResponse | str:
+    """A child that delegates once, and a grandchild that tries the denied tool."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"tool said: {last.content}"
+    if "grandchild task" in last.content:
+        return ModelResponse(
+            tool_calls=(ToolCall(id="s1", name="shout", arguments={"text": "hi"}),),
+            finish_reason="tool_calls",
+        )
+    return delegate("grandchild task", call_id="g1")
+
+
+@pytest.mark.parametrize(
+    ("child_provider", "grandchild"),
+    [("spawn", "spawn"), ("fork", "fork"), ("fork", "spawn"), ("spawn", "fork")],
+)
+async def test_a_grandchild_cannot_call_a_tool_its_delegated_parent_lost(
+    build_kernel, child_provider, grandchild
+):
+    kernel = build_kernel(
+        f'[plugin.subagent]\nprovider = "{grandchild}"\n',
+        extra_plugins={"echo-tools": EchoTools().plugin},
+    )
+    brain = Brain(lambda r: "parent answer", grandchild_calls_shout)
+    parent = await make_parent(kernel, brain.model)
+    provider = {"spawn": SpawnProvider(), "fork": ForkProvider()}[child_provider]
+    async with parent:
+        run, result = await start_child(
+            parent, provider, tool_filter=ToolFilter(deny=frozenset({"shout"}))
+        )
+    assert result.stop_reason == "completed"
+    (grand,) = await parent.store.sessions(parent=run.id)
+    grand_events = [s.event for s in await parent.store.events(grand.id)]
+    (descriptor,) = [
+        e for e in grand_events if isinstance(e, DescriptorEvent) and e.kind == "delegation"
+    ]
+    overrides = descriptor.data["parent_overrides"]
+    if child_provider == "spawn":
+        assert "shout" not in overrides["tools"]
+    else:
+        assert overrides["tool_policy"] == {"allow": None, "deny": ["shout"]}
+    shout_results = [e.content for e in grand_events if isinstance(e, ToolResult)]
+    # Either the tool is not in its list at all, or the call is refused: never run.
+    assert shout_results
+    assert all(r.startswith("error:") for r in shout_results)
+    assert "HI" not in json.dumps([e.model_dump() for e in grand_events])
+
+
+async def test_a_root_parent_has_no_overrides_to_carry(tools_kernel):
+    brain = Brain(lambda r: "parent answer", lambda r: "child answer")
+    parent = await make_parent(tools_kernel, brain.model)
+    async with parent:
+        run, _ = await start_child(parent, SpawnProvider())
+    events = [s.event for s in await parent.store.events(run.id)]
+    (descriptor,) = [e for e in events if isinstance(e, DescriptorEvent)]
+    assert descriptor.data["parent_overrides"] == {}

@@ -128,6 +128,23 @@ class ToolFilter:
         """Whether the filter keeps the tool ``name``."""
         return (self.allow is None or name in self.allow) and name not in self.deny
 
+    def narrow(self, other: ToolFilter | None) -> ToolFilter:
+        """What both filters permit (``other`` may be ``None``: this filter)."""
+        if other is None:
+            return self
+        if self.allow is None or other.allow is None:
+            allow = self.allow if other.allow is None else other.allow
+        else:
+            allow = self.allow & other.allow
+        return ToolFilter(allow=allow, deny=self.deny | other.deny)
+
+    def as_data(self) -> dict[str, list[str] | None]:
+        """``{"allow": [...] | None, "deny": [...]}``, sorted (for logs and descriptors)."""
+        return {
+            "allow": sorted(self.allow) if self.allow is not None else None,
+            "deny": sorted(self.deny),
+        }
+
     def __post_init__(self) -> None:
         if self.allow is None and not self.deny:
             raise AgentError(

@@ -202,9 +202,21 @@ async def start_local_child(
             model_retries=limits.model_retries,
             retry_backoff=limits.retry_backoff,
         )
+    # The parent's explicit overrides, snapshotted now: a child starts from the parent's own
+    # tools and call policy (a delegated parent's narrowing carries down), never the preset's.
+    overrides: dict[str, Any] = {}
+    if parent.tools.names() != preset.tools.names():
+        overrides["tools"] = parent.tools.names()
+    if parent.tool_policy is not None:
+        overrides["tool_policy"] = parent.tool_policy.as_data()
+    tools = parent.tools
+    policy = parent.tool_policy
     if request.tool_filter is not None and not keep_tool_list:
         # A scoped restrict(): a new registry for this child; the parent's stays as it is.
-        preset = dataclasses.replace(preset, tools=preset.tools.restrict(request.tool_filter))
+        tools = tools.restrict(request.tool_filter)
+    elif request.tool_filter is not None:
+        policy = request.tool_filter.narrow(policy)
+    preset = dataclasses.replace(preset, tools=tools)
     seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
     header = await parent.store.create(
         new_header(
@@ -226,7 +238,7 @@ async def start_local_child(
                 "provider": provider,
                 "parent_session": parent.session_id,
                 "approval": "deny",
-                "parent_overrides": {},
+                "parent_overrides": overrides,
                 "max_depth": request.max_depth,
                 "tool_filter": _filter_data(request),
                 "persona": request.persona,
@@ -237,8 +249,8 @@ async def start_local_child(
     note = DELEGATION_NOTE
     if request.persona:
         note += f"\n\nYour persona for this task:\n{request.persona}"
-    if request.tool_filter is not None and keep_tool_list:
-        allowed = _filter_data(request)
+    if policy is not None:
+        allowed = policy.as_data()
         note += f"\n\nOnly these tools are yours to call for this task: {json.dumps(allowed)}."
     if request.output_schema is not None:
         note += (
@@ -250,8 +262,7 @@ async def start_local_child(
     child = preset.agent(header, parent.store, model, limits=limits)
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
     child.cwd = parent.cwd
-    if request.tool_filter is not None and keep_tool_list:
-        child.tool_policy = request.tool_filter
+    child.tool_policy = policy
     await child.restore()
     run = LocalChildRun(child, request, len(child.messages))
     try:
@@ -277,10 +288,4 @@ async def start_local_child(
 
 
 def _filter_data(request: SubagentStartRequest) -> dict[str, Any] | None:
-    tool_filter = request.tool_filter
-    if tool_filter is None:
-        return None
-    return {
-        "allow": sorted(tool_filter.allow) if tool_filter.allow is not None else None,
-        "deny": sorted(tool_filter.deny),
-    }
+    return request.tool_filter.as_data() if request.tool_filter is not None else None
