@@ -72,3 +72,65 @@ def test_sessions_tree_shows_the_children_with_their_depth(profile):
     )
     assert {child["parent_session"] for child in document["children"]} == {session}
     assert {child["origin"] for child in document["children"]} == {"subagent"}
+
+
+def run_in_a_terminal(args: list[str], cwd: Path, timeout: float = 30.0) -> str:
+    """Run the console script with a pseudo-terminal as its stdout; everything it wrote."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    main, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    tether = str(Path(sys.executable).parent / "tether")
+    errors = cwd / "stderr.txt"
+    with errors.open("wb") as stderr:
+        process = subprocess.Popen(
+            [tether, *args], stdout=secondary, stderr=stderr, cwd=cwd, env=env
+        )
+    os.close(secondary)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal closed: the process is done writing
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        process.wait(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(main)
+    assert process.returncode == 0, errors.read_text()
+    return b"".join(chunks).decode()
+
+
+def test_on_a_terminal_the_status_line_ticks_while_a_child_runs(tmp_path):
+    (tmp_path / "tether.toml").write_text(
+        '[tether]\nplugins = ["spawn", "subagent"]\n[agent.main]\nmodel = "scripted:script.toml"\n'
+    )
+    (tmp_path / "script.toml").write_text(
+        """
+[[steps]]
+tool_calls = [{ name = "subagent", arguments = { description = "slow task", prompt = "wait" } }]
+[[steps]]
+text = "done"
+[[tasks."slow task".steps]]
+delay = 1.3
+text = "finally"
+"""
+    )
+    output = run_in_a_terminal(["run", "go"], tmp_path)
+    ticks = re.findall(r"\[subagents running: slow task (\d+\.\d)s\]", output)
+    # One status line when the child starts, then a refresh every half second while it runs.
+    assert len(ticks) >= 3, output
+    assert float(ticks[-1]) >= 1.0
+    assert [float(t) for t in ticks] == sorted(float(t) for t in ticks)
+    assert re.search(r'\[subagent ses_\w+ "slow task" completed after 1\.\ds\]', output)

@@ -238,6 +238,10 @@ async def _context(
     }
 
 
+#: How often the terminal status line refreshes its elapsed times, in seconds.
+TICK = 0.5
+
+
 def _show_children(kernel: Any, agent: Agent) -> None:
     """Show delegated children as they start and end.
 
@@ -261,6 +265,19 @@ def _show_children(kernel: Any, agent: Agent) -> None:
         text = f"[subagents running: {running}]" if running else ""
         click.echo(f"\r\x1b[2K{text}", nl=False)
 
+    ticking: list[bool] = []
+
+    async def tick() -> None:
+        """Refresh the elapsed times while children run (a job of the root agent)."""
+        import anyio
+
+        try:
+            while started:
+                await anyio.sleep(TICK)
+                status()
+        finally:
+            ticking.clear()
+
     def show(event: Any) -> None:
         if event.kind not in ("start", "end") or not event.child_id:
             return
@@ -271,6 +288,9 @@ def _show_children(kernel: Any, agent: Agent) -> None:
         if event.kind == "start":
             started[event.run_id] = (time.monotonic(), event)
             click.echo(f"{indent}[subagent {event.child_id}{label} started via {event.provider}]")
+            if live and not ticking:
+                ticking.append(True)
+                agent.start_job(tick)
         else:
             since, _ = started.pop(event.run_id, (time.monotonic(), None))
             click.echo(

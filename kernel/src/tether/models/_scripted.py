@@ -23,7 +23,8 @@ place across turns and across a ``--session`` continuation in another process. A
 no step left, or whose ``expect`` does not match, raises ``SCRIPT_MISMATCH``; steps never
 played are reported by :meth:`ScriptedModel.assert_consumed`. ``fail_times = N`` makes a step
 fail with a recoverable error N times first (to exercise retries); ``finish_reason`` and
-``usage`` default to ``stop`` (or ``tool_calls``) and a rough count.
+``usage`` default to ``stop`` (or ``tool_calls``) and a rough count; ``delay = SECONDS`` makes
+the step wait before it answers.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class ScriptStep(BaseModel):
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     fail_times: int = 0
+    delay: float = Field(default=0.0, ge=0.0, le=600.0)
+    """Seconds to wait before answering (a slow model, for live views and cancellation)."""
 
 
 class _AgentScript(BaseModel):
@@ -141,6 +144,14 @@ class ScriptedModel:
         return None, self._steps[None]
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        step, response = self._answer(request)
+        if step.delay:
+            import anyio
+
+            await anyio.sleep(step.delay)
+        return response
+
+    def _answer(self, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
         label = request.session_label
         if label is not None and label in self._tasks:
             return self._task_step(label, request)
@@ -158,7 +169,7 @@ class ScriptedModel:
         step = steps[index]
         self._check(step, (key, index), f"step {index + 1}{who}", request)
         self._played[key].add(index)
-        return self._response(step, index, request)
+        return step, self._response(step, index, request)
 
     def _check(
         self, step: ScriptStep, slot: tuple[str | None, int], what: str, request: ModelRequest
@@ -199,7 +210,7 @@ class ScriptedModel:
         )
         return ModelResponse(text=step.text, tool_calls=calls, usage=usage, finish_reason=finish)
 
-    def _task_step(self, label: str, request: ModelRequest) -> ModelResponse:
+    def _task_step(self, label: str, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
         """A delegated child's steps, keyed by its task label, played in call order."""
         steps = self._tasks[label]
         index = self._task_calls.get(label, 0)
@@ -213,7 +224,7 @@ class ScriptedModel:
         step = steps[index]
         self._check(step, (f"task:{label}", index), f'step {index + 1} of task "{label}"', request)
         self._task_calls[label] = index + 1  # a retried failure answers the same step again
-        return self._response(step, index, request)
+        return step, self._response(step, index, request)
 
     def remaining(self) -> dict[str | None, int]:
         """Steps after the last one played, per script (``None`` = the default script).
