@@ -248,3 +248,15 @@ async def test_the_scripted_quickstart_style_load(kernel, tmp_path):
     async with agent:
         assert await agent.run("go") == "completed"
     model.assert_consumed()
+
+
+async def test_a_kernels_parts_are_not_kept_after_the_kernel_is_gone(tether_kernel):
+    import gc
+
+    before = len(tether_skill_tool._parts)
+    for _ in range(3):
+        kernel = tether_kernel(PROFILE, {"skill-tool": tether_skill_tool})
+        agent, _ = await run(kernel, calls("alpha"))
+        del kernel, agent
+    gc.collect()
+    assert len(tether_skill_tool._parts) <= before

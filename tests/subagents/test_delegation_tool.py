@@ -375,3 +375,19 @@ def test_rejects_an_invalid_output_schema_at_load(build_kernel):
     assert 'an output schema must be a JSON Schema object with "type": "object"' in str(
         caught.value
     )
+
+
+async def test_a_kernels_tools_are_not_kept_after_the_kernel_is_gone(build_kernel):
+    import gc
+
+    import tether_subagent_tools
+
+    before = len(tether_subagent_tools._tools)
+    for _ in range(3):
+        kernel = build_kernel()
+        parent = await make_parent(kernel, Brain(lambda r: "ok", echo_child).model)
+        async with parent:
+            await parent.run("hello")
+        del kernel, parent
+    gc.collect()
+    assert len(tether_subagent_tools._tools) <= before

@@ -9,6 +9,8 @@ by writing ``/name`` in their message.
 
 from __future__ import annotations
 
+import weakref
+
 from pydantic import Field
 
 import tether
@@ -31,7 +33,6 @@ class _Parts:
     """The tool and pre-steps of one plugin instance; the catalog checks the tool's identity."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
         self.tool = load_skill_tool()
         self.steps = [
             PreStep("skill-catalog", CatalogStep(self.tool, settings.catalog_description_max)),
@@ -43,9 +44,11 @@ _parts: dict[int, _Parts] = {}
 
 
 def _for(settings: Settings) -> _Parts:
+    """One ``_Parts`` per settings object (per plugin instance), dropped with it."""
     parts = _parts.get(id(settings))
-    if parts is None or parts.settings is not settings:
+    if parts is None:
         parts = _parts[id(settings)] = _Parts(settings)
+        weakref.finalize(settings, _parts.pop, id(settings), None)
     return parts
 
 

@@ -8,6 +8,7 @@ a provider without ``depth_limit``, a persona or tool filter the provider cannot
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -144,13 +145,16 @@ def _needs(settings: ToolSettings) -> list[tuple[tuple[str, ...], str, str | Non
     return needs or [((), "provider", None)]
 
 
-_tools: dict[int, tuple[Settings, list[Tool]]] = {}
+_tools: dict[int, list[Tool]] = {}
 
 
 @tether.hookimpl
 def tether_tools(settings: Settings) -> list[Tool]:
-    cached = _tools.get(id(settings))
-    if cached is None or cached[0] is not settings:
-        tools = [delegation_tool(tool) for tool in settings.all_tools()]
-        cached = _tools[id(settings)] = (settings, tools)
-    return cached[1]
+    # One set of tools per settings object (plugin instance), dropped with it.
+    tools = _tools.get(id(settings))
+    if tools is None:
+        # Copies: the tools' closures must not keep the cached settings object alive.
+        tools = [delegation_tool(tool.model_copy()) for tool in settings.all_tools()]
+        _tools[id(settings)] = tools
+        weakref.finalize(settings, _tools.pop, id(settings), None)
+    return tools
