@@ -337,3 +337,47 @@ async def test_a_scripted_model_path_resolves_against_the_file_that_wrote_it(
     async with agent:
         await agent.run("hi")
     assert agent.messages[-1].content == "from shared"
+
+
+FLAT = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "description": "d"},
+        "count": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "loud": {"type": "boolean"},
+        "mode": {"type": "string", "enum": ["a", "b"]},
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}
+NESTED = {
+    "type": "object",
+    "properties": {"items": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"text": "x"},
+        {"text": "x", "count": 2, "ratio": 0.5, "loud": True, "mode": "b"},
+        {"text": "x", "count": 2.0},  # 2.0 is an integer to JSON Schema
+        {"text": "x", "ratio": 3},
+        {},
+        {"text": 1},
+        {"text": "x", "count": True},
+        {"text": "x", "loud": 1},
+        {"text": "x", "mode": "c"},
+        {"text": "x", "extra": 1},
+        {"text": None},
+    ],
+)
+@pytest.mark.parametrize("schema", [FLAT, NESTED], ids=["flat", "nested"])
+def test_argument_checks_agree_with_jsonschema(schema, arguments):
+    import jsonschema
+
+    expected = list(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
+    problems = Tool("t", "d", lambda a, c: "", schema).argument_errors(arguments)
+    assert bool(problems) == bool(expected)
+    assert len(problems) == len(expected)

@@ -41,6 +41,7 @@ class AgentPreset:
         model: Model,
         *,
         limits: AgentLimits | None = None,
+        cwd: Path | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``."""
         return Agent(
@@ -54,6 +55,7 @@ class AgentPreset:
             limits=limits,
             kernel=self.kernel,
             scope=self.scope,
+            cwd=cwd,
         )
 
 

@@ -84,6 +84,7 @@ class Tool:
         object.__setattr__(
             self, "_validator", jsonschema.Draft202012Validator(dict(self.parameters))
         )
+        object.__setattr__(self, "_flat", _flat_schema(self.parameters))
         object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.run))
 
     def schema(self) -> ToolSchema:
@@ -94,6 +95,9 @@ class Tool:
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
         """Why ``arguments`` do not match the schema (empty when they do)."""
+        flat: _FlatSchema | None = self._flat  # type: ignore[attr-defined]
+        if flat is not None and flat.accepts(arguments):
+            return []  # the common case, without jsonschema's descent
         validator: Any = self._validator  # type: ignore[attr-defined]
         return [
             f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
@@ -253,3 +257,73 @@ class ToolRegistry:
             schemas = tuple(t.schema() for t in self._tools.values() if t.name not in off)
             self._schemas[key] = schemas
         return schemas
+
+
+# JSON Schema type -> the Python types a json.loads value of that type has (bool is not a number).
+_FLAT_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+}
+_FLAT_PROPERTY_KEYS = frozenset({"type", "description", "enum", "title"})
+_FLAT_SCHEMA_KEYS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "description", "title"}
+)
+
+
+@dataclass(frozen=True)
+class _FlatSchema:
+    """A quick yes for the common tool schema: an object of scalar properties.
+
+    It only ever says "valid" when the full validator would; anything it is not sure of goes to
+    jsonschema, which also writes the error messages.
+    """
+
+    types: Mapping[str, tuple[type, ...]]
+    enums: Mapping[str, tuple[Any, ...]]
+    required: frozenset[str]
+    closed: bool
+
+    def accepts(self, arguments: Mapping[str, Any]) -> bool:
+        if not self.required <= arguments.keys():
+            return False
+        for name, value in arguments.items():
+            types = self.types.get(name)
+            if types is None:
+                if self.closed:
+                    return False
+                continue
+            if type(value) not in types:  # exact types: bool is not an int here
+                return False
+            enum = self.enums.get(name)
+            if enum is not None and value not in enum:
+                return False
+        return True
+
+
+def _flat_schema(schema: Mapping[str, Any]) -> _FlatSchema | None:
+    """The quick check for ``schema``, or ``None`` when it is not a flat object schema."""
+    if not schema.keys() <= _FLAT_SCHEMA_KEYS:
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    additional = schema.get("additionalProperties", True)
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return None
+    if not isinstance(additional, bool):
+        return None
+    types: dict[str, tuple[type, ...]] = {}
+    enums: dict[str, tuple[Any, ...]] = {}
+    for name, prop in properties.items():
+        if not isinstance(prop, Mapping) or not prop.keys() <= _FLAT_PROPERTY_KEYS:
+            return None
+        kind = prop.get("type")
+        if not isinstance(kind, str) or kind not in _FLAT_TYPES:
+            return None
+        types[name] = _FLAT_TYPES[kind]
+        if "enum" in prop:
+            if not isinstance(prop["enum"], list):
+                return None
+            enums[name] = tuple(prop["enum"])
+    return _FlatSchema(types, enums, frozenset(required), closed=not additional)

@@ -259,9 +259,8 @@ async def start_local_child(
         )
     setup.append(ContextMessage(role="user", content=note, origin="delegation"))
     await parent.store.append(header.id, setup)
-    child = preset.agent(header, parent.store, model, limits=limits)
+    child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
-    child.cwd = parent.cwd
     child.tool_policy = policy
     await child.restore()
     run = LocalChildRun(child, request, len(child.messages))
