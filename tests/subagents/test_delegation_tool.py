@@ -342,11 +342,15 @@ def test_rejects_an_option_the_provider_cannot_enforce(build_kernel, setting, ca
     assert f'does not support the "{capability}" capability' in str(caught.value)
 
 
-def test_rejects_continuable_background_mode_until_it_exists(build_kernel):
+def test_rejects_continuable_mode_on_a_provider_without_prepare_continuable(build_kernel):
     with pytest.raises(CapabilityError) as caught:
-        build_kernel('[plugin.subagent]\nbackground = "continuable"\n')
+        build_kernel(
+            '[plugin.subagent]\nprovider = "limited"\nbackground = "continuable"\n'
+            'max_depth = "provider-managed"\n',
+            extra_plugins={"limited": LimitedProvider()},
+        )
     assert caught.value.code == ErrorCode.UNSUPPORTED_CAPABILITY
-    assert 'subagent provider "spawn" does not support the "continuable" capability' in str(
+    assert 'subagent provider "limited" does not support the "continuable" capability' in str(
         caught.value
     )
     assert 'set background = "one-shot"' in str(caught.value)

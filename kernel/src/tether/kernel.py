@@ -49,6 +49,8 @@ class Kernel:
         self._skills: SkillRegistry | None = None
         self._subagents: SubagentRuntime | None = None
         self._presets: dict[str | None, Any] = {}  # tether.agents.build_preset's cache
+        self.live_agents: dict[str, Any] = {}
+        """The agents open (inside ``async with``) in this process, by session id."""
 
     @property
     def agents(self) -> list[str]:

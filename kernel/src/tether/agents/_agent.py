@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import ErrorCode, ModelError, TetherError
+from ..errors import AgentError, ErrorCode, ModelError, TetherError
 from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from ..store import (
     AssistantMessage,
@@ -184,6 +184,8 @@ class Agent:
         self._jobs = 0
         self._closing = False
         self._on_teardown: dict[object, Callable[[], None]] = {}
+        self._on_idle: list[Callable[[], None]] = []
+        self._tearing_down = False
         self._turn_scope: anyio.CancelScope | None = None
         self._runner_active = False
         self._parked = False
@@ -295,6 +297,16 @@ class Agent:
     async def __aenter__(self) -> Agent:
         if not self._restored:
             await self.restore()
+        if self.kernel is not None:
+            live = self.kernel.live_agents
+            if live.get(self.session_id, self) is not self:
+                raise AgentError(
+                    ErrorCode.SESSION_CONFLICT,
+                    f'session "{self.session_id}" is already open in this process',
+                    remedy="send to the open agent instead of opening the session twice",
+                )
+            live[self.session_id] = self
+        self._tearing_down = False
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._closing = False
@@ -307,6 +319,7 @@ class Agent:
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._group is not None
         self._parked = True
+        self._tearing_down = True
         if self._turn_scope is not None:
             self._turn_scope.cancel()
         if self._runner_active:
@@ -328,6 +341,8 @@ class Agent:
             self._group = None
             self._runner_active = False
             self._idle.set()
+            if self.kernel is not None and self.kernel.live_agents.get(self.session_id) is self:
+                del self.kernel.live_agents[self.session_id]
 
     def start_job(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``function(*args)`` in the agent's task group: a background job the agent owns,
@@ -342,6 +357,21 @@ class Agent:
             await function(*args)
         finally:
             self._jobs -= 1
+
+    @property
+    def tearing_down(self) -> bool:
+        """Whether ``async with`` is being left (messages sent now are not run)."""
+        return self._tearing_down
+
+    @property
+    def pending(self) -> int:
+        """Accepted messages not yet claimed (queued turns and steers, parked ones too)."""
+        return len(self._inbox) + len(self._steering)
+
+    def on_idle(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` each time the agent goes idle; returns an unsubscribe function."""
+        self._on_idle.append(callback)
+        return lambda: self._on_idle.remove(callback) if callback in self._on_idle else None
 
     def on_teardown(self, key: object, release: Callable[[], None] | None) -> None:
         """Call ``release()`` when the agent is left, before its jobs are cancelled (a
@@ -455,6 +485,12 @@ class Agent:
         if self._turn_scope is not None:
             self._turn_scope.cancel()
 
+    def resume(self) -> None:
+        """Run the messages a restore or an interrupt left parked, without sending one."""
+        self._require_open()
+        if self._inbox:
+            self._wake()
+
     def _wake(self) -> None:
         if self._group is None:
             raise RuntimeError("use the agent inside `async with agent:` before sending to it")
@@ -478,6 +514,8 @@ class Agent:
             finally:
                 self._runner_active = False
                 self._idle.set()
+                for callback in [*self._on_idle]:
+                    callback()
 
     async def _commit_message(self, item: _InboxItem) -> None:
         await self._append(

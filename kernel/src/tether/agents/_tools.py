@@ -53,6 +53,8 @@ class Tool:
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     safe: bool = False
+    keep_on_restrict: bool = False
+    """A control tool a continuable child keeps whatever its tool filter says (``report``)."""
     available: Callable[[Agent], bool] | None = field(default=None, repr=False, compare=False)
     """When given, the tool is in an agent's tool list (and callable) only while
     ``available(agent)`` is true, e.g. the delegation tool while its provider is registered.

@@ -14,6 +14,8 @@ __all__ = ("MemoryStore",)
 class MemoryStore:
     """Sessions in dictionaries; events are kept as the validated objects themselves."""
 
+    durable = False
+
     def __init__(self) -> None:
         self._headers: dict[str, SessionHeader] = {}
         self._logs: dict[str, list[Event]] = {}
@@ -66,6 +68,10 @@ class MemoryStore:
         ]
         headers.sort(key=lambda h: h.created_at, reverse=True)
         return headers[:limit] if limit is not None else headers
+
+    async def delete(self, session_id: str) -> None:
+        await self.header(session_id)
+        del self._headers[session_id], self._logs[session_id]
 
     async def aclose(self) -> None:
         return None

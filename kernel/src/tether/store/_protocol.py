@@ -20,6 +20,9 @@ class SessionStore(Protocol):
     * Events that cannot be read back are reported (``SESSION_CORRUPT``), never skipped.
     """
 
+    durable: bool
+    """Whether sessions survive the process (continuable children need it)."""
+
     async def create(self, header: SessionHeader) -> SessionHeader:
         """Create a session; ``SESSION_EXISTS`` if the id is taken."""
         ...
@@ -44,6 +47,11 @@ class SessionStore(Protocol):
         self, *, parent: str | None = None, limit: int | None = None
     ) -> list[SessionHeader]:
         """Headers, newest first; only the children of ``parent`` when given."""
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session and its log (``SESSION_NOT_FOUND`` if absent). Only for rolling
+        back a session nobody was told about, such as a child whose start failed."""
         ...
 
     async def aclose(self) -> None:

@@ -55,6 +55,8 @@ _HEADER_COLUMNS = (
 class SQLiteStore:
     """Sessions in one SQLite file (``sqlite:PATH`` in a profile)."""
 
+    durable = True
+
     def __init__(
         self, path: Path | str, *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     ) -> None:
@@ -212,6 +214,13 @@ class SQLiteStore:
             query += " LIMIT ?"
             params.append(limit)
         return [_header(row) for row in self._db.execute(query, params)]
+
+    async def delete(self, session_id: str) -> None:
+        await self.header(session_id)
+        with self._transaction():
+            self._db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+            self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._next_seq.pop(session_id, None)
 
     async def aclose(self) -> None:
         self._db.close()

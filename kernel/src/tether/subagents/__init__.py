@@ -8,11 +8,21 @@ refusal``); only an infrastructure fault raises. Lineage (``parent_session``, ``
 from __future__ import annotations
 
 from ._child import (
+    CONTINUABLE_DESCRIPTOR,
     DELEGATION_NOTE,
     LocalChildRun,
+    compose_local_child,
     final_output,
     parse_structured,
+    restore_local_child,
     start_local_child,
+)
+from ._continuation import (
+    ActivationState,
+    AgentEntry,
+    ContinuableStart,
+    ContinuationManager,
+    settlement_notice,
 )
 from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
 from ._runtime import SubagentEvent, SubagentRuntime, check_output_schema
@@ -21,6 +31,7 @@ from ._types import (
     AgentOptions,
     CancelSignal,
     Capability,
+    ContinuablePlan,
     SubagentCapabilities,
     SubagentProvider,
     SubagentResult,
@@ -30,11 +41,17 @@ from ._types import (
 
 __all__ = (
     "CAPABILITIES",
+    "CONTINUABLE_DESCRIPTOR",
     "DEFAULT_MAX_DEPTH",
     "DELEGATION_NOTE",
+    "ActivationState",
+    "AgentEntry",
     "AgentOptions",
     "CancelSignal",
     "Capability",
+    "ContinuablePlan",
+    "ContinuableStart",
+    "ContinuationManager",
     "LocalChildRun",
     "SubagentCapabilities",
     "SubagentEvent",
@@ -45,9 +62,12 @@ __all__ = (
     "SubagentStartRequest",
     "check_output_schema",
     "child_depth",
+    "compose_local_child",
     "delegation_depth_of",
     "final_output",
     "parse_structured",
+    "restore_local_child",
+    "settlement_notice",
     "start_local_child",
     "validate_depth",
 )

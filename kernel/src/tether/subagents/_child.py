@@ -7,7 +7,6 @@ the parent's tool list byte-identical for prompt-cache reuse and refuses filtere
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -24,10 +23,13 @@ if TYPE_CHECKING:
     from ..agents import Agent
 
 __all__ = (
+    "CONTINUABLE_DESCRIPTOR",
     "DELEGATION_NOTE",
     "LocalChildRun",
+    "compose_local_child",
     "final_output",
     "parse_structured",
+    "restore_local_child",
     "start_local_child",
 )
 
@@ -38,6 +40,14 @@ DELEGATION_NOTE = (
     "that would need approval is denied. Work on the task on your own; the agent that started "
     "you sees only your final message, so make it a complete answer."
 )
+#: The kind of the descriptor a continuable child's log carries (what a cold restore reads).
+CONTINUABLE_DESCRIPTOR = "subagent"
+#: Added to a continuable child's delegation note.
+CONTINUABLE_NOTE = (
+    "You are a continuable subagent: after you answer, the agent that started you may send you "
+    "more work in this same conversation."
+)
+REPORT_HINT = " Use the report tool to tell it something before you finish."
 #: How many times an answer that breaks the output schema is sent back before the run fails.
 STRUCTURED_RETRIES = 2
 #: How long ``dispose()`` waits for a cancelled child to record its end, in seconds.
@@ -168,15 +178,18 @@ class LocalChildRun:
             await self._hosted.wait()
 
 
-async def start_local_child(
+async def compose_local_child(
     request: SubagentStartRequest,
     *,
     provider: str,
     seed: Sequence[Event] = (),
     keep_tool_list: bool = False,
-) -> LocalChildRun:
-    """Compose the child (its setup window), accept its first prompt, return its run."""
-    from ..agents import AgentLimits, build_preset, new_header, resolve_preset_model
+    continuable: bool = False,
+) -> Agent:
+    """The setup window: create the child's session and log, and return its agent, restored
+    and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
+    rebuilds the child from) follows the delegation descriptor."""
+    from ..agents import build_preset, new_header, resolve_preset_model
     from ..store import InboxAccepted, InboxDiscarded
 
     parent = request.parent
@@ -194,14 +207,7 @@ async def start_local_child(
     model = parent.model
     if options is not None and options.model is not None:
         model = resolve_preset_model(preset, options.model)
-    limits = parent.limits
-    if options is not None and options.max_output_tokens is not None:
-        limits = AgentLimits(
-            max_steps=limits.max_steps,
-            max_output_tokens=options.max_output_tokens,
-            model_retries=limits.model_retries,
-            retry_backoff=limits.retry_backoff,
-        )
+    limits = _limits(parent.limits, options.max_output_tokens if options else None)
     # The parent's explicit overrides, snapshotted now: a child starts from the parent's own
     # tools and call policy (a delegated parent's narrowing carries down), never the preset's.
     overrides: dict[str, Any] = {}
@@ -216,7 +222,8 @@ async def start_local_child(
         tools = tools.restrict(request.tool_filter)
     elif request.tool_filter is not None:
         policy = request.tool_filter.narrow(policy)
-    preset = dataclasses.replace(preset, tools=tools)
+    if continuable:
+        tools = _with_kept_tools(tools, parent.tools)
     seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
     header = await parent.store.create(
         new_header(
@@ -246,6 +253,25 @@ async def start_local_child(
             },
         )
     )
+    if continuable:
+        setup.append(
+            DescriptorEvent(
+                kind=CONTINUABLE_DESCRIPTOR,
+                version=1,
+                data={
+                    "mode": "continuable",
+                    "provider": provider,
+                    "label": request.label,
+                    "model": options.model if options is not None else None,
+                    "max_output_tokens": limits.max_output_tokens,
+                    "persona": request.persona,
+                    "tool_filter": _filter_data(request),
+                    "tools": tools.names() if tools is not preset.tools else None,
+                    "policy": policy.as_data() if policy is not None else None,
+                    "max_depth": request.max_depth,
+                },
+            )
+        )
     note = DELEGATION_NOTE
     if request.persona:
         note += f"\n\nYour persona for this task:\n{request.persona}"
@@ -257,12 +283,62 @@ async def start_local_child(
             "\n\nEnd with a final answer that is only JSON valid against this JSON Schema:\n"
             + json.dumps(request.output_schema)
         )
+    if continuable:
+        note += "\n\n" + CONTINUABLE_NOTE + (REPORT_HINT if tools.get("report") else "")
     setup.append(ContextMessage(role="user", content=note, origin="delegation"))
     await parent.store.append(header.id, setup)
     child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
+    child.tools = tools
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
     child.tool_policy = policy
     await child.restore()
+    return child
+
+
+async def restore_local_child(parent: Agent, header: Any, descriptor: DescriptorEvent) -> Agent:
+    """A continuable child rebuilt from its own log (a cold restore), restored and not yet
+    entered. The provider is not called: the descriptor says everything the setup window
+    decided, and the log holds the rest."""
+    from ..agents import ToolFilter, build_preset, resolve_preset_model
+
+    kernel = parent.kernel
+    assert kernel is not None
+    data = descriptor.data
+    preset = build_preset(kernel, header.agent)
+    model = parent.model
+    if data.get("model"):
+        model = resolve_preset_model(preset, data["model"])
+    limits = _limits(parent.limits, data.get("max_output_tokens"))
+    tools = preset.tools
+    if data.get("tools") is not None:
+        kept = set(data["tools"])
+        tools = type(tools)(tool for tool in tools if tool.name in kept)
+    child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
+    child.tools = tools
+    child.scope = (parent.scope or kernel.global_scope).child(header.id)
+    policy = data.get("policy")
+    if policy is not None:
+        allow = policy.get("allow")
+        child.tool_policy = ToolFilter(
+            allow=frozenset(allow) if allow is not None else None,
+            deny=frozenset(policy.get("deny", ())),
+        )
+    await child.restore()
+    return child
+
+
+async def start_local_child(
+    request: SubagentStartRequest,
+    *,
+    provider: str,
+    seed: Sequence[Event] = (),
+    keep_tool_list: bool = False,
+) -> LocalChildRun:
+    """Compose the child (its setup window), accept its first prompt, return its run."""
+    parent = request.parent
+    child = await compose_local_child(
+        request, provider=provider, seed=seed, keep_tool_list=keep_tool_list
+    )
     run = LocalChildRun(child, request, len(child.messages))
     try:
         parent.start_job(run._host)
@@ -284,6 +360,27 @@ async def start_local_child(
         await run.dispose()
         raise
     return run
+
+
+def _limits(limits: Any, max_output_tokens: int | None) -> Any:
+    from ..agents import AgentLimits
+
+    if max_output_tokens is None:
+        return limits
+    return AgentLimits(
+        max_steps=limits.max_steps,
+        max_output_tokens=max_output_tokens,
+        model_retries=limits.model_retries,
+        retry_backoff=limits.retry_backoff,
+    )
+
+
+def _with_kept_tools(tools: Any, parent_tools: Any) -> Any:
+    """``tools`` plus the parent's tools a filter does not remove (``report``)."""
+    missing = [t for t in parent_tools if t.keep_on_restrict and tools.get(t.name) is None]
+    if not missing:
+        return tools
+    return type(tools)([*tools, *missing])
 
 
 def _filter_data(request: SubagentStartRequest) -> dict[str, Any] | None:

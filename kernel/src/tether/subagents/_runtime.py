@@ -15,6 +15,7 @@ from ._types import SubagentProvider, SubagentResult, SubagentRun, SubagentStart
 if TYPE_CHECKING:
     from ..agents import Agent
     from ..store import SessionHeader, SessionStore
+    from ._continuation import ContinuableStart, ContinuationManager
 
 __all__ = ("SubagentEvent", "SubagentRuntime")
 
@@ -111,6 +112,7 @@ class SubagentRuntime:
         self.store = store
         self._providers: dict[str, SubagentProvider] = {}
         self._listeners: list[Callable[[SubagentEvent], Any]] = []
+        self._continuation: ContinuationManager | None = None
 
     # ------------------------------------------------------------ providers and events
 
@@ -118,6 +120,35 @@ class SubagentRuntime:
         """Call ``listener(event)`` on every lifecycle edge; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    @property
+    def continuation(self) -> ContinuationManager:
+        """Continuable children: start, follow up, interrupt, report, list, recover."""
+        if self._continuation is None:
+            from ._continuation import ContinuationManager
+
+            self._continuation = ContinuationManager(self)
+        return self._continuation
+
+    async def start_continuable(self, name: str, request: SubagentStartRequest) -> ContinuableStart:
+        """Start a continuable child; returns ``(child_id, message_id)`` once its first prompt
+        is durably accepted. See :class:`tether.subagents.ContinuationManager`."""
+        return await self.continuation.start(name, request)
+
+    def _emit_edge(self, kind: Literal["start", "end"], activation: Any, stop: str | None) -> None:
+        self._emit(
+            SubagentEvent(
+                kind,
+                activation.provider,
+                activation.run_id,
+                activation.child_id,
+                True,
+                stop,
+                activation.parent_id,
+                activation.label,
+                activation.depth,
+            )
+        )
 
     def _emit(self, event: SubagentEvent) -> None:
         for listener in list(self._listeners):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..store import StopReason
+from ..store import Event, StopReason
 
 if TYPE_CHECKING:
     from ..agents import Agent, ToolFilter
@@ -19,6 +19,7 @@ __all__ = (
     "AgentOptions",
     "CancelSignal",
     "Capability",
+    "ContinuablePlan",
     "SubagentCapabilities",
     "SubagentProvider",
     "SubagentResult",
@@ -159,10 +160,21 @@ class SubagentRun(Protocol):
     async def dispose(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class ContinuablePlan:
+    """What ``prepare_continuable`` decides for a continuable child before it is composed."""
+
+    seed: Sequence[Event] = ()
+    """Events the child's session starts with (a fork's copy of the parent's turns)."""
+    keep_tool_list: bool = False
+    """Keep the parent's tool list byte-identical and enforce a tool filter at call time."""
+
+
 @runtime_checkable
 class SubagentProvider(Protocol):
-    """Starts children. An optional ``prepare_continuable`` method is the continuable
-    capability (see the continuable children issue)."""
+    """Starts children. An optional ``async prepare_continuable(request) -> ContinuablePlan``
+    method is the continuable capability: its presence is what makes a provider able to start
+    continuable children."""
 
     @property
     def name(self) -> str: ...

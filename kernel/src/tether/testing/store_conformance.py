@@ -135,6 +135,26 @@ class SessionStoreConformance:
         assert [h.id for h in await store.sessions(parent="root")] == ["c2", "c1"]
         assert [h.id for h in await store.sessions(limit=2)] == ["other", "c2"]
 
+    async def test_delete_removes_a_session_and_its_log(self, store: SessionStore) -> None:
+        await store.create(_header("gone"))
+        await store.create(_header("kept"))
+        await store.append("gone", [TurnStarted(turn=1)])
+        await store.delete("gone")
+        with pytest.raises(StoreError) as info:
+            await store.events("gone")
+        assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+        assert [h.id for h in await store.sessions()] == ["kept"]
+        await store.create(_header("gone"))  # the id is free again, with an empty log
+        assert await store.events("gone") == []
+        with pytest.raises(StoreError):
+            await store.delete("nope")
+
+    async def test_says_whether_it_is_durable(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        assert isinstance(store.durable, bool)
+        assert store.durable == (reopen is not None)
+
     async def test_facts_survive_a_reopen(
         self, store: SessionStore, reopen: Callable[[], SessionStore] | None
     ) -> None:

@@ -1,9 +1,13 @@
-"""tether-subagent-tools: the ``subagent`` tool, bound to a subagent provider.
+"""tether-subagent-tools: the ``subagent`` tool, bound to a subagent provider, and the tools
+that steer continuable children.
 
-One tool per plugin instance (profile table): ``[plugin.subagent]`` binds a provider and a tool
-name. Impossible settings fail at load through the capability check: a numeric ``max_depth`` on
-a provider without ``depth_limit``, a persona or tool filter the provider cannot enforce,
-``background = "continuable"`` (not available yet), an unknown provider, an empty tool filter.
+One tool per entry of a plugin instance (profile table): ``[plugin.subagent]`` binds a provider
+and a tool name. Impossible settings fail at load through the capability check: a numeric
+``max_depth`` on a provider without ``depth_limit``, a persona or tool filter the provider cannot
+enforce, ``background = "continuable"`` on a provider without ``prepare_continuable``, an
+unknown provider, an empty tool filter. When any entry is continuable, the instance also offers
+``send_message``, ``interrupt_agent`` and ``list_agents`` (once), and ``report``, which only
+continuable children see.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import tether
 from tether.agents import Tool, ToolFilter
 from tether.subagents import DEFAULT_MAX_DEPTH, AgentOptions
 
+from ._control import control_tools
 from ._tool import delegation_tool
 
 __all__ = ("Settings", "ToolFilterSettings", "ToolSettings")
@@ -47,7 +52,8 @@ class ToolSettings(tether.PluginSettings):
     run_in_background: bool = True
     """Whether the model may ask for a background run (the parameter is left out otherwise)."""
     background: Literal["one-shot", "continuable"] = "one-shot"
-    """What a background run is; continuable children are not available yet."""
+    """What a background run is: a one-shot job, or a continuable child that keeps its session
+    and takes follow-ups (then ``run_in_background`` defaults to true in a call)."""
     agent_options: AgentOptions | None = None
     persona: str | None = None
     output_schema: dict[str, Any] | None = None
@@ -77,6 +83,15 @@ class ToolSettings(tether.PluginSettings):
             except tether.TetherError as exc:
                 raise ValueError(exc.message) from None
         return value
+
+    @model_validator(mode="after")
+    def _continuable_answers_in_text(self) -> ToolSettings:
+        if self.background == "continuable" and self.run_in_background and self.output_schema:
+            raise ValueError(
+                "output_schema applies to one-shot runs, and continuable children answer in "
+                "text; drop output_schema, or set run_in_background = false"
+            )
+        return self
 
     @field_validator("max_depth")
     @classmethod
@@ -139,7 +154,7 @@ def _needs(settings: ToolSettings) -> list[tuple[tuple[str, ...], str, str | Non
             (
                 ("continuable",),
                 "background",
-                'set background = "one-shot" (continuable children are not available yet)',
+                'set background = "one-shot", or bind a provider with prepare_continuable',
             )
         )
     return needs or [((), "provider", None)]
@@ -155,6 +170,8 @@ def tether_tools(settings: Settings) -> list[Tool]:
     if tools is None:
         # Copies: the tools' closures must not keep the cached settings object alive.
         tools = [delegation_tool(tool.model_copy()) for tool in settings.all_tools()]
+        if any(tool.background == "continuable" for tool in settings.all_tools()):
+            tools += control_tools()
         _tools[id(settings)] = tools
         weakref.finalize(settings, _tools.pop, id(settings), None)
     return tools

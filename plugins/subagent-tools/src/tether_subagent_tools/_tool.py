@@ -66,7 +66,14 @@ def _parameters(settings: ToolSettings) -> dict[str, Any]:
             "description": "The task for the subagent, complete and self-contained.",
         },
     }
-    if settings.run_in_background:
+    if settings.run_in_background and settings.background == "continuable":
+        properties["run_in_background"] = {
+            "type": "boolean",
+            "description": "Start a continuable subagent (the default): the call returns its id "
+            "at once, you can send it more work with send_message, and you get a notice when it "
+            "settles. false waits for a one-shot answer instead.",
+        }
+    elif settings.run_in_background:
         properties["run_in_background"] = {
             "type": "boolean",
             "description": "Start it in the background and get a notice when it finishes.",
@@ -98,11 +105,18 @@ def delegation_tool(settings: ToolSettings) -> Tool:
         agent = context.agent
         if agent.kernel is None:
             raise ToolError("delegation is unavailable: this agent was composed without a kernel")
-        background = bool(arguments.get("run_in_background", False))
+        continuable = settings.background == "continuable" and settings.run_in_background
+        background = bool(arguments.get("run_in_background", continuable))
         if background and not settings.run_in_background:
             raise ToolError("run_in_background is disabled for this tool")
         runtime = agent.kernel.subagents
         request = request_for(agent, arguments)
+        if background and continuable:
+            try:
+                started = await runtime.start_continuable(settings.provider, request)
+            except TetherError as exc:
+                raise ToolError(str(exc)) from exc
+            return f"started subagent {started.child_id}"
         if background:
             return await _background(agent, runtime, settings.provider, request)
         try:
@@ -123,7 +137,13 @@ def delegation_tool(settings: ToolSettings) -> Tool:
         "Delegate a self-contained task to a subagent with its own session, which works on it "
         "alone and returns its final answer. Give it everything it needs in the prompt."
     )
-    if settings.run_in_background:
+    if settings.run_in_background and settings.background == "continuable":
+        description += (
+            " By default the subagent is continuable: the call returns its id at once, the "
+            "subagent keeps its conversation, you can send it more work with send_message, and "
+            "you get a notice when it settles."
+        )
+    elif settings.run_in_background:
         description += (
             " With run_in_background, the call returns at once with a task id and you get a "
             "notice when the subagent finishes."

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import tether
-from tether.store import TurnEnded
+from tether.agents import Agent
+from tether.store import Event, TurnEnded
 from tether.subagents import (
     CAPABILITIES,
+    ContinuablePlan,
     LocalChildRun,
     SubagentCapabilities,
     SubagentStartRequest,
     start_local_child,
 )
 
-__all__ = ("ForkProvider",)
+__all__ = ("ForkProvider", "fork_seed")
+
+
+async def fork_seed(parent: Agent) -> list[Event]:
+    """The parent's events through its last ``turn/end``: the turn that is delegating is still
+    running, so only completed turns are copied."""
+    stored = await parent.store.events(parent.session_id)
+    ends = [index for index, s in enumerate(stored) if isinstance(s.event, TurnEnded)]
+    return [s.event for s in stored[: ends[-1] + 1]] if ends else []
 
 
 class ForkProvider:
@@ -25,12 +35,11 @@ class ForkProvider:
     inherits_parent_context = True
 
     async def start(self, request: SubagentStartRequest) -> LocalChildRun:
-        parent = request.parent
-        stored = await parent.store.events(parent.session_id)
-        ends = [index for index, s in enumerate(stored) if isinstance(s.event, TurnEnded)]
-        # The turn that is delegating is still running: only completed turns are copied.
-        seed = [s.event for s in stored[: ends[-1] + 1]] if ends else []
+        seed = await fork_seed(request.parent)
         return await start_local_child(request, provider=self.name, seed=seed, keep_tool_list=True)
+
+    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
+        return ContinuablePlan(seed=await fork_seed(request.parent), keep_tool_list=True)
 
 
 @tether.hookimpl
@@ -40,4 +49,8 @@ def tether_subagent_providers() -> list[ForkProvider]:
 
 @tether.hookimpl
 def tether_offers() -> list[tether.Offer]:
-    return [tether.Offer(kind="subagent provider", capabilities=frozenset(CAPABILITIES))]
+    return [
+        tether.Offer(
+            kind="subagent provider", capabilities=frozenset((*CAPABILITIES, "continuable"))
+        )
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tether
 from tether.subagents import (
     CAPABILITIES,
+    ContinuablePlan,
     LocalChildRun,
     SubagentCapabilities,
     SubagentStartRequest,
@@ -26,6 +27,9 @@ class SpawnProvider:
     async def start(self, request: SubagentStartRequest) -> LocalChildRun:
         return await start_local_child(request, provider=self.name)
 
+    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
+        return ContinuablePlan()
+
 
 @tether.hookimpl
 def tether_subagent_providers() -> list[SpawnProvider]:
@@ -34,4 +38,8 @@ def tether_subagent_providers() -> list[SpawnProvider]:
 
 @tether.hookimpl
 def tether_offers() -> list[tether.Offer]:
-    return [tether.Offer(kind="subagent provider", capabilities=frozenset(CAPABILITIES))]
+    return [
+        tether.Offer(
+            kind="subagent provider", capabilities=frozenset((*CAPABILITIES, "continuable"))
+        )
+    ]

@@ -1,0 +1,670 @@
+"""Continuable children: durable child sessions that take follow-ups until they settle.
+
+A continuable child keeps its session after it answers. While it lives in this process it has
+one **activation**: the child agent, hosted by a task its direct parent owns, in one of three
+states:
+
+* ``running``: a turn runs, or an accepted message is not claimed yet (parked ones too);
+* ``waiting``: quiet, but it owns live continuable children of its own;
+* ``settled``: quiet and owns nothing. The activation then closes: it stops taking messages
+  (the admission cutoff), the child is torn down (its own children first), the parent gets one
+  notice, and only then is the parent's ownership released.
+
+A message for a child with no activation cold-restores it from its own log: the first
+``subagent`` descriptor after its seed says how it was set up; the provider is not called, so
+this works after the provider is gone. Every message is durably accepted by the child's inbox
+before the call returns, so a crash loses nothing that was acknowledged (see
+:meth:`ContinuationManager.recover`).
+
+Authority: follow-ups come only from the exact live agent of the child's durable
+``parent_session``; interrupts from an exact live ancestor or from the human who owns the root
+session; reports only from the exact agent of a live activation, to its direct parent.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from ..errors import ErrorCode, SubagentError, TetherError
+from ..store import DescriptorEvent, InboxAccepted, MessageSource, SessionHeader, UserMessage
+from ._child import CONTINUABLE_DESCRIPTOR, compose_local_child, final_output, restore_local_child
+from ._depth import child_depth
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ._runtime import SubagentRuntime
+    from ._types import SubagentStartRequest
+
+__all__ = (
+    "ActivationState",
+    "AgentEntry",
+    "ContinuableStart",
+    "ContinuationManager",
+    "settlement_notice",
+)
+
+log = logging.getLogger("tether.subagents")
+
+ActivationState = Literal["running", "waiting", "settled"]
+
+#: The first line of a settlement notice, per stop reason of the child's last turn (dsh's texts).
+SUMMARIES = {
+    "completed": "finished and will do no further work unless you send it more.",
+    "aborted": "was stopped before it finished.",
+    "max-tokens": "ran out of room before it finished.",
+    "refusal": "declined the task.",
+    "error": "failed before it finished.",
+}
+#: How long a teardown waits for a child to record its end, in seconds.
+TEARDOWN_TIMEOUT = 10.0
+
+
+def settlement_notice(child_id: str, stop_reason: str, output: str) -> str:
+    """What the parent reads when a continuable child settles."""
+    summary = SUMMARIES.get(stop_reason, f"ended abnormally ({stop_reason}) before it finished.")
+    text = f"Background subagent {child_id} {summary}"
+    if output.strip():
+        return f"{text}\nIts closing message:\n{output}"
+    return f"{text}\nIt left no closing message."
+
+
+@dataclass(frozen=True)
+class ContinuableStart:
+    """What ``start_continuable`` returns once the first prompt is durably accepted."""
+
+    child_id: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """One continuable child in a listing."""
+
+    id: str
+    parent: str
+    depth: int
+    label: str | None
+    status: Literal["running", "waiting", "ready"] | None
+    """``running``/``waiting``: live in this process; ``ready``: stored, restorable."""
+    diagnostic: str | None = None
+    """Instead of a status: ``corrupt`` (its log cannot be read)."""
+
+
+@dataclass(eq=False)
+class _Activation:
+    child_id: str
+    parent_id: str
+    provider: str
+    label: str | None
+    depth: int
+    agent: Agent
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    epoch_start: int = 0
+    closing: bool = False
+    released: bool = False
+    announced: bool = False
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    poke: anyio.Event = field(default_factory=anyio.Event)
+    armed: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the epoch's first message is accepted: only then can the child settle."""
+    error: BaseException | None = None
+    unsubscribe: Callable[[], None] | None = None
+    turns_at_start: int = 0
+    edge: bool = False
+    notify: bool = True
+
+
+class ContinuationManager:
+    """The continuable children of one kernel's runtime (``kernel.subagents.continuation``)."""
+
+    def __init__(self, runtime: SubagentRuntime) -> None:
+        self._runtime = runtime
+        self._activations: dict[str, _Activation] = {}
+        self._owned: dict[str, set[str]] = {}  # parent session -> its live continuable children
+        self._locks: dict[str, anyio.Lock] = {}
+        self._descriptors: dict[str, DescriptorEvent | None] = {}
+
+    # ------------------------------------------------------------------ queries
+
+    def state(self, child_id: str) -> ActivationState | None:
+        """The child's state in this process, ``None`` when it has no activation."""
+        activation = self._activations.get(child_id)
+        if activation is None:
+            return None
+        return self._state(activation)
+
+    def _state(self, activation: _Activation) -> ActivationState:
+        agent = activation.agent
+        if agent.status == "running" or agent.pending:
+            return "running"
+        if self._owned.get(activation.child_id):
+            return "waiting"
+        return "settled"
+
+    def live(self, child_id: str) -> Agent | None:
+        """The child's agent while it has an activation."""
+        activation = self._activations.get(child_id)
+        return activation.agent if activation is not None else None
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self, name: str, request: SubagentStartRequest) -> ContinuableStart:
+        """Check, compose, host, and hand the first prompt to a continuable child."""
+        runtime = self._runtime
+        provider = runtime.check(name, request)
+        prepare = getattr(provider, "prepare_continuable", None)
+        if prepare is None:
+            raise SubagentError(
+                ErrorCode.UNSUPPORTED_CAPABILITY,
+                f'subagent provider "{name}" does not support continuable children (no '
+                "prepare_continuable capability)",
+                remedy='use a provider that has it, or background = "one-shot"',
+            )
+        if request.output_schema is not None:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                "an output schema applies to one-shot runs; a continuable child answers in text",
+                remedy="drop output_schema, or delegate one-shot",
+            )
+        parent = request.parent
+        if not getattr(parent.store, "durable", False):
+            raise SubagentError(
+                ErrorCode.PERSISTENCE_UNAVAILABLE,
+                "continuable children need a durable session store, and this agent's store "
+                f"({type(parent.store).__name__}) keeps nothing after the process ends",
+                remedy='set store = "sqlite:PATH" under [tether] in the profile',
+            )
+        self._authorize_live(parent, "start a continuable child")
+        if parent.tearing_down:
+            raise SubagentError(
+                ErrorCode.ACTIVATION_CLOSING,
+                f'agent "{parent.session_id}" is shutting down and takes no new children',
+            )
+        _check_cancel(request, "before it started")
+        plan = await prepare(request)
+        _check_cancel(request, "before it started")
+        child = await compose_local_child(
+            request,
+            provider=name,
+            seed=plan.seed,
+            keep_tool_list=plan.keep_tool_list,
+            continuable=True,
+        )
+        activation = _Activation(
+            child_id=child.session_id,
+            parent_id=parent.session_id,
+            provider=name,
+            label=request.label,
+            depth=child_depth(parent, None),
+            agent=child,
+            epoch_start=len(child.messages),
+            turns_at_start=child.turns,
+        )
+        try:
+            await self._host(parent, activation)
+            _check_cancel(request, "before its first prompt was accepted")
+            message_id = await child.followup(
+                request.prompt, source=MessageSource(kind="subagent", sender=parent.session_id)
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._roll_back(activation)
+            raise
+        activation.announced = True
+        activation.armed.set()
+        return ContinuableStart(child.session_id, message_id)
+
+    async def _roll_back(self, activation: _Activation) -> None:
+        """Undo a start nobody was told about: no notice, no session left behind."""
+        activation.announced = False
+        await self._close(activation)
+        await activation.closed.wait()
+        try:
+            await activation.agent.store.delete(activation.child_id)
+        except TetherError:
+            log.exception("could not remove the rolled-back child %s", activation.child_id)
+        self._descriptors.pop(activation.child_id, None)
+
+    # ------------------------------------------------------------------ hosting
+
+    async def _host(self, parent: Agent, activation: _Activation) -> None:
+        """Start the activation's task in the parent's task group and wait until it is open."""
+        if activation.child_id in self._activations:
+            raise SubagentError(
+                ErrorCode.SESSION_CONFLICT,
+                f'subagent "{activation.child_id}" already has a live activation',
+            )
+        self._activations[activation.child_id] = activation
+        self._owned.setdefault(parent.session_id, set()).add(activation.child_id)
+        try:
+            parent.start_job(self._run, activation)
+        except RuntimeError:
+            self._forget(activation)
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                f'agent "{parent.session_id}" is not running, so it cannot host a child',
+                remedy="delegate from inside `async with agent:`",
+            ) from None
+        parent.on_teardown(activation, lambda: self._release(activation))
+        await activation.ready.wait()
+        if activation.error is not None:
+            raise activation.error
+        activation.edge = True
+        self._runtime._emit_edge("start", activation, None)
+
+    def _release(self, activation: _Activation) -> None:
+        """The owner is being torn down: end the child whatever its state."""
+        activation.released = True
+        activation.armed.set()
+        activation.poke.set()
+
+    async def _close(self, activation: _Activation) -> None:
+        activation.closing = True
+        self._release(activation)
+
+    async def _run(self, activation: _Activation) -> None:
+        """The activation's task: the child's ``async with``, the settlement watch, the end."""
+        agent = activation.agent
+        stop = "aborted"
+        try:
+            with anyio.CancelScope(shield=True):
+                try:
+                    async with agent:
+                        activation.unsubscribe = agent.on_idle(lambda: activation.poke.set())
+                        activation.ready.set()
+                        await self._watch(activation)
+                        activation.closing = True  # the admission cutoff
+                    opened = agent.turns > activation.turns_at_start
+                    stop = agent.last_stop_reason if opened else "aborted"
+                finally:
+                    if activation.unsubscribe is not None:
+                        activation.unsubscribe()
+                # Notify before releasing ownership: the parent cannot settle in between.
+                if activation.announced and activation.notify:
+                    with anyio.move_on_after(TEARDOWN_TIMEOUT):
+                        await self._notify(activation, stop)
+        except Exception as exc:  # reported to whoever waits; never crashes the parent
+            activation.error = exc
+            log.exception("continuable child %s failed to run", activation.child_id)
+        finally:
+            activation.closing = True
+            activation.ready.set()
+            self._forget(activation)
+            parent = agent.kernel.live_agents.get(activation.parent_id) if agent.kernel else None
+            if parent is not None:
+                parent.on_teardown(activation, None)
+            self._poke(activation.parent_id)
+            if activation.edge:
+                self._runtime._emit_edge("end", activation, stop)
+            activation.closed.set()
+
+    async def _watch(self, activation: _Activation) -> None:
+        """Return when the child settles or its owner releases it."""
+        await activation.armed.wait()
+        while True:
+            poke = activation.poke = anyio.Event()
+            if activation.released:
+                return
+            if self._state(activation) == "settled":
+                return
+            await poke.wait()
+
+    def _forget(self, activation: _Activation) -> None:
+        if self._activations.get(activation.child_id) is activation:
+            del self._activations[activation.child_id]
+        owned = self._owned.get(activation.parent_id)
+        if owned is not None:
+            owned.discard(activation.child_id)
+            if not owned:
+                del self._owned[activation.parent_id]
+
+    def _poke(self, session_id: str) -> None:
+        """Look at an activation's state again (its children changed)."""
+        activation = self._activations.get(session_id)
+        if activation is not None:
+            activation.poke.set()
+
+    async def _notify(self, activation: _Activation, stop: str) -> None:
+        """Deliver the settlement notice to the parent, by the parent's state."""
+        agent = activation.agent
+        parent = agent.kernel.live_agents.get(activation.parent_id) if agent.kernel else None
+        if parent is None:
+            return  # the parent is gone: nobody to tell
+        opened = agent.turns > activation.turns_at_start
+        output = final_output(agent.messages[activation.epoch_start :]) if opened else ""
+        text = settlement_notice(activation.child_id, stop, output)
+        source = MessageSource(kind="notice", sender=activation.child_id)
+        try:
+            if parent.tearing_down:
+                await parent.inject(text, source=source)
+            elif parent.status == "running":
+                await parent.steer(text, source=source)  # several notices share a step
+            else:
+                await parent.followup(text, source=source)
+        except Exception:  # a notice never blocks a teardown
+            log.exception("could not deliver the notice of %s", activation.child_id)
+
+    # ------------------------------------------------------------------ follow-ups
+
+    async def followup(
+        self, parent: Agent, child_id: str, content: str, *, steer: bool = False
+    ) -> str:
+        """Send ``content`` to a continuable child from its exact live direct parent.
+
+        A running child queues it as its next turn (or, with ``steer``, reaches the running
+        turn at its next step); a waiting child is woken; a child with no activation is
+        cold-restored from its log. Returns the message id once the child's inbox durably
+        accepted it.
+        """
+        self._authorize_live(parent, "send to a subagent")
+        header = await self._header(parent, child_id)
+        if header.parent_session != parent.session_id:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'subagent "{child_id}" belongs to another parent session; only its direct '
+                "parent may send it work",
+                remedy="send through the agent that started it",
+            )
+        source = MessageSource(kind="followup", sender=parent.session_id)
+        return await self._deliver(parent, header, content, source, steer)
+
+    async def _deliver(
+        self, host: Agent, header: SessionHeader, content: str, source: MessageSource, steer: bool
+    ) -> str:
+        lock = self._locks.setdefault(header.id, anyio.Lock())
+        async with lock:
+            activation = self._activations.get(header.id)
+            if activation is not None and activation.closing:
+                await activation.closed.wait()  # lost the race with disposal: restore it anew
+                activation = None
+            if activation is None:
+                activation = await self._cold_restore(host, header)
+            agent = activation.agent
+            if steer and agent.status == "running":
+                message_id = await agent.steer(content, source=source)
+            else:
+                message_id = await agent.followup(content, source=source)
+            activation.announced = True
+            activation.armed.set()
+            return message_id
+
+    async def _cold_restore(self, host: Agent, header: SessionHeader) -> _Activation:
+        descriptor = await self.descriptor(host, header)
+        if descriptor is None:
+            raise SubagentError(
+                ErrorCode.NOT_RESUMABLE,
+                f'subagent "{header.id}" cannot be resumed: its log has no continuable '
+                "descriptor; do not retry send_message with this id",
+            )
+        agent = await restore_local_child(host, header, descriptor)
+        activation = _Activation(
+            child_id=header.id,
+            parent_id=header.parent_session or host.session_id,
+            provider=str(descriptor.data.get("provider", "")),
+            label=header.label,
+            depth=header.delegation_depth,
+            agent=agent,
+            epoch_start=len(agent.messages),
+            turns_at_start=agent.turns,
+        )
+        await self._host(host, activation)
+        return activation
+
+    async def descriptor(self, agent: Agent, header: SessionHeader) -> DescriptorEvent | None:
+        """The child's continuable descriptor: the first one after its seed (``None``: not a
+        continuable child). Cached per child."""
+        if header.id in self._descriptors:
+            return self._descriptors[header.id]
+        found: DescriptorEvent | None = None
+        for stored in await agent.store.events(header.id, after=header.seed_length):
+            event = stored.event
+            if isinstance(event, DescriptorEvent) and event.kind == CONTINUABLE_DESCRIPTOR:
+                if event.version == 1 and event.data.get("mode") == "continuable":
+                    found = event
+                break
+            if isinstance(event, UserMessage | InboxAccepted):
+                break  # the setup window is over: a descriptor after this is not one
+        self._descriptors[header.id] = found
+        return found
+
+    async def _header(self, agent: Agent, child_id: str) -> SessionHeader:
+        try:
+            return await agent.store.header(child_id)
+        except TetherError as exc:
+            if exc.code is not ErrorCode.SESSION_NOT_FOUND:
+                raise
+            raise SubagentError(
+                ErrorCode.SUBAGENT_UNAVAILABLE,
+                f'subagent "{child_id}" is unavailable: there is no such session',
+                remedy="list your subagents with list_agents",
+            ) from None
+
+    # ------------------------------------------------------------------ human sends
+
+    async def send_as_owner(
+        self, host: Agent, child_id: str, content: str, *, notify: bool = True
+    ) -> str:
+        """The human continues a child directly: ``host`` is an open agent of the child's root
+        session (which the human owns) or of any session on its chain; the child is restored
+        under it if it has no activation."""
+        header = await self._header(host, child_id)
+        await self._authorize_owner(host, header)
+        source = MessageSource(kind="user")
+        message_id = await self._deliver(host, header, content, source, steer=False)
+        if not notify:
+            self._activations[header.id].notify = False
+        return message_id
+
+    async def wait_settled(self, child_id: str) -> None:
+        """Wait until the child's activation (if any) has closed."""
+        activation = self._activations.get(child_id)
+        if activation is not None:
+            await activation.closed.wait()
+
+    async def _authorize_owner(self, host: Agent, header: SessionHeader) -> None:
+        chain = await self._ancestors(host, header)
+        root = await host.store.header(chain[-1]) if chain else header
+        if root.origin != "user" or host.session_id not in chain:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'session "{header.id}" is not below a session the human owns here',
+                remedy="open the child's root session (or one of its ancestors)",
+            )
+
+    async def _ancestors(self, agent: Agent, header: SessionHeader) -> list[str]:
+        """The durable parent chain of ``header``, nearest first (cycles stop the walk)."""
+        chain: list[str] = []
+        current = header
+        while current.parent_session is not None and current.parent_session not in chain:
+            chain.append(current.parent_session)
+            try:
+                current = await agent.store.header(current.parent_session)
+            except TetherError:
+                break
+        return chain
+
+    # ------------------------------------------------------------------ interrupt, report
+
+    async def interrupt(
+        self, target_id: str, *, by: Agent | None = None, human_root: str | None = None
+    ) -> bool:
+        """Abort the target's running turn, keeping its queued messages parked until a later
+        waking message; its descendants keep running. ``by`` is an exact live ancestor;
+        ``human_root`` the root session the human owns. Whether a live child was interrupted
+        (an absent one is a no-op)."""
+        if (by is None) == (human_root is None):
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                "an interrupt names exactly one authority: by=AGENT or human_root=SESSION",
+            )
+        if by is not None:
+            self._authorize_live(by, "interrupt a subagent")
+            if by.session_id == target_id:
+                raise SubagentError(
+                    ErrorCode.UNAUTHORIZED,
+                    "an agent cannot interrupt itself through the subagent runtime",
+                    remedy="end your turn instead",
+                )
+        activation = self._activations.get(target_id)
+        if activation is None:
+            return False
+        agent = activation.agent
+        chain = await self._ancestors(agent, agent.header)
+        if by is not None and by.session_id not in chain:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'agent "{by.session_id}" is not an ancestor of "{target_id}"',
+                remedy="only the agents above a subagent may interrupt it",
+            )
+        if human_root is not None and (not chain or chain[-1] != human_root):
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'"{target_id}" is not below the root session "{human_root}"',
+            )
+        if activation.closing:
+            return False
+        agent.interrupt()
+        return True
+
+    async def report(
+        self, child: Agent, content: str, *, delivery: Literal["quiet", "wakeup"] = "quiet"
+    ) -> str:
+        """A live continuable child tells its direct parent something without ending its turn.
+        ``quiet`` adds it to the parent's context; ``wakeup`` reaches the parent at its next
+        step (an idle parent takes a turn on it)."""
+        activation = self._activations.get(child.session_id)
+        if activation is None or activation.agent is not child:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'agent "{child.session_id}" is not a live continuable subagent',
+                remedy="report is for continuable subagents",
+            )
+        if activation.closing:
+            raise SubagentError(
+                ErrorCode.ACTIVATION_CLOSING,
+                f'subagent "{child.session_id}" is closing; its report was not delivered',
+            )
+        kernel = child.kernel
+        parent = kernel.live_agents.get(activation.parent_id) if kernel is not None else None
+        if parent is None or parent.tearing_down:
+            raise SubagentError(
+                ErrorCode.PARENT_UNAVAILABLE,
+                "the direct parent is not live; the report was not delivered",
+            )
+        text = f"Background subagent {child.session_id} reported:\n{content}"
+        source = MessageSource(kind="notice", sender=child.session_id)
+        if delivery == "quiet":
+            return await parent.inject(text, source=source)
+        return await parent.steer(text, source=source)
+
+    # ------------------------------------------------------------------ listing
+
+    async def list(
+        self,
+        agent: Agent,
+        *,
+        scope: Literal["children", "descendants"] = "children",
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> tuple[list[AgentEntry], int]:
+        """The continuable children (or descendants) of ``agent``'s session from storage, with
+        their status here; ``(page, total)``. Descendants are in pre-order."""
+        entries: list[AgentEntry] = []
+        await self._collect(agent, agent.session_id, scope == "descendants", entries, set())
+        total = len(entries)
+        end = None if limit is None else offset + limit
+        return entries[offset:end], total
+
+    async def _collect(
+        self, agent: Agent, parent: str, deep: bool, into: list[AgentEntry], seen: set[str]
+    ) -> None:
+        children = await agent.store.sessions(parent=parent)
+        for header in sorted(children, key=lambda h: (h.created_at, h.id)):
+            if header.id in seen:
+                continue
+            seen.add(header.id)
+            entry = await self._entry(agent, header)
+            if entry is not None:
+                into.append(entry)
+            if deep:
+                await self._collect(agent, header.id, deep, into, seen)
+
+    async def _entry(self, agent: Agent, header: SessionHeader) -> AgentEntry | None:
+        parent = header.parent_session or ""
+        if header.id in self._activations:
+            state = self._state(self._activations[header.id])
+            status: Any = "running" if state in ("running", "settled") else "waiting"
+            return AgentEntry(header.id, parent, header.delegation_depth, header.label, status)
+        try:
+            descriptor = await self.descriptor(agent, header)
+        except TetherError:
+            return AgentEntry(
+                header.id, parent, header.delegation_depth, header.label, None, "corrupt"
+            )
+        if descriptor is None:
+            return None  # a one-shot child or an ordinary session
+        return AgentEntry(header.id, parent, header.delegation_depth, header.label, "ready")
+
+    # ------------------------------------------------------------------ recovery
+
+    async def recover(self, parent: Agent) -> list[str]:
+        """After a restart: restore the continuable children of ``parent`` (an open agent)
+        whose logs hold accepted messages nobody claimed, and run them. Every acknowledged
+        follow-up then runs exactly once; the ids of the restored children."""
+        self._authorize_live(parent, "recover subagents")
+        restored: list[str] = []
+        for header in await parent.store.sessions(parent=parent.session_id):
+            if header.id in self._activations:
+                continue
+            if await self.descriptor(parent, header) is None:
+                continue
+            if not await _has_unclaimed(parent, header.id):
+                continue
+            lock = self._locks.setdefault(header.id, anyio.Lock())
+            async with lock:
+                activation = await self._cold_restore(parent, header)
+                activation.announced = True
+                activation.agent.resume()
+                activation.armed.set()
+            restored.append(header.id)
+        return restored
+
+    # ------------------------------------------------------------------ authority
+
+    def _authorize_live(self, agent: Agent, what: str) -> None:
+        kernel = agent.kernel
+        if kernel is None or kernel.live_agents.get(agent.session_id) is not agent:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'only the exact live agent of a session may {what}; agent "{agent.session_id}" '
+                "is not open in this process",
+                remedy="call from inside `async with agent:`",
+            )
+
+
+async def _has_unclaimed(agent: Agent, session_id: str) -> bool:
+    accepted: set[str] = set()
+    for stored in await agent.store.events(session_id):
+        event = stored.event
+        if isinstance(event, InboxAccepted) and event.delivery != "context":
+            accepted.add(event.message_id)
+        elif isinstance(event, UserMessage):
+            accepted.discard(event.message_id)
+        elif getattr(event, "type", None) == "inbox/discarded":
+            accepted.discard(event.message_id)  # type: ignore[union-attr]
+    return bool(accepted)
+
+
+def _check_cancel(request: SubagentStartRequest, when: str) -> None:
+    if request.cancel.cancelled:
+        raise SubagentError(
+            ErrorCode.SUBAGENT_CANCELLED,
+            f"the delegation was cancelled {when} ({request.cancel.reason})",
+        )
