@@ -1,0 +1,249 @@
+"""The subagent tool in continuable mode and the control tools: send_message, interrupt_agent,
+list_agents and report, driven by a parent model through real tool calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.agents import compose_agent
+from tether.errors import PluginError
+from tether.models import ModelRequest, ModelResponse, ToolCall
+from tether.store import SQLiteStore
+from tether_subagent_tools._control import render_entries
+
+from .conftest import Brain, last, tool_results, wait_for
+
+pytestmark = pytest.mark.anyio
+
+CONTINUABLE = '[plugin.subagent]\nbackground = "continuable"\n'
+
+
+@pytest.fixture
+async def store(tmp_path):
+    sqlite = SQLiteStore(tmp_path / "sessions.db")
+    yield sqlite
+    await sqlite.aclose()
+
+
+def call(name: str, call_id: str = "c1", **arguments) -> ModelResponse:
+    return ModelResponse(
+        tool_calls=(ToolCall(id=call_id, name=name, arguments=arguments),),
+        finish_reason="tool_calls",
+    )
+
+
+def script(*steps):
+    """A parent that plays ``steps`` (functions of the request, or responses) in order, then
+    answers "ok"."""
+    queue = list(steps)
+
+    def answer(request: ModelRequest):
+        if not queue:
+            return "ok"
+        step = queue.pop(0)
+        return step(request) if callable(step) else step
+
+    return answer
+
+
+def started_id(parent) -> str:
+    (result,) = [r for r in tool_results(parent) if r.startswith("started subagent ")]
+    return result.split()[-1]
+
+
+async def quiet(kernel, parent):
+    manager = kernel.subagents.continuation
+    await wait_for(lambda: not manager._activations)
+    await parent.when_idle()
+
+
+async def test_the_subagent_tool_starts_a_continuable_child_by_default(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    brain = Brain(
+        script(call("subagent", description="look it up", prompt="child task")),
+        lambda r: f"child answer to {last(r)}",
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+        child_id = started_id(parent)
+        await quiet(kernel, parent)
+    (header,) = await store.sessions(parent=parent.session_id)
+    assert header.id == child_id
+    assert header.label == "look it up"
+    schema = next(t for t in brain.parent_requests[0].tools if t.name == "subagent")
+    assert "continuable" in schema.parameters["properties"]["run_in_background"]["description"]
+    assert any(
+        m.content.startswith(f"Background subagent {child_id} finished") for m in parent.messages
+    )
+
+
+async def test_run_in_background_false_still_delegates_one_shot(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    brain = Brain(
+        script(call("subagent", description="quick one", prompt="x", run_in_background=False)),
+        lambda r: "one-shot answer",
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+    assert tool_results(parent) == ["one-shot answer"]
+
+
+async def test_send_message_queues_the_next_turn_and_restores_a_settled_child(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    child_ids: list[str] = []
+
+    def send(request):
+        return call("send_message", "c2", subagent_id=child_ids[0], message="and then?")
+
+    brain = Brain(
+        script(call("subagent", description="a task", prompt="first"), "started it", send),
+        lambda r: f"answer to {last(r)}",
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+        child_ids.append(started_id(parent))
+        await quiet(kernel, parent)  # settled, and its notice took the parent's second step
+        await parent.run("send it more")
+        await quiet(kernel, parent)
+    assert f"message queued as the next turn for subagent {child_ids[0]}" in tool_results(parent)
+    texts = [
+        s.event.content
+        for s in await store.events(child_ids[0])
+        if s.event.type == "user/message"  # type: ignore[union-attr]
+    ]
+    assert texts == ["first", "and then?"]
+
+
+async def test_send_message_to_an_unknown_id_is_an_error_result(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    brain = Brain(script(call("send_message", subagent_id="ses_nope", message="hi")), last)
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+    (result,) = tool_results(parent)
+    assert result.startswith('error: subagent "ses_nope" is unavailable')
+    assert result.endswith("[SUBAGENT_UNAVAILABLE]")
+
+
+async def test_interrupt_agent_renders_the_request(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    brain = Brain(script(call("interrupt_agent", agent_id="ses_gone")), last)
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+    assert tool_results(parent) == ["interrupt requested for agent ses_gone"]
+
+
+async def test_list_agents_lists_children_and_descendants(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+
+    def child(request):
+        if last(request) == "child task":
+            return call("subagent", "g1", description="deeper", prompt="grandchild task")
+        return "done"
+
+    brain = Brain(
+        script(
+            call("subagent", description="a task", prompt="child task"),
+            "started",
+            call("list_agents", "l1"),
+            "listed",
+            call("list_agents", "l2", scope="descendants"),
+        ),
+        child,
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+        child_id = started_id(parent)
+        await quiet(kernel, parent)
+        await parent.run("list them")
+        await parent.run("list them all")
+    (grandchild,) = await store.sessions(parent=child_id)
+    results = tool_results(parent)
+    assert f"{child_id} [ready] — a task" in results
+    assert (
+        f"{child_id} [ready] parent={parent.session_id} depth=1 — a task\n"
+        f"{grandchild.id} [ready] parent={child_id} depth=2 — deeper"
+    ) in results
+
+
+def test_list_agents_pages_and_says_when_there_is_nothing():
+    from tether.subagents import AgentEntry
+
+    entries = [AgentEntry(f"ses_{n}", "ses_root", 1, f"task {n}", "ready") for n in range(5)]
+    assert render_entries([], 0, 0, False) == "(no subagents)"
+    assert render_entries(entries[:2], 5, 0, False).splitlines() == [
+        "ses_0 [ready] — task 0",
+        "ses_1 [ready] — task 1",
+        "(showing 1-2 of 5; call list_agents with offset=2 for more)",
+    ]
+    assert render_entries(entries[4:], 5, 4, False).splitlines()[-1] == "(showing 5-5 of 5)"
+    corrupt = AgentEntry("ses_x", "ses_root", 1, None, None, "corrupt")
+    assert render_entries([corrupt], 1, 0, False) == "ses_x [diagnostic: corrupt]"
+
+
+async def test_report_is_only_in_continuable_children_and_survives_their_tool_filter(
+    build_kernel, store
+):
+    kernel = build_kernel(CONTINUABLE + 'tool_filter = { allow = ["subagent"] }\n')
+
+    def child(request):
+        if last(request) == "child task":
+            return call("report", "r1", output="halfway there")
+        return "done"
+
+    brain = Brain(script(call("subagent", description="a task", prompt="child task")), child)
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+        await quiet(kernel, parent)
+    parent_tools = [t.name for t in brain.parent_requests[0].tools]
+    child_tools = [t.name for t in brain.child_requests[0].tools]
+    assert "report" not in parent_tools
+    assert child_tools == ["subagent", "report"]
+    child_id = started_id(parent)
+    assert any(
+        m.content == f"Background subagent {child_id} reported:\nhalfway there"
+        for m in parent.messages
+    )
+    child_results = [
+        s.event.content
+        for s in await store.events(child_id)
+        if s.event.type == "tool/result"  # type: ignore[union-attr]
+    ]
+    assert child_results[0].startswith("report accepted by the agent that started you as message")
+
+
+async def test_control_tools_are_registered_once_however_many_instances_bind_providers(
+    build_kernel, store
+):
+    kernel = build_kernel(
+        CONTINUABLE
+        + '[[plugin.subagent.tools]]\nprovider = "fork"\ntool_name = "fork"\n'
+        + 'background = "continuable"\n'
+    )
+    brain = Brain(script(), last)
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+    names = [t.name for t in brain.parent_requests[0].tools]
+    assert names == ["subagent", "fork", "send_message", "interrupt_agent", "list_agents"]
+
+
+async def test_one_shot_mode_offers_no_control_tools(build_kernel, store):
+    kernel = build_kernel()
+    brain = Brain(script(), last)
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+    assert [t.name for t in brain.parent_requests[0].tools] == ["subagent"]
+
+
+def test_an_output_schema_in_continuable_background_mode_is_rejected_at_load(build_kernel):
+    with pytest.raises(PluginError) as caught:
+        build_kernel(CONTINUABLE + 'output_schema = { type = "object" }\n')
+    assert "output_schema applies to one-shot runs" in str(caught.value)
