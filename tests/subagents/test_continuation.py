@@ -239,9 +239,7 @@ async def test_a_steered_follow_up_reaches_the_running_turn_at_its_next_step(ker
         seen.append([m.content for m in request.messages if m.role == "user"])
         if len(seen) == 1:
             await gate.wait()
-            return ModelResponse(
-                tool_calls=(tool_call("list_agents"),), finish_reason="tool_calls"
-            )
+            return ModelResponse(tool_calls=(tool_call("list_agents"),), finish_reason="tool_calls")
         return "done"
 
     parent = await compose_agent(kernel, store, model=Brain(parent_says(), child_with_a_step).model)
@@ -438,9 +436,7 @@ async def test_batches_simultaneous_notices_into_one_step_of_a_busy_parent(kerne
         parent_requests.append(request)
         if len(parent_requests) == 1:
             await gate.wait()
-            return ModelResponse(
-                tool_calls=(tool_call("list_agents"),), finish_reason="tool_calls"
-            )
+            return ModelResponse(tool_calls=(tool_call("list_agents"),), finish_reason="tool_calls")
         return "saw them"
 
     child_gate = Gate()

@@ -3,6 +3,8 @@ list_agents and report, driven by a parent model through real tool calls."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tether.agents import compose_agent
@@ -32,12 +34,12 @@ def call(name: str, call_id: str = "c1", **arguments) -> ModelResponse:
     )
 
 
-def script(*steps):
+def script(*steps: Any) -> Any:
     """A parent that plays ``steps`` (functions of the request, or responses) in order, then
     answers "ok"."""
     queue = list(steps)
 
-    def answer(request: ModelRequest):
+    def answer(request: ModelRequest) -> Any:
         if not queue:
             return "ok"
         step = queue.pop(0)

@@ -12,6 +12,9 @@ import click
 
 from ._group import cli, load, profile_option
 
+#: How many lines ``tether sessions tree`` prints by default.
+TREE_LIMIT = 200
+
 
 @cli.group()
 def sessions() -> None:
@@ -89,19 +92,183 @@ def _describe(event: Any) -> str:
     return f"{event.type:<18} {text}"
 
 
+@sessions.command("send")
+@profile_option
+@click.option(
+    "--model", "model_spec", default=None, help="Model spec provider:name (default: the agent's)."
+)
+@click.argument("child_id")
+@click.argument("message")
+def send_to_child(
+    profile: Path | None, model_spec: str | None, child_id: str, message: str
+) -> None:
+    """Continue the continuable subagent CHILD_ID with MESSAGE, as the person who owns it.
+
+    CHILD_ID's root session (the top of its parent chain, which a person must have started) is
+    opened here and hosts the child, which is restored from its log, takes MESSAGE as its next
+    turn and runs until it settles (its own continuable children settled too). Prints the
+    child's turns the way `tether run` prints an agent's and ends with its session id; the
+    root session gets no notice. --model replaces the root's model, which the child also uses
+    unless its delegation named one. Exit status 1 when a turn of the child does not complete.
+    """
+    kernel = load(profile)
+    stop = anyio.run(_send, kernel, model_spec, child_id, message)
+    if stop != "completed":
+        raise SystemExit(1)
+
+
+async def _send(kernel: Any, model_spec: str | None, child_id: str, message: str) -> str:
+    from ..agents import compose_agent
+    from ..store import TurnEnded, profile_store
+    from ._run import _printer, close_model
+
+    store = profile_store(kernel.profile)
+    try:
+        root = await _root_of(store, child_id)
+        host = await compose_agent(kernel, store, model=model_spec, session_id=root)
+        continuation = kernel.subagents.continuation
+        stops: list[str] = []
+        watched: list[Any] = []
+
+        def watch() -> None:
+            """Print the child's events from the moment its agent exists (before its turn)."""
+            child = continuation.live(child_id)
+            if child is None or child in watched:
+                return
+            watched.append(child)
+            child.listen(_printer(child))
+            child.listen(
+                lambda e: stops.append(e.stop_reason) if isinstance(e, TurnEnded) else None
+            )
+
+        unsubscribe = kernel.subagents.on_event(
+            lambda event: watch() if event.kind == "start" and event.child_id == child_id else None
+        )
+        try:
+            async with host:
+                await continuation.send_as_owner(host, child_id, message, notify=False)
+                watch()  # already live: the start edge came before the listener
+                await continuation.wait_settled(child_id)
+        finally:
+            unsubscribe()
+        for child in watched:
+            if child.fault is not None:
+                raise child.fault
+        last = watched[-1].last_stop_reason if watched else "aborted"
+        stop = next((s for s in stops if s != "completed"), last)
+        click.echo(f"session {child_id}")
+        await close_model(host.model)
+        return stop
+    finally:
+        await store.aclose()
+
+
+async def _root_of(store: Any, child_id: str) -> str:
+    """The root session above ``child_id``, by its durable parent chain."""
+    from ..errors import ErrorCode, SubagentError, TetherError
+
+    header = await store.header(child_id)
+    if header.parent_session is None:
+        raise SubagentError(
+            ErrorCode.NOT_RESUMABLE,
+            f'session "{child_id}" is a root session, not a subagent',
+            remedy=f"continue it with `tether run --session {child_id}`",
+        )
+    seen = {header.id}
+    while header.parent_session is not None:
+        parent = header.parent_session
+        if parent in seen:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'subagent "{child_id}" has no root session: its parent chain loops at "{parent}"',
+                remedy="the store is damaged; only a session below a root a person started "
+                "can be continued",
+            )
+        seen.add(parent)
+        try:
+            header = await store.header(parent)
+        except TetherError as exc:
+            if exc.code is not ErrorCode.SESSION_NOT_FOUND:
+                raise
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'subagent "{child_id}" has no root session here: its ancestor "{parent}" '
+                "is not in the store",
+                remedy="check that the profile names the store the sessions were written to",
+            ) from None
+    return header.id
+
+
 @sessions.command("tree")
 @profile_option
 @click.argument("session_id")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=TREE_LIMIT,
+    show_default=True,
+    help="Print at most N sessions (lines) of the tree.",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Skip the first K sessions (lines) of the tree; SESSION_ID itself is the first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def tree_session(profile: Path | None, session_id: str, as_json: bool) -> None:
-    """Print the delegation tree below SESSION_ID from storage (children by parent_session)."""
+@click.pass_context
+def tree_session(
+    ctx: click.Context,
+    profile: Path | None,
+    session_id: str,
+    limit: int,
+    offset: int,
+    as_json: bool,
+) -> None:
+    """Print the delegation tree below SESSION_ID from storage (children by parent_session).
+
+    One line per session, in pre-order: SESSION_ID first, each session before its children,
+    siblings oldest first. A large tree is printed in pages of --limit lines from --offset; when
+    more remain, a last line says how many and which --offset prints the next page.
+
+    --json prints the whole tree as nested objects (each with its "children"), plus "total":
+    the number of sessions in it. With --limit or --offset given, --json prints that page
+    instead: {"total", "offset", "limit", "next_offset", "sessions"}, where "sessions" are the
+    headers of the page in pre-order, each with its "level" below SESSION_ID (0 for SESSION_ID)
+    and next_offset is null on the last page.
+    """
     kernel = load(profile)
     root, nodes = anyio.run(_tree, kernel, session_id)
-    if as_json:
-        click.echo(json.dumps(_tree_json(root, nodes), indent=2))
+    paged = any(
+        ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        for name in ("limit", "offset")
+    )
+    walk = _walk(root, nodes)
+    total = len(walk)
+    end = offset + limit
+    if as_json and not paged:
+        document = {**_tree_json(root, nodes), "total": total}
+        click.echo(json.dumps(document, indent=2))
         return
-    for line in _tree_lines(root, nodes):
+    if as_json:
+        page = [{**header.model_dump(), "level": level} for header, level, _ in walk[offset:end]]
+        document = {
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+            "next_offset": end if end < total else None,
+            "sessions": page,
+        }
+        click.echo(json.dumps(document, indent=2))
+        return
+    if offset >= total:
+        click.echo(f"no sessions from offset {offset}: the tree has {total}")
+        return
+    for _, _, line in walk[offset:end]:
         click.echo(line)
+    if end < total:
+        click.echo(f"... {total - end} more; run again with --offset {end}")
 
 
 async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]]:
@@ -111,11 +278,14 @@ async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]
     try:
         root = await store.header(session_id)
         children: dict[str, list[Any]] = {}
+        seen = {root.id}
         frontier = [root.id]
         while frontier:
             next_frontier = []
             for parent in frontier:
-                found = sorted(await store.sessions(parent=parent), key=lambda h: h.created_at)
+                found = [h for h in await store.sessions(parent=parent) if h.id not in seen]
+                found.sort(key=lambda h: (h.created_at, h.id))
+                seen.update(h.id for h in found)
                 children[parent] = found
                 next_frontier.extend(child.id for child in found)
             frontier = next_frontier
@@ -129,18 +299,24 @@ def _describe_header(header: Any) -> str:
     return f"{header.id}  agent={header.agent or '-'} depth={header.delegation_depth}{label}"
 
 
-def _tree_lines(root: Any, children: dict[str, list[Any]]) -> list[str]:
-    lines = [_describe_header(root)]
-
-    def walk(parent: str, prefix: str) -> None:
-        kids = children.get(parent, [])
-        for index, child in enumerate(kids):
-            last = index == len(kids) - 1
-            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{_describe_header(child)}")
-            walk(child.id, prefix + ("   " if last else "│  "))
-
-    walk(root.id, "")
-    return lines
+def _walk(root: Any, children: dict[str, list[Any]]) -> list[tuple[Any, int, str]]:
+    """The tree in pre-order: ``(header, level below the root, printed line)``."""
+    rows: list[tuple[Any, int, str]] = [(root, 0, _describe_header(root))]
+    # An explicit stack (a deep chain would exhaust Python's recursion limit): each entry is
+    # the siblings still to print (reversed, so the next is last), their prefix and level.
+    stack: list[tuple[list[Any], str, int]] = [(children.get(root.id, [])[::-1], "", 1)]
+    while stack:
+        kids, prefix, level = stack[-1]
+        if not kids:
+            stack.pop()
+            continue
+        child = kids.pop()
+        last = not kids
+        rows.append((child, level, f"{prefix}{'└─ ' if last else '├─ '}{_describe_header(child)}"))
+        grandchildren = children.get(child.id, [])
+        if grandchildren:
+            stack.append((grandchildren[::-1], prefix + ("   " if last else "│  "), level + 1))
+    return rows
 
 
 def _tree_json(root: Any, children: dict[str, list[Any]]) -> dict[str, Any]:
