@@ -1,0 +1,113 @@
+"""A continuable child receives a follow-up, and its parent is told each time it settles.
+
+    uv run python examples/continuable/run.py
+
+Offline: both sides are played by a FunctionModel (a Python function per request), so the run
+is the same every time. The parent starts a continuable child with the ``subagent`` tool, gets a
+settlement notice when the child answers, later sends it a follow-up with ``send_message`` (the
+child's session and history are kept), and gets a second notice. Swap ``brain`` for a real model
+(``model="deepseek:deepseek-chat"`` with DEEPSEEK_API_KEY set) to watch a model do it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import anyio
+
+from tether import load_kernel
+from tether.agents import compose_agent
+from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.store import profile_store
+
+HERE = Path(__file__).parent
+NOTES = "Launch: Thursday 10 December. Owner: Priya. Sign-off: Marco, the day before."
+
+
+def call(name: str, **arguments: str) -> ModelResponse:
+    return ModelResponse(
+        tool_calls=(ToolCall(id=f"call-{name}", name=name, arguments=arguments),),
+        finish_reason="tool_calls",
+    )
+
+
+def parent(request: ModelRequest) -> ModelResponse | str:
+    last = request.messages[-1]
+    if last.role == "tool" and last.name == "send_message":
+        return "I sent the helper your question; it still has the notes from before."
+    if last.role == "tool":
+        return "I asked a research helper; I will tell you when it reports back."
+    if last.content.startswith("Background subagent"):
+        answer = last.content.split("Its closing message:\n", 1)[-1]
+        return f"The helper reports: {answer}"
+    if last.content == "Research the launch.":
+        return call(
+            "subagent",
+            description="research the launch",
+            prompt=f"From these notes, give the launch date and owner.\nNotes: {NOTES}",
+        )
+    # "Who signs off?": a follow-up to the same child, which still has the notes in its history.
+    child = next(
+        match[1]
+        for message in reversed(request.messages)
+        if (match := re.match(r"started subagent (\S+)", message.content))
+    )
+    return call("send_message", subagent_id=child, message="Who signs off, and when?")
+
+
+async def child(request: ModelRequest) -> str:
+    await anyio.sleep(0.05)  # research takes a moment: the parent answers first
+    question = request.messages[-1].content
+    if question.startswith("From these notes"):
+        return "The launch is on Thursday 10 December; Priya owns it."
+    return "Marco signs off, the day before the launch (Wednesday 9 December)."
+
+
+async def brain(request: ModelRequest) -> ModelResponse | str:
+    return await child(request) if request.session_label else parent(request)
+
+
+def show(event: object) -> None:
+    kind = getattr(event, "type", "")
+    if kind == "user/message":
+        print(f"> {event.content}")  # type: ignore[attr-defined]
+    elif kind == "assistant/message":
+        for tool_call in event.tool_calls:  # type: ignore[attr-defined]
+            print(f"-> {tool_call.name}({tool_call.arguments})")
+        if event.content:  # type: ignore[attr-defined]
+            print(event.content)  # type: ignore[attr-defined]
+    elif kind == "tool/result":
+        print(f"<- {event.name}: {event.content}")  # type: ignore[attr-defined]
+
+
+async def main() -> None:
+    kernel = load_kernel(HERE / "tether.toml", entry_points=True)
+    store = profile_store(kernel.profile)
+    kernel.subagents.on_event(
+        lambda e: (
+            print(
+                f"  [subagent {e.child_id} {e.kind}{' ' + e.stop_reason if e.stop_reason else ''}]"
+            )
+            if e.kind in ("start", "end")
+            else None
+        )
+    )
+    agent = await compose_agent(kernel, store, model=FunctionModel(brain))
+    agent.listen(show)
+    manager = kernel.subagents.continuation
+    try:
+        async with agent:
+            for prompt in ("Research the launch.", "Who signs off?"):
+                await agent.run(prompt)
+                # Wait for the child to settle and for the parent's turn on the notice.
+                for entry in (await manager.list(agent))[0]:
+                    await manager.wait_settled(entry.id)
+                await agent.when_idle()
+        print(f"session {agent.session_id}")
+    finally:
+        await store.aclose()
+
+
+if __name__ == "__main__":
+    anyio.run(main)
