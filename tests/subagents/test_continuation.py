@@ -694,3 +694,31 @@ async def test_lists_continuable_children_with_status_and_pages(kernel, store):
     assert statuses[held.child_id] == "running"
     assert {statuses[s.child_id] for s in quick} == {"ready"}
     assert [e.id for e in page] == [e.id for e in everything[1:3]]
+
+
+async def test_walks_a_deep_ordinary_chain_without_the_call_stack_and_finds_what_is_below(
+    kernel, store
+):
+    import sys
+
+    from tether.store import SessionHeader
+
+    parent = await compose_agent(kernel, store, model=Brain(parent_says(), echo).model)
+    depth = sys.getrecursionlimit() + 100
+    above = parent.session_id
+    for n in range(depth):
+        header = SessionHeader(id=f"ses_chain{n}", created_at=float(n), parent_session=above)
+        await store.create(header)
+        above = header.id
+    bottom = SessionHeader(
+        id="ses_bottom", created_at=1e9, parent_session=above, origin="subagent", label="deep"
+    )
+    await store.create(bottom)
+    descriptor = DescriptorEvent(
+        kind=CONTINUABLE_DESCRIPTOR, data={"mode": "continuable", "provider": "spawn"}
+    )
+    await store.append(bottom.id, [descriptor])
+    async with parent:
+        entries, total = await kernel.subagents.continuation.list(parent, scope="descendants")
+    assert total == 1
+    assert (entries[0].id, entries[0].status, entries[0].label) == ("ses_bottom", "ready", "deep")

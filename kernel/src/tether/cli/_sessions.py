@@ -119,6 +119,7 @@ def send_to_child(
 
 async def _send(kernel: Any, model_spec: str | None, child_id: str, message: str) -> str:
     from ..agents import compose_agent
+    from ..errors import TetherError
     from ..store import TurnEnded, profile_store
     from ._run import _printer, close_model
 
@@ -144,21 +145,28 @@ async def _send(kernel: Any, model_spec: str | None, child_id: str, message: str
         unsubscribe = kernel.subagents.on_event(
             lambda event: watch() if event.kind == "start" and event.child_id == child_id else None
         )
+        refused: TetherError | None = None
         try:
             async with host:
-                await continuation.send_as_owner(host, child_id, message, notify=False)
-                watch()  # already live: the start edge came before the listener
-                await continuation.wait_settled(child_id)
+                # Caught in here: what leaves `async with agent:` leaves in an exception group.
+                try:
+                    await continuation.send_as_owner(host, child_id, message, notify=False)
+                except TetherError as exc:
+                    refused = exc
+                else:
+                    watch()  # already live: the start edge came before the listener
+                    await continuation.wait_settled(child_id)
         finally:
             unsubscribe()
+            await close_model(host.model)
+        if refused is not None:
+            raise refused
         for child in watched:
             if child.fault is not None:
                 raise child.fault
         last = watched[-1].last_stop_reason if watched else "aborted"
-        stop = next((s for s in stops if s != "completed"), last)
         click.echo(f"session {child_id}")
-        await close_model(host.model)
-        return stop
+        return next((s for s in stops if s != "completed"), last)
     finally:
         await store.aclose()
 

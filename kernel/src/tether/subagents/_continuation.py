@@ -319,6 +319,9 @@ class ContinuationManager:
     def _forget(self, activation: _Activation) -> None:
         if self._activations.get(activation.child_id) is activation:
             del self._activations[activation.child_id]
+            lock = self._locks.get(activation.child_id)
+            if lock is not None and not lock.locked():
+                del self._locks[activation.child_id]
         owned = self._owned.get(activation.parent_id)
         if owned is not None:
             owned.discard(activation.child_id)
@@ -381,7 +384,7 @@ class ContinuationManager:
         lock = self._locks.setdefault(header.id, anyio.Lock())
         async with lock:
             activation = self._activations.get(header.id)
-            if activation is not None and activation.closing:
+            if activation is not None and (activation.closing or activation.released):
                 await activation.closed.wait()  # lost the race with disposal: restore it anew
                 activation = None
             if activation is None:
@@ -583,18 +586,26 @@ class ContinuationManager:
         return entries[offset:end], total
 
     async def _collect(
-        self, agent: Agent, parent: str, deep: bool, into: list[AgentEntry], seen: set[str]
+        self, agent: Agent, root: str, deep: bool, into: list[AgentEntry], seen: set[str]
     ) -> None:
-        children = await agent.store.sessions(parent=parent)
-        for header in sorted(children, key=lambda h: (h.created_at, h.id)):
-            if header.id in seen:
-                continue
-            seen.add(header.id)
-            entry = await self._entry(agent, header)
-            if entry is not None:
-                into.append(entry)
-            if deep:
-                await self._collect(agent, header.id, deep, into, seen)
+        """Pre-order, oldest first per parent; an explicit stack, so a deep chain does not
+        use up the call stack, and ``seen`` stops a corrupt parent cycle."""
+        stack: list[SessionHeader | str] = [root]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, SessionHeader):
+                entry = await self._entry(agent, item)
+                if entry is not None:
+                    into.append(entry)
+                if not deep:
+                    continue
+                parent = item.id
+            else:
+                parent = item
+            children = await agent.store.sessions(parent=parent)
+            fresh = [h for h in children if h.id not in seen and h.id != root]
+            seen.update(h.id for h in fresh)
+            stack.extend(sorted(fresh, key=lambda h: (h.created_at, h.id), reverse=True))
 
     async def _entry(self, agent: Agent, header: SessionHeader) -> AgentEntry | None:
         parent = header.parent_session or ""
