@@ -605,7 +605,8 @@ class ContinuationManager:
             children = await agent.store.sessions(parent=parent)
             fresh = [h for h in children if h.id not in seen and h.id != root]
             seen.update(h.id for h in fresh)
-            stack.extend(sorted(fresh, key=lambda h: (h.created_at, h.id), reverse=True))
+            fresh.sort(key=_age, reverse=True)
+            stack.extend(fresh)
 
     async def _entry(self, agent: Agent, header: SessionHeader) -> AgentEntry | None:
         parent = header.parent_session or ""
@@ -658,6 +659,10 @@ class ContinuationManager:
                 "is not open in this process",
                 remedy="call from inside `async with agent:`",
             )
+
+
+def _age(header: SessionHeader) -> tuple[float, str]:
+    return header.created_at, header.id
 
 
 async def _has_unclaimed(agent: Agent, session_id: str) -> bool:
