@@ -101,9 +101,7 @@ async def main() -> None:
             for prompt in ("Research the launch.", "Who signs off?"):
                 await agent.run(prompt)
                 # Wait for the child to settle and for the parent's turn on the notice.
-                for entry in (await manager.list(agent))[0]:
-                    await manager.wait_settled(entry.id)
-                await agent.when_idle()
+                await manager.wait_quiet(agent)
         print(f"session {agent.session_id}")
     finally:
         await store.aclose()

@@ -51,3 +51,37 @@ def test_a_continuable_child_receives_a_follow_up_and_its_settlement_notices(tmp
         f"  [subagent {child} end completed]",
     ] * 2
     assert (example / ".tether" / "sessions.db").exists()
+
+
+def test_tether_run_waits_for_continuable_children_to_settle(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tether.cli import cli
+
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tether.toml").write_text(
+        '[tether]\nplugins = ["spawn", "subagent"]\nstore = "sqlite:.tether/s.db"\n'
+        '[plugin.subagent]\nbackground = "continuable"\n'
+        '[agent.main]\nmodel = "scripted:script.toml"\n'
+    )
+    (tmp_path / "script.toml").write_text(
+        """
+[[steps]]
+tool_calls = [{ name = "subagent", arguments = { description = "slow task", prompt = "go" } }]
+[[steps]]
+text = "started it"
+[[steps]]
+expect = "finished and will do no further work"
+text = "it is done"
+[[tasks."slow task".steps]]
+delay = 0.3
+text = "the slow answer"
+"""
+    )
+    result = CliRunner().invoke(cli, ["run", "do it"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "started it" in lines
+    assert lines[-2] == "it is done"
+    assert any(line.endswith("completed after 0.3s]") for line in lines)

@@ -82,6 +82,10 @@ async def _run(
             for prompt in prompts:
                 await agent.followup(prompt)
             await agent.when_idle()
+            if kernel._subagents is not None:
+                # Continuable children keep working after the last prompt: wait for them to
+                # settle, and for the turns their notices give, instead of cutting them off.
+                await kernel.subagents.continuation.wait_quiet(agent)
         if agent.fault is not None:
             raise agent.fault
         stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)

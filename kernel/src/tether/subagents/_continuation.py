@@ -465,6 +465,19 @@ class ContinuationManager:
             self._activations[header.id].notify = False
         return message_id
 
+    async def wait_quiet(self, agent: Agent) -> None:
+        """Wait until ``agent`` is idle and every continuable child it owns has settled (and
+        it has taken their notices)."""
+        while True:
+            await agent.when_idle()
+            owned = list(self._owned.get(agent.session_id, ()))
+            if not owned:
+                if agent.status == "idle":
+                    return
+                continue
+            for child_id in owned:
+                await self.wait_settled(child_id)
+
     async def wait_settled(self, child_id: str) -> None:
         """Wait until the child's activation (if any) has closed."""
         activation = self._activations.get(child_id)
