@@ -1,4 +1,4 @@
-"""``tether sessions list|show``: the durable sessions of a profile's store."""
+"""``tether sessions list|show|tree|send``: the durable sessions of a profile's store."""
 
 from __future__ import annotations
 
@@ -102,11 +102,12 @@ def _describe(event: Any) -> str:
 def send_to_child(
     profile: Path | None, model_spec: str | None, child_id: str, message: str
 ) -> None:
-    """Continue the continuable subagent CHILD_ID with MESSAGE, as the person who owns it.
+    """Continue a stored continuable child yourself.
 
-    CHILD_ID's root session (the top of its parent chain, which a person must have started) is
-    opened here and hosts the child, which is restored from its log, takes MESSAGE as its next
-    turn and runs until it settles (its own continuable children settled too). Prints the
+    Sends MESSAGE to the continuable subagent CHILD_ID as the person who owns it: CHILD_ID's
+    root session (the top of its parent chain, which a person must have started) is opened
+    here and hosts the child, which is restored from its log, takes MESSAGE as its next turn
+    and runs until it settles (its own continuable children settled too). Prints the
     child's turns the way `tether run` prints an agent's and ends with its session id; the
     root session gets no notice. --model replaces the root's model, which the child also uses
     unless its delegation named one. Exit status 1 when a turn of the child does not complete.

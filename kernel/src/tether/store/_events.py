@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -167,8 +168,10 @@ def parse_event(data: str | bytes) -> Event:
     return _EVENT.validate_json(data)
 
 
-class StoredEvent(_Frozen):
-    """An event with its position in the log (1-based, gap-free)."""
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event with its position in the log (1-based, gap-free). A plain record, not a
+    pydantic model: stores build one per event they read, and the event is already validated."""
 
     seq: int
     event: Event

@@ -51,13 +51,17 @@ class MemoryStore:
         log.extend(events)
         return len(log)
 
-    async def events(self, session_id: str, *, after: int = 0) -> list[StoredEvent]:
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
         log = self._logs.get(session_id)
         if log is None:
             raise missing(session_id)
         return [
-            StoredEvent.model_construct(seq=seq, event=event)
-            for seq, event in enumerate(log[after:], start=after + 1)
+            StoredEvent(seq, event)
+            for seq, event in enumerate(
+                log[after : None if limit is None else after + limit], start=after + 1
+            )
         ]
 
     async def sessions(

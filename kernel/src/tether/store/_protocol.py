@@ -39,8 +39,10 @@ class SessionStore(Protocol):
         """Append events in order; return the ``seq`` of the last one (durable on return)."""
         ...
 
-    async def events(self, session_id: str, *, after: int = 0) -> list[StoredEvent]:
-        """Every event with ``seq > after``, in order."""
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Every event with ``seq > after``, in order; at most ``limit`` of them."""
         ...
 
     async def sessions(

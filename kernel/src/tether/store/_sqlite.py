@@ -180,12 +180,14 @@ class SQLiteStore:
         self._next_seq[session_id] = last + 1
         return last
 
-    async def events(self, session_id: str, *, after: int = 0) -> list[StoredEvent]:
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
         await self.header(session_id)
         stored: list[StoredEvent] = []
         rows = self._db.execute(
-            "SELECT seq, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
-            (session_id, after),
+            "SELECT seq, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session_id, after, -1 if limit is None else limit),
         )
         expected = after + 1
         for seq, data in rows:
@@ -197,7 +199,7 @@ class SQLiteStore:
                 detail = exc.errors()[0]
                 reason = f"{detail['msg']} at {'.'.join(str(p) for p in detail['loc']) or 'top'}"
                 raise _corrupt(self.path, session_id, seq, reason) from exc
-            stored.append(StoredEvent.model_construct(seq=seq, event=event))
+            stored.append(StoredEvent(seq, event))
             expected += 1
         return stored
 

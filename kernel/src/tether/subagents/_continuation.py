@@ -61,6 +61,9 @@ SUMMARIES = {
     "refusal": "declined the task.",
     "error": "failed before it finished.",
 }
+#: How many events after a child's seed the continuable descriptor is looked for in (its setup
+#: window: the delegation descriptor, the continuable descriptor, the note, the first prompt).
+SETUP_WINDOW = 16
 #: How long a teardown waits for a child to record its end, in seconds.
 TEARDOWN_TIMEOUT = 10.0
 
@@ -426,7 +429,8 @@ class ContinuationManager:
         if header.id in self._descriptors:
             return self._descriptors[header.id]
         found: DescriptorEvent | None = None
-        for stored in await agent.store.events(header.id, after=header.seed_length):
+        window = await agent.store.events(header.id, after=header.seed_length, limit=SETUP_WINDOW)
+        for stored in window:
             event = stored.event
             if isinstance(event, DescriptorEvent) and event.kind == CONTINUABLE_DESCRIPTOR:
                 if event.version == 1 and event.data.get("mode") == "continuable":

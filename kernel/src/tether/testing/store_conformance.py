@@ -96,6 +96,14 @@ class SessionStoreConformance:
         await store.append("s1", [TurnStarted(turn=n) for n in range(1, 6)])
         assert [s.seq for s in await store.events("s1", after=3)] == [4, 5]
 
+    async def test_events_up_to_a_limit(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        await store.append("s1", [TurnStarted(turn=n) for n in range(1, 6)])
+        assert [s.seq for s in await store.events("s1", limit=2)] == [1, 2]
+        assert [s.seq for s in await store.events("s1", after=3, limit=1)] == [4]
+        assert [s.seq for s in await store.events("s1", after=4, limit=10)] == [5]
+        assert await store.events("s1", limit=0) == []
+
     async def test_logs_of_sessions_are_separate(self, store: SessionStore) -> None:
         await store.create(_header("a"))
         await store.create(_header("b"))
