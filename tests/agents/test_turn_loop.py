@@ -686,3 +686,23 @@ async def test_a_store_that_refuses_the_turn_end_faults_the_agent(tmp_path):
     assert agent.fault.code is ErrorCode.SESSION_CONFLICT
     await first.aclose()
     await other.aclose()
+
+
+async def test_an_exception_in_the_block_leaves_it_as_raised_not_in_a_group(tmp_path):
+    from tether.agents import Agent
+    from tether.agents._agent import new_header
+    from tether.models import FunctionModel
+    from tether.store import MemoryStore
+
+    store = MemoryStore()
+    header = await store.create(new_header())
+    agent = Agent(header=header, store=store, model=FunctionModel(lambda r: "ok"))
+
+    async def use_then_fail() -> None:
+        async with agent:
+            await agent.run("hello")
+            raise ValueError("mine")
+
+    with pytest.raises(ValueError, match="mine"):
+        await use_then_fail()
+    assert agent.turns == 1

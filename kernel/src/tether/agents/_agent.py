@@ -138,6 +138,14 @@ def event_to_message(event: Event) -> Message | None:
             return None
 
 
+def _leaves(group: BaseExceptionGroup) -> Iterable[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
 class Agent:
     """One agent running one session. Use as ``async with``; see the module docstring."""
 
@@ -337,6 +345,11 @@ class Agent:
             self._group.cancel_scope.cancel()
         try:
             return await self._group.__aexit__(*exc_info)
+        except BaseExceptionGroup as group:
+            body = exc_info[1]
+            if body is not None and all(e is body for e in _leaves(group)):
+                return False  # the block's own exception, unwrapped: it propagates as raised
+            raise
         finally:
             self._group = None
             self._runner_active = False

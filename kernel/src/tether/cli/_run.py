@@ -79,6 +79,11 @@ async def _run(
             lambda event: stops.append(event.stop_reason) if event.type == "turn/end" else None
         )  # type: ignore[union-attr]
         async with agent:
+            if session_id is not None and any(
+                p.implements("tether_subagent_providers") for p in kernel.plugins
+            ):
+                # After a crash: children holding accepted, unrun messages pick up again.
+                await kernel.subagents.continuation.recover(agent)
             for prompt in prompts:
                 await agent.followup(prompt)
             await agent.when_idle()

@@ -145,6 +145,8 @@ class ContinuationManager:
 
     def _state(self, activation: _Activation) -> ActivationState:
         agent = activation.agent
+        if agent.fault is not None and agent.status == "idle":
+            return "settled"  # its store refused a write: it takes no more turns
         if agent.status == "running" or agent.pending:
             return "running"
         if self._owned.get(activation.child_id):
@@ -490,8 +492,11 @@ class ContinuationManager:
 
     async def _authorize_owner(self, host: Agent, header: SessionHeader) -> None:
         chain = await self._ancestors(host, header)
-        root = await host.store.header(chain[-1]) if chain else header
-        if root.origin != "user" or host.session_id not in chain:
+        try:
+            root = await host.store.header(chain[-1]) if chain else header
+        except TetherError:
+            root = None  # an ancestor is missing: nobody can be shown to own the chain
+        if root is None or root.origin != "user" or host.session_id not in chain:
             raise SubagentError(
                 ErrorCode.UNAUTHORIZED,
                 f'session "{header.id}" is not below a session the human owns here',
@@ -645,25 +650,47 @@ class ContinuationManager:
 
     async def recover(self, parent: Agent) -> list[str]:
         """After a restart: restore the continuable children of ``parent`` (an open agent)
-        whose logs hold accepted messages nobody claimed, and run them. Every acknowledged
-        follow-up then runs exactly once; the ids of the restored children."""
+        whose logs hold accepted messages nobody claimed, and run them; deeper down too (a
+        child is restored to host a descendant that has such messages). Every acknowledged
+        follow-up then runs exactly once; the ids of the restored sessions, parents first."""
         self._authorize_live(parent, "recover subagents")
         restored: list[str] = []
-        for header in await parent.store.sessions(parent=parent.session_id):
-            if header.id in self._activations:
-                continue
+        for header in sorted(await parent.store.sessions(parent=parent.session_id), key=_age):
             if await self.descriptor(parent, header) is None:
                 continue
-            if not await _has_unclaimed(parent, header.id):
+            own = await _has_unclaimed(parent, header.id)
+            below = await self._pending_below(parent, header.id)
+            if not own and not below:
                 continue
             lock = self._locks.setdefault(header.id, anyio.Lock())
             async with lock:
-                activation = await self._cold_restore(parent, header)
+                activation = self._activations.get(header.id)
+                if activation is None:
+                    activation = await self._cold_restore(parent, header)
+                    restored.append(header.id)
+                if below:
+                    restored += await self.recover(activation.agent)
                 activation.announced = True
                 activation.agent.resume()
                 activation.armed.set()
-            restored.append(header.id)
         return restored
+
+    async def _pending_below(self, agent: Agent, session_id: str) -> bool:
+        """Whether a continuable session below ``session_id`` has unclaimed messages."""
+        stack, seen = [session_id], {session_id}
+        while stack:
+            for header in await agent.store.sessions(parent=stack.pop()):
+                if header.id in seen:
+                    continue
+                seen.add(header.id)
+                stack.append(header.id)
+                if header.id in self._activations:
+                    continue
+                if await self.descriptor(agent, header) is not None and await _has_unclaimed(
+                    agent, header.id
+                ):
+                    return True
+        return False
 
     # ------------------------------------------------------------------ authority
 
