@@ -722,3 +722,28 @@ async def test_walks_a_deep_ordinary_chain_without_the_call_stack_and_finds_what
         entries, total = await kernel.subagents.continuation.list(parent, scope="descendants")
     assert total == 1
     assert (entries[0].id, entries[0].status, entries[0].label) == ("ses_bottom", "ready", "deep")
+
+
+async def test_drops_the_notice_without_disturbing_anything_when_the_parent_is_gone(kernel, store):
+    async def child(request):
+        text = last(request)
+        if text == "child task":
+            me = next(a for a in kernel.live_agents.values() if a is not root and a.turns)
+            await start(me, prompt="grandchild task", label="deeper")
+            return "started"
+        return f"answer to {text}"
+
+    root = await compose_agent(kernel, store, model=Brain(parent_says(), child).model)
+    manager = kernel.subagents.continuation
+    async with root:
+        started = await start(root)
+        await manager.wait_quiet(root)
+    (grandchild,) = await store.sessions(parent=started.child_id)
+    before = len(await store.events(started.child_id))
+    host = await compose_agent(kernel, store, session_id=root.session_id, model=root.model)
+    async with host:
+        root = host
+        await manager.send_as_owner(host, grandchild.id, "more")  # notify: its parent is gone
+        await manager.wait_settled(grandchild.id)
+    assert len(await store.events(started.child_id)) == before  # nothing reached the child
+    assert (await user_texts(store, grandchild.id))[-1] == "more"
