@@ -27,6 +27,7 @@ from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usag
 from ..store import (
     AssistantMessage,
     ContextMessage,
+    DescriptorEvent,
     Event,
     InboxAccepted,
     InboxDiscarded,
@@ -315,6 +316,9 @@ class Agent:
                 )
             live[self.session_id] = self
         self._tearing_down = False
+        attach = getattr(self.model, "attach", None)
+        if attach is not None:
+            await attach(self)  # a session-bound model (a remote agent) opens its connection
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._closing = False
@@ -354,6 +358,10 @@ class Agent:
             self._group = None
             self._runner_active = False
             self._idle.set()
+            detach = getattr(self.model, "detach", None)
+            if detach is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                    await detach(self)
             if self.kernel is not None and self.kernel.live_agents.get(self.session_id) is self:
                 del self.kernel.live_agents[self.session_id]
 
@@ -370,6 +378,16 @@ class Agent:
             await function(*args)
         finally:
             self._jobs -= 1
+
+    async def record(self, *events: Event) -> None:
+        """Append events that are not part of the conversation (descriptors, such as what a
+        remote child's connection did) to the log, telling listeners."""
+        if any(not isinstance(e, DescriptorEvent) for e in events):
+            raise AgentError(
+                ErrorCode.SUBAGENT_INVALID,
+                "record() takes descriptor events only; messages go through the inbox",
+            )
+        await self._append(*events)
 
     @property
     def tearing_down(self) -> bool:

@@ -185,6 +185,8 @@ async def compose_local_child(
     seed: Sequence[Event] = (),
     keep_tool_list: bool = False,
     continuable: bool = False,
+    model: Any = None,
+    model_route: str | None = None,
 ) -> Agent:
     """The setup window: create the child's session and log, and return its agent, restored
     and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
@@ -204,9 +206,12 @@ async def compose_local_child(
     # The parent agent preset's plugins first: the child is that preset in a child scope.
     preset = build_preset(kernel, parent.name)
     options = request.agent_options
-    model = parent.model
-    if options is not None and options.model is not None:
-        model = resolve_preset_model(preset, options.model)
+    if model_route is None and options is not None:
+        model_route = options.model
+    if model is None:
+        model = parent.model
+        if model_route is not None:
+            model = resolve_preset_model(preset, model_route)
     limits = _limits(parent.limits, options.max_output_tokens if options else None)
     # The parent's explicit overrides, snapshotted now: a child starts from the parent's own
     # tools and call policy (a delegated parent's narrowing carries down), never the preset's.
@@ -262,7 +267,7 @@ async def compose_local_child(
                     "mode": "continuable",
                     "provider": provider,
                     "label": request.label,
-                    "model": options.model if options is not None else None,
+                    "model": model_route,
                     "max_output_tokens": limits.max_output_tokens,
                     "persona": request.persona,
                     "tool_filter": _filter_data(request),
@@ -333,11 +338,13 @@ async def start_local_child(
     provider: str,
     seed: Sequence[Event] = (),
     keep_tool_list: bool = False,
+    model: Any = None,
 ) -> LocalChildRun:
-    """Compose the child (its setup window), accept its first prompt, return its run."""
+    """Compose the child (its setup window), accept its first prompt, return its run.
+    ``model`` replaces the child's model (a provider whose children are remote agents)."""
     parent = request.parent
     child = await compose_local_child(
-        request, provider=provider, seed=seed, keep_tool_list=keep_tool_list
+        request, provider=provider, seed=seed, keep_tool_list=keep_tool_list, model=model
     )
     run = LocalChildRun(child, request, len(child.messages))
     try:

@@ -201,6 +201,8 @@ class ContinuationManager:
             seed=plan.seed,
             keep_tool_list=plan.keep_tool_list,
             continuable=True,
+            model=plan.model,
+            model_route=plan.model_route,
         )
         activation = _Activation(
             child_id=child.session_id,

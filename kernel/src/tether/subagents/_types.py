@@ -168,6 +168,10 @@ class ContinuablePlan:
     """Events the child's session starts with (a fork's copy of the parent's turns)."""
     keep_tool_list: bool = False
     """Keep the parent's tool list byte-identical and enforce a tool filter at call time."""
+    model: Any = None
+    """The child's model, when the provider supplies it (a remote agent behind a model)."""
+    model_route: str | None = None
+    """The model spec recorded for a cold restore, which resolves it again (``acp:NAME``)."""
 
 
 @runtime_checkable
