@@ -31,6 +31,10 @@ class Offer(BaseModel):
     """What the plugin is, in words a user reads in errors: ``"subagent provider"``."""
     capabilities: frozenset[str] = frozenset()
     """The optional features it supports: ``{"depth_limit", "output_schema"}``."""
+    name: str | None = None
+    """The name this is known by, when it is not the plugin's: a plugin that offers several
+    (the ``acp`` plugin offers one subagent provider per configured agent). A requirement
+    naming it finds it as if it were a plugin."""
 
     _check = field_validator("capabilities", mode="before")(_clean_capabilities)
 
@@ -41,7 +45,8 @@ class Requirement(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     plugin: str = Field(min_length=1)
-    """The name of the plugin that must be loaded (in this scope or an enclosing one)."""
+    """The name of the plugin that must be loaded (in this scope or an enclosing one), or the
+    :attr:`Offer.name` of an offer a loaded plugin makes."""
     kind: str = Field(min_length=1)
     """The :attr:`Offer.kind` that plugin must offer."""
     capabilities: tuple[str, ...] = ()

@@ -51,6 +51,9 @@ class Kernel:
         self._presets: dict[str | None, Any] = {}  # tether.agents.build_preset's cache
         self.live_agents: dict[str, Any] = {}
         """The agents open (inside ``async with``) in this process, by session id."""
+        self.permission_host: Any = None
+        """Who answers permission questions children forward to the root's host (an async
+        callable; set by the interactive ``tether run`` or by ``tether acp``), or ``None``."""
 
     @property
     def agents(self) -> list[str]:
@@ -345,11 +348,25 @@ def _check_requirement(
         file = setting_file
         key = format_loc(where, (requirement.setting,))
     target = scope.find_plugin(requirement.plugin)
-    offering = [
-        p.name
-        for p in scope.visible_plugins()
-        if p is not plugin and _offer_gap(p.offers, requirement) is None
-    ]
+    named: str | None = None
+    if target is None:  # an offer known by its own name (one of several a plugin makes)
+        for candidate in scope.visible_plugins():
+            if any(
+                o.kind == requirement.kind and o.name == requirement.plugin
+                for o in candidate.offers
+            ):
+                target, named = candidate, requirement.plugin
+                break
+    offering = list(
+        dict.fromkeys(  # profile order, each name once
+            offer.name or p.name
+            for p in scope.visible_plugins()
+            if p is not plugin
+            for offer in p.offers
+            if (offer.name or p.name) != requirement.plugin
+            and _offer_gap(_offers_named(p, offer.name), requirement) is None
+        )
+    )
     alternatives = f"plugins here that offer it: {', '.join(offering)}" if offering else ""
     if target is None:
         layer_key, _ = _layer_key(agent)
@@ -363,13 +380,14 @@ def _check_requirement(
             plugin=plugin.name,
             remedy="; ".join(x for x in (fix, alternatives) if x),
         )
-    gap = _offer_gap(target.offers, requirement)
+    gap = _offer_gap(_offers_named(target, named), requirement)
     if gap is None:
         return
     if gap == "":
         what = f'plugin "{target.name}" ({target.entry.source}) is not a {requirement.kind}'
     else:
-        what = f'{requirement.kind} "{target.name}" does not support the "{gap}" capability'
+        shown = named or target.name
+        what = f'{requirement.kind} "{shown}" does not support the "{gap}" capability'
     raise CapabilityError(
         ErrorCode.UNSUPPORTED_CAPABILITY,
         what,
@@ -380,6 +398,13 @@ def _check_requirement(
         remedy="; ".join(x for x in (requirement.remedy, alternatives) if x)
         or f"use another {requirement.kind}",
     )
+
+
+def _offers_named(plugin: LoadedPlugin, name: str | None) -> list[Any]:
+    """The offers of ``plugin`` known as ``name`` (``None``: as the plugin itself)."""
+    if name is None or name == plugin.name:
+        return [o for o in plugin.offers if o.name in (None, plugin.name)]
+    return [o for o in plugin.offers if o.name == name]
 
 
 def _offer_gap(offers: Iterable[Any], requirement: Requirement) -> str | None:

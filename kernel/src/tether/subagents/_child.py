@@ -206,6 +206,7 @@ async def compose_local_child(
     # The parent agent preset's plugins first: the child is that preset in a child scope.
     preset = build_preset(kernel, parent.name)
     options = request.agent_options
+    remote = model is not None
     if model_route is None and options is not None:
         model_route = options.model
     if model is None:
@@ -289,7 +290,9 @@ async def compose_local_child(
             + json.dumps(request.output_schema)
         )
     if continuable:
-        note += "\n\n" + CONTINUABLE_NOTE + (REPORT_HINT if tools.get("report") else "")
+        # A child behind a provider-supplied model (a remote agent) cannot call our tools.
+        hint = REPORT_HINT if tools.get("report") and not remote else ""
+        note += "\n\n" + CONTINUABLE_NOTE + hint
     setup.append(ContextMessage(role="user", content=note, origin="delegation"))
     await parent.store.append(header.id, setup)
     child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)

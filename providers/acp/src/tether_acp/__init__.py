@@ -1,1 +1,98 @@
-"""tether-acp."""
+"""tether-acp: children that are external agents, spoken to over the Agent Client Protocol.
+
+``[[plugin.acp.agents]]`` names one or more ACP agents (command, args, env, cwd, file roots,
+permission policy); each is a subagent provider of that name. A child is a local *mirror*
+session (header, lineage, durable inbox, like any child) whose model is the external agent's
+ACP session: one ``session/prompt`` per turn. One-shot and continuable children both work; a
+continuable child keeps its ACP session for follow-ups and is restored with ``session/load``
+after a restart when the agent offers it.
+
+Capabilities are declared honestly: ACP cannot make an external agent honour an output schema,
+a tool filter, a depth limit or a persona, so none is offered, and a delegation tool that needs
+one fails at load (bind it with ``max_depth = "provider-managed"``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import tether
+from tether.models import ModelProvider
+from tether.subagents import (
+    ContinuablePlan,
+    LocalChildRun,
+    SubagentCapabilities,
+    SubagentStartRequest,
+    start_local_child,
+)
+
+from ._client import PermissionQuestion, set_permission_host
+from ._model import SESSION_DESCRIPTOR, AcpModel
+from ._settings import AcpAgentSettings, Settings
+
+__all__ = (
+    "SESSION_DESCRIPTOR",
+    "AcpAgentSettings",
+    "AcpModel",
+    "AcpProvider",
+    "PermissionQuestion",
+    "Settings",
+    "set_permission_host",
+)
+
+
+class AcpProvider:
+    """Children run by one external ACP agent."""
+
+    capabilities = SubagentCapabilities()  # nothing ACP can enforce on an external agent
+    inherits_parent_context = False
+
+    def __init__(self, spec: AcpAgentSettings) -> None:
+        self.spec = spec
+        self.name = spec.name
+
+    async def start(self, request: SubagentStartRequest) -> LocalChildRun:
+        return await start_local_child(request, provider=self.name, model=AcpModel(self.spec))
+
+    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
+        # The model route lets a cold restore rebuild the model from this profile.
+        return ContinuablePlan(model=AcpModel(self.spec), model_route=f"acp:{self.name}")
+
+
+@tether.hookimpl
+def tether_settings_model() -> type[Settings]:
+    return Settings
+
+
+@tether.hookimpl
+def tether_subagent_providers(settings: Settings) -> list[AcpProvider]:
+    return [AcpProvider(spec) for spec in settings.agents]
+
+
+@tether.hookimpl
+def tether_offers(settings: Settings) -> list[tether.Offer]:
+    return [
+        tether.Offer(
+            kind="subagent provider", name=spec.name, capabilities=frozenset({"continuable"})
+        )
+        for spec in settings.agents
+    ]
+
+
+@tether.hookimpl
+def tether_model_providers(settings: Settings) -> list[ModelProvider]:
+    """``acp:NAME``: the model of a child of the ACP agent NAME (used to restore one)."""
+    specs = {spec.name: spec for spec in settings.agents}
+
+    def factory(name: str, base: Path) -> Any:
+        spec = specs.get(name)
+        if spec is None:
+            raise tether.ModelError(
+                tether.ErrorCode.MODEL_SPEC_UNKNOWN,
+                f'no ACP agent named "{name}" in [plugin.acp]',
+                remedy=f"configured: {', '.join(specs) or 'none'}",
+            )
+        return AcpModel(spec)
+
+    return [ModelProvider("acp", factory)]
