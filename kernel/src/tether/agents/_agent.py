@@ -203,6 +203,7 @@ class Agent:
         self._wakeup = anyio.Event()
         self._restored = False
         self._last_stop: StopReason = "completed"
+        self._last_error: str | None = None
         self._fault: TetherError | None = None
         self._turn_item: _InboxItem | None = None
 
@@ -490,6 +491,11 @@ class Agent:
         """The stop reason of the most recent turn."""
         return self._last_stop
 
+    @property
+    def last_error(self) -> str | None:
+        """Why the most recent turn ended with ``error`` (its ``turn/end.error``), if it did."""
+        return self._last_error
+
     async def when_idle(self) -> None:
         """Wait until no turn runs and no accepted message waits."""
         await self._idle.wait()
@@ -668,6 +674,7 @@ class Agent:
             TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
         )
         self._last_stop = stop
+        self._last_error = error
         try:
             if scope.cancel_called:
                 # A cancelled turn still records how it ended: shielded, and bounded in time.

@@ -146,7 +146,10 @@ class LocalChildRun:
             output = final_output(child.messages[self._history_start :])
             if child.fault is not None:
                 return SubagentResult(output="", stop_reason="error", diagnostic=str(child.fault))
-            if stop != "completed" or schema is None:
+            if stop != "completed":
+                diagnostic = child.last_error if stop == "error" else None
+                return SubagentResult(output=output, stop_reason=stop, diagnostic=diagnostic)
+            if schema is None:
                 return SubagentResult(output=output, stop_reason=stop)
             value, problems = parse_structured(output, schema)
             if not problems:

@@ -219,6 +219,9 @@ class AcpModel:
                     f"{self.name}: {what} failed: {exc}{self._diagnostic()}",
                 ) from None
             except ConnectionError:
+                if process is not None:  # a crash: let its exit status arrive
+                    with anyio.move_on_after(1.0):
+                        await process.wait()
                 raise ModelError(
                     ErrorCode.MODEL_REQUEST_FAILED,
                     f"{self.name}: the connection to the ACP agent closed during {what}"
@@ -313,12 +316,18 @@ class AcpModel:
 
 
 def _new_text(request: ModelRequest) -> str:
-    """The user-role text since the model last answered: what the child has not seen yet."""
+    """The user-role text since the model last answered: what the child has not seen yet.
+
+    tether's delegation note is left out: it describes tether's own tools and policies, which
+    an external agent does not have (its own instructions and permission requests apply)."""
+    from tether.subagents import DELEGATION_NOTE
+
     texts: list[str] = []
     for message in reversed(request.messages):
         if message.role == "assistant":
             break
-        if message.role == "user" and message.content:
+        note = message.content.startswith(DELEGATION_NOTE)
+        if message.role == "user" and message.content and not note:
             texts.append(message.content)
     return "\n\n".join(reversed(texts))
 
