@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,8 @@ async def _run(
         )
         agent.listen(_printer(agent))
         _show_children(kernel, agent)
+        if kernel.permission_host is None and sys.stdin.isatty():
+            kernel.permission_host = _ask_on_terminal
         stops: list[str] = []
         agent.listen(
             lambda event: stops.append(event.stop_reason) if event.type == "turn/end" else None
@@ -104,6 +107,25 @@ async def _run(
         return stop
     finally:
         await store.aclose()
+
+
+async def _ask_on_terminal(question: Any) -> str | None:
+    """Answer a child's permission question (``permission = "ask"``) on the terminal: the
+    option the person picks, or ``None`` (refused) on an empty answer."""
+    import anyio.to_thread
+
+    lines = [f"[subagent {question.child_session} ({question.agent}) asks to run: {question.title}"]
+    for number, (_, name, kind) in enumerate(question.options, start=1):
+        lines.append(f"  {number}. {name} ({kind})")
+    click.echo("\n".join(lines) + "]")
+
+    def read() -> str:
+        return input("choose a number (empty: refuse): ")
+
+    answer = (await anyio.to_thread.run_sync(read)).strip()
+    if answer.isdigit() and 1 <= int(answer) <= len(question.options):
+        return question.options[int(answer) - 1][0]
+    return None
 
 
 async def close_model(model: Any) -> None:
