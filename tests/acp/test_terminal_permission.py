@@ -1,4 +1,4 @@
-"""``permission = "ask"`` under an interactive ``tether run``: the person answers on the terminal."""
+"""``permission = "ask"`` under an interactive ``tether run``: the person answers."""
 
 from __future__ import annotations
 
