@@ -217,7 +217,9 @@ def _alive(pid: int) -> bool:
 async def test_a_continuable_child_takes_follow_ups_on_the_same_acp_session(tmp_path, store):
     kernel = build(
         tmp_path,
-        agent_table("echo", "echo.py", "--load-session", "--store", str(tmp_path / "e.json")),
+        agent_table(
+            "echo", "echo.py", "--load-session", "--store", str(tmp_path / "e.json"), keep_warm=0
+        ),
         subagent='provider = "echo"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
     )
     parent = await compose_agent(kernel, store, model=delegating("first", background=True))
@@ -237,12 +239,40 @@ async def test_a_continuable_child_takes_follow_ups_on_the_same_acp_session(tmp_
     assert len(sessions) == 1  # recorded once, loaded by the second process
 
 
+async def test_a_settled_childs_session_stays_warm_for_a_follow_up_but_not_past_its_parent(
+    tmp_path, store
+):
+    from tether_acp._model import _WARM
+
+    kernel = build(
+        tmp_path,
+        agent_table("echo", "echo.py"),  # no session/load: only a warm session can continue
+        subagent='provider = "echo"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
+    )
+    parent = await compose_agent(kernel, store, model=delegating("first", background=True))
+    manager = kernel.subagents.continuation
+    async with parent:
+        await parent.run("go")
+        child_id = tool_results(parent)[0].split()[-1]
+        await manager.wait_quiet(parent)
+        ((key, warm),) = [(k, m) for k, m in _WARM.items() if k[0] == "echo"]
+        process = warm._process
+        assert process is not None
+        await manager.followup(parent, child_id, "history?")
+        await manager.wait_quiet(parent)
+        assert _WARM[key]._process is process  # the same process took the follow-up
+    answers = [m.content for m in parent.messages if m.content.startswith("Background")]
+    assert answers[-1].endswith("Its closing message:\nhistory: 1")
+    assert key not in _WARM
+    assert process.returncode is not None  # ended with its parent
+
+
 async def test_a_continuable_child_of_an_agent_without_session_load_is_not_resumable(
     tmp_path, store
 ):
     kernel = build(
         tmp_path,
-        agent_table("echo", "echo.py"),
+        agent_table("echo", "echo.py", keep_warm=0),  # no warm session to fall back on
         subagent='provider = "echo"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
     )
     parent = await compose_agent(kernel, store, model=delegating("first", background=True))

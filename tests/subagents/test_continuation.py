@@ -747,3 +747,29 @@ async def test_drops_the_notice_without_disturbing_anything_when_the_parent_is_g
         await manager.wait_settled(grandchild.id)
     assert len(await store.events(started.child_id)) == before  # nothing reached the child
     assert (await user_texts(store, grandchild.id))[-1] == "more"
+
+
+async def test_a_settled_child_is_reused_unless_its_log_grew_elsewhere(kernel, store):
+    gate = Gate()
+
+    async def child(request):
+        if last(request) == "child task":
+            await gate.wait()
+        return f"answer to {last(request)}"
+
+    parent = await compose_agent(kernel, store, model=Brain(parent_says(), child).model)
+    manager = kernel.subagents.continuation
+    async with parent:
+        started = await start(parent)
+        await gate.entered.wait()
+        first = manager.live(started.child_id)
+        gate.open()
+        await manager.wait_quiet(parent)
+        await manager.followup(parent, started.child_id, "again")
+        assert manager.live(started.child_id) is first  # no re-read of its log
+        await manager.wait_quiet(parent)
+        await store.append(started.child_id, [DescriptorEvent(kind="elsewhere")])
+        await manager.followup(parent, started.child_id, "and again")
+        assert manager.live(started.child_id) is not first  # restored from the log
+        await manager.wait_quiet(parent)
+    assert await user_texts(store, started.child_id) == ["child task", "again", "and again"]

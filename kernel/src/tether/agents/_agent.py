@@ -204,6 +204,7 @@ class Agent:
         self._restored = False
         self._last_stop: StopReason = "completed"
         self._last_error: str | None = None
+        self._log_length = 0
         self._fault: TetherError | None = None
         self._turn_item: _InboxItem | None = None
 
@@ -244,7 +245,9 @@ class Agent:
         context_ids: set[str] = set()
         open_turn: int | None = None
         open_calls: dict[str, ToolCall] = {}
-        for stored in await self.store.events(self.session_id):
+        stored_events = await self.store.events(self.session_id)
+        self._log_length = len(stored_events)
+        for stored in stored_events:
             event = stored.event
             message = event_to_message(event)
             if message is not None:
@@ -420,6 +423,7 @@ class Agent:
 
     async def _append(self, *events: Event) -> None:
         await self.store.append(self.session_id, events)
+        self._log_length += len(events)
         for event in events:
             for listener in self._listeners:
                 listener(event)
@@ -490,6 +494,12 @@ class Agent:
     def last_stop_reason(self) -> StopReason:
         """The stop reason of the most recent turn."""
         return self._last_stop
+
+    @property
+    def log_length(self) -> int:
+        """How many events the session's log holds as far as this agent knows (what it read on
+        restore plus what it appended): a later read finds more only if someone else wrote."""
+        return self._log_length
 
     @property
     def last_error(self) -> str | None:

@@ -6,7 +6,7 @@ Exit status: 0 success, 1 the command ran and found problems, 2 usage or startup
 
 from __future__ import annotations
 
-from . import _plugins, _run, _sessions, _skills  # noqa: F401  (each registers its commands)
+from . import _acp, _plugins, _run, _sessions, _skills  # noqa: F401  (each registers its commands)
 from ._group import cli
 
 __all__ = ("cli", "main")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -64,6 +65,8 @@ SUMMARIES = {
 #: How many events after a child's seed the continuable descriptor is looked for in (its setup
 #: window: the delegation descriptor, the continuable descriptor, the note, the first prompt).
 SETUP_WINDOW = 16
+#: How many settled children's agents are kept in memory for quick follow-ups.
+DORMANT_AGENTS = 256
 #: How long a teardown waits for a child to record its end, in seconds.
 TEARDOWN_TIMEOUT = 10.0
 
@@ -133,6 +136,8 @@ class ContinuationManager:
         self._owned: dict[str, set[str]] = {}  # parent session -> its live continuable children
         self._locks: dict[str, anyio.Lock] = {}
         self._descriptors: dict[str, DescriptorEvent | None] = {}
+        self._dormant: OrderedDict[str, Agent] = OrderedDict()
+        """Settled children's agents, kept so a follow-up skips re-reading their logs."""
 
     # ------------------------------------------------------------------ queries
 
@@ -297,6 +302,8 @@ class ContinuationManager:
                 if activation.announced and activation.notify:
                     with anyio.move_on_after(TEARDOWN_TIMEOUT):
                         await self._notify(activation, stop)
+            if activation.announced and agent.fault is None:
+                self._keep_dormant(agent)
         except Exception as exc:  # reported to whoever waits; never crashes the parent
             activation.error = exc
             log.exception("continuable child %s failed to run", activation.child_id)
@@ -413,7 +420,9 @@ class ContinuationManager:
                 f'subagent "{header.id}" cannot be resumed: its log has no continuable '
                 "descriptor; do not retry send_message with this id",
             )
-        agent = await restore_local_child(host, header, descriptor)
+        agent = await self._reuse(host, header)
+        if agent is None:
+            agent = await restore_local_child(host, header, descriptor)
         activation = _Activation(
             child_id=header.id,
             parent_id=header.parent_session or host.session_id,
@@ -426,6 +435,22 @@ class ContinuationManager:
         )
         await self._host(host, activation)
         return activation
+
+    async def _reuse(self, host: Agent, header: SessionHeader) -> Agent | None:
+        """The settled agent of this child, if this process still has it and nobody wrote to
+        its log since (another process): its history is current, so no re-read is needed."""
+        agent = self._dormant.pop(header.id, None)
+        if agent is None or agent.kernel is not host.kernel or agent.fault is not None:
+            return None
+        if await host.store.events(header.id, after=agent.log_length, limit=1):
+            return None  # the log grew elsewhere: restore from it
+        return agent
+
+    def _keep_dormant(self, agent: Agent) -> None:
+        self._dormant[agent.session_id] = agent
+        self._dormant.move_to_end(agent.session_id)
+        while len(self._dormant) > DORMANT_AGENTS:
+            self._dormant.popitem(last=False)
 
     async def descriptor(self, agent: Agent, header: SessionHeader) -> DescriptorEvent | None:
         """The child's continuable descriptor: the first one after its seed (``None``: not a

@@ -58,6 +58,10 @@ class ChildClient:
         self._tools: dict[str, dict[str, Any]] = {}
         self._events: list[DescriptorEvent] = []
 
+    def rebind(self, model: AcpModel, agent: Agent) -> None:
+        """A warm session was taken over by a restored child's model."""
+        self._model, self._agent = model, agent
+
     # ------------------------------------------------------------------ a turn's updates
 
     def begin_turn(self) -> None:

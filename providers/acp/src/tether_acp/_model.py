@@ -54,6 +54,9 @@ FINISH = {
     "max_turn_requests": "length",
     "refusal": "refusal",
 }
+#: How many events after its seed a mirror's ACP session descriptor is looked for in: it is
+#: recorded in the child's first turn, after the setup window and that turn's opening events.
+SESSION_WINDOW = 64
 #: Lines of the agent's stderr kept for diagnostics.
 STDERR_LINES = 20
 #: The stream limit for the agent's stdout (one JSON-RPC message per line).
@@ -73,6 +76,7 @@ class AcpModel:
         self._session_id: str | None = None
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._stderr_task: asyncio.Task[None] | None = None
+        self._reclaimed = anyio.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -81,8 +85,64 @@ class AcpModel:
         self._agent = agent
 
     async def detach(self, agent: Agent) -> None:
-        """The mirror agent closed: end the process (bounded)."""
-        await self.close()
+        """The mirror agent closed: keep the process warm for a while (a job of the parent,
+        so never past it), or end it (bounded)."""
+        parent = self._parent(agent)
+        key = self._warm_key()
+        if (
+            key is None
+            or parent is None
+            or parent.tearing_down
+            or self.spec.keep_warm <= 0
+            or self._process is None
+            or self._process.returncode is not None
+        ):
+            await self.close()
+            return
+        self._reclaimed = anyio.Event()
+        _WARM[key] = self
+        try:
+            parent.start_job(self._linger, key)
+        except RuntimeError:
+            _WARM.pop(key, None)
+            await self.close()
+
+    async def _linger(self, key: tuple[str, str]) -> None:
+        """Wait ``keep_warm`` seconds for a follow-up to reclaim the session, then end it."""
+        try:
+            with anyio.move_on_after(self.spec.keep_warm):
+                await self._reclaimed.wait()
+        finally:
+            if _WARM.get(key) is self:
+                del _WARM[key]
+            if not self._reclaimed.is_set():
+                with anyio.CancelScope(shield=True):
+                    await self.close()
+
+    def _warm_key(self) -> tuple[str, str] | None:
+        if self._session_id is None:
+            return None
+        return (self.spec.name, self._session_id)
+
+    def _parent(self, agent: Agent) -> Agent | None:
+        parent_id = agent.header.parent_session
+        if agent.kernel is None or parent_id is None:
+            return None
+        return agent.kernel.live_agents.get(parent_id)
+
+    def _adopt(self, warm: AcpModel, agent: Agent) -> None:
+        """Take over a warm model's process, connection and session."""
+        self._process, self._conn, self._client = warm._process, warm._conn, warm._client
+        self._session_id, self._stderr, self._stderr_task = (
+            warm._session_id,
+            warm._stderr,
+            warm._stderr_task,
+        )
+        warm._process = warm._conn = warm._client = warm._stderr_task = None
+        warm._session_id = None
+        assert self._client is not None
+        self._client.rebind(self, agent)
+        warm._reclaimed.set()
 
     @property
     def session_id(self) -> str | None:
@@ -113,6 +173,11 @@ class AcpModel:
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f"{self.name}: used without a mirror agent (attach() was not called)",
             )
+        known = await _recorded_session(agent)
+        warm = _WARM.pop((self.spec.name, known), None) if known is not None else None
+        if warm is not None and warm._conn is not None:
+            self._adopt(warm, agent)  # a settled child's session, still up: no restart
+            return warm_conn(self)
         spec = self.spec
         cwd = Path(spec.cwd) if spec.cwd is not None else agent.cwd
         roots = tuple(Path(r) for r in spec.roots) if spec.roots else (agent.cwd,)
@@ -147,7 +212,6 @@ class AcpModel:
                     "initialize",
                 )
                 can_load = bool(init.agent_capabilities and init.agent_capabilities.load_session)
-                known = await _recorded_session(agent)
                 if known is not None:
                     if not can_load:
                         raise ModelError(
@@ -315,6 +379,16 @@ class AcpModel:
         return f" ({'; '.join(parts)})" if parts else ""
 
 
+#: Settled children's models whose process and ACP session are kept up: (agent, session id).
+_WARM: dict[tuple[str, str], AcpModel] = {}
+
+
+def warm_conn(model: AcpModel) -> ClientSideConnection:
+    conn = model._conn
+    assert conn is not None
+    return conn
+
+
 def _new_text(request: ModelRequest) -> str:
     """The user-role text since the model last answered: what the child has not seen yet.
 
@@ -333,13 +407,16 @@ def _new_text(request: ModelRequest) -> str:
 
 
 async def _recorded_session(agent: Agent) -> str | None:
-    """The ACP session id a previous process recorded in the mirror's log, if any."""
-    found = None
-    for stored in await agent.store.events(agent.session_id):
+    """The ACP session id a previous process recorded in the mirror's log, if any. It is
+    recorded in the child's first turn, so only the start of its own log is read."""
+    window = await agent.store.events(
+        agent.session_id, after=agent.header.seed_length, limit=SESSION_WINDOW
+    )
+    for stored in window:
         event = stored.event
         if isinstance(event, DescriptorEvent) and event.kind == SESSION_DESCRIPTOR:
-            found = event.data.get("session_id")
-    return found
+            return event.data.get("session_id")
+    return None
 
 
 async def _end_process(process: asyncio.subprocess.Process, grace: float) -> None:

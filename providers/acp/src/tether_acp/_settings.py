@@ -42,6 +42,10 @@ class AcpAgentSettings(BaseModel):
     """Seconds to start the process, ``initialize`` and open the session."""
     prompt_timeout: float = Field(default=1800.0, gt=0)
     """Seconds one prompt may take before the child is stopped with an error."""
+    keep_warm: float = Field(default=60.0, ge=0)
+    """Seconds a settled continuable child's process and ACP session stay up, so a follow-up
+    reaches a warm session instead of starting the process again (0: end it at once). Never
+    longer than the parent agent that owns the child."""
     cancel_grace: float = Field(default=5.0, ge=0)
     """Seconds a cancelled prompt may take to answer before the process group is ended."""
 

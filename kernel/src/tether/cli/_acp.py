@@ -1,0 +1,71 @@
+"""``tether acp``: serve an agent of the profile over the Agent Client Protocol on stdio.
+
+The server lives in the ``tether-acp`` distribution (``tether_acp._server``); the kernel only
+imports it when the command runs, so tether itself does not depend on the ACP SDK.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from ._group import cli, load, profile_option
+
+DISTRIBUTION = "tether-acp"
+
+
+@cli.command("acp")
+@profile_option
+@click.option("--agent", "agent_name", default=None, help="The agent preset to serve.")
+@click.option(
+    "--model", "model_spec", default=None, help="Model spec provider:name (default: the agent's)."
+)
+def acp_command(profile: Path | None, agent_name: str | None, model_spec: str | None) -> None:
+    """Serve an agent as an ACP agent on standard input and output.
+
+    An ACP client (an editor, or another tether that delegates to this profile) starts the
+    command, creates sessions (stored in the profile's store: the session ids are tether
+    session ids), loads stored ones, sends prompts and cancels them. Standard output carries
+    only ACP messages; logs go to standard error. Closing standard input stops the server.
+    """
+    serve = _server()
+    kernel = load(profile)
+    anyio.run(_serve, serve, kernel, agent_name, model_spec)
+
+
+async def _serve(serve: Any, kernel: Any, agent_name: str | None, model_spec: str | None) -> None:
+    await serve(kernel, agent_name=agent_name, model_spec=model_spec)
+
+
+def _server() -> Any:
+    """``tether_acp._server.serve``, or a PluginError saying how to install it."""
+    from ..errors import ErrorCode, PluginError
+
+    try:
+        from tether_acp._server import serve
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("tether_acp", "tether_acp._server"):
+            raise _import_failed(exc) from exc
+        raise PluginError(
+            ErrorCode.PLUGIN_NOT_INSTALLED,
+            f"tether acp needs the {DISTRIBUTION} distribution, which is not installed",
+            plugin="acp",
+            remedy=f"uv add {DISTRIBUTION}",
+        ) from None
+    except ImportError as exc:
+        raise _import_failed(exc) from exc
+    return serve
+
+
+def _import_failed(exc: ImportError) -> Exception:
+    from ..errors import ErrorCode, PluginError
+
+    return PluginError(
+        ErrorCode.PLUGIN_IMPORT_FAILED,
+        f"tether acp could not import {DISTRIBUTION}: {type(exc).__name__}: {exc}",
+        plugin="acp",
+        remedy=f"fix or reinstall {DISTRIBUTION} (--debug shows the traceback)",
+    )

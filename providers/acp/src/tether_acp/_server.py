@@ -1,0 +1,579 @@
+"""tether served as an ACP agent on stdio: ``tether acp [--profile P] [--agent A] [--model M]``.
+
+An editor (or another tether, whose profile names ``tether acp`` as an ACP child) drives one of
+the profile's agents over the Agent Client Protocol, version 1:
+
+* ``initialize``: protocol version 1; ``loadSession``; prompts of text (and resource links,
+  which every ACP agent must accept: they reach the model as markdown links).
+* ``session/new``: a new stored session of the agent; its ACP session id is the tether session
+  id, so ``tether sessions show ID`` and ``tether run --session ID`` find it.
+* ``session/load``: reopens a stored session (a turn a crash left open is closed first, as
+  ``tether run --session`` does) and replays its conversation as ``session/update``
+  notifications before answering: the person's messages as ``user_message_chunk``, the answers
+  as ``agent_message_chunk``, tool calls as ``tool_call`` and their results as
+  ``tool_call_update``.
+* ``session/prompt``: the text becomes a follow-up of the session's agent; what the agent logs
+  until the turn started by that message ends is streamed (each assistant message's text as one
+  ``agent_message_chunk``: tether models answer whole messages; each tool call as ``tool_call``,
+  ``in_progress``; its result as ``tool_call_update``, ``completed`` or ``failed`` with the
+  result text). Prompts to one session run one after another.
+* ``session/cancel``: aborts the running turn (the agent's ``interrupt``): the pending prompt
+  answers ``cancelled``, tool calls that did not finish get ``failed``. A prompt cancelled
+  before its turn began is not run later: what waited in the agent's inbox is discarded
+  (``inbox/discarded`` in the log).
+
+Stop reasons: ``completed`` -> ``end_turn``; ``max-tokens`` -> ``max_tokens``, or
+``max_turn_requests`` when the turn used all its model requests (``max_steps``); ``refusal`` ->
+``refusal``; ``aborted`` -> ``cancelled``. A turn that ends with ``error`` (a model request
+failed, a hook broke, the store refused the turn's end) is answered with a JSON-RPC error
+(code -32603), not ``end_turn``: the turn did not complete, the ACP spec reports failures as
+errors, and a client (an editor, or a parent tether delegating here) must be able to tell a
+failure from an answer. The error's message is tether's one-line error; its ``data`` holds
+``{"stopReason": "error", "sessionId", "turn"}``. The session stays usable: the next prompt
+continues it.
+
+Every tether agent is entered (``async with``) and left in a task of its own, owned by the task
+group of :func:`serve`, for as long as the ACP connection lives; closing standard input ends the
+connection, leaves every agent (a running turn is aborted and logged as such) and exits.
+
+Only ACP messages go to standard output: :func:`serve` keeps the real standard output for the
+protocol and points file descriptor 1 at standard error (and 0 at ``/dev/null``), so a stray
+``print`` in a plugin, or a subprocess a tool starts, cannot corrupt the stream or eat input.
+
+Not done: permission requests (tether has no tool-approval policy), MCP servers the client
+offers (ignored), ``session/list``, and the unstable ``session/close`` / ``resume`` / ``fork``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import stat
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import acp
+import anyio
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    StopReason,
+)
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from tether import __version__
+from tether.errors import ErrorCode, TetherError
+from tether.store import (
+    AssistantMessage,
+    Event,
+    SessionStore,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from tether.agents import Agent
+    from tether.kernel import Kernel
+
+__all__ = ("PROTOCOL_VERSION", "TetherAcpAgent", "serve")
+
+log = logging.getLogger("tether.acp.server")
+
+PROTOCOL_VERSION = 1
+"""The ACP version this server speaks (answered whatever the client asks for)."""
+
+STDIO_LIMIT = 50 * 1024 * 1024
+"""The longest JSON-RPC line read from standard input (the SDK's default)."""
+
+#: Message sources replayed by ``session/load`` as the person's messages.
+_PERSON = frozenset({"user", "followup", "steer"})
+
+_SESSION_NOT_FOUND = -32002
+_INTERNAL_ERROR = -32603
+
+
+class _Signal:
+    """A marker put on a prompt's event stream next to the agent's events."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+_IDLE = _Signal("idle")
+"""The agent went idle (its turns are over, or it was interrupted before it began one)."""
+_LEFT = _Signal("left")
+"""The agent was left (the server is shutting down)."""
+
+
+@dataclass(eq=False)
+class _Prompt:
+    """One ``session/prompt`` in progress."""
+
+    send: Callable[[object], None]
+    cancelled: bool = False
+
+
+@dataclass(eq=False)
+class _Session:
+    """An ACP session: a tether agent held open by a host task until ``release`` is set."""
+
+    agent: Agent
+    release: anyio.Event = field(default_factory=anyio.Event)
+    left: anyio.Event = field(default_factory=anyio.Event)
+    turns: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held by the prompt whose turn runs: one prompt at a time."""
+    prompts: set[_Prompt] = field(default_factory=lambda: set[_Prompt]())
+    """Prompts accepted and not answered yet (running, or waiting for ``turns``)."""
+
+    @property
+    def id(self) -> str:
+        return self.agent.session_id
+
+
+class TetherAcpAgent:
+    """The ACP ``Agent`` side of ``tether acp``: one profile's agent over one connection.
+
+    Not a subclass of :class:`acp.Agent` (a protocol), so that the methods it lacks answer
+    "Method not found". ``host`` is the task group that owns the agents' tasks: it must outlive
+    the connection, and :meth:`release_all` must be called before it exits.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        store: SessionStore,
+        agent_name: str | None = None,
+        model_spec: str | None = None,
+        *,
+        host: TaskGroup,
+    ) -> None:
+        self.kernel = kernel
+        self.store = store
+        self.agent_name = agent_name
+        self.model_spec = model_spec
+        self._host = host
+        self._client: Any = None
+        self._sessions: dict[str, _Session] = {}
+        self._closing = False
+
+    # ---------------------------------------------------------------- connection
+
+    def on_connect(self, conn: Any) -> None:
+        self._client = conn
+
+    def release_all(self) -> None:
+        """Let every open agent leave its ``async with`` (their host tasks then end), and
+        any agent still being opened leave as soon as it is open."""
+        self._closing = True
+        for session in self._sessions.values():
+            session.release.set()
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True, prompt_capabilities=PromptCapabilities()
+            ),
+            agent_info=Implementation(name="tether", title="tether", version=__version__),
+        )
+
+    # ---------------------------------------------------------------- sessions
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        session = await self._open(None, cwd)
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        session = self._sessions.get(session_id) or await self._open(session_id, cwd)
+        try:
+            events = await self.store.events(session_id)
+        except TetherError as exc:
+            raise _request_error(exc) from None
+        for stored in events:
+            for update in _replay(stored.event):
+                await self._client.session_update(session_id=session.id, update=update)
+        return LoadSessionResponse()
+
+    async def _open(self, session_id: str | None, cwd: str) -> _Session:
+        from tether.agents import compose_agent
+
+        try:
+            agent = await compose_agent(
+                self.kernel,
+                self.store,
+                agent=self.agent_name,
+                model=self.model_spec,
+                session_id=session_id,
+            )
+        except TetherError as exc:
+            raise _request_error(exc) from None
+        if Path(cwd).is_absolute():
+            agent.cwd = Path(cwd)  # the directory its tools act in
+        session = _Session(agent)
+        try:
+            await self._host.start(self._hold, session, session_id is not None)
+        except TetherError as exc:
+            raise _request_error(exc) from None
+        return session
+
+    async def _hold(
+        self, session: _Session, restored: bool, *, task_status: TaskStatus[None]
+    ) -> None:
+        """Hold ``session``'s agent open until it is released (a task of the host group)."""
+        agent = session.agent
+        started = False
+        try:
+            async with agent:
+                if restored and any(
+                    p.implements("tether_subagent_providers") for p in self.kernel.plugins
+                ):
+                    # After a crash: children holding accepted, unrun messages pick up again.
+                    await self.kernel.subagents.continuation.recover(agent)
+                self._sessions[session.id] = session
+                started = True
+                task_status.started()
+                if self._closing:
+                    session.release.set()
+                await session.release.wait()
+        except Exception:
+            if not started:
+                raise  # the session/new or session/load that opened it fails
+            log.exception("session %s: leaving the agent failed", session.id)
+        finally:
+            if self._sessions.get(session.id) is session:
+                del self._sessions[session.id]
+            session.left.set()
+            for prompt in [*session.prompts]:
+                prompt.send(_LEFT)
+            closer = getattr(agent.model, "aclose", None)
+            if closer is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await closer()
+                    except Exception:
+                        log.exception("session %s: closing the model failed", session.id)
+
+    # ---------------------------------------------------------------- turns
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        session = self._session(session_id)
+        text = _prompt_text(prompt)
+        send, receive = anyio.create_memory_object_stream[object](math.inf)
+
+        def push(item: object) -> None:  # an agent listener: must never raise
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                send.send_nowait(item)
+
+        state = _Prompt(push)
+        session.prompts.add(state)  # before any await: a cancel from now on reaches it
+        try:
+            with receive, send:
+                async with session.turns:
+                    if state.cancelled or session.left.is_set():
+                        return PromptResponse(stop_reason="cancelled")
+                    return await self._turn(session, state, text, receive)
+        finally:
+            session.prompts.discard(state)
+
+    async def _turn(
+        self,
+        session: _Session,
+        state: _Prompt,
+        text: str,
+        receive: MemoryObjectReceiveStream[object],
+    ) -> PromptResponse:
+        """Send ``text`` and stream what the agent logs until the turn it starts ends."""
+        agent = session.agent
+        armed = False  # idle callbacks count once the message is in the inbox
+
+        def idle() -> None:
+            if armed:
+                state.send(_IDLE)
+
+        unlisten = agent.listen(state.send)
+        unidle = agent.on_idle(idle)
+        try:
+            try:
+                message_id = await agent.followup(text)
+            except TetherError as exc:  # the store refused the message
+                raise _request_error(exc) from None
+            armed = True
+            if state.cancelled:
+                agent.interrupt()  # the cancel came while the message was being accepted
+            turn: int | None = None
+            async for item in receive:
+                if item is _LEFT:
+                    return PromptResponse(stop_reason="cancelled")
+                if item is _IDLE:
+                    if agent.status != "idle":
+                        continue  # woken again (by a message sent meanwhile)
+                    if turn is None and (state.cancelled or agent.fault is None):
+                        # Interrupted before its turn began: the message must not run later.
+                        await agent.cancel(keep_inbox=False)
+                        return PromptResponse(stop_reason="cancelled")
+                    if agent.fault is not None:  # the store refused to record the turn
+                        raise _turn_error(session, turn, str(agent.fault))
+                    continue  # not reached: our turn's end comes before the idle after it
+                event = cast(Event, item)
+                if isinstance(event, TurnStarted) and event.message_id == message_id:
+                    turn = event.turn
+                for update in _updates(event):
+                    await self._client.session_update(session_id=session.id, update=update)
+                if isinstance(event, TurnEnded) and event.turn == turn:
+                    return PromptResponse(stop_reason=_stop_reason(session, event))
+            raise AssertionError("the prompt's event stream closed")  # pragma: no cover
+        finally:
+            unidle()
+            unlisten()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            log.warning("session/cancel for %s, which is not open", session_id)
+            return
+        for state in session.prompts:
+            state.cancelled = True
+        session.agent.interrupt()
+
+    def _session(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise acp.RequestError(
+                _SESSION_NOT_FOUND,
+                f'session "{session_id}" is not open here; use session/new or session/load',
+                {"sessionId": session_id},
+            )
+        return session
+
+
+# -------------------------------------------------------------------- events -> updates
+
+
+def _prompt_text(blocks: list[Any]) -> str:
+    """The message a prompt's blocks make: text as is, resource links as markdown links."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            parts.append(f"[{block.title or block.name}]({block.uri})")
+        else:
+            raise acp.RequestError.invalid_params(
+                {"details": f"tether takes text prompts; got a {kind} content block"}
+            )
+    return "".join(parts)
+
+
+def _tool_calls(message: AssistantMessage) -> list[Any]:
+    return [
+        acp.start_tool_call(
+            call.id, call.name, status="in_progress", raw_input=dict(call.arguments)
+        )
+        for call in message.tool_calls
+    ]
+
+
+def _tool_result(result: ToolResult) -> Any:
+    return acp.update_tool_call(
+        result.tool_call_id,
+        status="failed" if result.is_error else "completed",
+        content=[acp.tool_content(acp.text_block(result.content))],
+    )
+
+
+def _updates(event: Event) -> list[Any]:
+    """What a prompt streams for an event the agent logged."""
+    match event:
+        case AssistantMessage(content=content):
+            text = [acp.update_agent_message_text(content)] if content else []
+            return text + _tool_calls(event)
+        case ToolResult():
+            return [_tool_result(event)]
+        case _:
+            return []
+
+
+def _replay(event: Event) -> list[Any]:
+    """What ``session/load`` replays for a stored event."""
+    match event:
+        case UserMessage(content=content, source=source) if source.kind in _PERSON:
+            return [acp.update_user_message_text(content)]
+        case _:
+            return _updates(event)
+
+
+def _request_error(exc: TetherError) -> acp.RequestError:
+    code = _SESSION_NOT_FOUND if exc.code is ErrorCode.SESSION_NOT_FOUND else _INTERNAL_ERROR
+    return acp.RequestError(code, str(exc), {"tetherCode": str(exc.code)})
+
+
+def _stop_reason(session: _Session, event: TurnEnded) -> StopReason:
+    match event.stop_reason:
+        case "completed":
+            return "end_turn"
+        case "max-tokens":
+            if event.steps >= session.agent.limits.max_steps:
+                return "max_turn_requests"
+            return "max_tokens"
+        case "refusal":
+            return "refusal"
+        case "aborted":
+            return "cancelled"
+        case _:
+            raise _turn_error(session, event.turn, event.error or "the turn failed")
+
+
+def _turn_error(session: _Session, turn: int | None, message: str) -> acp.RequestError:
+    data = {"stopReason": "error", "sessionId": session.id, "turn": turn}
+    return acp.RequestError(_INTERNAL_ERROR, message, data)
+
+
+# -------------------------------------------------------------------- serving
+
+
+async def serve(
+    kernel: Kernel,
+    *,
+    agent_name: str | None = None,
+    model_spec: str | None = None,
+    streams: tuple[asyncio.StreamWriter, asyncio.StreamReader] | None = None,
+) -> None:
+    """Serve ``kernel``'s agent over ACP until the client closes the connection.
+
+    ``streams`` is ``(writer to the client, reader from the client)``; by default the process's
+    standard input and output (see the module docstring). The agent and model spec are checked
+    first: a wrong name fails here (a :class:`tether.TetherError`), before any ACP message.
+    """
+    from tether.store import profile_store
+
+    _check(kernel, agent_name, model_spec)
+    store = profile_store(kernel.profile)
+    try:
+        writer, reader = streams if streams is not None else await _stdio()
+        async with anyio.create_task_group() as host:
+            server = TetherAcpAgent(kernel, store, agent_name, model_spec, host=host)
+            try:
+                await acp.run_agent(cast(acp.Agent, server), writer, reader)
+            finally:
+                server.release_all()
+    finally:
+        await store.aclose()
+
+
+def _check(kernel: Kernel, agent_name: str | None, model_spec: str | None) -> None:
+    """Fail at start-up on an unknown agent, a missing model or an unknown model provider
+    (nothing is built: a model's credentials are only needed by the first session)."""
+    from tether.agents import build_preset, resolve_agent_name
+    from tether.errors import AgentError
+    from tether.models import find_model_provider
+
+    name = resolve_agent_name(kernel, agent_name)
+    preset = build_preset(kernel, name)
+    spec = model_spec or preset.model_spec
+    if spec is None:
+        raise AgentError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"no model for agent {name or '(global)'}",
+            key=f"[agent.{name}] model" if name else None,
+            file=kernel.profile.path,
+            remedy='set model = "provider:name" in the agent table or pass --model SPEC',
+        )
+    find_model_provider(spec, preset.model_providers)
+
+
+async def _stdio() -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
+    """Streams on the real standard input and output, which nothing else may use from now on:
+    descriptor 1 becomes a copy of standard error and descriptor 0 reads ``/dev/null``."""
+    loop = asyncio.get_running_loop()
+    if os.name != "posix":  # pragma: no cover - the SDK's own stdio handling
+        from acp.stdio import stdio_streams
+
+        reader, writer = await stdio_streams(limit=STDIO_LIMIT)
+        return writer, reader
+    sys.stdout.flush()
+    protocol_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    reader = asyncio.StreamReader(limit=STDIO_LIMIT)
+    if _is_stream(protocol_in):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), protocol_in)
+    else:  # a file (tether acp < requests.jsonl): read it in a thread
+        threading.Thread(target=_feed, args=(loop, protocol_in, reader), daemon=True).start()
+    protocol = asyncio.streams.FlowControlMixin()
+    if _is_stream(protocol_out):
+        transport, _ = await loop.connect_write_pipe(lambda: protocol, protocol_out)
+    else:  # a file (tether acp > replies.jsonl): writes do not block
+        transport = _FileTransport(protocol_out)
+    return asyncio.StreamWriter(transport, protocol, None, loop), reader
+
+
+def _is_stream(file: Any) -> bool:
+    mode = os.fstat(file.fileno()).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+def _feed(loop: asyncio.AbstractEventLoop, file: Any, reader: asyncio.StreamReader) -> None:
+    try:
+        for line in file:
+            loop.call_soon_threadsafe(reader.feed_data, line)
+    finally:
+        loop.call_soon_threadsafe(reader.feed_eof)
+
+
+class _FileTransport(asyncio.WriteTransport):
+    """Writes straight to a regular file (asyncio's pipe transports refuse files)."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__()
+        self._file = file
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) :]
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+        self._file.close()
