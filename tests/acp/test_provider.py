@@ -426,3 +426,27 @@ def test_remote_children_appear_in_the_delegation_tree(tmp_path, monkeypatch):
     line = next(line for line in tree.stdout.splitlines() if child_id in line)
     assert "depth=1" in line
     assert "ask the agent" in line
+
+
+async def test_the_sdks_own_example_agent_serves_a_one_shot_and_a_continuable_child(
+    tmp_path, store
+):
+    kernel = build(
+        tmp_path,
+        agent_table("sdk", "sdk_echo_agent.py"),
+        subagent='provider = "sdk"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
+    )
+    parent = await compose_agent(kernel, store, model=delegating("ping", background=True))
+    manager = kernel.subagents.continuation
+    async with parent:
+        run = await kernel.subagents.start("sdk", SubagentStartRequest("one-shot hello", parent))
+        one_shot = await run.result()
+        await run.dispose()
+        await parent.run("go")
+        child_id = tool_results(parent)[0].split()[-1]
+        await manager.wait_quiet(parent)
+        await manager.followup(parent, child_id, "pong")  # the warm session answers again
+        await manager.wait_quiet(parent)
+    assert (one_shot.stop_reason, one_shot.output) == ("completed", "one-shot hello")
+    notices = [m.content for m in parent.messages if m.content.startswith("Background")]
+    assert [n.rsplit("\n", 1)[-1] for n in notices] == ["ping", "pong"]
