@@ -40,8 +40,13 @@ Only ACP messages go to standard output: :func:`serve` keeps the real standard o
 protocol and points file descriptor 1 at standard error (and 0 at ``/dev/null``), so a stray
 ``print`` in a plugin, or a subprocess a tool starts, cannot corrupt the stream or eat input.
 
-Not done: permission requests (tether has no tool-approval policy), MCP servers the client
-offers (ignored), ``session/list``, and the unstable ``session/close`` / ``resume`` / ``fork``.
+Permission requests: a question a descendant forwards up (an ACP child with
+``permission = "ask"``, any depth below a session of this connection) goes to this connection's
+client as ``session/request_permission`` on that session, and its answer comes back down.
+tether's own tools have no approval policy yet, so the served agent asks nothing by itself.
+
+Not done: MCP servers the client offers (ignored), ``session/list``, and the unstable
+``session/close`` / ``resume`` / ``fork``.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import os
 import stat
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +91,8 @@ from tether.store import (
     TurnStarted,
     UserMessage,
 )
+
+from ._client import PermissionQuestion
 
 if TYPE_CHECKING:
     from tether.agents import Agent
@@ -178,6 +186,47 @@ class TetherAcpAgent:
 
     def on_connect(self, conn: Any) -> None:
         self._client = conn
+        if self.kernel.permission_host is None:
+            self.kernel.permission_host = self.ask_client
+
+    async def ask_client(self, question: PermissionQuestion) -> str | None:
+        """Forward a descendant's permission question (``permission = "ask"``) to this
+        connection's client, on the ACP session at the root of the asking child's chain; the
+        option the client picked, or ``None`` when it cancelled or no session is found."""
+        from acp.schema import PermissionOption, ToolCallUpdate
+
+        root = await self._root_session(question.child_session)
+        if root is None or self._client is None:
+            return None
+        response = await self._client.request_permission(
+            session_id=root,
+            tool_call=ToolCallUpdate(
+                tool_call_id=f"{question.child_session}-permission-{uuid.uuid4().hex[:8]}",
+                title=f"{question.title} (subagent {question.child_session}, {question.agent})",
+                kind=question.kind,  # type: ignore[arg-type]
+                status="pending",
+            ),
+            options=[
+                PermissionOption(option_id=option_id, name=name, kind=kind)  # type: ignore[arg-type]
+                for option_id, name, kind in question.options
+            ],
+        )
+        outcome = response.outcome
+        return getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
+
+    async def _root_session(self, session_id: str) -> str | None:
+        """The session of this connection the chain above ``session_id`` starts from."""
+        seen: set[str] = set()
+        current: str | None = session_id
+        while current is not None and current not in seen:
+            if current in self._sessions:
+                return current
+            seen.add(current)
+            try:
+                current = (await self.store.header(current)).parent_session
+            except TetherError:
+                return None
+        return None
 
     def release_all(self) -> None:
         """Let every open agent leave its ``async with`` (their host tasks then end), and
