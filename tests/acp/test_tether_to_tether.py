@@ -17,7 +17,7 @@ import tether_acp
 import tether_subagent_tools
 from tether.agents import compose_agent
 from tether.models import FunctionModel, ModelRequest, ModelResponse
-from tether.store import SQLiteStore, TurnEnded
+from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
 from tether.testing import make_kernel, write_profile
 
@@ -203,7 +203,9 @@ text = "the grandchild said so"
     finally:
         await store.aclose()
     assert result.output == "the grandchild said so"
-    (decision,) = [e for e in events if getattr(e, "kind", "") == "acp/permission"]
+    (decision,) = [
+        e for e in events if isinstance(e, DescriptorEvent) and e.kind == "acp/permission"
+    ]
     assert decision.data["kind"] == "edit"
     assert decision.data["decision"] == ("allowed" if "allow" in answer else "denied")
     # The grandchild (in the child tether's store) got the answer back.
