@@ -450,3 +450,16 @@ async def test_the_sdks_own_example_agent_serves_a_one_shot_and_a_continuable_ch
     assert (one_shot.stop_reason, one_shot.output) == ("completed", "one-shot hello")
     notices = [m.content for m in parent.messages if m.content.startswith("Background")]
     assert [n.rsplit("\n", 1)[-1] for n in notices] == ["ping", "pong"]
+
+
+async def test_a_prompt_that_takes_too_long_is_cancelled_and_ends_with_error(tmp_path, store):
+    kernel = build(tmp_path, agent_table("echo", "slow.py", prompt_timeout=1.5))
+    parent = await compose_agent(kernel, store, model=delegating("x"))
+    async with parent:
+        run = await kernel.subagents.start("echo", SubagentStartRequest("take forever", parent))
+        with anyio.fail_after(20):
+            result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "error"
+    assert "no answer within 1.5 s; the prompt was cancelled" in (result.diagnostic or "")
+    assert result.output == ""
