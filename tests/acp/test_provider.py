@@ -365,7 +365,7 @@ async def test_permission_requests_follow_the_policy(
     (note,) = [e for e in events if getattr(e, "kind", "") == "acp/permission"]
     assert note.data["by"].startswith(by)
     if host is not None:
-        assert [(q.agent, q.kind) for q in questions] == [("echo", prompt.split()[1])]
+        assert [(q.asker, q.kind) for q in questions] == [('ACP agent "echo"', prompt.split()[1])]
 
 
 # ------------------------------------------------------------------ load-time negotiation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._agent import Agent, AgentLimits, PreStep, StepContext, event_to_message, new_header
+from ._approvals import ApprovalPolicy, PermissionHost, PermissionQuestion, ask_permission
 from ._compose import (
     AgentPreset,
     build_preset,
@@ -24,8 +25,11 @@ __all__ = (
     "Agent",
     "AgentLimits",
     "AgentPreset",
+    "ApprovalPolicy",
     "DynamicInstruction",
     "InstructionContext",
+    "PermissionHost",
+    "PermissionQuestion",
     "PreStep",
     "StepContext",
     "Tool",
@@ -33,6 +37,7 @@ __all__ = (
     "ToolError",
     "ToolFilter",
     "ToolRegistry",
+    "ask_permission",
     "build_preset",
     "compose_agent",
     "event_to_message",

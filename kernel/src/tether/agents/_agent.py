@@ -11,6 +11,7 @@ messages: the base prompt and tool list never change within a session.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import deque
@@ -41,6 +42,7 @@ from ..store import (
     TurnStarted,
     UserMessage,
 )
+from ._approvals import TOOL_OPTIONS, ApprovalPolicy, PermissionQuestion, ask_permission
 from ._instructions import DynamicInstruction, InstructionContext, render_instruction
 from ._tools import ToolContext, ToolError, ToolFilter, ToolRegistry
 
@@ -172,6 +174,9 @@ class Agent:
         """The agent's scope: registries resolve through its chain."""
         self.cwd = cwd or Path.cwd()
         """The working directory its tools and skill providers act in."""
+        self.approval: ApprovalPolicy = "ask"
+        """Whether tools marked ``needs_approval`` run: ``ask`` the kernel's permission host
+        (refused without one), ``allow``, or ``deny`` (a delegated child's, pinned)."""
         self.tool_policy: ToolFilter | None = None
         """Tools the model sees but may not call (a fork keeps its parent's tool list for
         prompt-cache reuse and enforces its delegation's filter here)."""
@@ -878,6 +883,12 @@ class Agent:
                 content="error: invalid arguments: " + "; ".join(problems),
                 is_error=True,
             )
+        if tool.needs_approval:
+            refusal = await self._approve(call)
+            if refusal is not None:
+                return ToolResult(
+                    tool_call_id=call.id, name=call.name, content=refusal, is_error=True
+                )
         try:
             context = ToolContext(self, call.id)
             content = await tool.call(dict(call.arguments), context, in_thread=concurrent)
@@ -895,6 +906,30 @@ class Agent:
                 is_error=True,
             )
         return ToolResult(tool_call_id=call.id, name=call.name, content=content)
+
+    async def _approve(self, call: ToolCall) -> str | None:
+        """``None`` when the call may run, else the error the model sees."""
+        if self.approval == "allow":
+            return None
+        if self.approval == "deny":
+            return (
+                f'error: tool "{call.name}" needs approval, and this agent may not ask for it '
+                "(its approvals are denied: it was delegated)"
+            )
+        arguments = json.dumps(call.arguments, ensure_ascii=False)[:300]
+        question = PermissionQuestion(
+            session=self.session_id,
+            asker=f'agent "{self.name or "default"}"',
+            title=f"{call.name}({arguments})",
+            kind=None,
+            options=TOOL_OPTIONS,
+        )
+        answer = await ask_permission(self.kernel, question)
+        if answer == "allow":
+            return None
+        if answer is None and getattr(self.kernel, "permission_host", None) is None:
+            return f'error: tool "{call.name}" needs approval, and there is nobody to ask'
+        return f'error: tool "{call.name}" was not approved'
 
 
 def new_header(

@@ -53,6 +53,9 @@ class Tool:
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     safe: bool = False
+    needs_approval: bool = False
+    """Run only when the calling agent's approval policy allows it (see
+    :mod:`tether.agents` approvals): ``ask`` asks the kernel's permission host."""
     keep_on_restrict: bool = False
     """A control tool a continuable child keeps whatever its tool filter says (``report``)."""
     available: Callable[[Agent], bool] | None = field(default=None, repr=False, compare=False)

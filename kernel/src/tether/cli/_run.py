@@ -110,11 +110,12 @@ async def _run(
 
 
 async def _ask_on_terminal(question: Any) -> str | None:
-    """Answer a child's permission question (``permission = "ask"``) on the terminal: the
-    option the person picks, or ``None`` (refused) on an empty answer."""
+    """Answer a permission question on the terminal (a tool that needs approval, or an ACP
+    child with ``permission = "ask"``): the option the person picks, or ``None`` (refused) on an
+    empty answer."""
     import anyio.to_thread
 
-    lines = [f"[subagent {question.child_session} ({question.agent}) asks to run: {question.title}"]
+    lines = [f"[{question.asker} (session {question.session}) asks to run: {question.title}"]
     for number, (_, name, kind) in enumerate(question.options, start=1):
         lines.append(f"  {number}. {name} ({kind})")
     click.echo("\n".join(lines) + "]")

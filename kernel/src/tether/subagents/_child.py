@@ -302,6 +302,7 @@ async def compose_local_child(
     child.tools = tools
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
     child.tool_policy = policy
+    child.approval = "deny"  # pinned by the delegation (recorded as approval: deny above)
     await child.restore()
     return child
 
@@ -327,6 +328,7 @@ async def restore_local_child(parent: Agent, header: Any, descriptor: Descriptor
     child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
     child.tools = tools
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
+    child.approval = "deny"
     policy = data.get("policy")
     if policy is not None:
         allow = policy.get("allow")

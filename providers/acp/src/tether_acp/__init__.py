@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import tether
+from tether.agents import PermissionQuestion
 from tether.models import ModelProvider
 from tether.subagents import (
     ContinuablePlan,
@@ -27,7 +28,7 @@ from tether.subagents import (
     start_local_child,
 )
 
-from ._client import PermissionQuestion, set_permission_host
+from ._client import set_permission_host
 from ._model import SESSION_DESCRIPTOR, AcpModel
 from ._settings import AcpAgentSettings, Settings
 

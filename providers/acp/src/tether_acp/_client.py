@@ -4,11 +4,10 @@ roots, permission decisions by policy, and the updates that become the child's a
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.agents import PermissionHost, PermissionQuestion
 from tether.store import DescriptorEvent
 
 if TYPE_CHECKING:
@@ -19,24 +18,6 @@ if TYPE_CHECKING:
 __all__ = ("ChildClient", "PermissionQuestion", "set_permission_host")
 
 log = logging.getLogger("tether.acp")
-
-
-@dataclass(frozen=True)
-class PermissionQuestion:
-    """A child's ``session/request_permission``, as a host that answers for the root sees it."""
-
-    child_session: str
-    """The mirror session of the child that asks."""
-    agent: str
-    """The ACP agent's name in the profile."""
-    title: str
-    kind: str | None
-    options: tuple[tuple[str, str, str], ...]
-    """``(option_id, name, kind)`` for each option the child offers."""
-
-
-PermissionHost = Callable[[PermissionQuestion], Awaitable[str | None]]
-"""Answers a question with the chosen ``option_id``, or ``None`` to refuse."""
 
 
 def set_permission_host(kernel: Any, host: PermissionHost | None) -> None:
@@ -118,11 +99,11 @@ class ChildClient:
             else:
                 by = "the host"
                 question = PermissionQuestion(
-                    self._agent.session_id,
-                    spec.name,
-                    title,
-                    kind,
-                    tuple((o.option_id, o.name, o.kind) for o in options),
+                    session=self._agent.session_id,
+                    asker=f'ACP agent "{spec.name}"',
+                    title=title,
+                    kind=kind,
+                    options=tuple((o.option_id, o.name, o.kind) for o in options),
                 )
                 try:
                     choice = await host(question)

@@ -81,6 +81,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tether import __version__
+from tether.agents import PermissionQuestion
 from tether.errors import ErrorCode, TetherError
 from tether.store import (
     AssistantMessage,
@@ -91,8 +92,6 @@ from tether.store import (
     TurnStarted,
     UserMessage,
 )
-
-from ._client import PermissionQuestion
 
 if TYPE_CHECKING:
     from tether.agents import Agent
@@ -190,19 +189,20 @@ class TetherAcpAgent:
             self.kernel.permission_host = self.ask_client
 
     async def ask_client(self, question: PermissionQuestion) -> str | None:
-        """Forward a descendant's permission question (``permission = "ask"``) to this
-        connection's client, on the ACP session at the root of the asking child's chain; the
-        option the client picked, or ``None`` when it cancelled or no session is found."""
+        """Forward a permission question to this connection's client, on the ACP session at
+        the root of the asking session's chain: a served agent's tool that needs approval, or a
+        descendant ACP child with ``permission = "ask"``. The option the client picked, or
+        ``None`` when it cancelled or no session is found."""
         from acp.schema import PermissionOption, ToolCallUpdate
 
-        root = await self._root_session(question.child_session)
+        root = await self._root_session(question.session)
         if root is None or self._client is None:
             return None
         response = await self._client.request_permission(
             session_id=root,
             tool_call=ToolCallUpdate(
-                tool_call_id=f"{question.child_session}-permission-{uuid.uuid4().hex[:8]}",
-                title=f"{question.title} (subagent {question.child_session}, {question.agent})",
+                tool_call_id=f"{question.session}-permission-{uuid.uuid4().hex[:8]}",
+                title=f"{question.title} ({question.asker}, session {question.session})",
                 kind=question.kind,  # type: ignore[arg-type]
                 status="pending",
             ),
