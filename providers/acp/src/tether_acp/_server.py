@@ -40,10 +40,10 @@ Only ACP messages go to standard output: :func:`serve` keeps the real standard o
 protocol and points file descriptor 1 at standard error (and 0 at ``/dev/null``), so a stray
 ``print`` in a plugin, or a subprocess a tool starts, cannot corrupt the stream or eat input.
 
-Permission requests: a question a descendant forwards up (an ACP child with
-``permission = "ask"``, any depth below a session of this connection) goes to this connection's
-client as ``session/request_permission`` on that session, and its answer comes back down.
-tether's own tools have no approval policy yet, so the served agent asks nothing by itself.
+Permission requests: the server is its kernel's permission host. A served agent's tool that
+needs approval, and a question a descendant forwards up (an ACP child with
+``permission = "ask"``, any depth below a session of this connection), go to this connection's
+client as ``session/request_permission`` on that session, and the answer comes back down.
 
 Not done: MCP servers the client offers (ignored), ``session/list``, and the unstable
 ``session/close`` / ``resume`` / ``fork``.
