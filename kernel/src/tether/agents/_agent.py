@@ -238,22 +238,23 @@ class Agent:
     def turns(self) -> int:
         return self._turns
 
-    async def restore(self, *, repair: bool = True) -> None:
+    async def restore(self, *, repair: bool = True, log: Sequence[Event] | None = None) -> None:
         """Rebuild history, instruction slots and unclaimed inbox messages from the log.
 
         A turn the log opened but never closed (the process stopped mid-turn) is closed with
         ``repair``: open tool calls get an error result (the tool may or may not have run) and
-        the turn ends ``aborted``, so the history is one a model API accepts again.
+        the turn ends ``aborted``, so the history is one a model API accepts again. ``log`` is
+        the whole log when the caller just wrote it (a new child), to skip reading it back.
         """
         claimed: set[str] = set()
         accepted: dict[str, _InboxItem] = {}
         context_ids: set[str] = set()
         open_turn: int | None = None
         open_calls: dict[str, ToolCall] = {}
-        stored_events = await self.store.events(self.session_id)
-        self._log_length = len(stored_events)
-        for stored in stored_events:
-            event = stored.event
+        if log is None:
+            log = [stored.event for stored in await self.store.events(self.session_id)]
+        self._log_length = len(log)
+        for event in log:
             message = event_to_message(event)
             if message is not None:
                 self._history.append(message)

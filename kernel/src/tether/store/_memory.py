@@ -20,7 +20,7 @@ class MemoryStore:
         self._headers: dict[str, SessionHeader] = {}
         self._logs: dict[str, list[Event]] = {}
 
-    async def create(self, header: SessionHeader) -> SessionHeader:
+    async def create(self, header: SessionHeader, events: Sequence[Event] = ()) -> SessionHeader:
         if header.id in self._headers:
             raise StoreError(
                 ErrorCode.SESSION_EXISTS,
@@ -28,7 +28,7 @@ class MemoryStore:
                 remedy="use a new session id",
             )
         self._headers[header.id] = header
-        self._logs[header.id] = []
+        self._logs[header.id] = list(events)
         return header
 
     async def header(self, session_id: str) -> SessionHeader:

@@ -23,8 +23,9 @@ class SessionStore(Protocol):
     durable: bool
     """Whether sessions survive the process (continuable children need it)."""
 
-    async def create(self, header: SessionHeader) -> SessionHeader:
-        """Create a session; ``SESSION_EXISTS`` if the id is taken."""
+    async def create(self, header: SessionHeader, events: Sequence[Event] = ()) -> SessionHeader:
+        """Create a session, with ``events`` as its first events, atomically (both or
+        nothing); ``SESSION_EXISTS`` if the id is taken."""
         ...
 
     async def header(self, session_id: str) -> SessionHeader:

@@ -95,21 +95,28 @@ class SQLiteStore:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
 
-    async def create(self, header: SessionHeader) -> SessionHeader:
+    async def create(self, header: SessionHeader, events: Sequence[Event] = ()) -> SessionHeader:
+        rows = [
+            (header.id, seq, event.type, event.model_dump_json())
+            for seq, event in enumerate(events, start=1)
+        ]
         try:
-            self._db.execute(
-                f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    header.id,
-                    header.created_at,
-                    header.label,
-                    header.agent,
-                    header.parent_session,
-                    header.origin,
-                    header.delegation_depth,
-                    header.seed_length,
-                ),
-            )
+            with self._transaction():  # the header and its first events, or nothing
+                self._db.execute(
+                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        header.id,
+                        header.created_at,
+                        header.label,
+                        header.agent,
+                        header.parent_session,
+                        header.origin,
+                        header.delegation_depth,
+                        header.seed_length,
+                    ),
+                )
+                if rows:
+                    self._db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
         except sqlite3.IntegrityError:
             raise StoreError(
                 ErrorCode.SESSION_EXISTS,
@@ -117,7 +124,7 @@ class SQLiteStore:
                 file=self.path,
                 remedy="use a new session id",
             ) from None
-        self._next_seq[header.id] = 1
+        self._next_seq[header.id] = len(rows) + 1
         return header
 
     async def header(self, session_id: str) -> SessionHeader:

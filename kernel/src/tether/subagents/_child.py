@@ -8,6 +8,7 @@ the parent's tool list byte-identical for prompt-cache reuse and refuses filtere
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import ErrorCode, SubagentError
-from ..store import ContextMessage, DescriptorEvent, Event, MessageSource
+from ..store import ContextMessage, DescriptorEvent, Event, InboxAccepted, MessageSource
 from ._depth import child_depth
 from ._types import SubagentResult, SubagentStartRequest
 
@@ -190,12 +191,13 @@ async def compose_local_child(
     continuable: bool = False,
     model: Any = None,
     model_route: str | None = None,
+    first_prompt: InboxAccepted | None = None,
 ) -> Agent:
     """The setup window: create the child's session and log, and return its agent, restored
     and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
     rebuilds the child from) follows the delegation descriptor."""
     from ..agents import build_preset, new_header, resolve_preset_model
-    from ..store import InboxAccepted, InboxDiscarded
+    from ..store import InboxDiscarded
 
     parent = request.parent
     kernel = parent.kernel
@@ -234,15 +236,13 @@ async def compose_local_child(
     if continuable:
         tools = _with_kept_tools(tools, parent.tools)
     seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
-    header = await parent.store.create(
-        new_header(
-            agent=parent.name,
-            label=request.label,
-            parent_session=parent.session_id,
-            origin="subagent",
-            delegation_depth=depth,
-            seed_length=len(seed),
-        )
+    header = new_header(
+        agent=parent.name,
+        label=request.label,
+        parent_session=parent.session_id,
+        origin="subagent",
+        delegation_depth=depth,
+        seed_length=len(seed),
     )
     setup: list[Event] = [*seed]
     # The delegated policy, snapshotted now and recorded in the child's own log.
@@ -297,13 +297,16 @@ async def compose_local_child(
         hint = REPORT_HINT if tools.get("report") and not remote else ""
         note += "\n\n" + CONTINUABLE_NOTE + hint
     setup.append(ContextMessage(role="user", content=note, origin="delegation"))
-    await parent.store.append(header.id, setup)
+    if first_prompt is not None:
+        setup.append(first_prompt)  # accepted with the session: one durable step
+    # The session and its setup window are created together: never half a child.
+    await parent.store.create(header, setup)
     child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
     child.tools = tools
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
     child.tool_policy = policy
     child.approval = "deny"  # pinned by the delegation (recorded as approval: deny above)
-    await child.restore()
+    await child.restore(log=setup)  # just written: no need to read it back
     return child
 
 
@@ -351,9 +354,20 @@ async def start_local_child(
     """Compose the child (its setup window), accept its first prompt, return its run.
     ``model`` replaces the child's model (a provider whose children are remote agents)."""
     parent = request.parent
-    child = await compose_local_child(
-        request, provider=provider, seed=seed, keep_tool_list=keep_tool_list, model=model
+    prompt = InboxAccepted(
+        message_id=new_message_id(),
+        content=request.prompt,
+        source=MessageSource(kind="subagent", sender=parent.session_id),
     )
+    child = await compose_local_child(
+        request,
+        provider=provider,
+        seed=seed,
+        keep_tool_list=keep_tool_list,
+        model=model,
+        first_prompt=prompt,
+    )
+    # The task is accepted with the session; the child's history starts before it.
     run = LocalChildRun(child, request, len(child.messages))
     try:
         parent.start_job(run._host)
@@ -367,14 +381,13 @@ async def start_local_child(
     await run._ready.wait()
     if run._host_error is not None:
         raise run._host_error
-    try:
-        await child.followup(
-            request.prompt, source=MessageSource(kind="subagent", sender=parent.session_id)
-        )
-    except BaseException:
-        await run.dispose()
-        raise
+    child.resume()  # run the accepted task
     return run
+
+
+def new_message_id() -> str:
+    """An inbox message id, as agents make them."""
+    return f"msg_{os.urandom(8).hex()}"
 
 
 def _limits(limits: Any, max_output_tokens: int | None) -> Any:

@@ -63,6 +63,18 @@ class SessionStoreConformance:
         await store.create(header)
         assert await store.header("s1") == header
 
+    async def test_create_with_first_events_is_one_step(self, store: SessionStore) -> None:
+        first = [TurnStarted(turn=1), TurnEnded(turn=1, stop_reason="completed")]
+        await store.create(_header("s1"), first)
+        assert [(s.seq, s.event) for s in await store.events("s1")] == [
+            (1, first[0]),
+            (2, first[1]),
+        ]
+        assert await store.append("s1", [TurnStarted(turn=2)]) == 3
+        with pytest.raises(StoreError):
+            await store.create(_header("s1"), [TurnStarted(turn=9)])
+        assert len(await store.events("s1")) == 3  # the failed create wrote nothing
+
     async def test_creating_an_existing_session_is_an_error(self, store: SessionStore) -> None:
         await store.create(_header("s1"))
         with pytest.raises(StoreError) as info:
