@@ -706,3 +706,30 @@ async def test_an_exception_in_the_block_leaves_it_as_raised_not_in_a_group(tmp_
     with pytest.raises(ValueError, match="mine"):
         await use_then_fail()
     assert agent.turns == 1
+
+
+async def test_queued_notices_join_one_turn_but_other_messages_keep_their_own(tmp_path):
+    from tether.agents import Agent
+    from tether.agents._agent import new_header
+    from tether.models import FunctionModel
+    from tether.store import MemoryStore, MessageSource
+
+    seen: list[list[str]] = []
+
+    def model(request):
+        seen.append([m.content for m in request.messages if m.role == "user"])
+        return "ok"
+
+    store = MemoryStore()
+    agent = Agent(header=await store.create(new_header()), store=store, model=FunctionModel(model))
+    notice = MessageSource(kind="notice", sender="ses_child")
+    async with agent:
+        await agent.followup("child one finished", source=notice)
+        await agent.followup("child two finished", source=notice)
+        await agent.followup("a question")
+        await agent.followup("child three finished", source=notice)
+        await agent.when_idle()
+    assert agent.turns == 3
+    assert seen[0] == ["child one finished", "child two finished"]
+    assert seen[1][-1] == "a question"
+    assert seen[2][-1] == "child three finished"

@@ -563,7 +563,13 @@ class Agent:
             self._wakeup = anyio.Event()
             try:
                 while self._inbox and not self._parked:
-                    await self._run_turn(self._inbox.popleft())
+                    item = self._inbox.popleft()
+                    if item.source.kind == "notice":
+                        # Notices queued behind it join its turn's first step: an idle agent
+                        # told of many children's ends at once takes one turn, not one each.
+                        while self._inbox and self._inbox[0].source.kind == "notice":
+                            self._steering.append(self._inbox.popleft())
+                    await self._run_turn(item)
             finally:
                 self._runner_active = False
                 self._idle.set()
