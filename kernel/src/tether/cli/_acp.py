@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 
-from ._group import cli, load, profile_option
+from ._group import cli, load, profile_option, run_async
 
 DISTRIBUTION = "tether-acp"
 
@@ -33,7 +32,7 @@ def acp_command(profile: Path | None, agent_name: str | None, model_spec: str | 
     """
     serve = _server()
     kernel = load(profile)
-    anyio.run(_serve, serve, kernel, agent_name, model_spec)
+    run_async(_serve, serve, kernel, agent_name, model_spec)
 
 
 async def _serve(serve: Any, kernel: Any, agent_name: str | None, model_spec: str | None) -> None:

@@ -61,3 +61,11 @@ def load(profile: Path | None, catalog: PluginCatalog | None = None) -> Kernel:
     from ..kernel import load_kernel
 
     return load_kernel(profile, catalog=catalog)
+
+
+def run_async(function: Any, *args: Any) -> Any:
+    """``anyio.run(function, *args)``, importing anyio only for the commands that need it (so
+    ``tether --version`` and ``tether plugins`` do not pay for it)."""
+    import anyio
+
+    return anyio.run(function, *args)

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
-from ._group import cli, load, profile_option
+from ._group import cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -52,7 +51,7 @@ def run(
     complete.
     """
     kernel = load(profile)
-    stop = anyio.run(_run, kernel, agent_name, model_spec, session_id, prompts)
+    stop = run_async(_run, kernel, agent_name, model_spec, session_id, prompts)
     if stop != "completed":
         raise SystemExit(1)
 
@@ -184,7 +183,7 @@ def context(
     written. Token counts are estimates (about four characters a token).
     """
     kernel = load(profile)
-    document = anyio.run(_context, kernel, agent_name, model_spec, session_id, prompt)
+    document = run_async(_context, kernel, agent_name, model_spec, session_id, prompt)
     if as_json:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
         return

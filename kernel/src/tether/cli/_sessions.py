@@ -7,10 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 
-from ._group import cli, load, profile_option
+from ._group import cli, load, profile_option, run_async
 
 #: How many lines ``tether sessions tree`` prints by default.
 TREE_LIMIT = 200
@@ -28,7 +27,7 @@ def sessions() -> None:
 def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
     """List sessions, newest first."""
     kernel = load(profile)
-    headers = anyio.run(_headers, kernel, limit)
+    headers = run_async(_headers, kernel, limit)
     if as_json:
         click.echo(json.dumps([h.model_dump() for h in headers], indent=2))
         return
@@ -59,7 +58,7 @@ async def _headers(kernel: Any, limit: int) -> list[Any]:
 def show_session(profile: Path | None, session_id: str, as_json: bool) -> None:
     """Show a session's header and its event log."""
     kernel = load(profile)
-    header, events = anyio.run(_session, kernel, session_id)
+    header, events = run_async(_session, kernel, session_id)
     if as_json:
         document = {
             "header": header.model_dump(),
@@ -113,7 +112,7 @@ def send_to_child(
     unless its delegation named one. Exit status 1 when a turn of the child does not complete.
     """
     kernel = load(profile)
-    stop = anyio.run(_send, kernel, model_spec, child_id, message)
+    stop = run_async(_send, kernel, model_spec, child_id, message)
     if stop != "completed":
         raise SystemExit(1)
 
@@ -248,7 +247,7 @@ def tree_session(
     and next_offset is null on the last page.
     """
     kernel = load(profile)
-    root, nodes = anyio.run(_tree, kernel, session_id)
+    root, nodes = run_async(_tree, kernel, session_id)
     paged = any(
         ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
         for name in ("limit", "offset")

@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
-from ._group import cli, load, profile_option
+from ._group import cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -57,7 +56,7 @@ def list_skills(profile: Path | None, agent_name: str | None, as_json: bool) -> 
     kernel = load(profile)
     agent, scope = _resolve(kernel, agent_name)
     with _SkillWarnings() as warnings:
-        catalog = anyio.run(_list, kernel, scope)
+        catalog = run_async(_list, kernel, scope)
     where = _scope_path(scope)
     rows = [_row(catalog, name) for name in catalog.candidates]
     if as_json:
@@ -160,7 +159,7 @@ def show_skill(ctx: click.Context, profile: Path | None, agent_name: str | None,
     kernel = load(profile)
     _, scope = _resolve(kernel, agent_name)
     with _SkillWarnings() as warnings:
-        definition, catalog = anyio.run(_show, kernel, scope, name)
+        definition, catalog = run_async(_show, kernel, scope, name)
     if definition is None:
         click.echo(f"ERROR: {_not_found(name, catalog, scope)} [UNKNOWN_SKILL]", err=True)
         ctx.exit(2)
