@@ -110,6 +110,22 @@ async def test_a_one_shot_child_answers_through_acp_and_is_mirrored_in_storage(t
     assert [e.stop_reason for e in events if isinstance(e, TurnEnded)] == ["completed"]
 
 
+async def test_a_one_shot_childs_process_ends_when_it_is_disposed(tmp_path, store):
+    from tether_acp._model import _WARM
+
+    kernel = build(tmp_path, agent_table("echo", "echo.py"))
+    parent = await compose_agent(kernel, store, model=delegating("x"))
+    async with parent:
+        run = await kernel.subagents.start("echo", SubagentStartRequest("hi", parent))
+        await run.result()
+        model = run.local_agent.model  # type: ignore[union-attr]
+        process = model._process
+        await run.dispose()
+        assert process is not None
+        assert process.returncode is not None  # not kept warm: nobody can follow it up
+        assert all(warm is not model for warm in _WARM.values())
+
+
 async def test_tool_calls_are_recorded_and_stop_reasons_mapped(tmp_path, store):
     kernel = build(tmp_path, agent_table("echo", "tools.py"))
     parent = await compose_agent(kernel, store, model=delegating("read them"))

@@ -188,6 +188,28 @@ def test_list_agents_pages_and_says_when_there_is_nothing():
     assert render_entries([corrupt], 1, 0, False) == "ses_x [diagnostic: corrupt]"
 
 
+async def test_a_fork_childs_report_survives_its_call_time_tool_policy(build_kernel, store):
+    kernel = build_kernel(
+        CONTINUABLE + 'provider = "fork"\ntool_filter = { allow = ["subagent"] }\n'
+    )
+
+    def child(request):
+        if last(request) == "child task":
+            return call("report", "r1", output="from the fork")
+        return "done"
+
+    brain = Brain(script(call("subagent", description="a task", prompt="child task")), child)
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+        await quiet(kernel, parent)
+    child_id = started_id(parent)
+    assert any(
+        m.content == f"Background subagent {child_id} reported:\nfrom the fork"
+        for m in parent.messages
+    )
+
+
 async def test_report_is_only_in_continuable_children_and_survives_their_tool_filter(
     build_kernel, store
 ):

@@ -858,7 +858,8 @@ class Agent:
     async def _run_tool(self, call: ToolCall, concurrent: bool = False) -> ToolResult:
         tool = self.tools.get(call.name, self)
         policy = self.tool_policy
-        if tool is not None and policy is not None and not policy.permits(call.name):
+        blocked = policy is not None and not policy.permits(call.name)
+        if tool is not None and blocked and not tool.keep_on_restrict:
             return ToolResult(
                 tool_call_id=call.id,
                 name=call.name,

@@ -301,12 +301,17 @@ async def compose_local_child(
         setup.append(first_prompt)  # accepted with the session: one durable step
     # The session and its setup window are created together: never half a child.
     await parent.store.create(header, setup)
-    child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
-    child.tools = tools
-    child.scope = (parent.scope or kernel.global_scope).child(header.id)
-    child.tool_policy = policy
-    child.approval = "deny"  # pinned by the delegation (recorded as approval: deny above)
-    await child.restore(log=setup)  # just written: no need to read it back
+    try:
+        child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
+        child.tools = tools
+        child.scope = (parent.scope or kernel.global_scope).child(header.id)
+        child.tool_policy = policy
+        child.approval = "deny"  # pinned by the delegation (recorded as approval: deny above)
+        await child.restore(log=setup)  # just written: no need to read it back
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await parent.store.delete(header.id)  # nobody was told of it: leave nothing
+        raise
     return child
 
 

@@ -575,11 +575,13 @@ class ContinuationManager:
                 f'agent "{by.session_id}" is not an ancestor of "{target_id}"',
                 remedy="only the agents above a subagent may interrupt it",
             )
-        if human_root is not None and (not chain or chain[-1] != human_root):
-            raise SubagentError(
-                ErrorCode.UNAUTHORIZED,
-                f'"{target_id}" is not below the root session "{human_root}"',
-            )
+        if human_root is not None:
+            root = await agent.store.header(chain[-1]) if chain else None
+            if root is None or root.id != human_root or root.origin != "user":
+                raise SubagentError(
+                    ErrorCode.UNAUTHORIZED,
+                    f'"{target_id}" is not below "{human_root}", a root session a person started',
+                )
         if activation.closing:
             return False
         agent.interrupt()

@@ -58,7 +58,9 @@ class AcpProvider:
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         # The model route lets a cold restore rebuild the model from this profile.
-        return ContinuablePlan(model=AcpModel(self.spec), model_route=f"acp:{self.name}")
+        return ContinuablePlan(
+            model=AcpModel(self.spec, continuable=True), model_route=f"acp:{self.name}"
+        )
 
 
 @tether.hookimpl
@@ -94,6 +96,6 @@ def tether_model_providers(settings: Settings) -> list[ModelProvider]:
                 f'no ACP agent named "{name}" in [plugin.acp]',
                 remedy=f"configured: {', '.join(specs) or 'none'}",
             )
-        return AcpModel(spec)
+        return AcpModel(spec, continuable=True)  # a route is only recorded for those
 
     return [ModelProvider("acp", factory)]

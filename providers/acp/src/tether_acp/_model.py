@@ -66,8 +66,10 @@ STREAM_LIMIT = 50 * 2**20
 class AcpModel:
     """One ACP agent process and session, serving one mirror agent."""
 
-    def __init__(self, spec: AcpAgentSettings) -> None:
+    def __init__(self, spec: AcpAgentSettings, *, continuable: bool = False) -> None:
         self.spec = spec
+        self.continuable = continuable
+        """A continuable child's model: its session is kept warm after it settles."""
         self.name = f"acp:{spec.name}"
         self._agent: Agent | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -90,7 +92,8 @@ class AcpModel:
         parent = self._parent(agent)
         key = self._warm_key()
         if (
-            key is None
+            not self.continuable
+            or key is None
             or parent is None
             or parent.tearing_down
             or self.spec.keep_warm <= 0
