@@ -141,6 +141,22 @@ def event_to_message(event: Event) -> Message | None:
             return None
 
 
+class _Already:
+    """An event that has happened: waiting on it returns at once (shared; never reset)."""
+
+    def is_set(self) -> bool:
+        return True
+
+    def set(self) -> None:
+        return None
+
+    async def wait(self) -> None:
+        return None
+
+
+_ALREADY: Any = _Already()
+
+
 def _leaves(group: BaseExceptionGroup) -> Iterable[BaseException]:
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
@@ -203,9 +219,8 @@ class Agent:
         self._turn_scope: anyio.CancelScope | None = None
         self._runner_active = False
         self._parked = False
-        self._idle = anyio.Event()
-        self._idle.set()
-        self._wakeup = anyio.Event()
+        self._idle = _ALREADY  # idle until woken; fresh events are made when they are needed
+        self._wakeup = _ALREADY
         self._restored = False
         self._last_stop: StopReason = "completed"
         self._last_error: str | None = None

@@ -70,29 +70,36 @@ class CancelSignal:
     """A cancellation channel a caller hands to a provider: honoured before and after start."""
 
     def __init__(self) -> None:
-        self._event = anyio.Event()
+        self._event: anyio.Event | None = None  # made only when someone waits
+        self._cancelled = False
         self.reason: str | None = None
         self._callbacks: list[Callable[[], object]] = []
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._cancelled
 
     def cancel(self, reason: str = "cancelled") -> None:
-        if not self._event.is_set():
+        if not self._cancelled:
+            self._cancelled = True
             self.reason = reason
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
             for callback in self._callbacks:
                 callback()
 
     def on_cancel(self, callback: Callable[[], object]) -> None:
         """Call ``callback()`` (synchronously) when the signal fires; at once if it has."""
-        if self._event.is_set():
+        if self._cancelled:
             callback()
         else:
             self._callbacks.append(callback)
 
     async def wait(self) -> None:
+        if self._cancelled:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
         await self._event.wait()
 
 
