@@ -479,3 +479,35 @@ async def test_a_prompt_that_takes_too_long_is_cancelled_and_ends_with_error(tmp
     assert result.stop_reason == "error"
     assert "no answer within 1.5 s; the prompt was cancelled" in (result.diagnostic or "")
     assert result.output == ""
+
+
+def test_an_agent_command_that_is_not_installed_fails_at_load(tmp_path):
+    from tether.errors import PluginError
+
+    with pytest.raises(PluginError) as caught:
+        build(tmp_path, '[[plugin.acp.agents]]\nname = "x"\ncommand = "no-such-acp-agent"\n')
+    assert caught.value.code is ErrorCode.PLUGIN_SETTINGS_INVALID
+    assert "command 'no-such-acp-agent' is not an executable on PATH" in str(caught.value)
+    assert "agents[0].command" in str(caught.value)
+
+
+def test_a_plugin_table_without_agents_fails_at_load(tmp_path):
+    from tether.errors import PluginError
+
+    with pytest.raises(PluginError) as caught:
+        build(tmp_path)
+    assert "name at least one agent under [[plugin.acp.agents]]" in str(caught.value)
+
+
+async def test_a_command_that_cannot_start_is_an_error_with_its_fix(tmp_path, store):
+    kernel = build(tmp_path, agent_table("echo", "echo.py", cwd=str(tmp_path / "missing")))
+    parent = await compose_agent(kernel, store, model=delegating("x"))
+    async with parent:
+        run = await kernel.subagents.start("echo", SubagentStartRequest("hi", parent))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "error"
+    assert 'could not start ACP agent "echo"' in (result.diagnostic or "")
+    assert "fix command, args or cwd in its [[plugin.acp.agents]] table" in (
+        result.diagnostic or ""
+    )

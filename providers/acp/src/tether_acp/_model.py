@@ -255,6 +255,16 @@ class AcpModel:
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f'{self.name}: ACP agent "{spec.name}" did not start within '
                 f"{spec.startup_timeout:g} s{self._diagnostic()}",
+                remedy="check its command and args in [[plugin.acp.agents]], or raise "
+                "startup_timeout",
+            ) from None
+        except OSError as exc:  # the program is gone, not executable, or cwd is missing
+            await self.close()
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f'{self.name}: could not start ACP agent "{spec.name}" ({spec.command!r} in '
+                f"{cwd}): {exc.strerror or exc}",
+                remedy="fix command, args or cwd in its [[plugin.acp.agents]] table",
             ) from None
         except BaseException:
             await self.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -49,6 +50,17 @@ class AcpAgentSettings(BaseModel):
     cancel_grace: float = Field(default=5.0, ge=0)
     """Seconds a cancelled prompt may take to answer before the process group is ended."""
 
+    @field_validator("command")
+    @classmethod
+    def _on_path(cls, command: str) -> str:
+        # Fails at startup (tether check, tether run), not at the child's first turn.
+        if shutil.which(command) is None:
+            raise ValueError(
+                f"command {command!r} is not an executable on PATH; install the agent or give "
+                "its full path"
+            )
+        return command
+
     @model_validator(mode="after")
     def _kinds_need_allow_once(self) -> AcpAgentSettings:
         if self.allow_kinds and self.permission != "allow_once":
@@ -59,11 +71,13 @@ class AcpAgentSettings(BaseModel):
 class Settings(tether.PluginSettings):
     """``[plugin.acp]`` with one ``[[plugin.acp.agents]]`` table per external agent."""
 
-    agents: tuple[AcpAgentSettings, ...] = Field(min_length=1)
+    agents: tuple[AcpAgentSettings, ...] = Field(default=(), validate_default=True)
 
     @field_validator("agents")
     @classmethod
     def _unique(cls, agents: tuple[AcpAgentSettings, ...]) -> tuple[AcpAgentSettings, ...]:
+        if not agents:
+            raise ValueError("name at least one agent under [[plugin.acp.agents]]")
         names = [agent.name for agent in agents]
         if len(set(names)) != len(names):
             raise ValueError("two ACP agents share a name; give each its own")
