@@ -220,3 +220,31 @@ text = "the grandchild said so"
     finally:
         await child_store.aclose()
     assert texts == [answer]
+
+
+async def test_a_tether_childs_messages_of_one_turn_stay_apart(tmp_path):
+    child = child_profile(
+        tmp_path / "child",
+        """
+[[steps]]
+text = "Let me look."
+tool_calls = [{ name = "lookup", arguments = {} }]
+[[steps]]
+text = "Found it."
+""",
+    )
+    kernel = parent_kernel(tmp_path / "parent", child)
+    store = SQLiteStore(tmp_path / "parent.db")
+    try:
+        with anyio.fail_after(TIMEOUT):
+            parent = await compose_agent(kernel, store, model=FunctionModel(quiet_parent))
+            async with parent:
+                run = await kernel.subagents.start(
+                    "tether-child", SubagentStartRequest("go", parent)
+                )
+                result = await run.result()
+                await run.dispose()
+    finally:
+        await store.aclose()
+    # Each message streams with its own id, so the parent does not glue them together.
+    assert result.output == "Let me look.\n\nFound it."

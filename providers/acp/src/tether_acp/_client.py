@@ -36,6 +36,7 @@ class ChildClient:
         self.loading = False
         """While ``session/load`` replays history: updates are not part of a turn."""
         self._chunks: list[str] = []
+        self._message: str | None = None  # the message id of the last chunk, if it had one
         self._tools: dict[str, dict[str, Any]] = {}
         self._events: list[DescriptorEvent] = []
 
@@ -47,6 +48,7 @@ class ChildClient:
 
     def begin_turn(self) -> None:
         self._chunks.clear()
+        self._message = None
         self._tools.clear()
         self._events.clear()
 
@@ -66,8 +68,12 @@ class ChildClient:
         kind = getattr(update, "session_update", None)
         if kind == "agent_message_chunk":
             text = getattr(update.content, "text", None)
+            message = getattr(update, "message_id", None)
             if text:
+                if self._chunks and message is not None and message != self._message:
+                    self._chunks.append("\n\n")  # a new message, not more of the last one
                 self._chunks.append(text)
+                self._message = message
         elif kind in ("tool_call", "tool_call_update"):
             entry = self._tools.setdefault(update.tool_call_id, {"id": update.tool_call_id})
             for key in ("title", "kind", "status"):

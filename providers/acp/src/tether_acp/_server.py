@@ -463,7 +463,13 @@ def _updates(event: Event) -> list[Any]:
     """What a prompt streams for an event the agent logged."""
     match event:
         case AssistantMessage(content=content):
-            text = [acp.update_agent_message_text(content)] if content else []
+            text = []
+            if content:
+                chunk = acp.update_agent_message_text(content)
+                # Each of tether's messages is whole: its own id tells a client where one
+                # message ends and the next begins (chunks of one message concatenate).
+                chunk.message_id = uuid.uuid4().hex
+                text.append(chunk)
             return text + _tool_calls(event)
         case ToolResult():
             return [_tool_result(event)]
