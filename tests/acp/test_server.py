@@ -324,7 +324,8 @@ async def test_a_cancel_also_answers_a_prompt_waiting_for_its_turn(tmp_path):
 
             async with anyio.create_task_group() as group:
                 group.start_soon(prompt, "first")
-                while not [e for e in await events(profile, sid) if isinstance(e, TurnStarted)]:
+                # Accepted, so its turn runs (its turn/start is stored with its first answer).
+                while not [e for e in await events(profile, sid) if isinstance(e, InboxAccepted)]:
                     await anyio.sleep(0.01)
                 group.start_soon(prompt, "second")  # waits: one prompt at a time
                 await anyio.sleep(0.2)
@@ -385,6 +386,9 @@ async def test_closing_stdin_leaves_the_running_turn_and_exits(tmp_path):
         tmp_path,
         """
         [[steps]]
+        tool_calls = [{ name = "shout", arguments = { text = "hello" } }]
+
+        [[steps]]
         delay = 30
         text = "Too late."
         """,
@@ -396,6 +400,7 @@ async def test_closing_stdin_leaves_the_running_turn_and_exits(tmp_path):
             sid = session.session_id
             async with anyio.create_task_group() as group:
                 group.start_soon(lambda: conn.prompt(session_id=sid, prompt=text("Wait")))
+                # Its first step is stored (with turn/start); the second one waits 30 s.
                 while not [e for e in await events(profile, sid) if isinstance(e, TurnStarted)]:
                     await anyio.sleep(0.01)
                 group.cancel_scope.cancel()

@@ -111,7 +111,11 @@ text = "The number was 7."
 async def test_cancelling_a_tether_child_over_acp_aborts_its_turn(tmp_path):
     child = child_profile(
         tmp_path / "child",
+        # A first step that is stored (with its turn/start), then a long one.
         """
+[[steps]]
+tool_calls = [{ name = "look_around" }]
+
 [[steps]]
 delay = 60
 text = "too late"

@@ -6,7 +6,8 @@ import anyio
 import pytest
 
 from tether.agents import Agent, AgentLimits
-from tether.errors import ErrorCode, ModelError
+from tether.agents._agent import UNFINISHED_CALL
+from tether.errors import ErrorCode, ModelError, TetherError
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall, Usage
 from tether.store import InboxAccepted, MessageSource
 
@@ -162,7 +163,7 @@ async def test_cancel_aborts_the_running_turn_and_answers_open_tool_calls(make_a
     assert agent.last_stop_reason == "aborted"
     stored = [s.event for s in await store.events(agent.session_id)]
     assert stored[-2].type == "tool/result"
-    assert (stored[-2].content, stored[-2].is_error) == ("cancelled", True)
+    assert (stored[-2].content, stored[-2].is_error) == (UNFINISHED_CALL, True)
     assert stored[-1].stop_reason == "aborted"
 
 
@@ -509,7 +510,7 @@ async def test_leaving_async_with_mid_turn_closes_the_turn_in_the_log(make_agent
         await anyio.wait_all_tasks_blocked()
     events = [s.event for s in await store.events(agent.session_id)]
     assert [e.type for e in events[-2:]] == ["tool/result", "turn/end"]
-    assert events[-2].content == "cancelled"
+    assert events[-2].content == UNFINISHED_CALL
     assert events[-1].stop_reason == "aborted"
     assert agent.last_stop_reason == "aborted"
 
@@ -667,7 +668,9 @@ async def test_cancel_discards_a_waiting_steer_too(make_agent, store):
     assert agent.turns == 1
 
 
-async def test_a_store_that_refuses_the_turn_end_faults_the_agent(tmp_path):
+async def test_an_agent_whose_lease_was_taken_over_writes_nothing_more(tmp_path):
+    import sqlite3
+
     from tether.agents import new_header
     from tether.store import SQLiteStore, TurnStarted
 
@@ -676,14 +679,24 @@ async def test_a_store_that_refuses_the_turn_end_faults_the_agent(tmp_path):
     header = await first.create(new_header(agent="main"))
 
     async def interloper(request):
-        await other.append(header.id, [TurnStarted(turn=99)] * 5)  # another writer
+        # As if the first owner's lease had expired and another host took it over.
+        db = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+        db.execute(
+            "UPDATE leases SET token = ? WHERE session_id = ?", (other.owner.token, header.id)
+        )
+        db.close()
+        await other.append(header.id, [TurnStarted(turn=99)])
         return "answer"
 
     agent = Agent(header=header, store=first, model=FunctionModel(interloper))
     async with agent:
         assert await agent.run("go") == "error"
+        length = len(await other.events(header.id))
+        with pytest.raises(TetherError, match="SESSION_BUSY"):
+            await agent.followup("more")  # refused: the agent writes nothing once fenced
     assert agent.fault is not None
-    assert agent.fault.code is ErrorCode.SESSION_CONFLICT
+    assert agent.fault.code is ErrorCode.SESSION_BUSY
+    assert len(await other.events(header.id)) == length
     await first.aclose()
     await other.aclose()
 

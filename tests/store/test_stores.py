@@ -130,18 +130,23 @@ def test_open_store_specs(tmp_path):
     assert info.value.code is ErrorCode.STORE_SPEC_INVALID
 
 
-async def test_two_writers_on_one_session_conflict_without_writing(tmp_path):
-    first = SQLiteStore(tmp_path / "s.db")
-    second = SQLiteStore(tmp_path / "s.db")
-    await first.create(SessionHeader(id="s1", created_at=1.0))
-    await second.append("s1", [TurnStarted(turn=1)])
+async def test_a_writer_that_ignores_leases_conflicts_without_writing(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.create(SessionHeader(id="s1", created_at=1.0))
+    await store.append("s1", [TurnStarted(turn=1)])
+    other = sqlite3.connect(tmp_path / "s.db")  # another program: it knows nothing of leases
+    other.execute(
+        "INSERT INTO events VALUES ('s1', 2, 'turn/start', ?)",
+        (TurnStarted(turn=7).model_dump_json(),),
+    )
+    other.commit()
+    other.close()
     with pytest.raises(StoreError) as info:
-        await first.append("s1", [TurnStarted(turn=2)])
+        await store.append("s1", [TurnStarted(turn=2)])
     assert info.value.code is ErrorCode.SESSION_CONFLICT
-    assert [s.event for s in await first.events("s1")] == [TurnStarted(turn=1)]
-    assert await first.append("s1", [TurnStarted(turn=3)]) == 2  # re-reads where the log is
-    await first.aclose()
-    await second.aclose()
+    assert [s.event for s in await store.events("s1")] == [TurnStarted(turn=1), TurnStarted(turn=7)]
+    assert await store.append("s1", [TurnStarted(turn=3)]) == 3  # re-reads where the log is
+    await store.aclose()
 
 
 async def test_a_refused_newer_file_is_left_as_it_was(tmp_path):

@@ -7,7 +7,8 @@
     ├── PluginError       a plugin: unknown, not installed, import failed, hooks, settings,
     │                     name conflict, broken contract
     ├── CapabilityError   a requirement one plugin has of another that is not met
-    ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session
+    ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session,
+    │                     a session another process drives, a file locked too long
     ├── ModelError        a model spec that resolves to nothing, a request that failed
     ├── AgentError        an agent that cannot be composed: instructions, tools, filters
     ├── SkillError        a skill or skill provider that breaks the contract
@@ -64,6 +65,8 @@ class ErrorCode(StrEnum):
     SESSION_EXISTS = "SESSION_EXISTS"
     SESSION_CORRUPT = "SESSION_CORRUPT"
     SESSION_CONFLICT = "SESSION_CONFLICT"
+    SESSION_BUSY = "SESSION_BUSY"
+    STORE_BUSY = "STORE_BUSY"
     DEPTH_LOWERED = "DEPTH_LOWERED"
     MODEL_SPEC_UNKNOWN = "MODEL_SPEC_UNKNOWN"
     MODEL_REQUEST_FAILED = "MODEL_REQUEST_FAILED"

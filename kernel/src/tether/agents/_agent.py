@@ -11,8 +11,11 @@ messages: the base prompt and tool list never change within a session.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -44,6 +47,7 @@ from ..store import (
 )
 from ._approvals import TOOL_OPTIONS, ApprovalPolicy, PermissionQuestion, ask_permission
 from ._instructions import DynamicInstruction, InstructionContext, render_instruction
+from ._repair import closing_events, find_open_turn
 from ._tools import ToolContext, ToolError, ToolFilter, ToolRegistry
 
 if TYPE_CHECKING:
@@ -52,11 +56,23 @@ if TYPE_CHECKING:
 
 __all__ = ("Agent", "AgentLimits", "PreStep", "StepContext")
 
+log = logging.getLogger("tether.agents")
+
 _USER_SOURCE = MessageSource(kind="user")
+#: Store errors after which the agent must not write again: another process owns the session.
+_FENCED: frozenset[str] = frozenset({"SESSION_BUSY", "SESSION_CONFLICT"})
+#: The result an open tool call gets when its turn ends before the call finished.
+UNFINISHED_CALL = (
+    "error: interrupted: the turn ended before this tool finished; it may or may not have run"
+)
 _NO_USAGE = Usage()
 
 #: How long teardown waits for the final log writes of a cancelled turn.
 TEARDOWN_TIMEOUT = 5.0
+#: How often the agent that keeps a process's sessions looks for posted mail, in seconds.
+MAIL_POLL = 0.05
+#: How often it renews the leases of the process's sessions, in seconds.
+LEASE_RENEWAL = 10.0
 
 _FINISH_TO_STOP: dict[str, StopReason] = {
     "stop": "completed",
@@ -120,6 +136,66 @@ class _InboxItem:
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(8).hex()}"
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate (half of a pair, as a model's or a remote
+    agent's stream can cut one) becomes U+FFFD, so the log and the history say the same."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Through UTF-16 with surrogatepass: pairs are rejoined, lone halves replaced.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _storable_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): _storable_value(v) for k, v in value.items()}  # type: ignore[misc]
+    if isinstance(value, list | tuple):
+        return [_storable_value(v) for v in value]  # type: ignore[misc]
+    return value
+
+
+def _storable_response(response: ModelResponse) -> ModelResponse:
+    """The response with every text a model wrote made storable (unchanged when it already is)."""
+    text = storable(response.text)
+    calls = response.tool_calls
+    if calls and not all(_is_ascii_call(call) for call in calls):
+        calls = tuple(
+            call.model_copy(
+                update={
+                    "name": storable(call.name),
+                    "arguments": _storable_value(call.arguments),
+                    "invalid_arguments": None
+                    if call.invalid_arguments is None
+                    else storable(call.invalid_arguments),
+                }
+            )
+            for call in calls
+        )
+    if text is response.text and calls is response.tool_calls:
+        return response
+    return response.model_copy(update={"text": text, "tool_calls": calls})
+
+
+def _storable_result(result: ToolResult) -> ToolResult:
+    content = storable(result.content)
+    if content is result.content:
+        return result
+    return result.model_copy(update={"content": content})
+
+
+def _is_ascii_call(call: ToolCall) -> bool:
+    return (
+        call.name.isascii()
+        and (not call.arguments or json.dumps(call.arguments, ensure_ascii=False).isascii())
+        and (call.invalid_arguments is None or call.invalid_arguments.isascii())
+    )
 
 
 def event_to_message(event: Event) -> Message | None:
@@ -227,6 +303,9 @@ class Agent:
         self._log_length = 0
         self._fault: TetherError | None = None
         self._turn_item: _InboxItem | None = None
+        self._unsaved: tuple[Event, ...] = ()
+        self._told = 0  # how many of the unsaved events listeners have heard of
+        self._leased = False
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -256,18 +335,24 @@ class Agent:
     async def restore(self, *, repair: bool = True, log: Sequence[Event] | None = None) -> None:
         """Rebuild history, instruction slots and unclaimed inbox messages from the log.
 
-        A turn the log opened but never closed (the process stopped mid-turn) is closed with
-        ``repair``: open tool calls get an error result (the tool may or may not have run) and
-        the turn ends ``aborted``, so the history is one a model API accepts again. ``log`` is
-        the whole log when the caller just wrote it (a new child), to skip reading it back.
+        With ``repair`` (the default) the agent is about to drive the session: it first takes
+        the session's lease (``SESSION_BUSY`` when another live process drives it) and moves
+        messages posted to the session's mailbox into its log; then a turn the log opened but
+        never closed (the process stopped mid-turn) is closed: open tool calls get an error
+        result (the tool may or may not have run) and the turn ends ``aborted``, so the
+        history is one a model API accepts again. ``repair=False`` only reads. ``log`` is the
+        whole log when the caller just wrote it (a new child, whose lease ``create`` took).
         """
         claimed: set[str] = set()
         accepted: dict[str, _InboxItem] = {}
         context_ids: set[str] = set()
-        open_turn: int | None = None
-        open_calls: dict[str, ToolCall] = {}
         if log is None:
+            if repair:
+                await self._take_lease()
+                await self.store.take_mail(self.session_id)  # into the log, read with it
             log = [stored.event for stored in await self.store.events(self.session_id)]
+        else:
+            self._leased = True
         self._log_length = len(log)
         for event in log:
             message = event_to_message(event)
@@ -284,14 +369,6 @@ class Agent:
                     claimed.add(mid)
                 case TurnStarted(turn=turn):
                     self._turns = turn
-                    open_turn = turn
-                case TurnEnded():
-                    open_turn = None
-                    open_calls = {}
-                case AssistantMessage(tool_calls=calls):
-                    open_calls = {call.id: call for call in calls}
-                case ToolResult(tool_call_id=call_id):
-                    open_calls.pop(call_id, None)
                 case InstructionEvent(slug=slug, content=content):
                     self._instruction_values[slug] = content
                 case _:
@@ -303,34 +380,23 @@ class Agent:
             # context waits for the next step or turn, as it would have.
             (self._injected if mid in context_ids else self._inbox).append(item)
         self._restored = True
-        if repair and open_turn is not None:
-            await self._close_interrupted_turn(open_turn, list(open_calls.values()))
+        open_turn = find_open_turn(log) if repair else None
+        if open_turn is not None:
+            events = closing_events(open_turn)
+            await self._append(*events)
+            for event in events[:-1]:
+                self._history.append(event_to_message(event))  # type: ignore[arg-type]
 
-    async def _close_interrupted_turn(self, turn: int, calls: list[ToolCall]) -> None:
-        events: list[Event] = [
-            ToolResult(
-                tool_call_id=call.id,
-                name=call.name,
-                content="error: interrupted: the process stopped before this tool finished; "
-                "it may or may not have run",
-                is_error=True,
-            )
-            for call in calls
-        ]
-        events.append(
-            TurnEnded(
-                turn=turn,
-                stop_reason="aborted",
-                error="the process stopped during this turn; closed when the session was restored",
-            )
-        )
-        await self._append(*events)
-        for event in events[:-1]:
-            self._history.append(event_to_message(event))  # type: ignore[arg-type]
+    async def _take_lease(self) -> None:
+        """Become the session's one driver (``SESSION_BUSY`` if a live process is)."""
+        await self.store.acquire(self.session_id)
+        self._leased = True
 
     async def __aenter__(self) -> Agent:
         if not self._restored:
             await self.restore()
+        elif not self._leased:
+            await self._take_lease()  # a dormant agent entered again
         if self.kernel is not None:
             live = self.kernel.live_agents
             if live.get(self.session_id, self) is not self:
@@ -349,8 +415,11 @@ class Agent:
         self._closing = False
         self._wakeup = anyio.Event()
         self._group.start_soon(self._runner)
+        if self._keeps_sessions():
+            self.start_job(self._keep_sessions)
         if self._inbox:
             self._parked = True  # restored messages wait for the next waking message
+        await self.collect_mail()  # posted while it was dormant: they run now
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
@@ -363,6 +432,9 @@ class Agent:
             # Let the cancelled turn record its end (turn/end, "cancelled" results) first.
             with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                 await self._idle.wait()
+        if self._unsaved:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                await self._flush_held()
         for release in [*self._on_teardown.values()]:
             release()  # hosted children start their own teardown
         self._on_teardown.clear()
@@ -383,12 +455,85 @@ class Agent:
             self._group = None
             self._runner_active = False
             self._idle.set()
+            if self._leased:
+                self._leased = False
+                with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                    await self._release_lease()
             detach = getattr(self.model, "detach", None)
             if detach is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                     await detach(self)
             if self.kernel is not None and self.kernel.live_agents.get(self.session_id) is self:
                 del self.kernel.live_agents[self.session_id]
+
+    async def _release_lease(self) -> None:
+        # If this fails, the lease expires, or its owner is seen to be gone.
+        with contextlib.suppress(TetherError):
+            await self.store.release(self.session_id)
+
+    def _keeps_sessions(self) -> bool:
+        """Whether this agent keeps the process's sessions: renews their leases and delivers
+        mail other processes post to them. Only a durable store is shared with other
+        processes, and one keeper per tree is enough: the agent whose parent is not open here."""
+        if not getattr(self.store, "durable", False):
+            return False
+        parent = self.header.parent_session
+        return self.kernel is None or parent is None or parent not in self.kernel.live_agents
+
+    async def _keep_sessions(self) -> None:
+        renewed = anyio.current_time()
+        while True:
+            # Jittered: a fixed period can stay in step with another task's timer (anyio's
+            # wait_all_tasks_blocked polls every 0.1 s) and look busy at every one of its looks.
+            await anyio.sleep(MAIL_POLL * (0.75 + random.random() * 0.5))
+            try:
+                if anyio.current_time() - renewed >= LEASE_RENEWAL:
+                    await self.store.renew()
+                    renewed = anyio.current_time()
+                for session_id in await self.store.mail():
+                    await self._route_mail(session_id)
+            except TetherError as exc:
+                # The store is busy or refused: mail waits in the store for the next look.
+                log.warning("could not look for mail for %s: %s", self.session_id, exc)
+
+    async def _route_mail(self, session_id: str) -> None:
+        """Hand the mail of ``session_id`` to its agent here, or to the subagent runtime
+        (which restores a stored child under its open ancestor); mail for sessions this
+        process does not drive is left for their owner."""
+        live = self.kernel.live_agents if self.kernel is not None else {}
+        agent = self if session_id == self.session_id else live.get(session_id)
+        runtime = getattr(self.kernel, "_subagents", None)
+        if runtime is not None:
+            await runtime.continuation.deliver_mail(self, session_id)
+        elif agent is not None:
+            await agent.collect_mail()
+
+    async def collect_mail(self) -> int:
+        """Move the messages other processes posted to this session into its log and inbox
+        (``store.take_mail``); they run as if sent here. How many there were."""
+        if self._group is None or self._tearing_down or not self._leased:
+            return 0  # left in the store for whoever drives the session next
+        if self._fault is not None and self._fault.code in _FENCED:
+            return 0
+        posted = await self.store.take_mail(self.session_id)
+        if not posted:
+            return 0
+        self._log_length += len(posted)
+        wake = False
+        for message in posted:
+            for listener in self._listeners:
+                listener(message)
+            item = _InboxItem(message.message_id, message.content, message.source)
+            if message.delivery == "context":
+                self._injected.append(item)
+            elif message.delivery == "step" and self._turn_scope is not None:
+                self._steering.append(item)
+            else:
+                self._inbox.append(item)
+                wake = True
+        if wake:
+            self._wake()
+        return len(posted)
 
     def start_job(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``function(*args)`` in the agent's task group: a background job the agent owns,
@@ -438,16 +583,63 @@ class Agent:
             self._on_teardown[key] = release
 
     def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``listener(event)`` after each event is stored; returns an unsubscribe function."""
+        """Call ``listener(event)`` for each event of the log, in order; returns an unsubscribe
+        function. Events are stored before listeners hear of them, except the ones that open a
+        turn or a step (``turn/start``, the claim, pre-step messages): those are heard when the
+        step starts and stored with its answer, in one commit."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    async def _append(self, *events: Event) -> None:
-        await self.store.append(self.session_id, events)
-        self._log_length += len(events)
-        for event in events:
+    async def _append(self, *events: Event, hold: bool = False) -> None:
+        """Store ``events`` (after any held ones), then tell the listeners.
+
+        With ``hold``, events the store refused for a passing reason (``STORE_BUSY``) are kept
+        and written first by the next append: what a turn produced (the model's answer, a tool
+        result) is never lost once received. A lost lease (``SESSION_BUSY``, another process
+        owns the session now) is final: the agent writes nothing more.
+        """
+        if self._fault is not None and self._fault.code in _FENCED:
+            raise self._fault
+        batch = (*self._unsaved, *events) if self._unsaved else events
+        try:
+            await self.store.append(self.session_id, batch)
+        except TetherError as exc:
+            if exc.code in _FENCED:
+                self._unsaved, self._told = (), 0
+                self._fault = exc
+                self._parked = True
+            elif hold:
+                self._unsaved = batch
+            raise
+        told = self._told
+        if self._unsaved:
+            self._unsaved, self._told = (), 0
+            if self._fault is not None and self._fault.code not in _FENCED:
+                self._fault = None  # what it held is stored: the agent may take turns again
+        self._log_length += len(batch)
+        for event in batch[told:]:
             for listener in self._listeners:
                 listener(event)
+
+    def _defer(self, *events: Event) -> None:
+        """Store ``events`` with the next append (what opens a turn or a step waits for the
+        model's answer, so that both are one commit); listeners hear of them now."""
+        tell = self._told == len(self._unsaved)  # in order: nothing untold before them
+        self._unsaved = (*self._unsaved, *events)
+        if tell:
+            self._told = len(self._unsaved)
+            for event in events:
+                for listener in self._listeners:
+                    listener(event)
+
+    async def _flush_held(self) -> None:
+        """Try once more to store what a turn produced and the store refused."""
+        if self._unsaved:
+            try:
+                await self._append()
+            except TetherError as exc:
+                if self._fault is None:
+                    self._fault = exc
 
     # ---------------------------------------------------------------- inbox
 
@@ -481,7 +673,7 @@ class Agent:
         self._require_open()
         source = source or MessageSource(kind="inject")
         if self._turn_scope is None:
-            item = _InboxItem(_new_id("msg"), content, source)
+            item = _InboxItem(_new_id("msg"), storable(content), source)
             await self._commit_message(item)
         else:
             item = await self._accept(content, source, "context")
@@ -492,6 +684,7 @@ class Agent:
         self, content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
     ) -> _InboxItem:
         """Record a message durably before it is acknowledged; its claim comes later."""
+        content = storable(content)
         item = _InboxItem(_new_id("msg"), content, source)
         await self._append(
             InboxAccepted(
@@ -648,13 +841,15 @@ class Agent:
             self._turn_scope = scope
             try:
                 # One batch opens the turn: turn/start, changed instructions, then the message
-                # that started it. Its user/message is the claim: a crash before the batch
-                # lands re-queues the message.
+                # that started it. Its user/message is the claim. The batch is stored with the
+                # first step's answer, in one commit: a crash before that re-queues the message
+                # (its unanswered model request changed nothing), and a one-step turn costs one
+                # commit, not three (each an fsync with synchronous = FULL).
                 instructions = await self._resolve_instructions(turn)
                 claim = UserMessage(
                     message_id=item.message_id, content=item.content, source=item.source
                 )
-                await self._append(
+                self._defer(
                     TurnStarted(turn=turn, message_id=item.message_id), *instructions, claim
                 )
                 for event in instructions:
@@ -668,7 +863,7 @@ class Agent:
                         break
                     steps += 1
                     await self._before_step(turn, steps)
-                    response = await self._request(steps, usage)
+                    response = _storable_response(await self._request(steps, usage))
                     usage = response.usage if usage is _NO_USAGE else usage + response.usage
                     message = AssistantMessage(
                         content=response.text,
@@ -689,8 +884,8 @@ class Agent:
                         stop = _FINISH_TO_STOP.get(response.finish_reason, "error")
                         final = message  # stored together with turn/end below
                         break
-                    await self._append(message)
                     pending_calls = response.tool_calls
+                    await self._append(message, hold=True)
                     await self._run_tools(response.tool_calls)
                     pending_calls = ()
                     if over_budget:
@@ -716,12 +911,14 @@ class Agent:
             if scope.cancel_called:
                 # A cancelled turn still records how it ended: shielded, and bounded in time.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
-                    await self._append(*closing)
+                    await self._append(*closing, hold=True)
             else:
-                await self._append(*closing)
+                await self._append(*closing, hold=True)
         except TetherError as exc:
-            # The store refused the turn's end (another writer, a full disk): the agent stops
-            # taking turns and says why through `fault`; the log keeps what it had.
+            # The store refused the turn's end: the agent stops taking turns and says why
+            # through `fault`. A passing fault (a locked store) keeps the turn's events, which
+            # the next write stores first; after a lost lease (another process owns the
+            # session) it writes nothing more.
             self._fault = exc
             self._last_stop = "error"
             self._parked = True
@@ -750,7 +947,10 @@ class Agent:
             for call in pending_calls:
                 if call.id not in answered:
                     result = ToolResult(
-                        tool_call_id=call.id, name=call.name, content="cancelled", is_error=True
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=UNFINISHED_CALL,
+                        is_error=True,
                     )
                     closing.append(result)
                     self._history.append(event_to_message(result))  # type: ignore[arg-type]
@@ -813,7 +1013,7 @@ class Agent:
                 )
                 self._history.append(Message(role=role, content=message.content))
         if events:
-            await self._append(*events)
+            self._defer(*events)  # stored with the step's answer
 
     async def _request(self, step: int, usage: Usage) -> ModelResponse:
         budget = self.limits.max_output_tokens
@@ -844,10 +1044,11 @@ class Agent:
             attempt += 1
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
-        results: dict[str, ToolResult] = {}
-
-        async def run(call: ToolCall, concurrent: bool = False) -> None:
-            results[call.id] = await self._run_tool(call, concurrent)
+        async def run(call: ToolCall) -> None:
+            result = _storable_result(await self._run_tool(call))
+            # Durable as soon as it exists: a crash while a sibling still runs keeps it.
+            await self._append(result, hold=True)
+            self._history.append(event_to_message(result))  # type: ignore[arg-type]
 
         # Call order, except that a run of consecutive safe calls runs concurrently.
         batch: list[ToolCall] = []
@@ -859,18 +1060,14 @@ class Agent:
             if len(batch) > 1:
                 async with anyio.create_task_group() as group:
                     for queued in batch:
-                        group.start_soon(run, queued, True)
+                        group.start_soon(run, queued)
             elif batch:
                 await run(batch[0])
             batch = []
             if call is not None:
                 await run(call)
-        ordered = [results[call.id] for call in calls]
-        await self._append(*ordered)
-        for result in ordered:
-            self._history.append(event_to_message(result))  # type: ignore[arg-type]
 
-    async def _run_tool(self, call: ToolCall, concurrent: bool = False) -> ToolResult:
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
         tool = self.tools.get(call.name, self)
         policy = self.tool_policy
         blocked = policy is not None and not policy.permits(call.name)
@@ -914,7 +1111,7 @@ class Agent:
                 )
         try:
             context = ToolContext(self, call.id)
-            content = await tool.call(dict(call.arguments), context, in_thread=concurrent)
+            content = await tool.call(dict(call.arguments), context)
         except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
             raise
         except ToolError as exc:

@@ -43,7 +43,9 @@ class Tool:
 
     ``safe`` tools have no side effects that could conflict and may run concurrently with the
     other safe calls of the same step; the rest run one at a time in call order. A tool that
-    raises becomes an error result the model sees.
+    raises becomes an error result the model sees. A sync ``run`` is called in a worker thread
+    (see :meth:`call`), so it must not use the agent or other event-loop objects directly: a
+    tool that does is written ``async``.
     """
 
     name: str
@@ -109,16 +111,19 @@ class Tool:
             for error in validator.iter_errors(dict(arguments))
         ]
 
-    async def call(
-        self, arguments: dict[str, Any], context: ToolContext, *, in_thread: bool = False
-    ) -> str:
+    async def call(self, arguments: dict[str, Any], context: ToolContext) -> str:
         """Run the tool and return its text result.
 
-        A sync function runs in a worker thread when ``in_thread`` (safe calls running
-        together), so it does not block the others; alone it runs inline, which is cheaper.
+        A sync function always runs in a worker thread, so the event loop stays free while it
+        works (other safe calls, other agents, Ctrl-C), and a cancelled call does not wait for
+        it: the call is abandoned at once, the function finishes in its thread and its result
+        is dropped.
         """
-        if in_thread and not self._is_async:  # type: ignore[attr-defined]
-            result = await anyio.to_thread.run_sync(self.run, arguments, context)
+        if not self._is_async:  # type: ignore[attr-defined]
+            # The hop costs tens of microseconds; a turn that cannot stop costs more.
+            result = await anyio.to_thread.run_sync(
+                self.run, arguments, context, abandon_on_cancel=True
+            )
         else:
             result = self.run(arguments, context)
         if inspect.isawaitable(result):

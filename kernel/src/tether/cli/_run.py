@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._group import cli, load, profile_option, run_async
+from ._group import Interruption, cli, load, profile_option, run_async, run_interruptible
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -48,15 +48,20 @@ def run(
 
     Prints the assistant's text and a line per tool call as they happen and ends with the
     session id; --session continues a stored session. Exit status 1 when any turn does not
-    complete.
+    complete. Ctrl-C aborts the running turn, keeps the prompts not yet run for the next
+    --session run, prints the session id and exits with status 130; a second Ctrl-C exits at
+    once.
     """
     kernel = load(profile)
-    stop = run_async(_run, kernel, agent_name, model_spec, session_id, prompts)
+    stop = run_interruptible(
+        _run, Interruption(), kernel, agent_name, model_spec, session_id, prompts
+    )
     if stop != "completed":
         raise SystemExit(1)
 
 
 async def _run(
+    interruption: Interruption,
     kernel: Any,
     agent_name: str | None,
     model_spec: str | None,
@@ -77,26 +82,38 @@ async def _run(
         if kernel.permission_host is None and sys.stdin.isatty():
             kernel.permission_host = _ask_on_terminal
         stops: list[str] = []
+        # Turns this run starts: a turn closed on restore (crash repair) is not one of them.
+        first_turn = [sys.maxsize]
         agent.listen(
-            lambda event: stops.append(event.stop_reason) if event.type == "turn/end" else None
-        )  # type: ignore[union-attr]
+            lambda event: (
+                stops.append(event.stop_reason)  # type: ignore[union-attr]
+                if event.type == "turn/end" and event.turn >= first_turn[0]  # type: ignore[union-attr]
+                else None
+            )
+        )
+        # Ctrl-C aborts the turn and parks the queued prompts; leaving `async with agent`
+        # then records the turn's end and ends the children it hosts, without waiting for them.
+        interruption.on_interrupt(agent.interrupt)
         async with agent:
-            if session_id is not None and any(
-                p.implements("tether_subagent_providers") for p in kernel.plugins
-            ):
-                # After a crash: children holding accepted, unrun messages pick up again.
-                await kernel.subagents.continuation.recover(agent)
-            for prompt in prompts:
-                await agent.followup(prompt)
-            await agent.when_idle()
-            if kernel._subagents is not None:
-                # Continuable children keep working after the last prompt: wait for them to
-                # settle, and for the turns their notices give, instead of cutting them off.
-                await kernel.subagents.continuation.wait_quiet(agent)
+            first_turn[0] = agent.turns + 1
+            with interruption.stoppable():
+                if session_id is not None and any(
+                    p.implements("tether_subagent_providers") for p in kernel.plugins
+                ):
+                    # After a crash: children holding accepted, unrun messages pick up again.
+                    await kernel.subagents.continuation.recover(agent)
+                for prompt in prompts:
+                    await agent.followup(prompt)
+                await agent.when_idle()
+                if kernel._subagents is not None:
+                    # Continuable children keep working after the last prompt: wait for them
+                    # to settle, and for the turns their notices give, instead of cutting
+                    # them off.
+                    await kernel.subagents.continuation.wait_quiet(agent)
         if agent.fault is not None:
             raise agent.fault
         stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
-        if isinstance(agent.model, ScriptedModel):
+        if isinstance(agent.model, ScriptedModel) and not interruption.requested:
             left = agent.model.remaining()
             if left:
                 count = sum(left.values())
@@ -122,7 +139,8 @@ async def _ask_on_terminal(question: Any) -> str | None:
     def read() -> str:
         return input("choose a number (empty: refuse): ")
 
-    answer = (await anyio.to_thread.run_sync(read)).strip()
+    # Abandoned on Ctrl-C: the prompt thread waits for a line nobody will read.
+    answer = (await anyio.to_thread.run_sync(read, abandon_on_cancel=True)).strip()
     if answer.isdigit() and 1 <= int(answer) <= len(question.options):
         return question.options[int(answer) - 1][0]
     return None

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ._group import cli, load, profile_option, run_async
+from ._group import Interruption, cli, load, profile_option, run_async, run_interruptible
 
 #: How many lines ``tether sessions tree`` prints by default.
 TREE_LIMIT = 200
@@ -110,14 +110,18 @@ def send_to_child(
     child's turns the way `tether run` prints an agent's and ends with its session id; the
     root session gets no notice. --model replaces the root's model, which the child also uses
     unless its delegation named one. Exit status 1 when a turn of the child does not complete.
+    Ctrl-C aborts the child's running turn, prints its session id and exits with status 130; a
+    second Ctrl-C exits at once.
     """
     kernel = load(profile)
-    stop = run_async(_send, kernel, model_spec, child_id, message)
+    stop = run_interruptible(_send, Interruption(), kernel, model_spec, child_id, message)
     if stop != "completed":
         raise SystemExit(1)
 
 
-async def _send(kernel: Any, model_spec: str | None, child_id: str, message: str) -> str:
+async def _send(
+    interruption: Interruption, kernel: Any, model_spec: str | None, child_id: str, message: str
+) -> str:
     from ..agents import compose_agent
     from ..errors import TetherError
     from ..store import TurnEnded, profile_store
@@ -126,6 +130,14 @@ async def _send(kernel: Any, model_spec: str | None, child_id: str, message: str
     store = profile_store(kernel.profile)
     try:
         root = await _root_of(store, child_id)
+        owner, posted = await _post_to_owner(store, child_id, message)
+        if owner is not None:
+            click.echo(
+                f"message accepted for subagent {child_id}: the process that drives it "
+                f"(pid {owner.pid} on {owner.host}) runs it"
+            )
+            click.echo(f"session {child_id}")
+            return "completed"
         host = await compose_agent(kernel, store, model=model_spec, session_id=root)
         continuation = kernel.subagents.continuation
         stops: list[str] = []
@@ -146,16 +158,30 @@ async def _send(kernel: Any, model_spec: str | None, child_id: str, message: str
             lambda event: watch() if event.kind == "start" and event.child_id == child_id else None
         )
         refused: TetherError | None = None
+
+        def interrupt_child() -> None:
+            """Ctrl-C: abort the child's turn and park what it has queued; leaving the host
+            then ends the child without waiting for it to settle."""
+            child = continuation.live(child_id)
+            if child is not None:
+                child.interrupt()
+
+        interruption.on_interrupt(interrupt_child)
         try:
             async with host:
                 # Caught in here: what leaves `async with agent:` leaves in an exception group.
-                try:
-                    await continuation.send_as_owner(host, child_id, message, notify=False)
-                except TetherError as exc:
-                    refused = exc
-                else:
-                    watch()  # already live: the start edge came before the listener
-                    await continuation.wait_settled(child_id)
+                with interruption.stoppable():
+                    try:
+                        if posted:
+                            # Its owner left before taking it: restoring the child runs it.
+                            await continuation.recover(host, repair=False)
+                        else:
+                            await continuation.send_as_owner(host, child_id, message, notify=False)
+                    except TetherError as exc:
+                        refused = exc
+                    else:
+                        watch()  # already live: the start edge came before the listener
+                        await continuation.wait_settled(child_id)
         finally:
             unsubscribe()
             await close_model(host.model)
@@ -332,3 +358,54 @@ def _tree_json(root: Any, children: dict[str, list[Any]]) -> dict[str, Any]:
         **root.model_dump(),
         "children": [_tree_json(child, children) for child in children.get(root.id, [])],
     }
+
+
+#: How often ``tether sessions send`` looks whether the owner took a posted message, in seconds.
+CLAIM_POLL = 0.02
+
+
+async def _post_to_owner(store: Any, child_id: str, message: str) -> tuple[Any, bool]:
+    """Deliver MESSAGE through the child's mailbox when another live process drives the
+    child or a session above it: that process runs it (exactly once, its parent notified as
+    usual). ``(owner, True)`` once the owner took the message into the child's log;
+    ``(None, False)`` when no live process drives the chain (this command hosts the child
+    itself); ``(None, True)`` when the owner left without taking it (this command hosts the
+    child, and restoring it runs the posted message)."""
+    import anyio
+
+    from ..store import InboxAccepted, MessageSource
+    from ..subagents._child import new_message_id
+
+    owner = await _live_owner(store, child_id)
+    if owner is None:
+        return None, False
+    posted = InboxAccepted(
+        message_id=new_message_id(), content=message, source=MessageSource(kind="user")
+    )
+    await store.post(child_id, posted)
+    while True:
+        waiting = await store.mailbox(child_id)
+        if all(m.message_id != posted.message_id for m in waiting):
+            return owner, True  # in the child's log: accepted by its driver
+        if await _live_owner(store, child_id) is None:
+            return None, True  # the owner left without taking it: this command runs it
+        await anyio.sleep(CLAIM_POLL)
+
+
+async def _live_owner(store: Any, child_id: str) -> Any:
+    """The live holder of the lease of ``child_id`` or of a session above it, other than
+    this process's store."""
+    from ..errors import TetherError
+
+    session: str | None = child_id
+    seen: set[str] = set()
+    while session is not None and session not in seen:
+        seen.add(session)
+        holder = await store.holder(session)
+        if holder is not None and holder.token != store.owner.token:
+            return holder
+        try:
+            session = (await store.header(session)).parent_session
+        except TetherError:
+            return None
+    return None

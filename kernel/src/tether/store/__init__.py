@@ -25,14 +25,17 @@ from ._events import (
     UserMessage,
     parse_event,
 )
+from ._lease import DEFAULT_LEASE_TTL, LeaseOwner
 from ._memory import MemoryStore
 from ._protocol import SessionStore
-from ._sqlite import SCHEMA_VERSION, SQLiteStore
+from ._sqlite import DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, SQLiteStore
 
 if TYPE_CHECKING:
     from ..profile import Profile
 
 __all__ = (
+    "DEFAULT_BUSY_TIMEOUT",
+    "DEFAULT_LEASE_TTL",
     "SCHEMA_VERSION",
     "AssistantMessage",
     "ContextMessage",
@@ -41,6 +44,7 @@ __all__ = (
     "InboxAccepted",
     "InboxDiscarded",
     "InstructionEvent",
+    "LeaseOwner",
     "MemoryStore",
     "MessageSource",
     "Origin",

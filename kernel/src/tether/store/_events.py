@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 from ..models._types import FinishReason, ToolCall, Usage
 
@@ -166,6 +167,36 @@ _EVENT = TypeAdapter(Event)
 def parse_event(data: str | bytes) -> Event:
     """Parse one stored event (JSON); raises ``pydantic.ValidationError`` when it is not one."""
     return _EVENT.validate_json(data)
+
+
+def dump_event(event: BaseModel) -> str:
+    """An event (or any frozen record) as JSON for storage; never fails on unencodable text.
+
+    A lone surrogate (``"\\ud83d"``, half of an emoji cut by a byte-wise truncation) has no
+    UTF-8 form, so pydantic refuses to serialise it; it is stored as U+FFFD instead. The
+    common case costs nothing extra: the replacement runs only after pydantic refused.
+    """
+    try:
+        return event.model_dump_json()
+    except PydanticSerializationError:
+        cleaned = _replace_surrogates(event.model_dump())
+        return type(event).model_validate(cleaned).model_dump_json()
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (a valid pair becomes its
+    character)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return replace_surrogates(value)
+    if isinstance(value, dict):
+        return {replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace_surrogates(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True, slots=True)

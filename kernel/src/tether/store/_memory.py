@@ -5,20 +5,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ErrorCode, StoreError
-from ._events import Event, SessionHeader, StoredEvent
-from ._rules import check_depth, missing
+from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
+from ._lease import LeaseOwner
+from ._rules import check_depth, check_mail, missing
 
 __all__ = ("MemoryStore",)
 
 
 class MemoryStore:
-    """Sessions in dictionaries; events are kept as the validated objects themselves."""
+    """Sessions in dictionaries; events are kept as the validated objects themselves.
+
+    Nothing else can open its storage, so this store is its sessions' only possible owner:
+    a lease is either free or its own, and ``acquire`` never takes one over.
+    """
 
     durable = False
 
     def __init__(self) -> None:
+        self.owner = LeaseOwner.current()
         self._headers: dict[str, SessionHeader] = {}
         self._logs: dict[str, list[Event]] = {}
+        self._leased: set[str] = set()
+        self._mail: dict[str, list[InboxAccepted]] = {}  # only sessions with untaken mail
 
     async def create(self, header: SessionHeader, events: Sequence[Event] = ()) -> SessionHeader:
         if header.id in self._headers:
@@ -29,6 +37,7 @@ class MemoryStore:
             )
         self._headers[header.id] = header
         self._logs[header.id] = list(events)
+        self._leased.add(header.id)
         return header
 
     async def header(self, session_id: str) -> SessionHeader:
@@ -44,19 +53,22 @@ class MemoryStore:
             self._headers[session_id] = header
         return header
 
-    async def append(self, session_id: str, events: Sequence[Event]) -> int:
+    def _log(self, session_id: str) -> list[Event]:
         log = self._logs.get(session_id)
         if log is None:
             raise missing(session_id)
+        return log
+
+    async def append(self, session_id: str, events: Sequence[Event]) -> int:
+        log = self._log(session_id)
+        self._leased.add(session_id)  # a free lease is taken by the first write
         log.extend(events)
         return len(log)
 
     async def events(
         self, session_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
-        log = self._logs.get(session_id)
-        if log is None:
-            raise missing(session_id)
+        log = self._log(session_id)
         return [
             StoredEvent(seq, event)
             for seq, event in enumerate(
@@ -76,6 +88,42 @@ class MemoryStore:
     async def delete(self, session_id: str) -> None:
         await self.header(session_id)
         del self._headers[session_id], self._logs[session_id]
+        self._leased.discard(session_id)
+        self._mail.pop(session_id, None)
+
+    async def acquire(self, session_id: str) -> bool:
+        self._log(session_id)
+        self._leased.add(session_id)
+        return False
+
+    async def release(self, session_id: str) -> None:
+        self._leased.discard(session_id)
+
+    async def renew(self) -> None:
+        return None  # nobody else can see these leases, so they never expire
+
+    async def holder(self, session_id: str) -> LeaseOwner | None:
+        self._log(session_id)
+        return self.owner if session_id in self._leased else None
+
+    async def post(self, session_id: str, message: InboxAccepted) -> None:
+        check_mail(message)
+        self._log(session_id)
+        self._mail.setdefault(session_id, []).append(message)
+
+    async def mail(self) -> list[str]:
+        return list(self._mail)
+
+    async def mailbox(self, session_id: str) -> list[InboxAccepted]:
+        self._log(session_id)
+        return list(self._mail.get(session_id, ()))
+
+    async def take_mail(self, session_id: str) -> list[InboxAccepted]:
+        log = self._log(session_id)
+        self._leased.add(session_id)
+        messages = self._mail.pop(session_id, [])
+        log.extend(messages)
+        return messages
 
     async def aclose(self) -> None:
-        return None
+        self._leased.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ErrorCode, StoreError
-from ._events import SessionHeader
+from ._events import InboxAccepted, SessionHeader
 
 
 def missing(session_id: str) -> StoreError:
@@ -30,3 +30,12 @@ def check_depth(header: SessionHeader, depth: int) -> bool:
             remedy="depth only grows; a restart must not reset it",
         )
     return depth > header.delegation_depth
+
+
+def check_mail(message: object) -> None:
+    """Only an accepted inbox message can be posted: it becomes an ``inbox/accepted`` event."""
+    if not isinstance(message, InboxAccepted):
+        raise TypeError(
+            f"a mailbox holds InboxAccepted messages, not {type(message).__name__}; "
+            "wrap the text in InboxAccepted(message_id=..., content=...)"
+        )

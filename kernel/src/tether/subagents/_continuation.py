@@ -32,8 +32,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from ..agents._repair import closing_events, find_open_turn
 from ..errors import ErrorCode, SubagentError, TetherError
-from ..store import DescriptorEvent, InboxAccepted, MessageSource, SessionHeader, UserMessage
+from ..store import (
+    DescriptorEvent,
+    InboxAccepted,
+    InboxDiscarded,
+    MessageSource,
+    SessionHeader,
+    ToolResult,
+    UserMessage,
+)
 from ._child import CONTINUABLE_DESCRIPTOR, compose_local_child, final_output, restore_local_child
 from ._depth import child_depth
 
@@ -137,6 +146,9 @@ class ContinuationManager:
         self._locks: dict[str, anyio.Lock] = {}
         self._descriptors: dict[str, DescriptorEvent | None] = {}
         self._dormant: OrderedDict[str, Agent] = OrderedDict()
+        self._not_ours: dict[str, int] = {}
+        """Sessions with mail this process found no open ancestor for (by how many agents
+        were open then): looked at again only when that changes."""
         """Settled children's agents, kept so a follow-up skips re-reading their logs."""
 
     # ------------------------------------------------------------------ queries
@@ -677,12 +689,21 @@ class ContinuationManager:
 
     # ------------------------------------------------------------------ recovery
 
-    async def recover(self, parent: Agent) -> list[str]:
+    async def recover(self, parent: Agent, *, repair: bool = True) -> list[str]:
         """After a restart: restore the continuable children of ``parent`` (an open agent)
-        whose logs hold accepted messages nobody claimed, and run them; deeper down too (a
-        child is restored to host a descendant that has such messages). Every acknowledged
-        follow-up then runs exactly once; the ids of the restored sessions, parents first."""
+        whose logs hold accepted messages nobody claimed (or mail posted to them), and run
+        them; deeper down too (a child is restored to host a descendant that has such
+        messages). Every acknowledged follow-up then runs exactly once; the ids of the
+        restored sessions, parents first.
+
+        With ``repair``, first every session in the tree below ``parent`` that a dead process
+        left mid-turn (one-shot children too) is repaired under its lease: its open calls are
+        answered as interrupted, the turn ends ``aborted``, and a parent that was told of the
+        child (a continuable child with nothing more to run, a background task) gets one
+        notice, exactly once however often recovery runs."""
         self._authorize_live(parent, "recover subagents")
+        if repair:
+            await self._repair_orphans(parent)
         restored: list[str] = []
         for header in sorted(await parent.store.sessions(parent=parent.session_id), key=_age):
             if await self.descriptor(parent, header) is None:
@@ -698,11 +719,125 @@ class ContinuationManager:
                     activation = await self._cold_restore(parent, header)
                     restored.append(header.id)
                 if below:
-                    restored += await self.recover(activation.agent)
+                    restored += await self.recover(activation.agent, repair=False)
                 activation.announced = True
                 activation.agent.resume()
                 activation.armed.set()
         return restored
+
+    async def _repair_orphans(self, root: Agent) -> list[str]:
+        """Close the turns dead processes left open below ``root``; the repaired ids."""
+        store, live = root.store, root.kernel.live_agents if root.kernel else {}
+        repaired: list[str] = []
+        stack, seen = [root.session_id], {root.session_id}
+        while stack:
+            for header in await store.sessions(parent=stack.pop()):
+                if header.id in seen:
+                    continue
+                seen.add(header.id)
+                stack.append(header.id)
+                if header.id in live or header.id in self._activations:
+                    continue  # driven here: nothing was orphaned
+                log = [stored.event for stored in await store.events(header.id)]
+                if find_open_turn(log) is None:
+                    continue
+                try:
+                    await store.acquire(header.id)
+                except TetherError:
+                    continue  # a live process drives it: not an orphan
+                try:
+                    if await self._repair_orphan(root, header):
+                        repaired.append(header.id)
+                finally:
+                    await store.release(header.id)
+        for session_id in {root.session_id, *live}:
+            if session_id in live:
+                await live[session_id].collect_mail()  # notices to parents open here
+        return repaired
+
+    async def _repair_orphan(self, root: Agent, header: SessionHeader) -> bool:
+        """Repair one child under its lease (read again: the lease may have changed hands)."""
+        store = root.store
+        log = [stored.event for stored in await store.events(header.id)]
+        open_turn = find_open_turn(log)
+        if open_turn is None:
+            return False
+        notice = await self._orphan_notice(root, header, log)
+        if notice is not None and header.parent_session is not None:
+            notice_id = f"msg_orphan_{header.id}_{open_turn.turn}"
+            if not await _holds_message(store, header.parent_session, notice_id):
+                await store.post(
+                    header.parent_session,
+                    InboxAccepted(
+                        message_id=notice_id,
+                        content=notice,
+                        source=MessageSource(kind="notice", sender=header.id),
+                    ),
+                )
+        # The notice first, then the repair: a crash in between posts nothing twice (the
+        # notice's id is fixed) and leaves the turn open for the next recovery.
+        await store.append(header.id, closing_events(open_turn))
+        log.clear()
+        return True
+
+    async def _orphan_notice(
+        self, root: Agent, header: SessionHeader, log: list[Any]
+    ) -> str | None:
+        """What the parent of an orphaned child is told, or ``None`` when it is not told: a
+        continuable child that has messages to run settles (and notifies) later; a one-shot
+        child the parent was never told of (a foreground run) is answered by the parent's
+        own repaired call."""
+        if await self.descriptor(root, header) is not None:
+            if _unclaimed(log):
+                return None
+            return settlement_notice(header.id, "aborted", "")
+        if header.parent_session is None:
+            return None
+        announced = f"started background subagent task {header.id}"
+        for stored in await root.store.events(header.parent_session):
+            event = stored.event
+            if isinstance(event, ToolResult) and event.content == announced:
+                return (
+                    f"Background subagent task {header.id} was stopped before it finished: "
+                    "the process running it stopped.\nIt left no closing message."
+                )
+        return None
+
+    async def deliver_mail(self, host: Agent, session_id: str) -> None:
+        """Run what another process posted to ``session_id`` (``tether sessions send``, an
+        orphan's notice): a session open here takes it into its inbox; a stored child is
+        restored under its nearest ancestor open here and runs it. Mail for a session this
+        process does not drive is left for its owner."""
+        kernel = host.kernel
+        live = kernel.live_agents if kernel is not None else {}
+        activation = self._activations.get(session_id)
+        if activation is not None:
+            async with self._locks.setdefault(session_id, anyio.Lock()):
+                if not (activation.closing or activation.released):
+                    if await activation.agent.collect_mail():
+                        activation.announced = True
+                        activation.armed.set()
+                    return
+            await activation.closed.wait()  # it was closing: restore it anew below
+        elif session_id in live:
+            await live[session_id].collect_mail()
+            return
+        if self._not_ours.get(session_id) == len(live):
+            return  # looked already, and nothing opened or closed here since
+        try:
+            header = await host.store.header(session_id)
+        except TetherError:
+            self._not_ours[session_id] = len(live)
+            return
+        for ancestor in await self._ancestors(host, header):
+            agent = live.get(ancestor)
+            if agent is not None and not agent.tearing_down:
+                self._not_ours.pop(session_id, None)
+                await self.recover(agent, repair=False)
+                if await host.store.mailbox(session_id):
+                    self._not_ours[session_id] = len(live)  # not a continuable child here
+                return
+        self._not_ours[session_id] = len(live)
 
     async def _pending_below(self, agent: Agent, session_id: str) -> bool:
         """Whether a continuable session below ``session_id`` has unclaimed messages."""
@@ -739,16 +874,30 @@ def _age(header: SessionHeader) -> tuple[float, str]:
 
 
 async def _has_unclaimed(agent: Agent, session_id: str) -> bool:
+    """Whether the session holds accepted messages nobody claimed, or posted mail."""
+    if await agent.store.mailbox(session_id):
+        return True
+    return _unclaimed([stored.event for stored in await agent.store.events(session_id)])
+
+
+def _unclaimed(log: list[Any]) -> bool:
     accepted: set[str] = set()
-    for stored in await agent.store.events(session_id):
-        event = stored.event
+    for event in log:
         if isinstance(event, InboxAccepted) and event.delivery != "context":
             accepted.add(event.message_id)
-        elif isinstance(event, UserMessage):
+        elif isinstance(event, UserMessage | InboxDiscarded):
             accepted.discard(event.message_id)
-        elif getattr(event, "type", None) == "inbox/discarded":
-            accepted.discard(event.message_id)  # type: ignore[union-attr]
     return bool(accepted)
+
+
+async def _holds_message(store: Any, session_id: str, message_id: str) -> bool:
+    """Whether ``message_id`` was posted to the session or accepted into its log."""
+    if any(m.message_id == message_id for m in await store.mailbox(session_id)):
+        return True
+    return any(
+        isinstance(stored.event, InboxAccepted) and stored.event.message_id == message_id
+        for stored in await store.events(session_id)
+    )
 
 
 def _check_cancel(request: SubagentStartRequest, when: str) -> None:

@@ -7,12 +7,15 @@ entry-point autoload off for the test session and provides fixtures:
 * ``tether_kernel``: build a :class:`tether.Kernel` from a profile and inline plugin objects.
 
 :func:`plugin_venv` installs plugin distributions into a throwaway virtual environment, to test
-entry-point behaviour against real installed distributions.
+entry-point behaviour against real installed distributions. :func:`log_problems` and
+:func:`tree_problems` check the promises a session log keeps (every turn closed once, every
+tool call answered once, every accepted message run at most once), for crash tests.
 """
 
 from __future__ import annotations
 
 from ._kernel import make_kernel, write_profile
+from ._log_check import log_problems, tree_problems
 from ._venv import plugin_venv
 
-__all__ = ("make_kernel", "plugin_venv", "write_profile")
+__all__ = ("log_problems", "make_kernel", "plugin_venv", "tree_problems", "write_profile")

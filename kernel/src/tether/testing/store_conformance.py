@@ -11,7 +11,8 @@
             yield store
             await store.aclose()
 
-        # Optional: a fresh store on the same storage, to prove durability across a restart.
+        # Optional: a fresh store on the same storage, to prove durability across a restart
+        # and that two store objects on one storage keep each other's leases.
         @pytest.fixture
         def reopen(self, tmp_path):
             return lambda: MyStore(tmp_path / "db")
@@ -21,8 +22,10 @@ The tests run under anyio's pytest plugin (``pytest.mark.anyio``).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -31,6 +34,8 @@ from ..errors import ErrorCode, StoreError
 from ..store import (
     AssistantMessage,
     DescriptorEvent,
+    InboxAccepted,
+    LeaseOwner,
     SessionHeader,
     SessionStore,
     ToolResult,
@@ -44,6 +49,22 @@ __all__ = ("SessionStoreConformance",)
 
 def _header(session_id: str, **fields: Any) -> SessionHeader:
     return SessionHeader(id=session_id, created_at=fields.pop("created_at", time.time()), **fields)
+
+
+def _message(n: int, content: str = "hello") -> InboxAccepted:
+    return InboxAccepted(message_id=f"msg_{n}", content=content)
+
+
+@asynccontextmanager
+async def _second(reopen: Callable[[], SessionStore] | None) -> AsyncIterator[SessionStore]:
+    """Another store object on the same storage (another owner), closed afterwards."""
+    if reopen is None:
+        pytest.skip("this store has no second instance on one storage (no reopen fixture)")
+    other = reopen()
+    try:
+        yield other
+    finally:
+        await other.aclose()
 
 
 @pytest.mark.anyio
@@ -190,3 +211,176 @@ class SessionStoreConformance:
             assert [s.seq for s in await again.events("s1")] == [1, 2]
         finally:
             await again.aclose()
+
+    # -- leases: one session, one driver ----------------------------------------------------
+
+    async def test_the_creator_holds_the_new_session(self, store: SessionStore) -> None:
+        assert isinstance(store.owner, LeaseOwner)
+        assert store.owner.pid == os.getpid()
+        await store.create(_header("s1"))
+        assert await store.holder("s1") == store.owner
+
+    async def test_acquiring_a_free_or_own_lease_returns_false(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        assert await store.acquire("s1") is False  # already ours
+        await store.release("s1")
+        assert await store.holder("s1") is None
+        assert await store.acquire("s1") is False  # free
+        assert await store.holder("s1") == store.owner
+
+    async def test_lease_calls_on_an_unknown_session_are_not_found(
+        self, store: SessionStore
+    ) -> None:
+        for call in (store.acquire("nope"), store.holder("nope"), store.take_mail("nope")):
+            with pytest.raises(StoreError) as info:
+                await call
+            assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+
+    async def test_release_is_idempotent(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        await store.release("s1")
+        await store.release("s1")
+        await store.release("nope")
+        assert await store.holder("s1") is None
+
+    async def test_append_takes_a_free_lease(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        await store.release("s1")
+        assert await store.append("s1", [TurnStarted(turn=1)]) == 1
+        assert await store.holder("s1") == store.owner
+
+    async def test_renew_keeps_the_leases(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        await store.renew()
+        assert await store.holder("s1") == store.owner
+
+    async def test_another_store_cannot_write_a_held_session(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        async with _second(reopen) as other:
+            assert other.owner.token != store.owner.token
+            for call in (
+                other.append("s1", [TurnStarted(turn=2)]),
+                other.append("s1", [TurnStarted(turn=2), TurnStarted(turn=3)]),
+                other.acquire("s1"),
+            ):
+                with pytest.raises(StoreError) as info:
+                    await call
+                assert info.value.code is ErrorCode.SESSION_BUSY
+                assert f"pid {os.getpid()}" in str(info.value)  # names the owner
+            assert [s.seq for s in await store.events("s1")] == [1]  # nothing was written
+            assert await other.holder("s1") == store.owner
+
+    async def test_release_never_drops_another_owners_lease(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        await store.create(_header("s1"))
+        async with _second(reopen) as other:
+            await other.release("s1")
+            assert await other.holder("s1") == store.owner
+            await store.release("s1")
+            assert await other.acquire("s1") is False  # free now: taken, not taken over
+            assert await other.append("s1", [TurnStarted(turn=1)]) == 1
+            assert await store.holder("s1") == other.owner
+
+    async def test_a_released_session_continues_where_another_store_left_it(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        await store.release("s1")
+        async with _second(reopen) as other:
+            assert await other.append("s1", [TurnStarted(turn=2)]) == 2
+            await other.release("s1")
+        assert await store.append("s1", [TurnStarted(turn=3)]) == 3
+
+    async def test_closing_a_store_releases_its_leases(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        await store.create(_header("s1"))
+        await store.aclose()
+        await store.aclose()  # idempotent
+        async with _second(reopen) as other:
+            assert await other.holder("s1") is None
+            assert await other.acquire("s1") is False
+
+    # -- the mailbox ------------------------------------------------------------------------
+
+    async def test_posted_messages_wait_in_the_mailbox(self, store: SessionStore) -> None:
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        await store.create(_header("quiet"))
+        assert await store.mail() == []
+        await store.post("s1", _message(1))
+        await store.post("s1", _message(2))
+        assert await store.mail() == ["s1"]
+        assert await store.mailbox("s1") == [_message(1), _message(2)]
+        assert await store.mailbox("quiet") == []
+        assert [s.seq for s in await store.events("s1")] == [1]  # not in the log yet
+
+    async def test_take_mail_moves_messages_into_the_log_once_in_order(
+        self, store: SessionStore
+    ) -> None:
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        messages = [_message(n) for n in range(1, 4)]
+        for message in messages:
+            await store.post("s1", message)
+        assert await store.take_mail("s1") == messages
+        stored = await store.events("s1")
+        assert [(s.seq, s.event) for s in stored[1:]] == list(zip([2, 3, 4], messages, strict=True))
+        assert await store.mailbox("s1") == []
+        assert await store.mail() == []
+        assert await store.take_mail("s1") == []  # never twice
+        assert await store.append("s1", [TurnStarted(turn=2)]) == 5
+
+    async def test_posting_needs_no_lease(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        await store.create(_header("s1"))
+        async with _second(reopen) as other:
+            await other.post("s1", _message(1))
+            assert await other.mail() == ["s1"]
+            with pytest.raises(StoreError) as info:
+                await other.take_mail("s1")  # taking it does need the lease
+            assert info.value.code is ErrorCode.SESSION_BUSY
+            assert await other.mailbox("s1") == [_message(1)]  # nothing was taken
+        assert await store.mail() == ["s1"]
+        assert await store.take_mail("s1") == [_message(1)]
+
+    async def test_take_mail_takes_a_free_lease(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        await store.release("s1")
+        await store.post("s1", _message(1))
+        assert await store.take_mail("s1") == [_message(1)]
+        assert await store.holder("s1") == store.owner
+
+    async def test_posting_to_an_unknown_session_is_not_found(self, store: SessionStore) -> None:
+        for call in (store.post("nope", _message(1)), store.mailbox("nope")):
+            with pytest.raises(StoreError) as info:
+                await call
+            assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+
+    async def test_delete_removes_the_lease_and_the_mail(self, store: SessionStore) -> None:
+        await store.create(_header("s1"))
+        await store.post("s1", _message(1))
+        await store.delete("s1")
+        assert await store.mail() == []
+        await store.create(_header("s1"))  # the id again: no old mail, a fresh lease
+        assert await store.mailbox("s1") == []
+        assert await store.holder("s1") == store.owner
+
+    async def test_text_that_cannot_be_encoded_is_stored_anyway(self, store: SessionStore) -> None:
+        # A lone surrogate (half an emoji) has no UTF-8 form: a durable store keeps U+FFFD in
+        # its place; a store of objects may keep the text as it was.
+        cut, replaced = "half an emoji: \ud83d.", "half an emoji: \ufffd."
+        kept = {replaced} if store.durable else {cut, replaced}
+        await store.create(_header("s1", label=cut))
+        await store.append("s1", [UserMessage(message_id="m1", content=cut)])
+        await store.post("s1", InboxAccepted(message_id="m2", content=cut))
+        assert (await store.mailbox("s1"))[0].content in kept
+        (taken,) = await store.take_mail("s1")
+        assert taken.content in kept
+        first, second = (s.event for s in await store.events("s1"))
+        assert isinstance(first, UserMessage)
+        assert isinstance(second, InboxAccepted)
+        assert {first.content, second.content} <= kept
+        assert (await store.header("s1")).label in kept

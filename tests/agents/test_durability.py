@@ -1,0 +1,75 @@
+"""What a turn produced reaches the log as soon as it exists, and in a form the log can hold."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tether.models import FunctionModel, ModelResponse, ToolCall
+from tether.store import AssistantMessage, ToolResult
+
+from .conftest import echo_tool
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_finished_tool_result_is_stored_while_its_sibling_still_runs(make_agent, store):
+    release = anyio.Event()
+
+    async def slow(args, ctx):
+        await release.wait()
+        return "slow done"
+
+    calls = (
+        ToolCall(id="c1", name="quick", arguments={"text": "a"}),
+        ToolCall(id="c2", name="slow", arguments={"text": "b"}),
+    )
+    replies = iter([ModelResponse(tool_calls=calls), ModelResponse(text="both done")])
+    agent = await make_agent(
+        FunctionModel(lambda request: next(replies)),
+        tools=[echo_tool("quick", safe=True), echo_tool("slow", safe=True, run=slow)],
+    )
+    async with agent:
+        await agent.followup("go")
+        stored: list[ToolResult] = []
+        with anyio.fail_after(5):
+            while not stored:
+                await anyio.sleep(0.01)
+                events = [s.event for s in await store.events(agent.session_id)]
+                stored = [e for e in events if isinstance(e, ToolResult)]
+        # The quick result is durable now, while the slow call is still running.
+        assert [(r.tool_call_id, r.content) for r in stored] == [("c1", "quick:a")]
+        release.set()
+        await agent.when_idle()
+    events = [s.event for s in await store.events(agent.session_id)]
+    results = [e.tool_call_id for e in events if isinstance(e, ToolResult)]
+    assert results == ["c1", "c2"]
+    assert agent.last_stop_reason == "completed"
+
+
+async def test_a_lone_surrogate_from_the_model_is_stored_as_a_replacement_character(
+    make_agent, store
+):
+    calls = (ToolCall(id="c1", name="echo", arguments={"text": "smile \ud83d"}),)
+    replies = iter(
+        [ModelResponse(text="half \ud83d", tool_calls=calls), ModelResponse(text="done \ud83d")]
+    )
+    agent = await make_agent(FunctionModel(lambda request: next(replies)), tools=[echo_tool()])
+    async with agent:
+        assert await agent.run("go \ud83d") == "completed"
+    events = [s.event for s in await store.events(agent.session_id)]
+    answers = [e for e in events if isinstance(e, AssistantMessage)]
+    assert [a.content for a in answers] == ["half \ufffd", "done \ufffd"]
+    assert answers[0].tool_calls[0].arguments == {"text": "smile \ufffd"}
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.content == "echo:smile \ufffd"
+    # What the model sees next is what the log holds: a restored agent has the same history.
+    assert [m.content for m in agent.messages][-1] == "done \ufffd"
+
+
+async def test_a_surrogate_pair_split_across_no_boundary_is_kept_whole(make_agent, store):
+    agent = await make_agent(FunctionModel(lambda request: "\ud83d\ude00"))
+    async with agent:
+        await agent.run("hi")
+    events = [s.event for s in await store.events(agent.session_id)]
+    assert next(e for e in events if isinstance(e, AssistantMessage)).content == "\U0001f600"

@@ -1,0 +1,262 @@
+"""SIGKILL ``tether run`` at each point of a turn, resume, and check every log of the tree.
+
+Each test starts ``tether run`` in a real process on a real SQLite file, waits for the moment
+(a marker file a tool touched, an event in the log), kills it with SIGKILL, runs
+``tether run --session ROOT`` again, and then checks with :func:`tether.testing.tree_problems`
+that every accepted message ran exactly once, every tool call has exactly one result, every
+turn is closed once, and no child was left open.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tether.store import InboxAccepted, ToolResult, TurnEnded, UserMessage
+
+from .conftest import kill, printed, wait_for
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+
+
+#: A step that stands for an answer the session already holds.
+FILLER = '[[steps]]\ntext = "unused"\n\n'
+
+
+def claims(events) -> list[str]:
+    return [e.content for e in events if isinstance(e, UserMessage)]
+
+
+def ends(events) -> list[str]:
+    return [e.stop_reason for e in events if isinstance(e, TurnEnded)]
+
+
+def results(events) -> list[tuple[str, str]]:
+    return [(e.name, e.content) for e in events if isinstance(e, ToolResult)]
+
+
+def notices(events, sender: str) -> list[UserMessage]:
+    return [
+        e
+        for e in events
+        if isinstance(e, UserMessage) and e.source.kind == "notice" and e.source.sender == sender
+    ]
+
+
+def test_killed_in_a_turns_first_model_step_its_message_runs_again_once(make_project):
+    # The claim is stored with the first step's answer: killed before it, the message was never
+    # taken, so recovery runs it (the unanswered request changed nothing).
+    project = make_project()
+    project.script('[[steps]]\ndelay = 60\ntext = "never"\n')
+    process = project.start("run", "first", "second")
+    wait_for(lambda: printed(process, "> first"), "the first turn to start its request")
+    (root,) = project.roots()
+    kill(process)
+
+    project.script('[[steps]]\ntext = "one"\n\n[[steps]]\ntext = "two"\n\n' * 2, "resume.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "third")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = project.events(root)
+    assert claims(events) == ["first", "second", "third"]
+    assert ends(events) == ["completed", "completed", "completed"]
+    assert project.problems(root) == {}
+
+
+def test_killed_in_a_later_model_step_the_turn_is_closed_and_the_queued_prompt_runs_once(
+    make_project,
+):
+    project = make_project()
+    project.script(
+        '[[steps]]\ntool_calls = [{ name = "quick", arguments = { text = "a" } }]\n\n'
+        '[[steps]]\ndelay = 60\ntext = "never"\n'
+    )
+    process = project.start("run", "first", "second")
+    root = wait_for(lambda: project.roots(), "the root session")[0]
+    wait_for(lambda: results(project.events(root)), "the first step's tool result")
+    kill(process)
+
+    project.script(FILLER + '[[steps]]\ntext = "two"\n\n[[steps]]\ntext = "three"\n', "resume.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "third")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = project.events(root)
+    assert claims(events) == ["first", "second", "third"]
+    assert ends(events) == ["aborted", "completed", "completed"]
+    assert project.problems(root) == {}
+
+
+def test_killed_in_a_tool_call_the_call_gets_one_interrupted_result(make_project):
+    project = make_project()
+    project.script(
+        '[[steps]]\ntool_calls = [{ name = "slow", arguments = { text = "a" } }]\n\n'
+        '[[steps]]\ntext = "never"\n'
+    )
+    process = project.start("run", "go")
+    wait_for(lambda: (project.markers / "a.started").exists(), "the tool to start")
+    kill(process)
+    (root,) = project.roots()
+
+    project.script('[[steps]]\ntext = "x"\n\n[[steps]]\ntext = "again"\n', "resume.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "again")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = project.events(root)
+    ((name, content),) = results(events)
+    assert name == "slow"
+    assert content.startswith("error: interrupted: the process stopped")
+    assert ends(events) == ["aborted", "completed"]
+    assert project.problems(root) == {}
+
+
+def test_killed_while_two_safe_tools_run_the_finished_result_is_kept(make_project):
+    project = make_project()
+    project.script(
+        "[[steps]]\ntool_calls = [\n"
+        '  { name = "quick", arguments = { text = "done" } },\n'
+        '  { name = "slow", arguments = { text = "b" } },\n]\n\n'
+        '[[steps]]\ntext = "never"\n'
+    )
+    process = project.start("run", "go")
+    wait_for(lambda: (project.markers / "b.started").exists(), "the slow tool to start")
+    root = project.roots()[0]
+    wait_for(lambda: results(project.events(root)), "the quick result to be stored")
+    kill(process)
+
+    project.script('[[steps]]\ntext = "x"\n\n[[steps]]\ntext = "again"\n', "resume.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "again")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = dict(results(project.events(root)))
+    assert found["quick"] == "quick:done"  # finished before the kill: kept, not "interrupted"
+    assert found["slow"].startswith("error: interrupted")
+    assert project.problems(root) == {}
+
+
+CHILD_IN_A_TOOL = """\
+[[steps]]
+tool_calls = [{ name = "subagent", arguments = { description = "research", prompt = "look" } }]
+
+[[steps]]
+text = "I started a subagent."
+
+[[tasks.research.steps]]
+tool_calls = [{ name = "slow", arguments = { text = "child" } }]
+
+[[tasks.research.steps]]
+text = "never"
+"""
+
+
+def test_a_continuable_child_killed_mid_tool_is_repaired_and_its_parent_told_once(make_project):
+    project = make_project()
+    project.script(CHILD_IN_A_TOOL)
+    process = project.start("run", "go")
+    wait_for(lambda: (project.markers / "child.started").exists(), "the child's tool to start")
+    kill(process)
+    (root,) = project.roots()
+    (child,) = project.children(root)
+
+    # Step i answers a request holding i assistant messages: the root has two already.
+    project.script(
+        FILLER * 2 + '[[steps]]\ntext = "noted"\n\n[[steps]]\ntext = "ok"\n', "resume.toml"
+    )
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "status?")
+    assert done.returncode == 0, done.stdout + done.stderr
+    child_events = project.events(child)
+    assert ends(child_events) == ["aborted"]
+    ((name, content),) = results(child_events)
+    assert (name, content.startswith("error: interrupted")) == ("slow", True)
+    (notice,) = notices(project.events(root), child)
+    assert notice.content.startswith(f"Background subagent {child} was stopped before it finished")
+    assert project.problems(root) == {}
+
+    # Recovering again repairs nothing and tells nobody twice.
+    project.script(FILLER * 6, "again.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:again.toml", "and now?")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(notices(project.events(root), child)) == 1
+    assert ends(project.events(child)) == ["aborted"]
+    assert project.problems(root) == {}
+
+
+BACKGROUND_CHILD = """\
+[[steps]]
+[[steps.tool_calls]]
+name = "subagent"
+arguments = { description = "research", prompt = "look", run_in_background = true }
+
+[[steps]]
+delay = 60
+text = "never"
+
+[[tasks.research.steps]]
+tool_calls = [{ name = "slow", arguments = { text = "child" } }]
+
+[[tasks.research.steps]]
+text = "never"
+"""
+
+
+def test_a_one_shot_background_child_killed_mid_tool_is_repaired_and_its_parent_told(
+    make_project,
+):
+    project = make_project("one-shot")
+    project.script(BACKGROUND_CHILD)
+    process = project.start("run", "go")
+    wait_for(lambda: (project.markers / "child.started").exists(), "the child's tool to start")
+    kill(process)
+    (root,) = project.roots()
+    (child,) = project.children(root)
+
+    project.script(FILLER + '[[steps]]\ntext = "noted"\n\n[[steps]]\ntext = "ok"\n', "resume.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "status?")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ends(project.events(child)) == ["aborted"]
+    (notice,) = notices(project.events(root), child)
+    assert "was stopped before it finished" in notice.content
+    assert project.problems(root) == {}
+
+
+SEND_TARGET = """\
+[[steps]]
+tool_calls = [{ name = "subagent", arguments = { description = "research", prompt = "look" } }]
+
+[[steps]]
+text = "I started a subagent."
+
+[[tasks.research.steps]]
+tool_calls = [{ name = "slow", arguments = { text = "child" } }]
+
+[[tasks.research.steps]]
+text = "never"
+"""
+
+
+def test_a_message_sent_to_a_hosted_child_survives_its_host_being_killed(make_project):
+    project = make_project()
+    project.script(SEND_TARGET)
+    process = project.start("run", "go")
+    wait_for(lambda: (project.markers / "child.started").exists(), "the child's tool to start")
+    (root,) = project.roots()
+    (child,) = project.children(root)
+    sent = project.run("sessions", "send", child, "one more thing")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert "accepted" in sent.stdout
+    # Accepted means in the child's log (its host took it from the mailbox).
+    accepted = [e for e in project.events(child) if isinstance(e, InboxAccepted)]
+    assert [e.content for e in accepted][-1] == "one more thing"
+    kill(process)
+
+    resume = (
+        FILLER * 2
+        + '[[steps]]\ntext = "ok"\n\n[[steps]]\ntext = "noted"\n\n'
+        + '[[tasks.research.steps]]\nexpect = "one more thing"\ntext = "more findings"\n'
+    )
+    project.script(resume, "resume.toml")
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "status?")
+    assert done.returncode == 0, done.stdout + done.stderr
+    child_events = project.events(child)
+    assert claims(child_events) == ["look", "one more thing"]
+    assert ends(child_events) == ["aborted", "completed"]
+    # One notice: the child settled after its follow-up (no separate orphan notice).
+    (notice,) = notices(project.events(root), child)
+    assert notice.content.endswith("more findings")
+    assert project.problems(root) == {}
