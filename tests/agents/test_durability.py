@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+
 import anyio
 import pytest
 
+from tether.agents import Agent, new_header
+from tether.errors import ErrorCode
 from tether.models import FunctionModel, ModelResponse, ToolCall
-from tether.store import AssistantMessage, ToolResult
+from tether.store import AssistantMessage, SQLiteStore, ToolResult, TurnEnded
+from tether.testing import log_problems
 
 from .conftest import echo_tool
 
@@ -73,3 +80,71 @@ async def test_a_surrogate_pair_split_across_no_boundary_is_kept_whole(make_agen
         await agent.run("hi")
     events = [s.event for s in await store.events(agent.session_id)]
     assert next(e for e in events if isinstance(e, AssistantMessage)).content == "\U0001f600"
+
+
+async def test_a_turn_waits_for_a_store_another_program_keeps_locked(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    header = await store.create(new_header())
+    locker = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+
+    def release_later() -> None:
+        time.sleep(3.0)
+        locker.execute("ROLLBACK")
+
+    async def model(request):
+        locker.execute("BEGIN IMMEDIATE")  # another program takes the write lock mid-turn
+        threading.Thread(target=release_later).start()
+        return "the answer"
+
+    agent = Agent(header=header, store=store, model=FunctionModel(model))
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.05)
+            ticks += 1
+
+    async with anyio.create_task_group() as group, agent:
+        group.start_soon(tick)
+        assert await agent.run("go") == "completed"
+        group.cancel_scope.cancel()
+    assert ticks > 20  # the event loop kept running while the store waited
+    assert agent.fault is None
+    events = [s.event for s in await store.events(header.id)]
+    assert [e.content for e in events if isinstance(e, AssistantMessage)] == ["the answer"]
+    assert log_problems(events) == []
+    locker.close()
+    await store.aclose()
+
+
+async def test_an_answer_a_locked_store_refused_is_kept_and_stored_by_the_next_write(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db", busy_timeout=0.3)
+    header = await store.create(new_header())
+    locker = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    answers = iter(["the first answer", "the second answer"])
+
+    def model(request):
+        answer = next(answers)
+        if answer == "the first answer":
+            locker.execute("BEGIN IMMEDIATE")  # locked past the store's busy_timeout
+        return answer
+
+    agent = Agent(header=header, store=store, model=FunctionModel(model))
+    async with agent:
+        assert await agent.run("go") == "error"
+        assert agent.fault is not None
+        assert agent.fault.code is ErrorCode.STORE_BUSY
+        locker.execute("ROLLBACK")
+        assert await agent.run("again") == "completed"
+        assert agent.fault is None
+    events = [s.event for s in await store.events(header.id)]
+    contents = [e.content for e in events if isinstance(e, AssistantMessage)]
+    assert contents == ["the first answer", "the second answer"]  # nothing received was lost
+    assert [e.stop_reason for e in events if isinstance(e, TurnEnded)] == [
+        "completed",
+        "completed",
+    ]
+    assert log_problems(events) == []
+    locker.close()
+    await store.aclose()

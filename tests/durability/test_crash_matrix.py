@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+import anyio
 import pytest
 
 from tether.store import InboxAccepted, ToolResult, TurnEnded, UserMessage
@@ -260,3 +261,77 @@ def test_a_message_sent_to_a_hosted_child_survives_its_host_being_killed(make_pr
     (notice,) = notices(project.events(root), child)
     assert notice.content.endswith("more findings")
     assert project.problems(root) == {}
+
+
+MIGRATING = """
+import sqlite3, sys, time
+from tether.store._sqlite_schema import MIGRATIONS
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")  # what a migration step does first
+for statement in MIGRATIONS[1].split(";"):
+    if statement.strip():
+        db.execute(statement)
+db.execute("PRAGMA user_version = 2")
+print("MIGRATING", flush=True)
+time.sleep(60)
+"""
+
+
+def test_killed_during_a_migration_the_file_keeps_its_version_and_migrates_next_time(tmp_path):
+    import sqlite3
+    import subprocess
+
+    from tether.store import SCHEMA_VERSION, SQLiteStore
+
+    db = tmp_path / "s.db"
+    old = sqlite3.connect(db)
+    old.executescript(MIGRATION_1_FILE)
+    old.close()
+    process = subprocess.Popen(
+        [sys.executable, "-c", MIGRATING, str(db)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "MIGRATING"  # mid-transaction now
+        kill(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone() == (1,)
+    check.close()
+
+    async def reopen() -> list[object]:
+        store = SQLiteStore(db)
+        try:
+            await store.acquire("ses_old")
+            return [stored.event.type for stored in await store.events("ses_old")]
+        finally:
+            await store.aclose()
+
+    assert anyio.run(reopen) == ["user/message"]
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    check.close()
+
+
+#: A schema-1 file with one session and one event (tether before leases and the mailbox).
+MIGRATION_1_FILE = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, created_at REAL NOT NULL, label TEXT, agent TEXT,
+    parent_session TEXT, origin TEXT NOT NULL, delegation_depth INTEGER NOT NULL,
+    seed_length INTEGER NOT NULL
+);
+CREATE INDEX sessions_by_parent ON sessions (parent_session);
+CREATE TABLE events (
+    session_id TEXT NOT NULL REFERENCES sessions (id), seq INTEGER NOT NULL,
+    type TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+INSERT INTO sessions VALUES ('ses_old', 0, NULL, 'main', NULL, 'user', 0, 0);
+INSERT INTO events VALUES ('ses_old', 1, 'user/message',
+    '{"type": "user/message", "message_id": "m1", "content": "hi"}');
+PRAGMA user_version = 1;
+"""

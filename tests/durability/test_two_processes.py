@@ -114,3 +114,33 @@ def test_sessions_send_to_a_child_hosted_by_a_live_run_is_delivered_and_run_once
     assert len(notices) == 1
     assert notices[0].content.endswith("deeper findings")
     assert project.problems(root) == {}
+
+
+def test_sessions_send_to_a_root_another_run_drives_is_accepted_into_its_log(make_project):
+    project = make_project()
+    project.script('[[steps]]\ntext = "one"\n')
+    first = project.run("run", "hello")
+    assert first.returncode == 0, first.stdout + first.stderr
+    (root,) = project.roots()
+    project.script('[[steps]]\ntext = "x"\n\n' + SLOW_TURN, "slow.toml")
+    owner = project.start("run", "--session", root, "--model", "scripted:slow.toml", "busy")
+    wait_for(lambda: printed(owner, "> busy"), "the owner's turn to start")
+
+    sent = project.run("sessions", "send", root, "from outside")
+
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert f"pid {owner.pid}" in sent.stdout
+    accepted = [e.content for e in project.events(root) if isinstance(e, InboxAccepted)]
+    assert accepted.count("from outside") == 1  # queued behind the running turn, once
+    assert owner.poll() is None
+
+
+def test_sessions_send_to_a_root_nobody_drives_is_refused(make_project):
+    project = make_project()
+    project.script('[[steps]]\ntext = "one"\n')
+    first = project.run("run", "hello")
+    (root,) = project.roots()
+    sent = project.run("sessions", "send", root, "hello again")
+    assert sent.returncode == 2
+    assert "NOT_RESUMABLE" in sent.stderr
+    assert first.returncode == 0

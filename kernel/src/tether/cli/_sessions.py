@@ -112,6 +112,12 @@ def send_to_child(
     unless its delegation named one. Exit status 1 when a turn of the child does not complete.
     Ctrl-C aborts the child's running turn, prints its session id and exits with status 130; a
     second Ctrl-C exits at once.
+
+    When another live process drives CHILD_ID or a session above it (a `tether run` that hosts
+    it), MESSAGE goes to CHILD_ID's mailbox instead: that process runs it, exactly once, and
+    its parent is told as usual. The command returns once that process took the message into
+    the child's log, saying which process it is. The same holds for a root session another
+    process drives.
     """
     kernel = load(profile)
     stop = run_interruptible(_send, Interruption(), kernel, model_spec, child_id, message)
@@ -129,15 +135,22 @@ async def _send(
 
     store = profile_store(kernel.profile)
     try:
-        root = await _root_of(store, child_id)
         owner, posted = await _post_to_owner(store, child_id, message)
         if owner is not None:
             click.echo(
-                f"message accepted for subagent {child_id}: the process that drives it "
+                f"message accepted for {child_id}: the process that drives it "
                 f"(pid {owner.pid} on {owner.host}) runs it"
             )
             click.echo(f"session {child_id}")
             return "completed"
+        if posted and (await store.header(child_id)).parent_session is None:
+            click.echo(
+                f"message accepted for {child_id}: the process that drove it stopped first; "
+                f"it runs when the session is continued (`tether run --session {child_id}`)"
+            )
+            click.echo(f"session {child_id}")
+            return "completed"
+        root = await _root_of(store, child_id)
         host = await compose_agent(kernel, store, model=model_spec, session_id=root)
         continuation = kernel.subagents.continuation
         stops: list[str] = []
@@ -401,11 +414,11 @@ async def _live_owner(store: Any, child_id: str) -> Any:
     seen: set[str] = set()
     while session is not None and session not in seen:
         seen.add(session)
-        holder = await store.holder(session)
-        if holder is not None and holder.token != store.owner.token:
-            return holder
         try:
+            holder = await store.holder(session)
+            if holder is not None and holder.token != store.owner.token:
+                return holder
             session = (await store.header(session)).parent_session
         except TetherError:
-            return None
+            return None  # a missing ancestor: the usual path says what is wrong
     return None
