@@ -6,6 +6,9 @@
   +15% of the figure before leases, 101.9 µs on this machine when it was measured)
 * commits per one-step turn (``agent.run``) at ``synchronous = "NORMAL"`` and ``"FULL"``, and
   the turn's wall time at each (each commit at FULL is an fsync)
+* 100 and 1,000 agents of one store each running one one-step turn at once: wall time and
+  commits at ``NORMAL``, at ``FULL`` (concurrent appends share a commit) and at ``FULL`` with
+  group commit turned off (one commit per append or release, as before it)
 * cross-process delivery: a message posted to a child that a live ``tether run`` hosts
   (what ``tether sessions send`` does), from accepted to the child's ``turn/start``
   (budget 250 ms)
@@ -80,6 +83,37 @@ async def commits_per_turn(synchronous: str, runs: int) -> tuple[float, float]:
         model.requests.clear()
     await store.aclose()
     return statistics.median(commits), statistics.median(samples)
+
+
+async def concurrent_turns(
+    synchronous: str, agents: int, *, grouped: bool = True
+) -> tuple[float, int]:
+    """(wall seconds, commits) for ``agents`` agents of one store to each run one turn at once
+    (``grouped=False``: with group commit turned off, one commit per write as before it)."""
+    folder = Path(tempfile.mkdtemp(prefix="tether-bench-"))
+    store = SQLiteStore(folder / "s.db", synchronous=synchronous)  # type: ignore[arg-type]
+    if not grouped:
+        store._group_commit = False  # a benchmark may look inside: the figure before grouping
+    model = FunctionModel(lambda request: "ok")
+    team = [
+        Agent(header=await store.create(new_header(agent="main")), store=store, model=model)
+        for _ in range(agents)
+    ]
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+
+    async def one(agent: Agent) -> None:
+        async with agent:
+            await agent.run("hi")
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for agent in team:
+            group.start_soon(one, agent)
+    wall = time.perf_counter() - start
+    store._db.set_trace_callback(None)
+    await store.aclose()
+    return wall, _commits(statements)
 
 
 def _commits(statements: list[str]) -> int:
@@ -194,6 +228,22 @@ async def figures(quick: bool) -> None:
     for mode in ("NORMAL", "FULL"):
         commits, wall = await commits_per_turn(mode, 30 if quick else 100)
         print(f"  {mode:<6}  {commits:.0f} commits  {wall * 1e3:7.2f} ms per turn")
+    repeats = 3 if quick else 5
+    for agents in (100, 1000):
+        print(
+            f"{agents:,} agents of one store, one one-step turn each, at once (median of {repeats})"
+        )
+        for label, mode, grouped in (
+            ("NORMAL", "NORMAL", False),
+            ("FULL", "FULL", True),
+            ("FULL, one commit per write", "FULL", False),
+        ):
+            samples = [
+                await concurrent_turns(mode, agents, grouped=grouped) for _ in range(repeats)
+            ]
+            wall = statistics.median(wall for wall, _ in samples)
+            commits = statistics.median(count for _, count in samples)
+            print(f"  {label:<28} {wall * 1e3:8.1f} ms  {commits:6.0f} commits")
 
 
 def main(quick: bool) -> None:

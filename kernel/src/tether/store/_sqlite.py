@@ -4,7 +4,8 @@ Calls run synchronously on the event loop's thread: an append is one short trans
 microseconds in WAL mode), cheaper than a hop to a worker thread, and one connection serialises
 every session of the process without locks. ``synchronous=NORMAL`` (the default) makes a
 committed append survive a crash of the process; pass ``synchronous="FULL"`` to also survive a
-power loss, at the cost of an fsync per append.
+power loss, at the cost of an fsync per commit. At ``FULL`` the appends of one moment share one
+commit (group commit, ``SQLiteStore.append``), so many agents of one process pay one fsync.
 
 Several processes share one file safely: a session is written only by the holder of its lease
 (``leases`` table; every write checks the lease in the same statement or transaction), and other
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import anyio
+import anyio.lowlevel
 from pydantic import ValidationError
 
 from ..errors import ErrorCode, StoreError
@@ -52,6 +54,7 @@ _HEADER_COLUMNS = (
     "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length"
 )
 _LEASE_COLUMNS = "host, pid, started, token, expires_at"
+_RELEASE = "DELETE FROM leases WHERE session_id = ? AND token = ?"
 # One statement: the lease check and the insert cannot be split by another writer (fencing).
 _FENCED_INSERT = (
     "INSERT INTO events SELECT ?, ?, ?, ? "
@@ -62,9 +65,11 @@ _FENCED_INSERT = (
 class SQLiteStore:
     """Sessions in one SQLite file (``sqlite:PATH`` in a profile).
 
-    ``busy_timeout``: seconds to wait for a file another program keeps locked before
-    ``STORE_BUSY``. ``lease_ttl``: seconds a lease lasts past its last ``renew()``, for stores on
-    other hosts (on this host a lease lasts as long as its process).
+    ``synchronous``: ``"NORMAL"`` (a returned write survives a crash of the process) or
+    ``"FULL"`` (it also survives a power loss: each commit is an fsync, and concurrent appends
+    share one commit). ``busy_timeout``: seconds to wait for a file another program keeps
+    locked before ``STORE_BUSY``. ``lease_ttl``: seconds a lease lasts past its last
+    ``renew()``, for stores on other hosts (on this host a lease lasts as long as its process).
     """
 
     durable = True
@@ -88,6 +93,10 @@ class SQLiteStore:
         self._closed = False
         # Whether this store ever took a lease: if not, renew and aclose need no write lock.
         self._leasing = False
+        # At FULL a commit is an fsync: worth gathering the appends of one moment into one.
+        self._group_commit = synchronous == "FULL"
+        # The batch whose leader is letting this moment's other writes join it, if any.
+        self._gathering: _Batch | None = None
 
     async def _run(self, work: Callable[[], T]) -> T:
         return await retry(work, path=self.path, budget=self.busy_timeout)
@@ -154,16 +163,34 @@ class SQLiteStore:
     def _seq(self, session_id: str) -> int:
         seq = self._next_seq.get(session_id)
         if seq is None:
-            if not self._exists(session_id):
-                raise missing(session_id)
-            (last,) = self._db.execute(
-                "SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            seq = self._next_seq[session_id] = last + 1
+            seq = self._next_seq[session_id] = self._last_seq(session_id) + 1
         return seq
 
+    def _last_seq(self, session_id: str) -> int:
+        if not self._exists(session_id):
+            raise missing(session_id)
+        (last,) = self._db.execute(
+            "SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return last
+
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
+        """Store ``events`` after the log's last one; the seq of the last (durable on return).
+
+        At ``synchronous="FULL"`` the appends (and ``release`` calls) of one moment share one
+        commit: the first one leads, yields once to the event loop so that the other tasks
+        ready now can join, then writes all of them in one transaction, each under its own
+        savepoint, so that one session's refusal (``SESSION_BUSY``, ``SESSION_CONFLICT``,
+        ``SESSION_NOT_FOUND``) fails that append alone, with the error it has alone. Every
+        member returns after the commit. The leader finishes the commit even if cancelled
+        (within ``busy_timeout``); another member cancelled before the commit is left out of
+        it. The other writes (``create``, ``take_mail``, ``post``, ``acquire``, ``renew``,
+        ``delete``) stay one commit each: a turn seldom makes one (``take_mail`` writes only
+        when another process posted mail).
+        """
         datas = [(event.type, dump_event(event)) for event in events]
+        if self._group_commit and datas:
+            return await self._grouped(session_id, datas)
         try:  # the first attempt inline: the hot path pays for no retry machinery
             return self._append(session_id, datas)
         except sqlite3.OperationalError as exc:
@@ -200,6 +227,104 @@ class SQLiteStore:
         last = first + len(datas) - 1
         self._next_seq[session_id] = last + 1
         return last
+
+    async def _grouped(self, session_id: str, datas: list[tuple[str, str]] | None) -> int:
+        """Write with this moment's other grouped writes (``datas`` ``None``: a release)."""
+        if self._closed:
+            raise _closed(self.path)
+        me = _Pending(session_id, datas)
+        batch = self._gathering
+        if batch is not None:  # a leader is gathering this moment's writes: join it
+            batch.members.append(me)
+            return await _follow(batch, me)
+        batch = self._gathering = _Batch(me)
+        try:
+            # Shielded: a leader cancelled here would strand the members that joined it.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            self._gathering = None  # later writes start the next batch
+        # Shielded for the same reason, and bounded: retry gives up after busy_timeout.
+        with anyio.CancelScope(shield=True):
+            try:
+                await retry(lambda: self._commit(batch), path=self.path, budget=self.busy_timeout)
+            except BaseException as exc:
+                batch.error = exc
+                raise
+            finally:
+                batch.done.set()
+        return me.outcome()
+
+    def _commit(self, batch: _Batch) -> None:
+        """One attempt at writing ``batch``: one transaction, or nothing (``_next_seq`` moves
+        only after its commit, so an attempt that found the file locked leaves no trace)."""
+        if self._closed:
+            raise _closed(self.path)
+        live = [member for member in batch.members if not member.withdrawn]
+        if len(live) == 1:  # alone: the direct path's statements are cheaper, one commit too
+            (me,) = live
+            try:
+                if me.datas is None:
+                    self._release(me.session_id)
+                    me.settle(0)
+                else:
+                    me.settle(self._append(me.session_id, me.datas))
+            except StoreError as exc:
+                me.settle(exc)
+            return
+        # The next seq of each session as this attempt leaves it; None: forget it (released).
+        nexts: dict[str, int | None] = {}
+        with self._transaction():
+            outcomes = [self._write_member(member, nexts) for member in live]
+        for session_id, seq in nexts.items():
+            if seq is None:
+                self._next_seq.pop(session_id, None)
+            else:
+                self._next_seq[session_id] = seq
+        for member, outcome in zip(live, outcomes, strict=True):
+            member.settle(outcome)
+
+    def _write_member(self, member: _Pending, nexts: dict[str, int | None]) -> int | StoreError:
+        """Inside the batch's transaction: ``member``'s rows under their own savepoint, the
+        lease checked in the same transaction (fencing, as the direct path does)."""
+        session_id = member.session_id
+        if member.datas is None:  # one statement that refuses nothing: no savepoint needed
+            self._db.execute(_RELEASE, (session_id, self.owner.token))
+            nexts[session_id] = None  # once released, others may write
+            return 0
+        self._db.execute("SAVEPOINT member")
+        first = 0
+        try:
+            if not self._holds(session_id):
+                self._claim(session_id)  # takes a free lease, refuses another owner's
+                nexts.pop(session_id, None)
+            first = self._batch_seq(session_id, nexts)
+            self._db.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?)",
+                [
+                    (session_id, first + n, kind, data)
+                    for n, (kind, data) in enumerate(member.datas)
+                ],
+            )
+        except sqlite3.IntegrityError:
+            self._db.execute("ROLLBACK TO member")
+            self._db.execute("RELEASE member")
+            nexts.pop(session_id, None)  # read where the log is before the next member
+            return self._conflict(session_id, first)
+        except StoreError as exc:
+            self._db.execute("ROLLBACK TO member")
+            self._db.execute("RELEASE member")
+            return exc
+        self._db.execute("RELEASE member")
+        last = first + len(member.datas) - 1
+        nexts[session_id] = last + 1
+        return last
+
+    def _batch_seq(self, session_id: str, nexts: dict[str, int | None]) -> int:
+        seq = nexts[session_id] if session_id in nexts else self._next_seq.get(session_id)
+        if seq is None:
+            # Not kept in _next_seq: the read counts rows this transaction may still roll back.
+            seq = self._last_seq(session_id) + 1
+        return seq
 
     def _conflict(self, session_id: str, seq: int) -> StoreError:
         # Only a writer that ignores leases (another program, an old tether) gets here.
@@ -338,12 +463,15 @@ class SQLiteStore:
         return True
 
     async def release(self, session_id: str) -> None:
-        await self._run(
-            lambda: self._db.execute(
-                "DELETE FROM leases WHERE session_id = ? AND token = ?",
-                (session_id, self.owner.token),
-            )
-        )
+        """Give the lease of ``session_id`` back (at ``FULL``, in the commit of this moment's
+        appends, see ``append``)."""
+        if self._group_commit:
+            await self._grouped(session_id, None)
+        else:
+            await self._run(lambda: self._release(session_id))
+
+    def _release(self, session_id: str) -> None:
+        self._db.execute(_RELEASE, (session_id, self.owner.token))
         self._next_seq.pop(session_id, None)  # once released, others may write
 
     async def renew(self) -> None:
@@ -472,6 +600,69 @@ class SQLiteStore:
     def _drop_leases(self) -> None:
         if self._leasing:
             self._db.execute("DELETE FROM leases WHERE token = ?", (self.owner.token,))
+
+
+class _Pending:
+    """One append (``datas``) or release (``datas`` ``None``) waiting for its batch's commit,
+    then its outcome."""
+
+    __slots__ = ("datas", "error", "seq", "session_id", "settled", "withdrawn")
+
+    def __init__(self, session_id: str, datas: list[tuple[str, str]] | None) -> None:
+        self.session_id = session_id
+        self.datas = datas
+        self.seq = 0
+        self.error: StoreError | None = None
+        self.settled = False
+        # Its caller was cancelled before it was written: later attempts leave it out.
+        self.withdrawn = False
+
+    def settle(self, outcome: int | StoreError) -> None:
+        """Record what the committed attempt did with this append."""
+        if isinstance(outcome, StoreError):
+            self.error = outcome
+        else:
+            self.seq = outcome
+        self.settled = True
+
+    def outcome(self) -> int:
+        """The seq of the append's last event, or its own error."""
+        if self.error is not None:
+            raise self.error
+        return self.seq
+
+
+class _Batch:
+    """The writes one leader makes in one transaction, in the order they were called."""
+
+    __slots__ = ("done", "error", "members")
+
+    def __init__(self, leader: _Pending) -> None:
+        self.members = [leader]
+        self.done = anyio.Event()
+        # What failed the whole batch (STORE_BUSY, a closed store, a broken file).
+        self.error: BaseException | None = None
+
+
+async def _follow(batch: _Batch, me: _Pending) -> int:
+    """Wait for ``batch``'s leader, then ``me``'s outcome."""
+    try:
+        await batch.done.wait()
+    except BaseException:
+        if me.settled:
+            # Committed already: raising would say it was not (an agent would write its
+            # events again). A cancel scope cancels again at the caller's next checkpoint.
+            return me.outcome()
+        me.withdrawn = True  # later attempts leave it out: unwritten, as a cancelled direct one
+        raise
+    if not me.settled and batch.error is not None:
+        raise batch.error
+    return me.outcome()
+
+
+def _closed(path: Path) -> sqlite3.ProgrammingError:
+    # The type the direct path raises for a closed connection, with the file named.
+    return sqlite3.ProgrammingError(f"the session store {path} is closed; nothing was written")
 
 
 #: What ``delete`` removes, children before the session row they refer to.
