@@ -45,6 +45,7 @@ from ..store import (
     TurnStarted,
     UserMessage,
 )
+from ..store._events import replace_surrogates, replace_surrogates_in
 from ._approvals import TOOL_OPTIONS, ApprovalPolicy, PermissionQuestion, ask_permission
 from ._instructions import DynamicInstruction, InstructionContext, render_instruction
 from ._repair import closing_events, find_open_turn
@@ -138,42 +139,19 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(8).hex()}"
 
 
-def storable(text: str) -> str:
-    """``text`` as UTF-8 can hold it: a lone surrogate (half of a pair, as a model's or a remote
-    agent's stream can cut one) becomes U+FFFD, so the log and the history say the same."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # Through UTF-16 with surrogatepass: pairs are rejoined, lone halves replaced.
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
-def _storable_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, dict):
-        return {storable(str(k)): _storable_value(v) for k, v in value.items()}  # type: ignore[misc]
-    if isinstance(value, list | tuple):
-        return [_storable_value(v) for v in value]  # type: ignore[misc]
-    return value
-
-
 def _storable_response(response: ModelResponse) -> ModelResponse:
     """The response with every text a model wrote made storable (unchanged when it already is)."""
-    text = storable(response.text)
+    text = replace_surrogates(response.text)
     calls = response.tool_calls
     if calls and not all(_is_ascii_call(call) for call in calls):
         calls = tuple(
             call.model_copy(
                 update={
-                    "name": storable(call.name),
-                    "arguments": _storable_value(call.arguments),
+                    "name": replace_surrogates(call.name),
+                    "arguments": replace_surrogates_in(call.arguments),
                     "invalid_arguments": None
                     if call.invalid_arguments is None
-                    else storable(call.invalid_arguments),
+                    else replace_surrogates(call.invalid_arguments),
                 }
             )
             for call in calls
@@ -184,7 +162,7 @@ def _storable_response(response: ModelResponse) -> ModelResponse:
 
 
 def _storable_result(result: ToolResult) -> ToolResult:
-    content = storable(result.content)
+    content = replace_surrogates(result.content)
     if content is result.content:
         return result
     return result.model_copy(update={"content": content})
@@ -673,7 +651,7 @@ class Agent:
         self._require_open()
         source = source or MessageSource(kind="inject")
         if self._turn_scope is None:
-            item = _InboxItem(_new_id("msg"), storable(content), source)
+            item = _InboxItem(_new_id("msg"), replace_surrogates(content), source)
             await self._commit_message(item)
         else:
             item = await self._accept(content, source, "context")
@@ -684,7 +662,7 @@ class Agent:
         self, content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
     ) -> _InboxItem:
         """Record a message durably before it is acknowledged; its claim comes later."""
-        content = storable(content)
+        content = replace_surrogates(content)
         item = _InboxItem(_new_id("msg"), content, source)
         await self._append(
             InboxAccepted(

@@ -179,23 +179,30 @@ def dump_event(event: BaseModel) -> str:
     try:
         return event.model_dump_json()
     except PydanticSerializationError:
-        cleaned = _replace_surrogates(event.model_dump())
+        cleaned = replace_surrogates_in(event.model_dump())
         return type(event).model_validate(cleaned).model_dump_json()
 
 
 def replace_surrogates(text: str) -> str:
     """``text`` with each lone surrogate replaced by U+FFFD (a valid pair becomes its
-    character)."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    character); unchanged, and cheap, when it has none."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
-def _replace_surrogates(value: Any) -> Any:
+def replace_surrogates_in(value: Any) -> Any:
+    """:func:`replace_surrogates` applied to every string (keys too) of a JSON-like value."""
     if isinstance(value, str):
         return replace_surrogates(value)
     if isinstance(value, dict):
-        return {replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+        return {replace_surrogates(str(k)): replace_surrogates_in(v) for k, v in value.items()}  # type: ignore[misc]
     if isinstance(value, list | tuple):
-        return [_replace_surrogates(item) for item in value]
+        return [replace_surrogates_in(item) for item in value]  # type: ignore[misc]
     return value
 
 
