@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from tether.store import InboxAccepted, ToolResult, TurnEnded, UserMessage
+from tether.store._sqlite_schema import MIGRATIONS
 
 from .conftest import kill, printed, wait_for
 
@@ -318,20 +319,13 @@ def test_killed_during_a_migration_the_file_keeps_its_version_and_migrates_next_
     check.close()
 
 
-#: A schema-1 file with one session and one event (tether before leases and the mailbox).
-MIGRATION_1_FILE = """
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY, created_at REAL NOT NULL, label TEXT, agent TEXT,
-    parent_session TEXT, origin TEXT NOT NULL, delegation_depth INTEGER NOT NULL,
-    seed_length INTEGER NOT NULL
-);
-CREATE INDEX sessions_by_parent ON sessions (parent_session);
-CREATE TABLE events (
-    session_id TEXT NOT NULL REFERENCES sessions (id), seq INTEGER NOT NULL,
-    type TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
+#: A schema-1 file (tether before leases and the mailbox) with one session and one event.
+MIGRATION_1_FILE = (
+    MIGRATIONS[0]
+    + """;
 INSERT INTO sessions VALUES ('ses_old', 0, NULL, 'main', NULL, 'user', 0, 0);
 INSERT INTO events VALUES ('ses_old', 1, 'user/message',
     '{"type": "user/message", "message_id": "m1", "content": "hi"}');
 PRAGMA user_version = 1;
 """
+)
