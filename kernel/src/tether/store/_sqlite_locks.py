@@ -58,7 +58,8 @@ def store_busy(path: Path, waited: float) -> StoreError:
         f"session store stayed locked by another program for {waited:g} s",
         file=path,
         remedy="find the program that holds the file locked (`fuser FILE` lists them) and let "
-        "it finish, or open the store with a longer busy_timeout; nothing was changed",
+        "it finish, then try again (from Python, a store opened with a longer busy_timeout "
+        "waits longer); nothing was changed",
     )
 
 
