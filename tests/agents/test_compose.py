@@ -213,6 +213,32 @@ async def test_missing_instructions_file_is_reported(tether_kernel):
     assert "nope.md" in str(info.value)
 
 
+async def test_hostile_instructions_files_are_refused_with_where_and_why(tmp_path, tether_kernel):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.md")  # reading it would block forever
+    (tmp_path / "folder.md").mkdir()
+    (tmp_path / "latin.md").write_bytes(b"# Title\ncaf\xe9\n")
+    (tmp_path / "bom.md").write_bytes(b"\xef\xbb\xbf# With a BOM\n")
+    (tmp_path / "pipe.py").unlink(missing_ok=True)
+    os.mkfifo(tmp_path / "pipe.py")
+    expected = {
+        "pipe.md": "FIFO",
+        "folder.md": "folder",
+        "latin.md": "line 2, column 4",
+        "pipe.py": "FIFO",
+    }
+    for name, words in expected.items():
+        kernel = tether_kernel(f'[agent.main]\ninstructions = "{name}"\n')
+        with pytest.raises(AgentError) as info:
+            build_preset(kernel, "main")
+        assert info.value.code is ErrorCode.INSTRUCTIONS_INVALID
+        assert name in str(info.value)
+        assert words in str(info.value)
+    kernel = tether_kernel('[agent.main]\ninstructions = "bom.md"\n')
+    assert build_preset(kernel, "main").system == ("# With a BOM",)
+
+
 async def test_an_unknown_model_prefix_lists_the_known_ones(tether_kernel):
     kernel = tether_kernel('[agent.main]\nmodel = "martian:x"\n')
     with pytest.raises(ModelError) as info:

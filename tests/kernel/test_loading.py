@@ -436,6 +436,20 @@ def test_plugin_dirs_make_local_files_plugins_imported_only_when_named(tmp_path,
     assert kernel.catalog.names() == ["local_offer", "never"]
 
 
+def test_only_regular_files_in_plugin_dirs_are_plugins(tmp_path, tether_profile):
+    import os
+
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.py")  # importing it would block forever
+    (folder / "folder.py").mkdir()
+    (folder / "loop.py").symlink_to(folder / "loop.py")
+    path = tether_profile('[tether]\nplugins = ["pipe"]\nplugin_dirs = ["plugins"]\n')
+    with pytest.raises(PluginError) as info:
+        make_kernel(path)
+    assert info.value.code is ErrorCode.UNKNOWN_PLUGIN
+
+
 def test_a_local_plugin_that_fails_to_import_names_its_file(tmp_path, tether_profile):
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "bad.py").write_text("import nowhere_to_be_found\n")

@@ -170,3 +170,14 @@ def test_relative_instructions_in_the_profile_itself(tmp_path, tether_profile):
     path = tether_profile('[agent.main]\ninstructions = "agents/main.md"\n')
     profile = load_profile(path)
     assert profile.agent["main"].instructions == (tmp_path / "agents" / "main.md").resolve()
+
+
+def test_a_name_with_control_characters_cannot_split_or_repaint_the_error_line(tether_profile):
+    path = tether_profile('[agent."a\\rb\\u001b[2Kc\\u2028d"]\nmodel = "x"\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    text = str(info.value)
+    assert text.splitlines() == [text]  # one line, whatever splitlines counts as a break
+    assert "\x1b" not in text
+    assert r'[agent."a\rb\x1b[2Kc\u2028d"]' in text
+    assert text.endswith("[PROFILE_INVALID]")

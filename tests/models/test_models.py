@@ -113,7 +113,7 @@ async def test_an_invalid_script_names_the_key():
     with pytest.raises(ModelError) as info:
         ScriptedModel.from_data({"steps": [{"txt": "typo"}]})
     assert info.value.code is ErrorCode.SCRIPT_INVALID
-    assert "steps.0.txt" in str(info.value)
+    assert "steps[0].txt" in str(info.value)
 
 
 async def test_scripted_spec_reads_toml_and_json_relative_to_base(tmp_path):

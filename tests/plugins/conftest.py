@@ -18,7 +18,8 @@ def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tether.testing import plugin_venv as make
 
     root = tmp_path_factory.mktemp("plugin-venv")
-    make(root, [DISTS / name for name in ("tether-fixture-hello", "tether-fixture-broken")])
+    names = ("tether-fixture-hello", "tether-fixture-broken", "tether-fixture-subagent")
+    make(root, [DISTS / name for name in names])
     return root / "venv"
 
 

@@ -131,3 +131,19 @@ def test_unknown_plugin_suggests_installed_names(run_tether, tmp_path):
     assert 'did you mean "hello"?' in result.stderr
     installed = result.stderr.split("installed plugins: ")[1].split(" [UNKNOWN_PLUGIN]")[0]
     assert {"broken", "hello", "hello-provider"} <= set(installed.split(", "))
+
+
+def test_check_fails_on_an_installed_provider_whose_offer_its_provider_cannot_keep(
+    run_tether, tmp_path
+):
+    profile = write_profile(tmp_path, '[tether]\nplugins = ["half"]\n')
+    result = run_tether("check", "--profile", str(profile))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        'ERROR: plugin "half" (tether-fixture-subagent 0.4.0) does not keep its offer of '
+        'subagent provider "half": it offers the "continuable" capability, but its provider '
+        "HalfProvider has no async prepare_continuable method; add async def "
+        "prepare_continuable(self, request) -> ContinuablePlan to the provider, or drop "
+        '"continuable" from its tether_offers [PLUGIN_CONTRACT_VIOLATION]\n'
+    )

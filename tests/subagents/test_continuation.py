@@ -532,7 +532,7 @@ async def test_interrupt_aborts_the_turn_parks_follow_ups_and_resumes_them_on_a_
         started = await start(parent)
         await gate.entered.wait()
         await manager.followup(parent, started.child_id, "queued")
-        assert await manager.interrupt(started.child_id, by=parent)
+        assert await manager.interrupt(started.child_id, by=parent) == "interrupted"
         await manager.live(started.child_id).when_idle()
         assert manager.state(started.child_id) == "running"  # the parked message keeps it
         assert "queued" not in await user_texts(store, started.child_id)
@@ -547,7 +547,7 @@ async def test_interrupt_aborts_the_turn_parks_follow_ups_and_resumes_them_on_a_
     assert ends == ["aborted", "completed", "completed"]
 
 
-async def test_interrupt_rejects_self_and_unrelated_callers_and_ignores_absent_ids(kernel, store):
+async def test_interrupt_rejects_self_unrelated_callers_and_unknown_ids(kernel, store):
     gate = Gate()
 
     async def child(request):
@@ -569,8 +569,13 @@ async def test_interrupt_rejects_self_and_unrelated_callers_and_ignores_absent_i
             await manager.interrupt(started.child_id, by=child_agent)
         assert caught.value.code is ErrorCode.UNAUTHORIZED
         assert manager.state(started.child_id) == "running"
-        assert await manager.interrupt("ses_absent", by=parent) is False
-        assert await manager.interrupt(started.child_id, human_root=parent.session_id)
+        with pytest.raises(SubagentError) as caught:
+            await manager.interrupt("ses_absent", by=parent)
+        assert caught.value.code is ErrorCode.SUBAGENT_UNAVAILABLE
+        assert manager.state(started.child_id) == "running"
+        assert await manager.interrupt(started.child_id, human_root=parent.session_id) == (
+            "interrupted"
+        )
         await settled(kernel, started.child_id)
 
 

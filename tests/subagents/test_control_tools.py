@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from tether.agents import compose_agent
@@ -130,13 +131,157 @@ async def test_send_message_to_an_unknown_id_is_an_error_result(build_kernel, st
     assert result.endswith("[SUBAGENT_UNAVAILABLE]")
 
 
-async def test_interrupt_agent_renders_the_request(build_kernel, store):
+async def test_interrupt_agent_on_an_unknown_id_says_there_is_no_such_agent(build_kernel, store):
     kernel = build_kernel(CONTINUABLE)
     brain = Brain(script(call("interrupt_agent", agent_id="ses_gone")), last)
     parent = await compose_agent(kernel, store, model=brain.model)
     async with parent:
         await parent.run("go")
-    assert tool_results(parent) == ["interrupt requested for agent ses_gone"]
+    (result,) = tool_results(parent)
+    assert result == (
+        'error: subagent "ses_gone" is unavailable: there is no such session; list your '
+        "subagents with list_agents [SUBAGENT_UNAVAILABLE]"
+    )
+
+
+class HeldChild:
+    """A child brain whose first turn waits until released (then answers every turn)."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def __call__(self, request: ModelRequest) -> str:
+        if last(request) == "child task":
+            self.entered.set()
+            await self.release.wait()
+        return f"answer to {last(request)}"
+
+
+def interrupt_started(parent_box: list) -> Any:
+    """A parent step that interrupts the child it started (its id is read from the log)."""
+    return lambda request: call("interrupt_agent", "i1", agent_id=started_id(parent_box[0]))
+
+
+async def test_interrupt_agent_says_it_interrupted_a_running_turn(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    held, box = HeldChild(), []
+    brain = Brain(
+        script(
+            call("subagent", description="a task", prompt="child task"),
+            "started it",
+            interrupt_started(box),
+        ),
+        held,
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    box.append(parent)
+    async with parent:
+        await parent.run("go")
+        child_id = started_id(parent)
+        await held.entered.wait()
+        await parent.run("stop it")
+        await quiet(kernel, parent)
+    assert (
+        f"interrupted the running turn of agent {child_id}; its queued messages wait until you "
+        "send it another"
+    ) in tool_results(parent)
+    ends = [s.event for s in await store.events(child_id) if s.event.type == "turn/end"]
+    assert [e.stop_reason for e in ends] == ["aborted"]  # type: ignore[union-attr]
+
+
+async def test_interrupt_agent_says_nothing_was_running_and_what_stays_parked(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    held, box = HeldChild(), []
+    brain = Brain(
+        script(
+            call("subagent", description="a task", prompt="child task"),
+            "started it",
+            interrupt_started(box),
+        ),
+        held,
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    box.append(parent)
+    manager = kernel.subagents.continuation
+    async with parent:
+        await parent.run("go")
+        child_id = started_id(parent)
+        await held.entered.wait()
+        await manager.followup(parent, child_id, "queued")
+        assert await manager.interrupt(child_id, by=parent) == "interrupted"
+        child = manager.live(child_id)
+        assert child is not None
+        await child.when_idle()
+        await parent.run("stop it")  # the tool's interrupt finds no turn running
+        assert manager.state(child_id) == "running"  # the parked message keeps it
+        await manager.followup(parent, child_id, "wake up")
+        await quiet(kernel, parent)
+    assert (
+        f"agent {child_id} was not running a turn; nothing was interrupted; its 1 queued "
+        "message(s) wait until you send it another"
+    ) in tool_results(parent)
+    texts = [
+        s.event.content
+        for s in await store.events(child_id)
+        if s.event.type == "user/message"  # type: ignore[union-attr]
+    ]
+    assert texts == ["child task", "queued", "wake up"]
+
+
+async def test_interrupt_agent_says_a_settled_child_is_not_running(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    box: list = []
+    brain = Brain(
+        script(call("subagent", description="a task", prompt="child task"), "started it"),
+        lambda r: f"answer to {last(r)}",
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    box.append(parent)
+    async with parent:
+        await parent.run("go")
+        child_id = started_id(parent)
+        await quiet(kernel, parent)
+        brain.parent = script(interrupt_started(box))
+        await parent.run("stop it")
+    assert tool_results(parent)[-1] == (
+        f"agent {child_id} is not running (it settled earlier; send_message restores it); "
+        "nothing was interrupted"
+    )
+    assert kernel.subagents.continuation.state(child_id) is None  # nothing was restored
+
+
+async def test_interrupt_agent_says_a_one_shot_child_cannot_be_interrupted(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    brain = Brain(
+        script(call("subagent", description="quick", prompt="x", run_in_background=False)),
+        lambda r: "one-shot answer",
+    )
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+        (child,) = await store.sessions(parent=parent.session_id)
+        brain.parent = script(call("interrupt_agent", "i1", agent_id=child.id))
+        await parent.run("stop it")
+    assert tool_results(parent)[-1] == (
+        f"agent {child.id} is not a continuable subagent (a one-shot run), so it cannot be "
+        "interrupted; nothing was interrupted"
+    )
+
+
+async def test_interrupt_agent_refuses_a_session_it_is_not_above(build_kernel, store):
+    kernel = build_kernel(CONTINUABLE)
+    brain = Brain(script(), last)
+    stranger = await compose_agent(kernel, store, model=brain.model)
+    async with stranger:
+        await stranger.run("hello")
+    brain.parent = script(call("interrupt_agent", agent_id=stranger.session_id))
+    parent = await compose_agent(kernel, store, model=brain.model)
+    async with parent:
+        await parent.run("go")
+    (result,) = tool_results(parent)
+    assert result.startswith(f'error: agent "{parent.session_id}" is not an ancestor of')
+    assert result.endswith("[UNAUTHORIZED]")
 
 
 async def test_list_agents_lists_children_and_descendants(build_kernel, store):

@@ -7,7 +7,7 @@ import pytest
 
 import tether
 from tether.agents import ToolFilter, compose_agent
-from tether.errors import ErrorCode, SubagentError
+from tether.errors import ErrorCode, PluginError, SubagentError
 from tether.models import FunctionModel
 from tether.store import MemoryStore
 from tether.subagents import (
@@ -90,11 +90,34 @@ def test_kernel_registers_every_plugin_provider_by_name(build_kernel):
 
 
 def test_kernel_names_the_plugin_of_a_duplicate_provider(build_kernel):
-    kernel = build_kernel(extra_plugins={"impostor": LimitedProvider("spawn")})
+    class Impostor:
+        """Offers, under its provider's own name, a second provider called "spawn"."""
+
+        @tether.hookimpl
+        def tether_subagent_providers(self):
+            return [LimitedProvider("spawn")]
+
+        @tether.hookimpl
+        def tether_offers(self):
+            return [tether.Offer(kind="subagent provider", name="spawn")]
+
+    kernel = build_kernel(extra_plugins={"impostor": Impostor()})
     with pytest.raises(SubagentError) as caught:
         kernel.subagents  # noqa: B018
     assert caught.value.code == ErrorCode.DUPLICATE_PROVIDER
     assert 'plugin "impostor"' in str(caught.value)
+
+
+def test_an_offer_named_unlike_the_provider_it_hands_over_fails_at_load(build_kernel):
+    with pytest.raises(PluginError) as caught:
+        build_kernel(extra_plugins={"impostor": LimitedProvider("spawn")})
+    assert caught.value.code == ErrorCode.PLUGIN_CONTRACT_VIOLATION
+    assert str(caught.value) == (
+        'plugin "impostor" (inline plugin) does not keep its offer of subagent provider '
+        '"impostor": its tether_subagent_providers hands over no provider named "impostor" (it '
+        'hands over: "spawn"); give the provider the offered name, or name the offer after the '
+        "provider (tether.Offer(name=...)) [PLUGIN_CONTRACT_VIOLATION]"
+    )
 
 
 async def test_start_rejects_an_absent_provider_name(parent):

@@ -8,15 +8,18 @@
     │                     name conflict, broken contract
     ├── CapabilityError   a requirement one plugin has of another that is not met
     ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session,
-    │                     a session another process drives, a file locked too long
+    │                     a session another process drives, a file locked too long, a file
+    │                     that is damaged, another program's, read-only or cannot be opened
     ├── ModelError        a model spec that resolves to nothing, a request that failed
     ├── AgentError        an agent that cannot be composed: instructions, tools, filters
     ├── SkillError        a skill or skill provider that breaks the contract
     └── SubagentError     a delegation that cannot start: provider, capability, depth, schema
 
 Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
-command line prints it after ``ERROR:`` and exits with status 2. ``docs/errors.md`` lists every
-code with an example and its remedy.
+command line prints it after ``ERROR:`` and exits with status 2. Any other exception that reaches
+the command line (a bug) gets the same shape there, as ``UNEXPECTED_ERROR`` or, when it was
+raised in a plugin's code, ``PLUGIN_UNEXPECTED_ERROR``. ``docs/errors.md`` lists every code with
+an example and its remedy.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ class ErrorCode(StrEnum):
     SESSION_CONFLICT = "SESSION_CONFLICT"
     SESSION_BUSY = "SESSION_BUSY"
     STORE_BUSY = "STORE_BUSY"
+    STORE_CORRUPT = "STORE_CORRUPT"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
     DEPTH_LOWERED = "DEPTH_LOWERED"
     MODEL_SPEC_UNKNOWN = "MODEL_SPEC_UNKNOWN"
     MODEL_REQUEST_FAILED = "MODEL_REQUEST_FAILED"
@@ -91,6 +96,8 @@ class ErrorCode(StrEnum):
     ACTIVATION_CLOSING = "ACTIVATION_CLOSING"
     PARENT_UNAVAILABLE = "PARENT_UNAVAILABLE"
     SKILL_PROVIDER_INVALID = "SKILL_PROVIDER_INVALID"
+    UNEXPECTED_ERROR = "UNEXPECTED_ERROR"
+    PLUGIN_UNEXPECTED_ERROR = "PLUGIN_UNEXPECTED_ERROR"
 
 
 class TetherError(Exception):
@@ -143,14 +150,23 @@ class TetherError(Exception):
         """
         text = _one_line(self.message)
         if self.where:
-            text += f" ({self.where})"
+            text += f" ({_one_line(self.where)})"
         if self.remedy:
             text += f"; {_one_line(self.remedy)}"
         return f"{text} [{self.code}]"
 
 
+#: Characters that would end the line or drive the terminal: C0 and C1 controls but tab, and
+#: Unicode's line and paragraph separators.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def _one_line(text: str) -> str:
-    return re.sub(r"\s*\n\s*", " ", text.strip())
+    """Fold line breaks (with the spaces around them) into one space, and show any other
+    character that would break the line or reach the terminal as an escape (``\\r``,
+    ``\\x1b``): a name or a path taken from a file cannot split or repaint the error."""
+    folded = re.sub(r"\s*\n\s*", " ", text.strip())
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], folded)
 
 
 class ProfileError(TetherError):

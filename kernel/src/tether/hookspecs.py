@@ -73,6 +73,14 @@ def tether_offers(settings: Any) -> Iterable[Offer]:  # type: ignore[empty-body]
     Called once per plugin instance after its settings are validated. Requirements of other
     plugins (``tether_requires``) are matched against these offers; a provider should declare
     honestly only what it can enforce, so an impossible configuration fails at load.
+
+    An offer of a kind the kernel consumes is checked right away against the objects the
+    plugin hands over for it: an offer of kind ``"subagent provider"`` (named
+    :attr:`tether.Offer.name`, else the plugin's name) must match a provider of that name
+    from ``tether_subagent_providers`` that has an async ``start``, every offered capability
+    flag set in its ``capabilities``, and an async ``prepare_continuable`` when it offers
+    ``continuable``. A broken promise stops startup with ``PLUGIN_CONTRACT_VIOLATION`` naming
+    the plugin, the offer, and what is missing.
     """
 
 
@@ -182,7 +190,10 @@ def tether_subagent_providers(settings: Any) -> Iterable[SubagentProvider]:  # t
     :param settings: this instance's validated settings.
     :return: an iterable of providers, registered by name in ``kernel.subagents``.
 
-    Provider names are unique across the profile (``DUPLICATE_PROVIDER``). A provider should also
-    declare ``tether_offers`` of kind ``"subagent provider"`` listing the capabilities it
-    enforces, so delegation tools that need one fail at load instead of at first use.
+    Called once per plugin instance: at load when the instance offers a ``"subagent provider"``
+    (its providers are checked against the offer, see ``tether_offers``), else when the
+    runtime is first used; the runtime registers the same objects. Provider names are unique
+    across the profile (``DUPLICATE_PROVIDER``). A provider should also declare
+    ``tether_offers`` of kind ``"subagent provider"`` listing the capabilities it enforces, so
+    delegation tools that need one fail at load instead of at first use.
     """

@@ -7,6 +7,7 @@ Anything impossible raises a :class:`tether.TetherError` before the first model 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .capabilities import Offer, Requirement
 from .errors import CapabilityError, ErrorCode, PluginError, ProfileError, TetherError
 from .plugins import LoadedPlugin, PluginCatalog, PluginEntry, register_plugin
-from .profile import Profile, find_profile, format_loc, input_loc, load_profile
+from .profile import NAME_PATTERN, Profile, find_profile, format_loc, input_loc, load_profile
 from .scopes import Scope
 
 if TYPE_CHECKING:
@@ -64,14 +65,31 @@ class Kernel:
         """The scope of agent ``name``; an unknown name says which agents exist."""
         try:
             return self._agent_scopes[name]
-        except KeyError:
+        except (KeyError, TypeError):
             known = ", ".join(self.agents) or "none"
+            if not isinstance(name, str) or not name.strip():
+                message, remedy = (
+                    f"the agent name is empty ({name!r})",
+                    f"name one of the profile's agents ({known}), or leave the agent out to "
+                    "use the default one",
+                )
+            elif not re.match(NAME_PATTERN, name):
+                message, remedy = (
+                    f"{name!r} is not an agent name",
+                    "agent names use letters, digits, '.', '_' and '-'; the profile's agents: "
+                    + known,
+                )
+            else:
+                message, remedy = (
+                    f'unknown agent "{name}"',
+                    f"declare [agent.{name}] in the profile or use one of: {known}",
+                )
             raise ProfileError(
                 ErrorCode.UNKNOWN_AGENT,
-                f'unknown agent "{name}"',
+                message,
                 file=self.profile.path,
                 key="[agent]",
-                remedy=f"declare [agent.{name}] in the profile or use one of: {known}",
+                remedy=remedy,
             ) from None
 
     def scopes(self) -> list[Scope]:

@@ -18,6 +18,7 @@ import importlib.util
 import inspect
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +70,9 @@ _T = TypeVar("_T")
 _FIRSTRESULT: dict[str, bool] = {
     name: bool(getattr(hookspecs, name).tether_spec.get("firstresult")) for name in _SPECS
 }
+#: Hooks whose records an instance hands over once: a second ``collect`` returns the same
+#: objects (the providers checked against the offers at load are the ones registered later).
+_ONCE: frozenset[str] = frozenset({"tether_subagent_providers"})
 
 
 def _one_line(exc: BaseException) -> str:
@@ -218,7 +222,8 @@ def _constant(obj: object) -> Callable[[], object]:
 def local_entries(folder: Path) -> list[PluginEntry]:
     """Every ``NAME.py`` in ``folder`` as plugin ``NAME`` (a profile's ``plugin_dirs``).
 
-    Files whose stem is not a valid plugin name (``_helpers.py``) are not plugins.
+    Files whose stem is not a valid plugin name (``_helpers.py``) are not plugins, and only
+    regular files (or links to them) count: importing a FIFO or a device would block forever.
     """
     from .profile import NAME_PATTERN
 
@@ -226,8 +231,15 @@ def local_entries(folder: Path) -> list[PluginEntry]:
     return [
         PluginEntry(path.stem, str(path), None, None, functools.partial(_import_file, path))
         for path in sorted(folder.glob("*.py"))
-        if pattern.match(path.stem) and not path.stem.startswith("_")
+        if pattern.match(path.stem) and not path.stem.startswith("_") and _regular(path)
     ]
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _import_file(path: Path) -> object:
@@ -272,6 +284,7 @@ class LoadedPlugin:
     """The validated settings model instance, or ``None`` when the plugin takes no settings."""
     offers: tuple[Any, ...] = ()
     requirements: tuple[Any, ...] = ()
+    _handed: dict[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def hooks(self) -> tuple[str, ...]:
@@ -288,21 +301,58 @@ class LoadedPlugin:
         """Call a hook that returns an iterable of records and check every record's type.
 
         A single record, a string, a mapping or anything not iterable, or an item of another
-        type, is ``PLUGIN_CONTRACT_VIOLATION``.
+        type, is ``PLUGIN_CONTRACT_VIOLATION``. Collecting ``tether_offers`` also checks each
+        offer of a kind the kernel consumes against the objects the plugin hands over
+        (:func:`tether.capabilities.offer_contract`); ``tether_subagent_providers`` is called
+        once per instance, and a later collect returns the same objects.
         """
         expected = kind.__name__ if isinstance(kind, type) else kind[0].__name__
-        result = self.call(hook)
-        if result is None:
-            return ()
-        single = (str, bytes, Mapping, BaseModel, *(kind if isinstance(kind, tuple) else (kind,)))
-        if isinstance(result, single) or not isinstance(result, Iterable):
-            one = " (one record, not an iterable)" if isinstance(result, kind) else ""
-            raise self._contract(hook, f"an iterable of {expected}", result, one)
-        items = tuple(result)
+        items = self._handed.get(hook)
+        if items is None:
+            result = self.call(hook)
+            if result is None:
+                return ()
+            single = (
+                str,
+                bytes,
+                Mapping,
+                BaseModel,
+                *(kind if isinstance(kind, tuple) else (kind,)),
+            )
+            if isinstance(result, single) or not isinstance(result, Iterable):
+                one = " (one record, not an iterable)" if isinstance(result, kind) else ""
+                raise self._contract(hook, f"an iterable of {expected}", result, one)
+            items = tuple(result)
         for item in items:
             if not isinstance(item, kind):
                 raise self._contract(hook, f"an iterable of {expected}", item)
+        if hook in _ONCE:
+            self._handed[hook] = items
+        if hook == "tether_offers":
+            self._check_offers(items)
         return items
+
+    def _check_offers(self, offers: Iterable[Any]) -> None:
+        """Each offer of a kind the kernel consumes must be kept by the objects the plugin
+        hands over for it (``PLUGIN_CONTRACT_VIOLATION`` naming the offer and what is wrong)."""
+        from .capabilities import offer_contract
+
+        for offer in offers:
+            contract = offer_contract(offer.kind)
+            if contract is None or not self.implements(contract.hook):
+                continue
+            name = offer.name or self.name
+            objects = self.collect(contract.hook, contract.protocol)
+            gap = contract.check(offer, name, objects)
+            if gap is not None:
+                problem, remedy = gap
+                raise PluginError(
+                    ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+                    f'plugin "{self.name}" ({self.entry.source}) does not keep its offer of '
+                    f'{offer.kind} "{name}": {problem}',
+                    plugin=self.name,
+                    remedy=remedy,
+                )
 
     def _contract(self, hook: str, expected: str, got: object, note: str = "") -> PluginError:
         return PluginError(

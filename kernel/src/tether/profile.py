@@ -26,11 +26,13 @@ first; any other value (lists included) is replaced whole.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import (
     AfterValidator,
@@ -50,9 +52,14 @@ __all__ = (
     "Profile",
     "ProfilePath",
     "TetherTable",
+    "TextFileError",
+    "file_problem",
     "find_profile",
     "format_loc",
     "load_profile",
+    "parse_toml_text",
+    "read_text_file",
+    "too_deep",
 )
 
 DEFAULT_PROFILE_NAME = "tether.toml"
@@ -260,6 +267,13 @@ def check_store_spec(spec: str | None) -> None:
     if spec is None or spec == "memory":
         return
     kind, _, rest = spec.partition(":")
+    if kind == "sqlite" and "\0" in rest:
+        raise StoreError(
+            ErrorCode.STORE_SPEC_INVALID,
+            f"session store path {rest!r} contains a NUL character",
+            key="[tether] store",
+            remedy="write the file's path after sqlite:",
+        )
     if kind == "sqlite" and rest:
         return
     raise StoreError(
@@ -274,48 +288,156 @@ def find_profile(explicit: Path | str | None = None, cwd: Path | None = None) ->
     """The profile to use: ``explicit`` if given, else ``tether.toml`` in ``cwd``."""
     if explicit is not None:
         path = Path(explicit).expanduser()
-        if not path.is_file():
+        problem = file_problem(path)
+        if problem is not None:
             raise ProfileError(
                 ErrorCode.PROFILE_NOT_FOUND,
-                "profile does not exist",
+                f"profile {problem.reason}",
                 file=path.absolute(),
-                remedy="check the --profile path",
+                remedy=_profile_path_remedy(problem, "check the --profile path"),
             )
         return path.resolve()
     folder = cwd or Path.cwd()
     path = folder / DEFAULT_PROFILE_NAME
-    if not path.is_file():
+    problem = file_problem(path)
+    if problem is not None and problem.missing:
         raise ProfileError(
             ErrorCode.PROFILE_NOT_FOUND,
             f"no {DEFAULT_PROFILE_NAME} in {folder}",
             remedy=f"create {DEFAULT_PROFILE_NAME} there or pass --profile PATH",
         )
+    if problem is not None:
+        raise ProfileError(
+            ErrorCode.PROFILE_NOT_FOUND,
+            f"{DEFAULT_PROFILE_NAME} in {folder} {problem.reason}",
+            file=path,
+            remedy=f"make {DEFAULT_PROFILE_NAME} a profile file, or pass --profile PATH",
+        )
     return path.resolve()
+
+
+def _profile_path_remedy(problem: TextFileError, default: str) -> str:
+    if problem.folder:
+        return f"pass the profile file itself, e.g. {problem.path / DEFAULT_PROFILE_NAME}"
+    return problem.remedy or default
+
+
+#: How deeply tables and arrays may nest in a profile or a model script. Far more than any
+#: profile needs, and far less than what would exhaust Python's recursion limit in the code
+#: that reads them (a document nested thousands deep is an attack or a mistake).
+MAX_NESTING = 100
+
+
+#: The largest profile or model script read, in bytes: a bigger file is the wrong file (a log,
+#: a disk image), and reading it whole would take the memory it takes.
+MAX_TEXT_BYTES = 16 * 2**20
+
+
+class TextFileError(Exception):
+    """Why a profile, script or other text file cannot be read (see :func:`read_text_file`).
+
+    ``reason`` completes a sentence that starts with the file's role (``profile is not UTF-8
+    text: ...``); ``where`` is a place in the file (``line 3, column 9``) when known;
+    ``missing`` is true when nothing exists at the path; ``folder`` when it is a folder.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        reason: str,
+        *,
+        where: str | None = None,
+        remedy: str | None = None,
+        missing: bool = False,
+        folder: bool = False,
+    ) -> None:
+        self.path = path
+        self.reason = reason
+        self.where = where
+        self.remedy = remedy
+        self.missing = missing
+        self.folder = folder
+        super().__init__(f"{path}: {reason}")
+
+
+def file_problem(path: Path) -> TextFileError | None:
+    """Why ``path`` is not a regular file that can be opened, or ``None`` when it is.
+
+    A FIFO or a device is refused before it is opened: reading it would block or never end.
+    """
+    try:
+        mode = path.stat().st_mode  # follows symlinks
+    except FileNotFoundError:
+        if path.is_symlink():
+            target = os.readlink(path)
+            return TextFileError(
+                path, f"is a symbolic link to {target}, which does not exist", missing=True
+            )
+        return TextFileError(path, "does not exist", missing=True)
+    except NotADirectoryError:
+        return TextFileError(path, "does not exist (a folder above it is a file)", missing=True)
+    except OSError as exc:
+        return TextFileError(path, f"cannot be reached: {exc.strerror or exc}")
+    except ValueError as exc:  # a NUL character in the path
+        return TextFileError(path, f"is not a usable path: {exc}")
+    if stat.S_ISDIR(mode):
+        return TextFileError(path, "is a folder, not a file", folder=True)
+    if not stat.S_ISREG(mode):
+        kind = "FIFO (named pipe)" if stat.S_ISFIFO(mode) else "device or socket"
+        return TextFileError(
+            path,
+            f"is a {kind}, not a regular file",
+            remedy="point it at a regular file (a FIFO or device would block or never end)",
+        )
+    return None
+
+
+def read_text_file(path: Path) -> str:
+    """The text of the regular UTF-8 file ``path``, without a leading byte order mark (as
+    some editors write); :class:`TextFileError` when it is missing, not a regular file,
+    unreadable or not UTF-8 (naming the first bad byte's line and column)."""
+    problem = file_problem(path)
+    if problem is not None:
+        raise problem
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_TEXT_BYTES + 1)
+    except OSError as exc:
+        raise TextFileError(
+            path,
+            f"cannot be read: {exc.strerror or exc}",
+            remedy="make it readable by this user",
+        ) from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise TextFileError(
+            path,
+            f"is larger than {MAX_TEXT_BYTES // 2**20} MiB",
+            remedy="point it at the right file (profiles and scripts are small)",
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+        offset = exc.start + start
+        line = data.count(b"\n", 0, offset) + 1
+        column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+        raise TextFileError(
+            path,
+            f"is not UTF-8 text: byte 0x{data[offset]:02x} cannot start or continue a character",
+            where=f"line {line}, column {column}",
+            remedy="save the file as UTF-8",
+        ) from None
 
 
 _TOML_POSITION = re.compile(r"^(?P<reason>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 _TOML_AT_END = re.compile(r"^(?P<reason>.*?)\s*\(at end of document\)$")
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def parse_toml_text(path: Path, text: str) -> dict[str, Any]:
+    """``tomllib.loads(text)``, with every failure a :class:`TextFileError` that says where:
+    a syntax error, an integer too long to convert, nesting deeper than :data:`MAX_NESTING`."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(
-            ErrorCode.PROFILE_NOT_FOUND,
-            f"profile {str(path)!r} does not exist",
-            file=path,
-            remedy="check the path",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(
-            ErrorCode.PROFILE_INVALID_TOML,
-            f"profile cannot be read: {exc}",
-            file=path,
-            remedy="make it a readable UTF-8 TOML file",
-        ) from exc
-    try:
-        return tomllib.loads(text)
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         reason = str(exc)
         found = _TOML_POSITION.match(reason)
@@ -328,13 +450,71 @@ def _read_toml(path: Path) -> dict[str, Any]:
             reason = at_end["reason"]
         else:
             where = "position unknown"
+        raise TextFileError(
+            path, f"is not valid TOML: {reason}", where=where, remedy="fix the TOML syntax there"
+        ) from None
+    except RecursionError:
+        raise _too_deep(path, None) from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise TextFileError(
+            path,
+            f"is not valid TOML here: {str(exc).split(';')[0]}",
+            remedy="shorten the number",
+        ) from None
+    deep = too_deep(document)
+    if deep is not None:
+        raise _too_deep(path, deep)
+    return document
+
+
+def too_deep(document: object, limit: int = MAX_NESTING) -> tuple[str | int, ...] | None:
+    """The key path of a value nested more than ``limit`` tables or arrays deep in a parsed
+    document, or ``None``; iterative, so a deep document cannot exhaust the stack here."""
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(document, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > limit:
+            return path
+        if isinstance(value, dict):
+            table = cast(dict[object, object], value)
+            stack.extend((item, (*path, str(key))) for key, item in table.items())
+        elif isinstance(value, list):
+            items = cast(list[object], value)
+            stack.extend((item, (*path, index)) for index, item in enumerate(items))
+    return None
+
+
+def _too_deep(path: Path, key: tuple[str | int, ...] | None) -> TextFileError:
+    shown = format_loc((), key[:6]) + " ..." if key else None
+    return TextFileError(
+        path,
+        f"nests tables or arrays more than {MAX_NESTING} levels deep",
+        where=shown,
+        remedy="flatten the structure",
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return parse_toml_text(path, read_text_file(path))
+    except TextFileError as problem:
+        if problem.missing:
+            raise ProfileError(
+                ErrorCode.PROFILE_NOT_FOUND,
+                f"profile {str(path)!r} {problem.reason}",
+                file=path,
+                remedy="check the path",
+            ) from None
+        code = ErrorCode.PROFILE_INVALID_TOML
+        if problem.folder:
+            code = ErrorCode.PROFILE_NOT_FOUND
         raise ProfileError(
-            ErrorCode.PROFILE_INVALID_TOML,
-            f"profile is not valid TOML: {reason}",
+            code,
+            f"profile {problem.reason}",
             file=path,
-            key=where,
-            remedy="fix the TOML syntax there",
-        ) from exc
+            key=problem.where,
+            remedy=_profile_path_remedy(problem, "make it a readable UTF-8 TOML file"),
+        ) from None
 
 
 def _merge(
@@ -403,14 +583,26 @@ def _load_chain(
             key="extends",
             remedy='write extends = "base.toml"',
         )
-    base_path = (path.parent / Path(extends).expanduser()).resolve()
-    if not base_path.is_file():
+    try:
+        base_path = (path.parent / Path(extends).expanduser()).resolve()
+    except (OSError, ValueError) as exc:  # a NUL character, a symlink loop
         raise ProfileError(
-            ErrorCode.PROFILE_NOT_FOUND,
-            f"extended profile {extends!r} does not exist (looked for {base_path})",
+            ErrorCode.PROFILE_INVALID,
+            f"extends {extends!r} is not a usable path: {exc}",
             file=path,
             key="extends",
-            remedy="fix the extends path; it is relative to this profile's folder",
+            remedy='write extends = "base.toml", relative to this profile\'s folder',
+        ) from None
+    problem = file_problem(base_path)
+    if problem is not None:
+        raise ProfileError(
+            ErrorCode.PROFILE_NOT_FOUND,
+            f"extended profile {extends!r} {problem.reason} (looked for {base_path})",
+            file=path,
+            key="extends",
+            remedy=_profile_path_remedy(
+                problem, "fix the extends path; it is relative to this profile's folder"
+            ),
         )
     base, origins, files = _load_chain(base_path, (*stack, path))
     merged = _merge(base, document, origins, path)

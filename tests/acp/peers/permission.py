@@ -9,7 +9,10 @@ switch_mode, other; a missing or unknown KIND, or a prompt not starting with ``a
    per process), title ``permission probe (KIND)``, kind KIND, status ``pending``, rawInput
    ``{"prompt": <prompt text>}``} and two options: {optionId ``allow``, name ``Allow once``,
    kind ``allow_once``} and {optionId ``reject``, name ``Reject once``, kind ``reject_once``}.
-   No ``tool_call`` update is sent before or after.
+   No ``tool_call`` update is sent before or after, unless the prompt has these words:
+   ``announce``: a ``tool_call`` (same id, title and kind, status ``pending``) is sent before
+   the request; ``run``: a ``tool_call_update`` (same id) is sent after the answer, status
+   ``completed`` if an allow option was selected, else ``failed``.
 2. One ``agent_message_chunk``: ``selected: <optionId>`` or ``cancelled`` (or
    ``error: <message>`` if the client answered the request with a JSON-RPC error).
 3. Stop reason ``end_turn``; but ``cancelled`` if a ``session/cancel`` for this session arrived
@@ -34,7 +37,9 @@ from acp import (
     PromptResponse,
     RequestError,
     run_agent,
+    start_tool_call,
     update_agent_message_text,
+    update_tool_call,
 )
 from acp.helpers import ContentBlock
 from acp.schema import (
@@ -101,6 +106,14 @@ class PermissionAgent:
             raw_input={"prompt": text},
         )
         log.info("prompt %s: %r -> asking for %s", session_id, text, kind)
+        words = text.split()
+        if "announce" in words:
+            await self.conn.session_update(
+                session_id=session_id,
+                update=start_tool_call(
+                    tool_call.tool_call_id, tool_call.title or "", kind=kind, status="pending"
+                ),
+            )
         try:
             response = await self.conn.request_permission(
                 session_id=session_id, tool_call=tool_call, options=OPTIONS
@@ -114,6 +127,14 @@ class PermissionAgent:
             else:
                 reply = "cancelled"
         log.info("permission answer for %s: %s", session_id, reply)
+        if "run" in words:
+            allowed = reply == "selected: allow"
+            await self.conn.session_update(
+                session_id=session_id,
+                update=update_tool_call(
+                    tool_call.tool_call_id, status="completed" if allowed else "failed"
+                ),
+            )
         await self.conn.session_update(
             session_id=session_id, update=update_agent_message_text(reply)
         )

@@ -1,7 +1,8 @@
 """ACP peer: a turn that runs until cancelled (run as a script, not collected by pytest).
 
 ``python tests/acp/peers/slow.py [--seconds N] [--ignore-cancel] [--ignore-eof]
-[--ignore-sigterm] [--pid-file PATH [--grandchild]]`` serves ACP on stdio.
+[--ignore-sigterm] [--pid-file PATH [--grandchild]] [--stall-initialize MARKER]`` serves ACP on
+stdio.
 
 Each ``session/prompt`` sends the ``agent_message_chunk`` ``working``, then waits up to N seconds
 (default 30). A ``session/cancel`` for that session during the wait ends the turn at once with stop
@@ -13,6 +14,9 @@ Flags for testing a client's shutdown path:
 - ``--ignore-eof``: when stdin closes, keep running (sleep N seconds) instead of exiting.
 - ``--ignore-sigterm``: SIGTERM is logged and ignored (only SIGKILL stops the process).
 - ``--pid-file PATH``: at start-up write ``{"pid": ..., "pgid": ...}`` (JSON) to PATH.
+- ``--stall-initialize MARKER``: ``initialize`` is never answered: on receiving it the peer
+  writes the file MARKER (``initialize``) and waits until stdin closes, so a test can interrupt
+  a client that is still starting.
 - ``--grandchild``: also start a grandchild process (``sleep N`` in Python, stdio on /dev/null,
   same process group) and add its pid as ``"grandchild"`` to the pid file, so a test can check
   the client killed the whole process group. A clean exit terminates the grandchild.
@@ -52,9 +56,12 @@ log = logging.getLogger("peer.slow")
 class SlowAgent:
     """Not an ``acp.Agent`` subclass, so methods it lacks answer "Method not found"."""
 
-    def __init__(self, *, seconds: float, ignore_cancel: bool) -> None:
+    def __init__(
+        self, *, seconds: float, ignore_cancel: bool, stall_initialize: Path | None = None
+    ) -> None:
         self.seconds = seconds
         self.ignore_cancel = ignore_cancel
+        self.stall_initialize = stall_initialize
         self.conn: Client | None = None
         self.turns: dict[str, asyncio.Event] = {}
 
@@ -62,6 +69,10 @@ class SlowAgent:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        if self.stall_initialize is not None:
+            self.stall_initialize.write_text("initialize", encoding="utf-8")
+            log.info("initialize: never answered (--stall-initialize)")
+            await asyncio.Event().wait()  # cancelled when stdin closes
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_info=Implementation(name="tether-peer-slow", version="1.0"),
@@ -131,6 +142,9 @@ async def main() -> None:
     parser.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM")
     parser.add_argument("--pid-file", type=Path, default=None, help="write pid/pgid JSON here")
     parser.add_argument("--grandchild", action="store_true", help="start a grandchild process")
+    parser.add_argument(
+        "--stall-initialize", type=Path, default=None, help="never answer initialize"
+    )
     args = parser.parse_args()
     if args.grandchild and args.pid_file is None:
         parser.error("--grandchild needs --pid-file")
@@ -144,7 +158,14 @@ async def main() -> None:
         )
     try:
         await run_agent(
-            cast(Agent, SlowAgent(seconds=args.seconds, ignore_cancel=args.ignore_cancel))
+            cast(
+                Agent,
+                SlowAgent(
+                    seconds=args.seconds,
+                    ignore_cancel=args.ignore_cancel,
+                    stall_initialize=args.stall_initialize,
+                ),
+            )
         )
         if args.ignore_eof:
             log.info("stdin closed; still running for %.1f s (--ignore-eof)", args.seconds)

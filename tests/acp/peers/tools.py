@@ -9,6 +9,9 @@
 - ``stop:REASON`` (REASON one of max_tokens, max_turn_requests, refusal, end_turn, cancelled):
   the chunk ``partial``, then stop reason REASON. Any other REASON: "Invalid params" error.
 - ``fail:MESSAGE``: no updates; a JSON-RPC error with code -32603 and message MESSAGE.
+- ``explode:DETAILS``: the chunk ``partial``, then a JSON-RPC error as the SDK makes one for an
+  agent's own exception: code -32603, message ``Internal error``, data ``{"details": DETAILS}``
+  (the reason is only in ``data``).
 """
 
 from __future__ import annotations
@@ -80,6 +83,9 @@ class ToolsAgent:
         log.info("prompt %s: %r", session_id, text)
         if text.startswith("fail:"):
             raise RequestError(-32603, text.removeprefix("fail:").strip())
+        if text.startswith("explode:"):
+            await self._say(session_id, "partial")
+            raise RequestError.internal_error({"details": text.removeprefix("explode:").strip()})
         if text.startswith("stop:"):
             reason = text.removeprefix("stop:").strip()
             if reason not in STOP_REASONS:

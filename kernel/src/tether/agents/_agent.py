@@ -47,6 +47,7 @@ from ..store import (
 )
 from ..store._events import replace_surrogates, replace_surrogates_in
 from ._approvals import TOOL_OPTIONS, ApprovalPolicy, PermissionQuestion, ask_permission
+from ._delegation import apply_pins, delegation_pins
 from ._instructions import DynamicInstruction, InstructionContext, render_instruction
 from ._repair import closing_events, find_open_turn
 from ._tools import ToolContext, ToolError, ToolFilter, ToolRegistry
@@ -320,17 +321,33 @@ class Agent:
         result (the tool may or may not have run) and the turn ends ``aborted``, so the
         history is one a model API accepts again. ``repair=False`` only reads. ``log`` is the
         whole log when the caller just wrote it (a new child, whose lease ``create`` took).
+
+        A delegated child's log pins what its delegation allowed (its ``delegation``
+        descriptor): its tools, their call policy and its approvals (``deny``). They are
+        applied here, on every route that restores it, and only ever narrow what the agent
+        was composed with.
         """
         claimed: set[str] = set()
         accepted: dict[str, _InboxItem] = {}
         context_ids: set[str] = set()
+        took_lease = False
         if log is None:
             if repair:
                 await self._take_lease()
+                took_lease = True
                 await self.store.take_mail(self.session_id)  # into the log, read with it
             log = [stored.event for stored in await self.store.events(self.session_id)]
         else:
             self._leased = True
+        try:
+            pins = delegation_pins(self.header, log)
+        except TetherError:
+            if took_lease:
+                self._leased = False
+                await self._release_lease()  # nothing ran: leave the session to the next one
+            raise
+        if pins is not None:
+            apply_pins(self, pins)
         self._log_length = len(log)
         for event in log:
             message = event_to_message(event)
@@ -717,12 +734,16 @@ class Agent:
         if self._turn_scope is not None:
             self._turn_scope.cancel()
 
-    def interrupt(self) -> None:
+    def interrupt(self) -> bool:
         """``cancel(keep_inbox=True)`` from synchronous code: abort the running turn now; queued
-        messages stay parked until the next waking message."""
+        messages stay parked until the next waking message. Whether a turn was running (and
+        not already being stopped)."""
         self._parked = True
-        if self._turn_scope is not None:
-            self._turn_scope.cancel()
+        scope = self._turn_scope
+        if scope is None or scope.cancel_called:
+            return False
+        scope.cancel()
+        return True
 
     def resume(self) -> None:
         """Run the messages a restore or an interrupt left parked, without sending one."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,9 @@ from ._agent import Agent, AgentLimits, PreStep, new_header
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._tools import Tool, ToolRegistry
 
-__all__ = ("AgentPreset", "compose_agent", "resolve_agent_name")
+__all__ = ("AgentPreset", "compose_agent", "known_tool_names", "resolve_agent_name")
+
+_KNOWN_TOOLS: weakref.WeakKeyDictionary[Kernel, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,18 @@ def _build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         model_providers=(*providers, *BUILTIN_MODEL_PROVIDERS),
         model_spec=table.model if table is not None else None,
     )
+
+
+def known_tool_names(kernel: Kernel) -> frozenset[str]:
+    """The name of every tool some plugin instance of ``kernel`` offers, in any scope: what a
+    tool filter may name. (A kernel is fixed at load, so this is worked out once.)"""
+    known = _KNOWN_TOOLS.get(kernel)
+    if known is None:
+        known = frozenset(
+            tool.name for plugin in kernel.plugins for tool in plugin.collect("tether_tools", Tool)
+        )
+        _KNOWN_TOOLS[kernel] = known
+    return known
 
 
 def resolve_preset_model(

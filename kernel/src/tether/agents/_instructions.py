@@ -70,23 +70,23 @@ def render_instruction(slug: str, content: str) -> str:
 
 def load_instructions(path: Path) -> str:
     """Read a markdown file, or run a Python module's ``instructions()`` once."""
-    if not path.is_file():
+    from ..profile import TextFileError, file_problem, read_text_file
+
+    try:
+        if path.suffix != ".py":
+            return read_text_file(path).strip()
+        problem = file_problem(path)
+        if problem is not None:
+            raise problem
+    except TextFileError as exc:
+        where = f" ({exc.where})" if exc.where else ""
         raise AgentError(
             ErrorCode.INSTRUCTIONS_INVALID,
-            f"instructions file {str(path)!r} does not exist",
+            f"instructions file {str(path)!r} {exc.reason}{where}",
             file=path,
-            remedy="fix the agent's instructions path (relative to the profile's folder)",
-        )
-    if path.suffix != ".py":
-        try:
-            return path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AgentError(
-                ErrorCode.INSTRUCTIONS_INVALID,
-                f"instructions cannot be read: {exc}",
-                file=path,
-                remedy="make it a readable UTF-8 file",
-            ) from exc
+            remedy=exc.remedy
+            or "fix the agent's instructions path (relative to the profile's folder)",
+        ) from None
     name = f"_tether_instructions_{abs(hash(path))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -152,6 +152,25 @@ class ToolFilter:
             allow = self.allow & other.allow
         return ToolFilter(allow=allow, deny=self.deny | other.deny)
 
+    def names(self) -> frozenset[str]:
+        """Every tool name the filter mentions, allowed or denied."""
+        return (self.allow or frozenset()) | self.deny
+
+    def check_names(self, known: Iterable[str], *, available: Iterable[str] | None = None) -> None:
+        """Raise ``TOOL_FILTER_INVALID`` when the filter names a tool outside ``known`` (a
+        misspelt name would silently deny or allow nothing). A name that is known but gone
+        from the tools at hand is fine: narrowing what is already gone changes nothing.
+        ``available`` is what the remedy lists (``known`` when not given)."""
+        known = set(known)
+        unknown = sorted(self.names() - known)
+        if unknown:
+            listed = sorted(known) if available is None else list(available)
+            raise AgentError(
+                ErrorCode.TOOL_FILTER_INVALID,
+                f"tool filter names unknown tool(s): {', '.join(unknown)}",
+                remedy=f"available tools: {', '.join(listed) or 'none'}",
+            )
+
     def as_data(self) -> dict[str, list[str] | None]:
         """``{"allow": [...] | None, "deny": [...]}``, sorted (for logs and descriptors)."""
         return {
@@ -235,26 +254,17 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def restrict(self, tool_filter: ToolFilter) -> ToolRegistry:
-        """A narrower registry; naming a tool that does not exist is an error."""
-        unknown = sorted(
-            name
-            for name in (tool_filter.allow or frozenset()) | tool_filter.deny
-            if name not in self._tools
-        )
-        if unknown:
-            raise AgentError(
-                ErrorCode.TOOL_FILTER_INVALID,
-                f"tool filter names unknown tool(s): {', '.join(unknown)}",
-                remedy=f"available tools: {', '.join(self._tools) or 'none'}",
-            )
-        kept = [
-            tool
-            for tool in self._tools.values()
-            if (tool_filter.allow is None or tool.name in tool_filter.allow)
-            and tool.name not in tool_filter.deny
-        ]
-        return ToolRegistry(kept)
+    def restrict(
+        self, tool_filter: ToolFilter, *, known: Iterable[str] | None = None
+    ) -> ToolRegistry:
+        """A narrower registry: the tools ``tool_filter`` permits, in registration order.
+
+        A name the filter gives that this registry lacks is an error (``TOOL_FILTER_INVALID``,
+        most likely a misspelling), unless it is in ``known``: the tools this registry could
+        have had (an earlier narrowing took them away), which narrowing again leaves gone.
+        """
+        tool_filter.check_names([*self._tools, *(known or ())], available=list(self._tools))
+        return ToolRegistry(tool for tool in self._tools.values() if tool_filter.permits(tool.name))
 
     def schemas(self, agent: Agent | None = None) -> tuple[ToolSchema, ...]:
         """The tool list a model sees, in registration order; with ``agent``, without the

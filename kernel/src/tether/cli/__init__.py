@@ -1,7 +1,9 @@
 """The ``tether`` command.
 
-Exit status: 0 success, 1 the command ran and found problems, 2 usage or startup error (one
-``ERROR: ...`` line on standard error; ``--debug`` shows the traceback instead).
+Exit status: 0 success, 1 the command ran and found problems, 2 usage error or any error that
+stops the command: one ``ERROR: ... [CODE]`` line on standard error, for tether's own errors and
+for any other exception too (``UNEXPECTED_ERROR``, ``PLUGIN_UNEXPECTED_ERROR``); ``--debug``
+shows the traceback instead.
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+import traceback
+import types
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -19,10 +22,20 @@ if TYPE_CHECKING:
     from anyio import CancelScope
     from anyio.abc import TaskStatus
 
+    from ..errors import TetherError
     from ..kernel import Kernel
     from ..plugins import PluginCatalog
 
-__all__ = ("INTERRUPTED_STATUS", "Interruption", "cli", "load", "profile_option")
+__all__ = (
+    "INTERRUPTED_STATUS",
+    "TEXT",
+    "Interruption",
+    "cli",
+    "describe_failure",
+    "load",
+    "plugin_modules",
+    "profile_option",
+)
 
 DEBUG_ENV = "TETHER_DEBUG"
 
@@ -36,17 +49,24 @@ _T = TypeVar("_T")
 
 
 class _TetherGroup(click.Group):
-    """Turns a :class:`tether.TetherError` into one ``ERROR:`` line and exit status 2."""
+    """Turns every exception a command raises into one ``ERROR:`` line and exit status 2.
+
+    A :class:`tether.TetherError` is printed as it is. Any other exception is a bug: it is
+    printed as ``UNEXPECTED_ERROR``, or as ``PLUGIN_UNEXPECTED_ERROR`` naming the plugin when
+    it was raised in a plugin's code (see :func:`describe_failure`). ``--debug`` raises it
+    instead, with its traceback. Click's own exits (usage errors, ``--help``, Ctrl-C outside
+    ``tether run``, a closed output pipe) and ``SystemExit`` keep their behaviour.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        from ..errors import TetherError
-
         try:
             return super().invoke(ctx)
-        except TetherError as exc:
-            if ctx.meta.get("tether.debug"):
+        except Exception as exc:
+            failure = _reportable(exc)
+            if failure is None or ctx.meta.get("tether.debug"):
                 raise
-            click.echo(f"ERROR: {exc}", err=True)
+            error = describe_failure(failure, plugin_modules(ctx.meta.get(_KERNEL_META)))
+            click.echo(f"ERROR: {error}", err=True)
             ctx.exit(2)
 
 
@@ -64,6 +84,42 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.meta["tether.debug"] = debug
 
 
+class _Text(click.ParamType):
+    """A text argument: refused, before anything runs, when it is not valid UTF-8.
+
+    On a POSIX system an argument is bytes; Python decodes the bytes that are not UTF-8 into
+    lone surrogates (``\\udcff``), which no file, store or model API can take. Refusing them
+    here means a bad prompt never gets as far as creating a session.
+    """
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            bad = next((i for i, char in enumerate(value) if "\ud800" <= char <= "\udfff"), None)
+            if bad is not None:
+                try:  # the bytes as they were given: 'ab\xffc'
+                    shown = value.encode("utf-8", "surrogateescape").decode(
+                        "utf-8", "backslashreplace"
+                    )
+                except UnicodeEncodeError:  # a surrogate that no byte decodes to
+                    shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+                byte = ord(value[bad]) - 0xDC00 if ord(value[bad]) >= 0xDC80 else None
+                what = f"byte 0x{byte:02x}" if byte is not None else "a lone surrogate"
+                self.fail(
+                    f"'{shown}' is not UTF-8 text ({what} at character {bad + 1}); pass it "
+                    "as UTF-8 (check the encoding of the terminal or of the program that "
+                    "calls tether)",
+                    param,
+                    ctx,
+                )
+        return value
+
+
+#: The type of every free-text argument and option (prompts, ids, names, specs).
+TEXT = _Text()
+
+
 profile_option = click.option(
     "--profile",
     "profile",
@@ -74,10 +130,189 @@ profile_option = click.option(
 
 
 def load(profile: Path | None, catalog: PluginCatalog | None = None) -> Kernel:
-    """Load the kernel for ``--profile`` (or tether.toml in the current directory)."""
+    """Load the kernel for ``--profile`` (or tether.toml in the current directory).
+
+    The kernel is remembered for the command, so that an exception raised later in one of its
+    plugins' code is reported as that plugin's.
+    """
     from ..kernel import load_kernel
 
-    return load_kernel(profile, catalog=catalog)
+    kernel = load_kernel(profile, catalog=catalog)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_KERNEL_META] = kernel
+    return kernel
+
+
+_KERNEL_META = "tether.kernel"
+#: How much of an unexpected exception's text the ERROR line keeps.
+FAILURE_TEXT_LIMIT = 300
+
+
+def _reportable(exc: Exception) -> Exception | None:
+    """The exception to report as an ``ERROR:`` line, or ``None`` to let click handle ``exc``.
+
+    An exception group (what leaves a task group) is reported as its first TetherError, else
+    its first exception; one that click handles itself is raised again for click.
+    """
+    leaves = _leaves(exc)
+    failure = next((leaf for leaf in leaves if _is_tether_error(leaf)), leaves[0])
+    if isinstance(failure, click.ClickException | click.exceptions.Exit | click.Abort):
+        return _for_click(exc, failure)
+    if isinstance(failure, EOFError):  # click reports end of input as "Aborted!"
+        return _for_click(exc, failure)
+    if isinstance(failure, OSError) and failure.errno == errno.EPIPE:
+        return _for_click(exc, failure)  # the reader went away: click exits quietly
+    if len(leaves) > 1:
+        failure.add_note(f"(and {len(leaves) - 1} more exception(s) at the same time)")
+    return failure
+
+
+def _for_click(exc: Exception, leaf: Exception) -> None:
+    if leaf is not exc:
+        raise leaf
+    return None
+
+
+def _leaves(exc: Exception) -> list[Exception]:
+    """The exceptions in ``exc`` when it is a group (an ``ExceptionGroup`` holds only
+    ``Exception``s), in order; else ``[exc]``."""
+    if isinstance(exc, ExceptionGroup):
+        group: ExceptionGroup[Exception] = exc
+        return [leaf for inner in group.exceptions for leaf in _leaves(inner)] or [exc]
+    return [exc]
+
+
+def _is_tether_error(exc: BaseException) -> bool:
+    from ..errors import TetherError
+
+    return isinstance(exc, TetherError)
+
+
+def describe_failure(exc: Exception, plugins: Mapping[str, tuple[str, str]]) -> TetherError:
+    """``exc`` as the error the command line prints: a :class:`tether.TetherError` as it is;
+    any other exception as ``UNEXPECTED_ERROR`` (a bug in tether) or, when the innermost frame
+    of its traceback that belongs to tether or a plugin is a plugin's, as
+    ``PLUGIN_UNEXPECTED_ERROR`` naming that plugin.
+
+    ``plugins`` maps a module name (its submodules included) to ``(plugin name, source)``.
+    """
+    from ..errors import ErrorCode, PluginError, TetherError
+
+    if isinstance(exc, TetherError):
+        return exc
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # an exception whose __str__ fails must still be reported
+        text = "(its text cannot be shown)"
+    if len(text) > FAILURE_TEXT_LIMIT:
+        text = text[: FAILURE_TEXT_LIMIT - 3] + "..."
+    notes = " ".join(getattr(exc, "__notes__", ()))
+    what = type(exc).__name__ + (f": {text}" if text else "") + (f" {notes}" if notes else "")
+    frame = _blamed_frame(exc, plugins)
+    where = None
+    if frame is not None:
+        module, line, plugin = frame
+        where = f"raised in {module}, line {line}"
+        if plugin is not None:
+            name, source = plugin
+            return PluginError(
+                ErrorCode.PLUGIN_UNEXPECTED_ERROR,
+                f'plugin "{name}" ({source}) failed: {what}',
+                plugin=name,
+                where=where,
+                remedy=f'this is a bug in plugin "{name}": run the command again with --debug '
+                "to see the traceback and report it to the plugin's maintainers, or remove "
+                f'"{name}" from the profile',
+            )
+    return TetherError(
+        ErrorCode.UNEXPECTED_ERROR,
+        f"unexpected error: {what}",
+        where=where,
+        remedy="this is a bug in tether: run the command again with --debug to see the "
+        "traceback and report it to tether's maintainers",
+    )
+
+
+def _blamed_frame(
+    exc: BaseException, plugins: Mapping[str, tuple[str, str]]
+) -> tuple[str, int, tuple[str, str] | None] | None:
+    """``(module, line, plugin or None)`` of the innermost frame of ``exc``'s traceback that
+    belongs to tether or a plugin (library frames, such as the standard library's, are
+    skipped), else of its innermost frame."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    for frame, line in reversed(frames):
+        module = str(frame.f_globals.get("__name__", ""))
+        plugin = _owner(module, plugins)
+        if plugin is not None:
+            return module, line, plugin
+        if module == "tether" or module.startswith("tether."):
+            return module, line, None
+    if frames:
+        frame, line = frames[-1]
+        return str(frame.f_globals.get("__name__", "?")), line, None
+    return None
+
+
+def _owner(module: str, plugins: Mapping[str, tuple[str, str]]) -> tuple[str, str] | None:
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        found = plugins.get(".".join(parts[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+def plugin_modules(kernel: Kernel | None) -> dict[str, tuple[str, str]]:
+    """Module name -> ``(plugin, source)``: the modules of the plugins the command loaded (the
+    module of their object, the module their entry point names), then those of every installed
+    entry point; and the top-level package of a module an entry point names, when no other
+    plugin shares it (a bug in ``acme_tools.core`` is plugin ``acme``'s when its entry point is
+    ``acme_tools.plugin``)."""
+    # (module, owner, whether its top-level package may stand for the plugin)
+    owners: list[tuple[str, tuple[str, str], bool]] = []
+    if kernel is not None:
+        for plugin in kernel.plugins:
+            owner = (plugin.name, plugin.entry.source)
+            obj = plugin.obj
+            if isinstance(obj, types.ModuleType):
+                module: object = obj.__name__
+            else:
+                module = getattr(obj, "__module__", None)
+            if isinstance(module, str) and module:
+                owners.append((module, owner, False))
+            owners += [(name, owner, True) for name in _entry_modules(plugin.entry.value)]
+    try:
+        from importlib import metadata
+
+        from ..plugins import ENTRY_POINT_GROUP
+
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = ep.dist
+            owner = (ep.name, f"{dist.name} {dist.version}" if dist is not None else ep.value)
+            owners += [(name, owner, True) for name in _entry_modules(ep.value)]
+    except Exception:  # broken metadata must not hide the error being reported
+        pass
+    modules: dict[str, tuple[str, str]] = {}
+    sharers: dict[str, set[str]] = {}
+    for module, owner, _ in owners:
+        modules.setdefault(module, owner)
+        sharers.setdefault(module.split(".")[0], set()).add(owner[0])
+    for module, owner, whole_package in owners:
+        package = module.split(".")[0]
+        if whole_package and sharers[package] == {owner[0]}:
+            modules.setdefault(package, owner)
+    # The kernel's own modules are never a plugin's, whatever a plugin's entry point says.
+    return {m: owner for m, owner in modules.items() if m.split(".")[0] != "tether"}
+
+
+def _entry_modules(value: str) -> list[str]:
+    """The module an entry point names (``module`` or ``module:attr``); none for a local
+    plugin (its value is its file) or an inline one (``<inline>``)."""
+    if not value or value == "<inline>" or value.endswith(".py"):
+        return []
+    module = value.partition(":")[0].strip()
+    return [module] if module else []
 
 
 def run_async(function: Any, *args: Any) -> Any:
@@ -102,11 +337,12 @@ class Interruption:
     def __init__(self) -> None:
         self.requested = False
         """Whether Ctrl-C came (or :meth:`interrupt` was called)."""
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
         self._scopes: list[CancelScope] = []
 
-    def on_interrupt(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` at the first Ctrl-C (at once if it already came)."""
+    def on_interrupt(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` at the first Ctrl-C (at once if it already came); what it
+        returns is ignored."""
         self._callbacks.append(callback)
         if self.requested:
             callback()

@@ -4,25 +4,34 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._group import Interruption, cli, load, profile_option, run_async, run_interruptible
+from ._group import TEXT, Interruption, cli, load, profile_option, run_async, run_interruptible
 
 if TYPE_CHECKING:
+    import anyio
+
     from ..agents import Agent
     from ..store import Event
 
-__all__ = ("estimate_tokens",)
+__all__ = ("Terminal", "estimate_tokens")
 
-_agent_option = click.option("--agent", "agent_name", default=None, help="The agent preset.")
+_agent_option = click.option(
+    "--agent", "agent_name", type=TEXT, default=None, help="The agent preset."
+)
 _model_option = click.option(
-    "--model", "model_spec", default=None, help="Model spec provider:name (default: the agent's)."
+    "--model",
+    "model_spec",
+    type=TEXT,
+    default=None,
+    help="Model spec provider:name (default: the agent's).",
 )
 _session_option = click.option(
-    "--session", "session_id", default=None, help="Continue this stored session."
+    "--session", "session_id", type=TEXT, default=None, help="Continue this stored session."
 )
 
 
@@ -36,7 +45,7 @@ def estimate_tokens(text: str) -> int:
 @_agent_option
 @_model_option
 @_session_option
-@click.argument("prompts", nargs=-1, required=True)
+@click.argument("prompts", nargs=-1, required=True, type=TEXT)
 def run(
     profile: Path | None,
     agent_name: str | None,
@@ -77,10 +86,11 @@ async def _run(
         agent = await compose_agent(
             kernel, store, agent=agent_name, model=model_spec, session_id=session_id
         )
-        agent.listen(_printer(agent))
-        _show_children(kernel, agent)
+        terminal = Terminal(live=sys.stdout.isatty())
+        agent.listen(_printer(agent, terminal))
+        _show_children(kernel, agent, terminal)
         if kernel.permission_host is None and sys.stdin.isatty():
-            kernel.permission_host = _ask_on_terminal
+            kernel.permission_host = terminal.ask
         stops: list[str] = []
         # Turns this run starts: a turn closed on restore (crash repair) is not one of them.
         first_turn = [sys.maxsize]
@@ -125,25 +135,105 @@ async def _run(
         await store.aclose()
 
 
-async def _ask_on_terminal(question: Any) -> str | None:
-    """Answer a permission question on the terminal (a tool that needs approval, or an ACP
-    child with ``permission = "ask"``): the option the person picks, or ``None`` (refused) on an
-    empty answer."""
-    import anyio.to_thread
+class Terminal:
+    """The terminal ``tether run`` shows its children on and asks its permission questions on.
 
-    lines = [f"[{question.asker} (session {question.session}) asks to run: {question.title}"]
-    for number, (_, name, kind) in enumerate(question.options, start=1):
-        lines.append(f"  {number}. {name} ({kind})")
-    click.echo("\n".join(lines) + "]")
+    Questions (a tool that needs approval, an ACP child with ``permission = "ask"``) are asked
+    one at a time, in the order they come: two children asking at once never read the same
+    input line. While a question is open the children's status line is not drawn and their
+    start and end lines wait, so nothing erases the question or its input prompt; they are
+    printed once it is answered. ``live``: standard output is a terminal (the status line is
+    drawn in place); ``read`` reads one answer (``input``), ``write`` writes text (``click``).
+    """
 
-    def read() -> str:
-        return input("choose a number (empty: refuse): ")
+    PROMPT = "choose a number (empty: refuse): "
 
-    # Abandoned on Ctrl-C: the prompt thread waits for a line nobody will read.
-    answer = (await anyio.to_thread.run_sync(read, abandon_on_cancel=True)).strip()
-    if answer.isdigit() and 1 <= int(answer) <= len(question.options):
-        return question.options[int(answer) - 1][0]
-    return None
+    def __init__(
+        self,
+        *,
+        live: bool,
+        read: Callable[[str], str] = input,
+        write: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self.live = live
+        self._read = read
+        self._write = write or (lambda text, nl: click.echo(text, nl=nl))
+        self._lock: anyio.Lock | None = None  # made on first use, inside the event loop
+        self.asking = False
+        """Whether a question is open (waiting for its answer)."""
+        self._held: list[str] = []
+        self._status = ""
+        self._drawn = False  # whether a status line is on the screen now
+
+    def line(self, text: str) -> None:
+        """Print ``text`` on its own line, above the status line; held while a question is
+        open."""
+        if self.asking:
+            self._held.append(text)
+            return
+        self._clear()
+        self._write(text, True)
+        self._draw()
+
+    def status(self, text: str) -> None:
+        """Show ``text`` as the status line (empty: none); drawn only on a live terminal and
+        never while a question is open."""
+        self._status = text
+        if not self.asking:
+            self._draw()
+
+    async def ask(self, question: Any) -> str | None:
+        """The permission host: the option the person picks, or ``None`` (refused) on an
+        empty or unknown answer or at the end of input."""
+        import anyio
+        import anyio.to_thread
+
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:  # FIFO: questions are asked in the order they came
+            self.asking = True
+            try:
+                self._clear()
+                lines = [
+                    f"[{question.asker} (session {question.session}) asks to run: {question.title}"
+                ]
+                for number, (_, name, kind) in enumerate(question.options, start=1):
+                    lines.append(f"  {number}. {name} ({kind})")
+                self._write("\n".join(lines) + "]", True)
+                # Abandoned on Ctrl-C: the prompt thread waits for a line nobody will read.
+                answer = await anyio.to_thread.run_sync(self._answer, abandon_on_cancel=True)
+            finally:
+                self.asking = False
+                held, self._held = self._held, []
+                for text in held:
+                    self._write(text, True)
+                self._draw()
+        answer = answer.strip()
+        if answer.isdigit() and 1 <= int(answer) <= len(question.options):
+            return question.options[int(answer) - 1][0]
+        return None
+
+    def _answer(self) -> str:
+        # The prompt goes where the question went: input() would write it to standard error
+        # (when standard input is a terminal), which may not be the terminal at all.
+        self._write(self.PROMPT, False)
+        sys.stdout.flush()
+        try:
+            return self._read("")
+        except EOFError:  # standard input closed: nobody can answer
+            return ""
+
+    def _clear(self) -> None:
+        """Erase the status line, if one is on the screen."""
+        if self._drawn:
+            self._write("\r\x1b[2K", False)
+            self._drawn = False
+
+    def _draw(self) -> None:
+        """Write the status line in place (or erase the one shown, when it is now empty)."""
+        if self.live and (self._status or self._drawn):
+            self._write(f"\r\x1b[2K{self._status}", False)
+            self._drawn = bool(self._status)
 
 
 async def close_model(model: Any) -> None:
@@ -153,27 +243,31 @@ async def close_model(model: Any) -> None:
         await closer()
 
 
-def _printer(agent: Agent) -> Any:
+def _printer(agent: Agent, terminal: Terminal | None = None) -> Any:
+    """A listener that prints ``agent``'s turns; through ``terminal`` when given (its lines
+    then wait while a permission question is open, and keep clear of the status line)."""
     from ..store import AssistantMessage, ToolResult, TurnEnded, UserMessage
+
+    echo: Callable[[str], None] = terminal.line if terminal is not None else click.echo
 
     def show(event: Event) -> None:
         match event:
             case UserMessage(content=content, source=source) if source.kind in ("user", "followup"):
-                click.echo(f"> {content}")
+                echo(f"> {content}")
             case AssistantMessage(content=content, tool_calls=calls):
                 if content:
-                    click.echo(content)
+                    echo(content)
                 for call in calls:
                     arguments = json.dumps(call.arguments, ensure_ascii=False)
-                    click.echo(f"-> {call.name}({arguments})")
+                    echo(f"-> {call.name}({arguments})")
             case ToolResult(name=name, content=content, is_error=is_error):
                 lines = content.strip().splitlines() or [""]
                 first = lines[0] if len(lines[0]) <= 100 else lines[0][:97] + "..."
                 extra = len(lines) - 1
                 more = f" (+{extra} more line{'s' if extra > 1 else ''})" if extra else ""
-                click.echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
+                echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
             case TurnEnded(stop_reason=stop, error=error) if stop != "completed":
-                click.echo(f"[turn {event.turn} stopped: {stop}]{' ' + error if error else ''}")
+                echo(f"[turn {event.turn} stopped: {stop}]{' ' + error if error else ''}")
             case _:
                 pass
 
@@ -185,7 +279,9 @@ def _printer(agent: Agent) -> Any:
 @_agent_option
 @_model_option
 @_session_option
-@click.option("--prompt", default=None, help="Include this message as the next user turn.")
+@click.option(
+    "--prompt", type=TEXT, default=None, help="Include this message as the next user turn."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def context(
     profile: Path | None,
@@ -291,28 +387,25 @@ async def _context(
 TICK = 0.5
 
 
-def _show_children(kernel: Any, agent: Agent) -> None:
+def _show_children(kernel: Any, agent: Agent, terminal: Terminal) -> None:
     """Show delegated children as they start and end.
 
     Plain lines (indented by depth, with label, status and elapsed time) always; on a terminal
     also a status line that is rewritten in place: running children with their elapsed time.
     """
-    import sys
     import time
 
     started: dict[str, tuple[float, Any]] = {}
-    live = sys.stdout.isatty()
 
     def status() -> None:
-        if not live:
+        if not terminal.live:
             return
         now = time.monotonic()
         running = ", ".join(
             f"{event.label or event.child_id} {now - since:.1f}s"
             for since, event in started.values()
         )
-        text = f"[subagents running: {running}]" if running else ""
-        click.echo(f"\r\x1b[2K{text}", nl=False)
+        terminal.status(f"[subagents running: {running}]" if running else "")
 
     ticking: list[bool] = []
 
@@ -332,21 +425,22 @@ def _show_children(kernel: Any, agent: Agent) -> None:
             return
         indent = "  " * max(event.depth or 1, 1)
         label = f' "{event.label}"' if event.label else ""
-        if live:
-            click.echo("\r\x1b[2K", nl=False)
         if event.kind == "start":
             started[event.run_id] = (time.monotonic(), event)
-            click.echo(f"{indent}[subagent {event.child_id}{label} started via {event.provider}]")
-            if live and not ticking:
+            status()
+            terminal.line(
+                f"{indent}[subagent {event.child_id}{label} started via {event.provider}]"
+            )
+            if terminal.live and not ticking:
                 ticking.append(True)
                 agent.start_job(tick)
         else:
             since, _ = started.pop(event.run_id, (time.monotonic(), None))
-            click.echo(
+            status()
+            terminal.line(
                 f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "
                 f"{time.monotonic() - since:.1f}s]"
             )
-        status()
 
     if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
         kernel.subagents.on_event(show)

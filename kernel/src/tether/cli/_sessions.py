@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
-from ._group import Interruption, cli, load, profile_option, run_async, run_interruptible
+from ._group import TEXT, Interruption, cli, load, profile_option, run_async, run_interruptible
 
 #: How many lines ``tether sessions tree`` prints by default.
 TREE_LIMIT = 200
+#: The largest integer SQLite stores: the most ``tether sessions list --limit`` can ask for.
+SQLITE_MAX_INT = 2**63 - 1
 
 
 @cli.group()
@@ -22,7 +24,13 @@ def sessions() -> None:
 
 @sessions.command("list")
 @profile_option
-@click.option("--limit", type=int, default=50, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0, max=SQLITE_MAX_INT),
+    default=50,
+    show_default=True,
+    help="Print at most N sessions.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
     """List sessions, newest first."""
@@ -53,7 +61,7 @@ async def _headers(kernel: Any, limit: int) -> list[Any]:
 
 @sessions.command("show")
 @profile_option
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show_session(profile: Path | None, session_id: str, as_json: bool) -> None:
     """Show a session's header and its event log."""
@@ -64,7 +72,7 @@ def show_session(profile: Path | None, session_id: str, as_json: bool) -> None:
             "header": header.model_dump(),
             "events": [{"seq": s.seq, **s.event.model_dump(mode="json")} for s in events],
         }
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(dumps_deep(document, ensure_ascii=False))  # a model's arguments nest freely
         return
     for key, value in header.model_dump().items():
         click.echo(f"{key}: {value}")
@@ -94,10 +102,14 @@ def _describe(event: Any) -> str:
 @sessions.command("send")
 @profile_option
 @click.option(
-    "--model", "model_spec", default=None, help="Model spec provider:name (default: the agent's)."
+    "--model",
+    "model_spec",
+    type=TEXT,
+    default=None,
+    help="Model spec provider:name (default: the agent's).",
 )
-@click.argument("child_id")
-@click.argument("message")
+@click.argument("child_id", type=TEXT)
+@click.argument("message", type=TEXT)
 def send_to_child(
     profile: Path | None, model_spec: str | None, child_id: str, message: str
 ) -> None:
@@ -248,7 +260,7 @@ async def _root_of(store: Any, child_id: str) -> str:
 
 @sessions.command("tree")
 @profile_option
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
@@ -296,7 +308,7 @@ def tree_session(
     end = offset + limit
     if as_json and not paged:
         document = {**_tree_json(root, nodes), "total": total}
-        click.echo(json.dumps(document, indent=2))
+        click.echo(dumps_deep(document))
         return
     if as_json:
         page = [{**header.model_dump(), "level": level} for header, level, _ in walk[offset:end]]
@@ -367,10 +379,65 @@ def _walk(root: Any, children: dict[str, list[Any]]) -> list[tuple[Any, int, str
 
 
 def _tree_json(root: Any, children: dict[str, list[Any]]) -> dict[str, Any]:
-    return {
-        **root.model_dump(),
-        "children": [_tree_json(child, children) for child in children.get(root.id, [])],
-    }
+    """The tree as nested objects, built without recursion (a chain of delegations can be
+    deeper than Python's recursion limit)."""
+    top: dict[str, Any] = {**root.model_dump(), "children": []}
+    stack: list[tuple[Any, dict[str, Any]]] = [(root, top)]
+    while stack:
+        header, node = stack.pop()
+        for child in children.get(header.id, []):
+            entry: dict[str, Any] = {**child.model_dump(), "children": []}
+            node["children"].append(entry)
+            stack.append((child, entry))
+    return top
+
+
+_END = object()
+
+
+def dumps_deep(value: Any, *, indent: int = 2, ensure_ascii: bool = True) -> str:
+    """``json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)``, the same text, for
+    documents of any depth.
+
+    ``json.dumps`` with an indent recurses once per level and fails on a deep tree (a chain of
+    delegations, a model's deeply nested tool arguments); this writes the same text from an
+    explicit stack. Dicts, lists and JSON scalars only.
+    """
+    out: list[str] = []
+    # Each open container: its remaining items, its level, whether it is a dict, and whether
+    # its first item is still to come.
+    stack: list[tuple[Any, int, bool, list[bool]]] = []
+
+    def start(item: Any, level: int) -> None:
+        if isinstance(item, dict) and item:
+            out.append("{")
+            stack.append((iter(cast(dict[Any, Any], item).items()), level, True, [True]))
+        elif isinstance(item, list | tuple) and item:
+            out.append("[")
+            stack.append((iter(cast(list[Any], item)), level, False, [True]))
+        elif isinstance(item, dict):
+            out.append("{}")
+        elif isinstance(item, list | tuple):
+            out.append("[]")
+        else:
+            out.append(json.dumps(item, ensure_ascii=ensure_ascii))
+
+    start(value, 0)
+    while stack:
+        items, level, is_dict, first = stack[-1]
+        item: Any = next(items, _END)
+        if item is _END:
+            stack.pop()
+            out.append("\n" + " " * (indent * level) + ("}" if is_dict else "]"))
+            continue
+        out.append(("\n" if first[0] else ",\n") + " " * (indent * (level + 1)))
+        first[0] = False
+        if is_dict:
+            key, item = item
+            name = key if isinstance(key, str) else json.dumps(key)  # as json.dumps does
+            out.append(json.dumps(name, ensure_ascii=ensure_ascii) + ": ")
+        start(item, level + 1)
+    return "".join(out)
 
 
 #: How often ``tether sessions send`` looks whether the owner took a posted message, in seconds.

@@ -7,6 +7,7 @@ import inspect
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 from ..errors import ErrorCode, ModelError
 from ._types import ModelRequest, ModelResponse
@@ -48,10 +49,11 @@ class FunctionModel:
 def function_model_from_spec(target: str, base: Path) -> FunctionModel:
     """``pkg.module:fn`` -> a :class:`FunctionModel` calling ``fn``; ``base`` is importable."""
     module_name, sep, attr = target.partition(":")
-    if not sep:
+    if not sep or not _is_dotted_name(module_name) or not _is_dotted_name(attr):
         raise ModelError(
             ErrorCode.MODEL_SPEC_UNKNOWN,
-            f"function model {target!r} must be module:function",
+            f"function model {target!r} is not of the form module:function (a dotted module "
+            "path, a colon, a function name)",
             remedy='write e.g. "function:my_package.models:echo"',
         )
     added = str(base) not in sys.path
@@ -59,14 +61,38 @@ def function_model_from_spec(target: str, base: Path) -> FunctionModel:
         sys.path.insert(0, str(base))
     try:
         module = importlib.import_module(module_name)
-        function = getattr(module, attr)
-    except (ImportError, AttributeError) as exc:
+    except Exception as exc:  # the module's own code may raise anything while it runs
+        found = isinstance(exc, ImportError) and getattr(exc, "name", None) == module_name
         raise ModelError(
             ErrorCode.MODEL_SPEC_UNKNOWN,
             f"function model {target!r} cannot be imported: {type(exc).__name__}: {exc}",
-            remedy="check the module path and that it is importable",
+            remedy="check the module path and that it is importable"
+            if found
+            else "fix the module (--debug shows the traceback)",
         ) from exc
     finally:
         if added:
             sys.path.remove(str(base))
-    return FunctionModel(function, name=f"function:{target}")
+    function: object = module
+    for part in attr.split("."):
+        try:
+            function = getattr(function, part)
+        except Exception as exc:
+            raise ModelError(
+                ErrorCode.MODEL_SPEC_UNKNOWN,
+                f"function model {target!r} cannot be imported: module {module_name!r} has no "
+                f"{attr!r} ({type(exc).__name__}: {exc})",
+                remedy="check the function's name",
+            ) from exc
+    if not callable(function):
+        raise ModelError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"function model {target!r} names a {type(function).__name__}, not a function",
+            remedy="name a function that takes a ModelRequest and returns a ModelResponse or str",
+        )
+    return FunctionModel(cast(ModelFunction, function), name=f"function:{target}")
+
+
+def _is_dotted_name(text: str) -> bool:
+    """``a.b.c`` where every part is a Python identifier (no relative ``..a``, no spaces)."""
+    return bool(text) and all(part.isidentifier() for part in text.split("."))

@@ -30,14 +30,14 @@ the step wait before it answers.
 from __future__ import annotations
 
 import json
-import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ErrorCode, ModelError
+from ..profile import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
 from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
 
 __all__ = ("ScriptStep", "ScriptedModel")
@@ -100,15 +100,24 @@ class ScriptedModel:
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, name: str = "scripted:inline") -> ScriptedModel:
         """Build from an already-parsed script (the TOML/JSON shape)."""
+        file = name.removeprefix("scripted:")
+        deep = too_deep(data)
+        if deep is not None:
+            raise ModelError(
+                ErrorCode.SCRIPT_INVALID,
+                f"model script nests tables or arrays more than {MAX_NESTING} levels deep "
+                f"(at {_loc(deep[:6])} ...)",
+                file=file,
+                remedy="flatten the structure",
+            )
         try:
             script = _Script.model_validate(data)
         except ValidationError as exc:
             error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
             raise ModelError(
                 ErrorCode.SCRIPT_INVALID,
-                f"model script is invalid at {where}: {error['msg']}",
-                file=name.removeprefix("scripted:"),
+                f"model script is invalid at {_loc(error['loc'])}: {error['msg']}",
+                file=file,
                 remedy="see the ScriptedModel format in docs/models.md",
             ) from exc
         agents = {agent: table.steps for agent, table in script.agents.items()}
@@ -117,26 +126,52 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedModel:
-        """Read a ``.toml`` or ``.json`` script."""
+        """Read a ``.toml`` or ``.json`` script (UTF-8; a leading byte order mark is fine)."""
         path = Path(path)
+        kind = "JSON" if path.suffix == ".json" else "TOML"
         try:
-            text = path.read_text(encoding="utf-8")
-            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        except FileNotFoundError:
+            text = read_text_file(path)
+            if kind == "TOML":
+                data: object = parse_toml_text(path, text)
+            else:
+                data = json.loads(text)
+        except TextFileError as problem:
+            if problem.missing:
+                message = f"model script {str(path)!r} {problem.reason}"
+            else:
+                message = f"model script {problem.reason}"
+            if problem.where:
+                message += f" at {problem.where}"
             raise ModelError(
                 ErrorCode.SCRIPT_INVALID,
-                f"model script {str(path)!r} does not exist",
+                message,
                 file=path,
-                remedy="check the scripted:PATH spec (relative to the profile's folder)",
+                remedy=problem.remedy
+                or "check the scripted:PATH spec (relative to the profile's folder)",
             ) from None
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        except json.JSONDecodeError as exc:
             raise ModelError(
                 ErrorCode.SCRIPT_INVALID,
-                f"model script is not valid {path.suffix.lstrip('.').upper() or 'TOML'}: {exc}",
+                f"model script is not valid JSON: {exc}",
                 file=path,
                 remedy="fix the syntax",
             ) from exc
-        return cls.from_data(data, name=f"scripted:{path}")
+        except (RecursionError, ValueError) as exc:  # nested too deeply; an integer too long
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise ModelError(
+                ErrorCode.SCRIPT_INVALID,
+                f"model script is not valid JSON here: {reason.split(';')[0]}",
+                file=path,
+                remedy="fix the file",
+            ) from None
+        if not isinstance(data, dict):
+            raise ModelError(
+                ErrorCode.SCRIPT_INVALID,
+                f"model script must be a {kind} object with steps, not a {type(data).__name__}",
+                file=path,
+                remedy="see the ScriptedModel format in docs/models.md",
+            )
+        return cls.from_data(cast(dict[str, Any], data), name=f"scripted:{path}")
 
     def _script_for(self, agent: str | None) -> tuple[str | None, list[ScriptStep]]:
         if agent is not None and agent in self._steps:
@@ -256,6 +291,14 @@ class ScriptedModel:
                 f"{self.name}: {parts} scripted step(s) were never played",
                 remedy="remove them from the script, or check why the agent stopped early",
             )
+
+
+def _loc(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as the script writes it: ``steps[0].tool_calls``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "the top level"
 
 
 def _where(key: str | None, count: int) -> str:

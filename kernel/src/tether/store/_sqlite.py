@@ -37,7 +37,8 @@ from ._events import (
 )
 from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, busy
 from ._rules import check_depth, check_mail, missing
-from ._sqlite_locks import DEFAULT_BUSY_TIMEOUT, Transaction, locked, retry
+from ._sqlite_faults import check_location
+from ._sqlite_locks import DEFAULT_BUSY_TIMEOUT, Transaction, raise_failure, retry, waitable
 from ._sqlite_schema import SCHEMA_VERSION, open_database
 
 __all__ = ("DEFAULT_BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteStore")
@@ -86,7 +87,7 @@ class SQLiteStore:
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
         self.owner = LeaseOwner.current()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_location(self.path)  # a folder, a FIFO, a path below a file: STORE_UNAVAILABLE
         self._db = open_database(self.path, synchronous=synchronous, busy_timeout=busy_timeout)
         # The next seq of the sessions this store wrote to; true while it holds their lease.
         self._next_seq: dict[str, int] = {}
@@ -140,7 +141,7 @@ class SQLiteStore:
         )
         if row is None:
             raise missing(session_id)
-        return _header(row)
+        return _header(row, self.path)
 
     async def raise_depth(self, session_id: str, depth: int) -> SessionHeader:
         header = await self.header(session_id)
@@ -193,9 +194,9 @@ class SQLiteStore:
             return await self._grouped(session_id, datas)
         try:  # the first attempt inline: the hot path pays for no retry machinery
             return self._append(session_id, datas)
-        except sqlite3.OperationalError as exc:
-            if not locked(exc):
-                raise
+        except sqlite3.Error as exc:
+            if not waitable(exc):
+                raise_failure(exc, self.path)
         return await retry(
             lambda: self._append(session_id, datas),
             path=self.path,
@@ -374,7 +375,7 @@ class SQLiteStore:
             query += " LIMIT ?"
             params.append(limit)
         rows = await self._run(lambda: self._db.execute(query, params).fetchall())
-        return [_header(row) for row in rows]
+        return [_header(row, self.path) for row in rows]
 
     async def delete(self, session_id: str) -> None:
         await self._run(lambda: self._delete(session_id))
@@ -411,12 +412,13 @@ class SQLiteStore:
         return row is not None
 
     def _insert_lease(self, session_id: str) -> None:
-        self._leasing = True
         owner = self.owner
         self._db.execute(
             f"INSERT INTO leases (session_id, {_LEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
             (session_id, owner.host, owner.pid, owner.started, owner.token, self._expiry()),
         )
+        # Once a lease row may exist (a file that refused the write holds none to drop).
+        self._leasing = True
 
     def _expiry(self) -> float:
         return time.time() + self.lease_ttl
@@ -451,12 +453,12 @@ class SQLiteStore:
                 raise busy(session_id, holder, alive=True, file=self.path)
             # Conditional on the dead owner's token: of several takers, exactly one wins.
             me = self.owner
-            self._leasing = True
             taken = self._db.execute(
                 "UPDATE leases SET host = ?, pid = ?, started = ?, token = ?, expires_at = ? "
                 "WHERE session_id = ? AND token = ?",
                 (me.host, me.pid, me.started, me.token, self._expiry(), session_id, holder.token),
             ).rowcount
+            self._leasing = True
         if taken != 1:  # not reachable under the write lock; kept for stores without one
             raise busy(session_id, holder, alive=True, file=self.path)
         self._next_seq.pop(session_id, None)  # the dead owner may have written last
@@ -690,9 +692,18 @@ def _header_row(header: SessionHeader) -> tuple[object, ...]:
     )
 
 
-def _header(row: tuple[object, ...]) -> SessionHeader:
+def _header(row: tuple[object, ...], path: Path) -> SessionHeader:
     keys = [key.strip() for key in _HEADER_COLUMNS.split(",")]
-    return SessionHeader.model_validate(dict(zip(keys, row, strict=True)))
+    try:
+        return SessionHeader.model_validate(dict(zip(keys, row, strict=True)))
+    except ValidationError as exc:
+        raise StoreError(
+            ErrorCode.SESSION_CORRUPT,
+            f"the header of session {str(row[0])[:80]!r} cannot be read: {_reason(exc)}",
+            file=path,
+            remedy="the sessions table was written by another program or a newer tether; "
+            "restore the file from a backup or delete that row (nothing was changed)",
+        ) from exc
 
 
 def _reason(exc: ValidationError) -> str:

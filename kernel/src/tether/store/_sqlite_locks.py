@@ -5,7 +5,9 @@ SQLite's own busy handler sleeps inside the C call, on the calling thread: with 
 waits only briefly (``SQLITE_BUSY_MS``); past that, the work is retried from scratch after an
 ``anyio.sleep`` with a growing delay, until the store's ``busy_timeout`` is spent
 (``STORE_BUSY``). Each attempt is one statement or one ``BEGIN IMMEDIATE`` transaction that
-rolls back on any error, so a retried write never leaves half of itself behind.
+rolls back on any error, so a retried write never leaves half of itself behind. Any other
+failure of the file (damaged, read-only, disk full) is raised at once as the ``StoreError``
+that explains it (``_sqlite_faults``).
 """
 
 from __future__ import annotations
@@ -14,19 +16,22 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import anyio
 
 from ..errors import ErrorCode, StoreError
+from ._sqlite_faults import store_failure
 
 __all__ = (
     "DEFAULT_BUSY_TIMEOUT",
     "SQLITE_BUSY_MS",
     "Transaction",
     "locked",
+    "raise_failure",
     "retry",
     "retry_blocking",
+    "waitable",
 )
 
 T = TypeVar("T")
@@ -51,6 +56,20 @@ def locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def waitable(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is a lock another connection holds, which is worth waiting for."""
+    return isinstance(exc, sqlite3.OperationalError) and locked(exc)
+
+
+def raise_failure(exc: sqlite3.Error, path: Path) -> NoReturn:
+    """Raise the :class:`StoreError` that explains ``exc`` (a damaged or unwritable file), or
+    ``exc`` itself when it is a bug in the caller. Called inside ``except``."""
+    failure = store_failure(exc, path)
+    if failure is None:
+        raise exc
+    raise failure from exc
+
+
 def store_busy(path: Path, waited: float) -> StoreError:
     """``STORE_BUSY``: the file stayed locked for ``waited`` seconds."""
     return StoreError(
@@ -69,18 +88,18 @@ async def retry(work: Callable[[], T], *, path: Path, budget: float, tried: bool
     if not tried:
         try:
             return work()
-        except sqlite3.OperationalError as exc:
-            if not locked(exc):
-                raise
+        except sqlite3.Error as exc:
+            if not waitable(exc):
+                raise_failure(exc, path)
     deadline = time.monotonic() + budget
     delay = FIRST_BACKOFF
     while True:
         await anyio.sleep(delay)
         try:
             return work()
-        except sqlite3.OperationalError as exc:
-            if not locked(exc):
-                raise
+        except sqlite3.Error as exc:
+            if not waitable(exc):
+                raise_failure(exc, path)
             if time.monotonic() >= deadline:
                 raise store_busy(path, budget) from exc
         delay = min(delay * 2, MAX_BACKOFF)
@@ -93,9 +112,9 @@ def retry_blocking(work: Callable[[], T], *, path: Path, budget: float) -> T:
     while True:
         try:
             return work()
-        except sqlite3.OperationalError as exc:
-            if not locked(exc):
-                raise
+        except sqlite3.Error as exc:
+            if not waitable(exc):
+                raise_failure(exc, path)
             if time.monotonic() >= deadline:
                 raise store_busy(path, budget) from exc
         time.sleep(delay)

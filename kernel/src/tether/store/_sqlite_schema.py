@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ErrorCode, StoreError
-from ._sqlite_locks import SQLITE_BUSY_MS, Transaction, retry_blocking
+from ._sqlite_faults import foreign
+from ._sqlite_locks import SQLITE_BUSY_MS, Transaction, raise_failure, retry_blocking
 
 __all__ = ("MIGRATIONS", "SCHEMA_VERSION", "open_database")
 
@@ -65,21 +66,27 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def open_database(
     path: Path, *, synchronous: Literal["NORMAL", "FULL"], busy_timeout: float
 ) -> sqlite3.Connection:
-    """Connect to ``path``, refuse a newer schema, switch to WAL and migrate to the current
-    schema; a file locked by another program is waited for up to ``busy_timeout`` seconds."""
-    db = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_MS / 1000
-    )
+    """Connect to ``path``, refuse a newer schema or another program's database, switch to WAL
+    and migrate to the current schema; a file locked by another program is waited for up to
+    ``busy_timeout`` seconds. A file that cannot be used raises the ``StoreError`` that says
+    why (``_sqlite_faults``)."""
+    try:
+        db = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_MS / 1000
+        )
+    except sqlite3.Error as exc:
+        raise_failure(exc, path)
     wait = functools.partial(retry_blocking, path=path, budget=busy_timeout)
     try:
         # Before anything changes a file this tether may not understand.
         wait(lambda: _check_version(db, path))
         # Switching a file another process is creating to WAL can find it locked, too.
         wait(lambda: db.execute("PRAGMA journal_mode=WAL"))
-        db.execute(f"PRAGMA synchronous={synchronous}")
-        db.execute("PRAGMA foreign_keys=ON")
+        wait(lambda: db.execute(f"PRAGMA synchronous={synchronous}"))
+        wait(lambda: db.execute("PRAGMA foreign_keys=ON"))
         while not wait(lambda: _migrate_step(db, path)):
             pass  # one step per transaction
+        wait(lambda: _check_tables(db))
     except BaseException:
         db.close()
         raise
@@ -93,6 +100,13 @@ def _version(db: sqlite3.Connection) -> int:
 
 def _check_version(db: sqlite3.Connection, path: Path) -> int:
     version = _version(db)
+    if version == 0:
+        # Version 0 is a file no tether has migrated (a migration bumps the version in its own
+        # transaction): new and empty, or another program's database, which is left alone.
+        tables = _tables(db)
+        # Read again: another process may have committed its first migration in between.
+        if tables and _version(db) == 0:
+            raise foreign(path, tables)
     if version > SCHEMA_VERSION:
         raise StoreError(
             ErrorCode.STORE_SCHEMA_UNSUPPORTED,
@@ -102,6 +116,32 @@ def _check_version(db: sqlite3.Connection, path: Path) -> int:
             remedy="upgrade tether, or point the profile's store at another file",
         )
     return version
+
+
+def _tables(db: sqlite3.Connection) -> list[str]:
+    rows = db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name"
+    ).fetchall()
+    return [name for (name,) in rows]
+
+
+#: The columns each table of the current schema has, in the order the store reads them.
+_COLUMNS: dict[str, str] = {
+    "sessions": "id, created_at, label, agent, parent_session, origin, delegation_depth, "
+    "seed_length",
+    "events": "session_id, seq, type, data",
+    "leases": "session_id, host, pid, started, token, expires_at",
+    "mailbox": "id, session_id, message_id, data",
+}
+
+
+def _check_tables(db: sqlite3.Connection) -> None:
+    """Make sure the file has the tables and columns the store uses: a file whose version
+    says "tether" but whose tables do not (another program that uses user_version too, a
+    damaged file) fails here with ``STORE_CORRUPT`` instead of halfway through a command."""
+    for table, columns in _COLUMNS.items():
+        db.execute(f"SELECT {columns} FROM {table} LIMIT 0").fetchall()
 
 
 def _migrate_step(db: sqlite3.Connection, path: Path) -> bool:

@@ -22,6 +22,7 @@ from ._continuation import (
     AgentEntry,
     ContinuableStart,
     ContinuationManager,
+    InterruptOutcome,
     settlement_notice,
 )
 from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
@@ -52,6 +53,7 @@ __all__ = (
     "ContinuablePlan",
     "ContinuableStart",
     "ContinuationManager",
+    "InterruptOutcome",
     "LocalChildRun",
     "SubagentCapabilities",
     "SubagentEvent",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
 from ..errors import ErrorCode, SubagentError
 from ..store import ContextMessage, DescriptorEvent, Event, InboxAccepted, MessageSource
 from ._depth import child_depth
@@ -41,8 +42,6 @@ DELEGATION_NOTE = (
     "that would need approval is denied. Work on the task on your own; the agent that started "
     "you sees only your final message, so make it a complete answer."
 )
-#: The kind of the descriptor a continuable child's log carries (what a cold restore reads).
-CONTINUABLE_DESCRIPTOR = "subagent"
 #: Added to a continuable child's delegation note.
 CONTINUABLE_NOTE = (
     "You are a continuable subagent: after you answer, the agent that started you may send you "
@@ -197,6 +196,7 @@ async def compose_local_child(
     and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
     rebuilds the child from) follows the delegation descriptor."""
     from ..agents import build_preset, new_header, resolve_preset_model
+    from ..agents._compose import known_tool_names
     from ..store import InboxDiscarded
 
     parent = request.parent
@@ -228,11 +228,16 @@ async def compose_local_child(
         overrides["tool_policy"] = parent.tool_policy.as_data()
     tools = parent.tools
     policy = parent.tool_policy
-    if request.tool_filter is not None and not keep_tool_list:
-        # A scoped restrict(): a new registry for this child; the parent's stays as it is.
-        tools = tools.restrict(request.tool_filter)
-    elif request.tool_filter is not None:
-        policy = request.tool_filter.narrow(policy)
+    if request.tool_filter is not None:
+        # A name no plugin offers is a misspelling; a name an ancestor's delegation already
+        # took away (or this agent never had) is narrowed again, which changes nothing.
+        known = known_tool_names(kernel)
+        if not keep_tool_list:
+            # A scoped restrict(): a new registry for this child; the parent's stays as it is.
+            tools = tools.restrict(request.tool_filter, known=known)
+        else:
+            request.tool_filter.check_names([*known, *tools.names()], available=tools.names())
+            policy = request.tool_filter.narrow(policy)
     if continuable:
         tools = _with_kept_tools(tools, parent.tools)
     seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
@@ -245,10 +250,11 @@ async def compose_local_child(
         seed_length=len(seed),
     )
     setup: list[Event] = [*seed]
-    # The delegated policy, snapshotted now and recorded in the child's own log.
+    # The delegated policy, snapshotted now and recorded in the child's own log: what every
+    # route that continues the child restores it with (tether.agents applies it on restore).
     setup.append(
         DescriptorEvent(
-            kind="delegation",
+            kind=DELEGATION_DESCRIPTOR,
             version=1,
             data={
                 "provider": provider,
@@ -259,6 +265,8 @@ async def compose_local_child(
                 "tool_filter": _filter_data(request),
                 "persona": request.persona,
                 "output_schema": request.output_schema,
+                "tools": tools.names(),
+                "policy": policy.as_data() if policy is not None else None,
             },
         )
     )
@@ -318,8 +326,10 @@ async def compose_local_child(
 async def restore_local_child(parent: Agent, header: Any, descriptor: DescriptorEvent) -> Agent:
     """A continuable child rebuilt from its own log (a cold restore), restored and not yet
     entered. The provider is not called: the descriptor says everything the setup window
-    decided, and the log holds the rest."""
-    from ..agents import ToolFilter, build_preset, resolve_preset_model
+    decided (its model and budget here; its tools, their policy and its approvals are pinned
+    by its ``delegation`` descriptor, which ``Agent.restore`` applies), and the log holds the
+    rest."""
+    from ..agents import build_preset, resolve_preset_model
 
     kernel = parent.kernel
     assert kernel is not None
@@ -329,21 +339,9 @@ async def restore_local_child(parent: Agent, header: Any, descriptor: Descriptor
     if data.get("model"):
         model = resolve_preset_model(preset, data["model"])
     limits = _limits(parent.limits, data.get("max_output_tokens"))
-    tools = preset.tools
-    if data.get("tools") is not None:
-        kept = set(data["tools"])
-        tools = type(tools)(tool for tool in tools if tool.name in kept)
     child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
-    child.tools = tools
     child.scope = (parent.scope or kernel.global_scope).child(header.id)
     child.approval = "deny"
-    policy = data.get("policy")
-    if policy is not None:
-        allow = policy.get("allow")
-        child.tool_policy = ToolFilter(
-            allow=frozenset(allow) if allow is not None else None,
-            deny=frozenset(policy.get("deny", ())),
-        )
     await child.restore()
     return child
 

@@ -56,12 +56,15 @@ __all__ = (
     "AgentEntry",
     "ContinuableStart",
     "ContinuationManager",
+    "InterruptOutcome",
     "settlement_notice",
 )
 
 log = logging.getLogger("tether.subagents")
 
 ActivationState = Literal["running", "waiting", "settled"]
+#: What :meth:`ContinuationManager.interrupt` did.
+InterruptOutcome = Literal["interrupted", "not-running", "settling", "not-live", "not-continuable"]
 
 #: The first line of a settlement notice, per stop reason of the child's last turn (dsh's texts).
 SUMMARIES = {
@@ -558,11 +561,24 @@ class ContinuationManager:
 
     async def interrupt(
         self, target_id: str, *, by: Agent | None = None, human_root: str | None = None
-    ) -> bool:
+    ) -> InterruptOutcome:
         """Abort the target's running turn, keeping its queued messages parked until a later
         waking message; its descendants keep running. ``by`` is an exact live ancestor;
-        ``human_root`` the root session the human owns. Whether a live child was interrupted
-        (an absent one is a no-op)."""
+        ``human_root`` the root session the human owns. Returns what happened:
+
+        * ``interrupted``: a running turn was aborted;
+        * ``not-running``: the child is live here but no turn was running (it holds parked
+          messages, or waits on children of its own); nothing was aborted;
+        * ``settling``: it had settled and is closing; nothing was aborted;
+        * ``not-live``: it is a continuable child with no activation in this process (it
+          settled earlier; a follow-up restores it);
+        * ``not-continuable``: it is below ``by`` but not a continuable child (a one-shot run,
+          which its own tool call or job owns).
+
+        An id with no session is ``SUBAGENT_UNAVAILABLE``; a session ``by`` is not above,
+        ``UNAUTHORIZED``. With ``human_root``, a target without an activation here is
+        ``not-live`` (there is no store to look it up in).
+        """
         if (by is None) == (human_root is None):
             raise SubagentError(
                 ErrorCode.SUBAGENT_INVALID,
@@ -578,15 +594,17 @@ class ContinuationManager:
                 )
         activation = self._activations.get(target_id)
         if activation is None:
-            return False
+            if by is None:
+                return "not-live"
+            header = await self._header(by, target_id)
+            self._authorize_ancestor(by, target_id, await self._ancestors(by, header))
+            if await self.descriptor(by, header) is None:
+                return "not-continuable"
+            return "not-live"
         agent = activation.agent
         chain = await self._ancestors(agent, agent.header)
-        if by is not None and by.session_id not in chain:
-            raise SubagentError(
-                ErrorCode.UNAUTHORIZED,
-                f'agent "{by.session_id}" is not an ancestor of "{target_id}"',
-                remedy="only the agents above a subagent may interrupt it",
-            )
+        if by is not None:
+            self._authorize_ancestor(by, target_id, chain)
         if human_root is not None:
             root = await agent.store.header(chain[-1]) if chain else None
             if root is None or root.id != human_root or root.origin != "user":
@@ -595,9 +613,16 @@ class ContinuationManager:
                     f'"{target_id}" is not below "{human_root}", a root session a person started',
                 )
         if activation.closing:
-            return False
-        agent.interrupt()
-        return True
+            return "settling"
+        return "interrupted" if agent.interrupt() else "not-running"
+
+    def _authorize_ancestor(self, by: Agent, target_id: str, chain: list[str]) -> None:
+        if by.session_id not in chain:
+            raise SubagentError(
+                ErrorCode.UNAUTHORIZED,
+                f'agent "{by.session_id}" is not an ancestor of "{target_id}"',
+                remedy="only the agents above a subagent may interrupt it",
+            )
 
     async def report(
         self, child: Agent, content: str, *, delivery: Literal["quiet", "wakeup"] = "quiet"

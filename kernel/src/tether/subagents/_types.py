@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -13,6 +14,7 @@ from ..store import Event, StopReason
 
 if TYPE_CHECKING:
     from ..agents import Agent, ToolFilter
+    from ..capabilities import Offer
 
 __all__ = (
     "CAPABILITIES",
@@ -25,6 +27,7 @@ __all__ = (
     "SubagentResult",
     "SubagentRun",
     "SubagentStartRequest",
+    "check_provider_offer",
 )
 
 Capability = Literal["output_schema", "depth_limit", "tool_filter", "persona"]
@@ -199,3 +202,65 @@ class SubagentProvider(Protocol):
         ...
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun: ...
+
+
+def check_provider_offer(
+    offer: Offer, name: str, providers: Sequence[SubagentProvider]
+) -> tuple[str, str] | None:
+    """What a plugin's providers break of its offer of the subagent provider ``name``, as
+    ``(problem, remedy)``, or ``None``. The load-time negotiation trusts the offer, so each
+    offered capability must be one the provider object has: a ``continuable`` offer needs an
+    ``async prepare_continuable``, a capability flag needs the same flag in the provider's
+    ``capabilities``, and every provider needs an ``async start``. Offered capabilities the
+    kernel does not know are between the plugin and the tools that require them."""
+    named = [provider for provider in providers if provider.name == name]
+    if not named:
+        handed = ", ".join(f'"{provider.name}"' for provider in providers) or "none"
+        return (
+            f'its tether_subagent_providers hands over no provider named "{name}" (it hands '
+            f"over: {handed})",
+            "give the provider the offered name, or name the offer after the provider "
+            "(tether.Offer(name=...))",
+        )
+    provider = named[0]
+    what = f"its provider {type(provider).__name__}"
+    declared: Any = provider.capabilities
+    if not isinstance(declared, SubagentCapabilities):
+        return (
+            f"{what} declares capabilities of type {type(declared).__name__}",
+            "declare capabilities = tether.subagents.SubagentCapabilities(...)",
+        )
+    if not _is_async(getattr(provider, "start", None)):
+        return (
+            f"{what} has no async start method",
+            "define async def start(self, request) -> SubagentRun",
+        )
+    for capability in (*CAPABILITIES, "continuable"):
+        if capability not in offer.capabilities:
+            continue
+        if capability == "continuable":
+            if not _is_async(getattr(provider, "prepare_continuable", None)):
+                return (
+                    f'it offers the "continuable" capability, but {what} has no async '
+                    "prepare_continuable method",
+                    "add async def prepare_continuable(self, request) -> ContinuablePlan to the "
+                    'provider, or drop "continuable" from its tether_offers',
+                )
+        elif not getattr(declared, capability):
+            return (
+                f'it offers the "{capability}" capability, but {what} declares '
+                f"capabilities.{capability} = False",
+                f"declare {capability}=True in the provider's capabilities if it enforces it, "
+                f'or drop "{capability}" from its tether_offers',
+            )
+    return None
+
+
+def _is_async(function: object) -> bool:
+    """Whether calling ``function`` gives an awaitable coroutine (an ``async def``, or an
+    object whose ``__call__`` is one)."""
+    if function is None or not callable(function):
+        return False
+    if inspect.iscoroutinefunction(function):
+        return True
+    return inspect.iscoroutinefunction(type(function).__call__)  # an object called like one

@@ -14,7 +14,9 @@ The parent (and, for in-process providers, the child) runs :func:`conformance_mo
 a prompt containing ``FAIL`` with a failed request, ``BLOCK`` by waiting until cancelled,
 ``JSON`` with ``{"answer": "ok"}``, and anything else with ``conformance answer``. Override the
 ``make_parent`` fixture to build the parent differently (another profile, model or store).
-Capability-specific tests skip for a capability the provider does not declare.
+Capability-specific tests skip for a capability the provider does not declare. Override the
+``offer`` fixture with the ``tether.Offer`` your plugin's ``tether_offers`` makes for the
+provider to check that the provider keeps it, as loading the plugin will.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import anyio
 import pytest
 
 from ..agents import Agent, compose_agent
+from ..capabilities import Offer
 from ..errors import ErrorCode, ModelError, SubagentError
 from ..models import FunctionModel, ModelRequest
 from ..store import MemoryStore
@@ -36,6 +39,7 @@ from ..subagents import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from ..subagents._types import check_provider_offer
 from ._kernel import make_kernel, write_profile
 
 __all__ = ("SubagentProviderConformance", "conformance_model")
@@ -77,6 +81,12 @@ class SubagentProviderConformance:
         return make
 
     @pytest.fixture
+    def offer(self) -> Offer | None:
+        """The offer the provider's plugin makes for it (``tether_offers``); ``None`` (the
+        default) skips the test that checks the provider keeps it."""
+        return None
+
+    @pytest.fixture
     def runtime(self, provider: SubagentProvider) -> SubagentRuntime:
         runtime = SubagentRuntime()
         runtime.register_provider(provider)
@@ -99,6 +109,13 @@ class SubagentProviderConformance:
         assert provider.name
         assert isinstance(provider.capabilities, SubagentCapabilities)
         assert isinstance(provider.inherits_parent_context, bool)
+
+    async def test_keeps_the_offer_its_plugin_makes(
+        self, provider: SubagentProvider, offer: Offer | None
+    ) -> None:
+        if offer is None:
+            pytest.skip("no offer given (override the offer fixture)")
+        assert check_provider_offer(offer, offer.name or provider.name, [provider]) is None
 
     async def test_a_completed_child_resolves_with_its_last_message(
         self, provider, runtime, make_parent

@@ -7,9 +7,9 @@ from typing import Any
 
 from tether.agents import Agent, Tool, ToolContext, ToolError
 from tether.errors import TetherError
-from tether.subagents import AgentEntry, ContinuationManager
+from tether.subagents import AgentEntry, ContinuationManager, InterruptOutcome
 
-__all__ = ("LIST_PAGE", "control_tools", "render_entries")
+__all__ = ("LIST_PAGE", "control_tools", "interrupt_text", "render_entries")
 
 #: How many agents one ``list_agents`` call shows unless it asks for fewer.
 LIST_PAGE = 50
@@ -39,10 +39,39 @@ async def _interrupt_agent(arguments: dict[str, Any], context: ToolContext) -> s
     manager = _manager(context.agent)
     agent_id = arguments["agent_id"]
     try:
-        await manager.interrupt(agent_id, by=context.agent)
+        outcome = await manager.interrupt(agent_id, by=context.agent)
     except TetherError as exc:
         raise ToolError(str(exc)) from exc
-    return f"interrupt requested for agent {agent_id}"
+    return interrupt_text(manager, agent_id, outcome)
+
+
+def interrupt_text(manager: ContinuationManager, agent_id: str, outcome: InterruptOutcome) -> str:
+    """What ``interrupt_agent`` answers: what the interrupt did, never more."""
+    if outcome == "interrupted":
+        return (
+            f"interrupted the running turn of agent {agent_id}; its queued messages wait until "
+            "you send it another"
+        )
+    if outcome == "not-running":
+        text = f"agent {agent_id} was not running a turn; nothing was interrupted"
+        child = manager.live(agent_id)
+        parked = child.pending if child is not None else 0
+        if parked:
+            text += f"; its {parked} queued message(s) wait until you send it another"
+        if manager.state(agent_id) == "waiting":
+            text += "; it is waiting on subagents of its own, which keep running"
+        return text
+    if outcome == "settling":
+        return f"agent {agent_id} had already finished and is settling; nothing was interrupted"
+    if outcome == "not-live":
+        return (
+            f"agent {agent_id} is not running (it settled earlier; send_message restores it); "
+            "nothing was interrupted"
+        )
+    return (
+        f"agent {agent_id} is not a continuable subagent (a one-shot run), so it cannot be "
+        "interrupted; nothing was interrupted"
+    )
 
 
 def render_entries(entries: list[AgentEntry], total: int, offset: int, descendants: bool) -> str:

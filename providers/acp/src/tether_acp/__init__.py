@@ -29,10 +29,11 @@ from tether.subagents import (
 )
 
 from ._client import set_permission_host
-from ._model import SESSION_DESCRIPTOR, AcpModel
-from ._settings import AcpAgentSettings, Settings
+from ._model import PARTIAL_DESCRIPTOR, SESSION_DESCRIPTOR, AcpModel
+from ._settings import AcpAgentSettings, Settings, command_problem
 
 __all__ = (
+    "PARTIAL_DESCRIPTOR",
     "SESSION_DESCRIPTOR",
     "AcpAgentSettings",
     "AcpModel",
@@ -53,6 +54,29 @@ class AcpProvider:
         self.spec = spec
         self.name = spec.name
 
+    def check(self) -> None:
+        """Raise ``PLUGIN_SETTINGS_INVALID`` when the agent cannot be started here: its program
+        is not an executable on PATH, or its ``cwd`` is not a folder. For ``tether check``; a
+        child's first turn makes the same checks and ends ``error`` with the same reason."""
+        problem = command_problem(self.spec)
+        if problem is not None:
+            raise tether.PluginError(
+                tether.ErrorCode.PLUGIN_SETTINGS_INVALID,
+                f'invalid settings for plugin "acp": {problem}',
+                key=f'[[plugin.acp.agents]] name = "{self.name}", command',
+                plugin="acp",
+                remedy="install the agent, or give the full path of its program",
+            )
+        if self.spec.cwd is not None and not Path(self.spec.cwd).is_dir():
+            raise tether.PluginError(
+                tether.ErrorCode.PLUGIN_SETTINGS_INVALID,
+                f'invalid settings for plugin "acp": cwd {str(self.spec.cwd)!r} of ACP agent '
+                f"{self.name!r} is not a folder",
+                key=f'[[plugin.acp.agents]] name = "{self.name}", cwd',
+                plugin="acp",
+                remedy="create the folder, or fix cwd",
+            )
+
     async def start(self, request: SubagentStartRequest) -> LocalChildRun:
         return await start_local_child(request, provider=self.name, model=AcpModel(self.spec))
 
@@ -70,6 +94,8 @@ def tether_settings_model() -> type[Settings]:
 
 @tether.hookimpl
 def tether_subagent_providers(settings: Settings) -> list[AcpProvider]:
+    # No check of the agents' programs here: this runs whenever a profile is loaded, and
+    # reading stored sessions needs no agent. See AcpProvider.check.
     return [AcpProvider(spec) for spec in settings.agents]
 
 

@@ -1,14 +1,20 @@
 """What an ACP child may ask of tether (the ACP *client* side): file access inside the allowed
-roots, permission decisions by policy, and the updates that become the child's answer."""
+roots (see ``_files``), permission decisions by policy, and the updates that become the child's
+answer and its log."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from tether.agents import PermissionHost, PermissionQuestion
 from tether.store import DescriptorEvent
+
+from ._files import INVALID_PARAMS, FileRefused, FileSandbox
 
 if TYPE_CHECKING:
     from tether.agents import Agent
@@ -18,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ("ChildClient", "PermissionQuestion", "set_permission_host")
 
 log = logging.getLogger("tether.acp")
+
+#: The most of a tool call's content text kept in its ``acp/tool_call`` record.
+TOOL_CONTENT_CHARS = 2000
 
 
 def set_permission_host(kernel: Any, host: PermissionHost | None) -> None:
@@ -32,13 +41,17 @@ class ChildClient:
     def __init__(self, model: AcpModel, agent: Agent, roots: tuple[Path, ...]) -> None:
         self._model = model
         self._agent = agent
-        self._roots = tuple(root.resolve() for root in roots)
+        self._files = FileSandbox(roots, model.spec.max_file_bytes)
         self.loading = False
         """While ``session/load`` replays history: updates are not part of a turn."""
         self._chunks: list[str] = []
         self._message: str | None = None  # the message id of the last chunk, if it had one
         self._tools: dict[str, dict[str, Any]] = {}
-        self._events: list[DescriptorEvent] = []
+        # The turn's records in the order they happened. A tool call sits where its latest
+        # update arrived, so a permission decision made before the call ran comes first.
+        self._records: dict[tuple[str, str], DescriptorEvent | None] = {}
+        self._serial = itertools.count()
+        self._cancelled = anyio.Event()
 
     def rebind(self, model: AcpModel, agent: Agent) -> None:
         """A warm session was taken over by a restored child's model."""
@@ -50,17 +63,30 @@ class ChildClient:
         self._chunks.clear()
         self._message = None
         self._tools.clear()
-        self._events.clear()
+        self._records.clear()
+        self._cancelled = anyio.Event()
+
+    def cancel_pending(self) -> None:
+        """The turn is being cancelled: open permission questions answer ``cancelled``."""
+        self._cancelled.set()
 
     def text(self) -> str:
         return "".join(self._chunks)
 
     def take_events(self) -> list[DescriptorEvent]:
-        events = [DescriptorEvent(kind="acp/tool_call", data=t) for t in self._tools.values()]
-        events += self._events
+        """The turn's records, in order; they are handed over once."""
+        events: list[DescriptorEvent] = []
+        for (kind, key), event in self._records.items():
+            if kind == "tool":
+                events.append(DescriptorEvent(kind="acp/tool_call", data=dict(self._tools[key])))
+            elif event is not None:
+                events.append(event)
         self._tools.clear()
-        self._events.clear()
+        self._records.clear()
         return events
+
+    def _note(self, kind: str, data: dict[str, Any]) -> None:
+        self._records[("event", str(next(self._serial)))] = DescriptorEvent(kind=kind, data=data)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if self.loading:
@@ -75,14 +101,17 @@ class ChildClient:
                 self._chunks.append(text)
                 self._message = message
         elif kind in ("tool_call", "tool_call_update"):
-            entry = self._tools.setdefault(update.tool_call_id, {"id": update.tool_call_id})
+            call_id = str(update.tool_call_id)
+            entry = self._tools.setdefault(call_id, {"id": call_id})
             for key in ("title", "kind", "status"):
                 value = getattr(update, key, None)
                 if value is not None:
                     entry[key] = value
             content = _content_text(getattr(update, "content", None))
             if content:
-                entry["content"] = content[:2000]
+                entry["content"] = content[:TOOL_CONTENT_CHARS]
+            self._records.pop(("tool", call_id), None)
+            self._records[("tool", call_id)] = None
 
     # ------------------------------------------------------------------ permission
 
@@ -94,9 +123,13 @@ class ChildClient:
         spec = self._model.spec
         kind = getattr(tool_call, "kind", None)
         title = getattr(tool_call, "title", None) or kind or "a tool"
+        by_id = {o.option_id: o for o in options}
         choice: str | None = None
         by = "policy"
-        if spec.permission == "allow_once" and kind in spec.allow_kinds:
+        cancelled = self._cancelled.is_set()
+        if cancelled:
+            by = "the turn was cancelled"
+        elif spec.permission == "allow_once" and kind in spec.allow_kinds:
             choice = _option(options, "allow_once")
         elif spec.permission == "ask":
             host = getattr(self._agent.kernel, "permission_host", None)
@@ -111,21 +144,35 @@ class ChildClient:
                     kind=kind,
                     options=tuple((o.option_id, o.name, o.kind) for o in options),
                 )
-                try:
-                    choice = await host(question)
-                except Exception:
-                    log.exception("the permission host failed; denying")
-                    by = "the host failed"
-        if choice is None:
+                choice, cancelled, failure = await self._ask(host, question)
+                if cancelled:
+                    by = "the turn was cancelled"
+                elif failure is not None:
+                    by = f"the host failed ({failure}); denied"
+                elif choice is not None and choice not in by_id:
+                    by = f"the host answered an option the agent did not offer ({choice!r})"
+                    choice = None
+        if cancelled:
+            choice = None
+        elif choice is None:
             choice = _option(options, "reject_once") or _option(options, "reject_always")
-            decision = "denied"
-        else:
+        chosen = by_id.get(choice) if choice is not None else None
+        if cancelled:
+            decision = "cancelled"
+        elif chosen is not None and str(chosen.kind).startswith("allow"):
             decision = "allowed"
-        self._events.append(
-            DescriptorEvent(
-                kind="acp/permission",
-                data={"tool": title, "kind": kind, "decision": decision, "by": by},
-            )
+        else:
+            decision = "denied"  # a reject option, or none to pick
+        self._note(
+            "acp/permission",
+            {
+                "tool": title,
+                "tool_call_id": getattr(tool_call, "tool_call_id", None),
+                "kind": kind,
+                "decision": decision,
+                "option": choice,
+                "by": by,
+            },
         )
         if choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -133,27 +180,37 @@ class ChildClient:
             outcome=AllowedOutcome(outcome="selected", option_id=choice)
         )
 
+    async def _ask(
+        self, host: PermissionHost, question: PermissionQuestion
+    ) -> tuple[str | None, bool, str | None]:
+        """The host's answer, raced against the turn's cancellation:
+        ``(option id or None, cancelled, how the host failed or None)``."""
+        answers: list[str | None] = []
+        failures: list[str] = []
+        cancelled = self._cancelled
+
+        async def ask() -> None:
+            try:
+                answers.append(await host(question))
+            except Exception as exc:
+                log.warning("the permission host failed; denying: %s", exc, exc_info=True)
+                failures.append(f"{type(exc).__name__}: {exc}")
+            group.cancel_scope.cancel()
+
+        async def watch() -> None:
+            await cancelled.wait()
+            group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            group.start_soon(watch)
+        if answers:
+            return answers[0], False, None
+        if failures:
+            return None, False, failures[0]
+        return None, True, None
+
     # ------------------------------------------------------------------ files
-
-    def _allowed(self, path: str) -> Path:
-        import acp
-
-        candidate = Path(path)
-        if not candidate.is_absolute():
-            raise acp.RequestError.invalid_params({"path": path, "reason": "not an absolute path"})
-        resolved = candidate.resolve()
-        if not any(resolved.is_relative_to(root) for root in self._roots):
-            self._events.append(
-                DescriptorEvent(kind="acp/refused", data={"path": path, "reason": "outside roots"})
-            )
-            raise acp.RequestError.invalid_params(
-                {
-                    "path": path,
-                    "reason": "outside the folders this agent may use: "
-                    + ", ".join(str(r) for r in self._roots),
-                }
-            )
-        return resolved
 
     async def read_text_file(
         self,
@@ -163,31 +220,37 @@ class ChildClient:
         limit: int | None = None,
         **kwargs: Any,
     ) -> Any:
-        import acp
         from acp.schema import ReadTextFileResponse
 
-        target = self._allowed(path)
-        try:
-            text = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise acp.RequestError.invalid_params({"path": path, "reason": str(exc)}) from None
-        if line is not None or limit is not None:
-            lines = text.splitlines(keepends=True)
-            start = max((line or 1) - 1, 0)
-            text = "".join(lines[start : None if limit is None else start + limit])
-        return ReadTextFileResponse(content=text)
+        content = await self._file_request(
+            "fs/read_text_file", session_id, path, self._files.read, path, line, limit
+        )
+        return ReadTextFileResponse(content=content)
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
-        import acp
         from acp.schema import WriteTextFileResponse
 
-        target = self._allowed(path)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
-        except OSError as exc:
-            raise acp.RequestError.invalid_params({"path": path, "reason": str(exc)}) from None
+        await self._file_request(
+            "fs/write_text_file", session_id, path, self._files.write, path, content
+        )
         return WriteTextFileResponse()
+
+    async def _file_request(
+        self, method: str, session_id: str, path: str, function: Any, *args: Any
+    ) -> Any:
+        """Run a sandboxed file request off the event loop; a refusal becomes the spec's
+        JSON-RPC error (and an ``acp/refused`` note in the child's log)."""
+        try:
+            own = self._model.session_id
+            if own is not None and session_id != own:
+                raise FileRefused(
+                    INVALID_PARAMS, f"unknown session {session_id!r}; this client's is {own!r}"
+                )
+            return await self._files.run(function, *args)
+        except FileRefused as exc:
+            if exc.refusal:
+                self._note("acp/refused", {"method": method, "path": path, "reason": exc.reason})
+            raise exc.to_request_error(path) from None
 
     # ------------------------------------------------------------------ not offered
 
@@ -239,7 +302,7 @@ def _content_text(content: Any) -> str:
     """The text of a tool call's content blocks."""
     if not content:
         return ""
-    texts = []
+    texts: list[str] = []
     for item in content:
         inner = getattr(item, "content", None)
         text = getattr(inner, "text", None) or getattr(item, "text", None)

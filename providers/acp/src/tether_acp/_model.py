@@ -12,19 +12,27 @@ The process is started on the first request and ended with the mirror agent (``d
 is closed, then the process group is terminated and killed after a grace period. A cancelled
 turn sends ``session/cancel`` and waits ``cancel_grace`` seconds for the prompt to answer before
 the process group is ended. A crash, a protocol error or a timeout ends the turn with stop
-reason ``error`` and a diagnostic (exit status and the tail of the agent's stderr).
+reason ``error`` and a diagnostic (exit status, the agent's error and its ``data``, and the tail
+of the agent's stderr). Text the agent streamed in a turn that got no answer is kept in the
+mirror's log (``acp/partial``).
+
+Every wait runs in a task group of the call that waits (the request, the process's exit, the
+reading of its stderr), so nothing outlives the call, and a teardown is shielded and bounded.
+The agent's stderr is read while tether waits for the agent and while its process ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
 from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -33,20 +41,26 @@ from tether.models import ModelRequest, ModelResponse
 from tether.store import DescriptorEvent
 
 from ._client import ChildClient
+from ._settings import command_problem
 
 if TYPE_CHECKING:
     from acp.client.connection import ClientSideConnection
+    from acp.schema import InitializeResponse
 
     from tether.agents import Agent
 
     from ._settings import AcpAgentSettings
 
-__all__ = ("SESSION_DESCRIPTOR", "AcpModel")
+__all__ = ("PARTIAL_DESCRIPTOR", "SESSION_DESCRIPTOR", "AcpModel")
 
 log = logging.getLogger("tether.acp")
 
+_T = TypeVar("_T")
+
 #: The descriptor kind a mirror session records its ACP session id in.
 SESSION_DESCRIPTOR = "acp/session"
+#: The descriptor kind of the text an agent streamed in a turn that ended without its answer.
+PARTIAL_DESCRIPTOR = "acp/partial"
 #: ACP stop reason -> tether finish reason (``cancelled`` is handled where it happens).
 FINISH = {
     "end_turn": "stop",
@@ -54,13 +68,54 @@ FINISH = {
     "max_turn_requests": "length",
     "refusal": "refusal",
 }
+#: The JSON-RPC error code of ACP's "authentication required".
+AUTH_REQUIRED = -32000
 #: How many events after its seed a mirror's ACP session descriptor is looked for in: it is
 #: recorded in the child's first turn, after the setup window and that turn's opening events.
 SESSION_WINDOW = 64
-#: Lines of the agent's stderr kept for diagnostics.
+#: Lines of the agent's stderr kept for diagnostics, and the most of one line kept.
 STDERR_LINES = 20
+STDERR_LINE_CHARS = 2000
+#: Bytes of stderr read at a time.
+STDERR_CHUNK = 64 * 2**10
 #: The stream limit for the agent's stdout (one JSON-RPC message per line).
 STREAM_LIMIT = 50 * 2**20
+#: Seconds to wait for a crashed agent's exit status and last stderr lines.
+EXIT_WAIT = 1.0
+#: Seconds a closing connection may take; and a killed process to be reaped.
+CLOSE_TIMEOUT = 5.0
+#: The most of an agent's JSON-RPC error ``data`` quoted in a diagnostic.
+ERROR_DATA_CHARS = 1000
+
+
+class _RequestFailed(ModelError):
+    """The agent answered a request with a JSON-RPC error (``rpc_code``)."""
+
+    def __init__(self, message: str, rpc_code: int, reason: str) -> None:
+        super().__init__(ErrorCode.MODEL_REQUEST_FAILED, message)
+        self.rpc_code = rpc_code
+        self.reason = reason
+
+
+class _StderrTail:
+    """The last lines an agent wrote to stderr (shared by the models that take a process over)."""
+
+    def __init__(self) -> None:
+        self.lines: deque[str] = deque(maxlen=STDERR_LINES)
+        self._partial = ""
+
+    def feed(self, data: bytes, name: str) -> None:
+        text = self._partial + data.decode(errors="replace")
+        *complete, self._partial = text.split("\n")
+        self._partial = self._partial[-STDERR_LINE_CHARS:]
+        for line in complete:
+            line = line.rstrip()[:STDERR_LINE_CHARS]
+            self.lines.append(line)
+            log.debug("%s stderr: %s", name, line)
+
+    def text(self) -> str:
+        lines = [*self.lines, *([self._partial] if self._partial.strip() else [])]
+        return " | ".join(lines)[-1000:]
 
 
 class AcpModel:
@@ -76,9 +131,8 @@ class AcpModel:
         self._conn: ClientSideConnection | None = None
         self._client: ChildClient | None = None
         self._session_id: str | None = None
-        self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
-        self._stderr_task: asyncio.Task[None] | None = None
-        self._reclaimed = anyio.Event()
+        self._stderr = _StderrTail()
+        self._reclaimed: anyio.Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -105,22 +159,21 @@ class AcpModel:
         self._reclaimed = anyio.Event()
         _WARM[key] = self
         try:
-            parent.start_job(self._linger, key)
+            parent.start_job(self._linger, key, self._reclaimed)
         except RuntimeError:
             _WARM.pop(key, None)
             await self.close()
 
-    async def _linger(self, key: tuple[str, str]) -> None:
+    async def _linger(self, key: tuple[str, str], reclaimed: anyio.Event) -> None:
         """Wait ``keep_warm`` seconds for a follow-up to reclaim the session, then end it."""
         try:
             with anyio.move_on_after(self.spec.keep_warm):
-                await self._reclaimed.wait()
+                await reclaimed.wait()
         finally:
             if _WARM.get(key) is self:
                 del _WARM[key]
-            if not self._reclaimed.is_set():
-                with anyio.CancelScope(shield=True):
-                    await self.close()
+            if not reclaimed.is_set():
+                await self.close()
 
     def _warm_key(self) -> tuple[str, str] | None:
         if self._session_id is None:
@@ -136,16 +189,13 @@ class AcpModel:
     def _adopt(self, warm: AcpModel, agent: Agent) -> None:
         """Take over a warm model's process, connection and session."""
         self._process, self._conn, self._client = warm._process, warm._conn, warm._client
-        self._session_id, self._stderr, self._stderr_task = (
-            warm._session_id,
-            warm._stderr,
-            warm._stderr_task,
-        )
-        warm._process = warm._conn = warm._client = warm._stderr_task = None
+        self._session_id, self._stderr = warm._session_id, warm._stderr
+        warm._process = warm._conn = warm._client = None
         warm._session_id = None
         assert self._client is not None
         self._client.rebind(self, agent)
-        warm._reclaimed.set()
+        if warm._reclaimed is not None:
+            warm._reclaimed.set()
 
     @property
     def session_id(self) -> str | None:
@@ -153,20 +203,22 @@ class AcpModel:
         return self._session_id
 
     async def close(self) -> None:
+        """End the connection and the process group; shielded, and bounded in time."""
         conn, process = self._conn, self._process
         self._conn = self._process = None
         self._session_id = None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-        if process is not None:
-            await _end_process(process, self.spec.cancel_grace)
-        if self._stderr_task is not None:
-            self._stderr_task.cancel()
-            self._stderr_task = None
+        with anyio.CancelScope(shield=True):
+            if conn is not None:
+                with anyio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(Exception):
+                    await conn.close()
+            if process is not None:
+                await _end_process(process, self.spec.cancel_grace, self._drain_stderr)
+
+    # ------------------------------------------------------------------ connecting
 
     async def _connect(self) -> ClientSideConnection:
-        """Start the process, ``initialize``, and open (or load) the session."""
+        """Start the process, ``initialize``, authenticate if needed, open (or load) the
+        session."""
         import acp
         from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
@@ -182,9 +234,19 @@ class AcpModel:
             self._adopt(warm, agent)  # a settled child's session, still up: no restart
             return warm_conn(self)
         spec = self.spec
-        cwd = Path(spec.cwd) if spec.cwd is not None else agent.cwd
-        roots = tuple(Path(r) for r in spec.roots) if spec.roots else (agent.cwd,)
+        # ACP wants an absolute cwd; the parent's working directory may have been relative.
+        cwd = Path(os.path.realpath(spec.cwd if spec.cwd is not None else agent.cwd))
+        problem = command_problem(spec)
+        if problem is not None:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: could not start ACP agent {spec.name!r}: {problem}",
+                remedy="install the agent, or give the full path of its program in its "
+                "[[plugin.acp.agents]] table",
+            )
+        roots = tuple(Path(r) for r in spec.roots) if spec.roots else (Path(agent.cwd),)
         self._client = ChildClient(self, agent, roots)
+        self._stderr = _StderrTail()
         try:
             with anyio.fail_after(spec.startup_timeout):
                 self._process = await asyncio.create_subprocess_exec(
@@ -200,11 +262,10 @@ class AcpModel:
                 )
                 assert self._process.stdin is not None
                 assert self._process.stdout is not None
-                self._stderr_task = asyncio.ensure_future(self._read_stderr(self._process))
                 conn = acp.connect_to_agent(self._client, self._process.stdin, self._process.stdout)
                 self._conn = conn
-                init = await self._call(
-                    conn.initialize(
+                init: InitializeResponse = await self._call(
+                    lambda: conn.initialize(
                         protocol_version=acp.PROTOCOL_VERSION,
                         client_capabilities=ClientCapabilities(
                             fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
@@ -214,41 +275,7 @@ class AcpModel:
                     ),
                     "initialize",
                 )
-                can_load = bool(init.agent_capabilities and init.agent_capabilities.load_session)
-                if known is not None:
-                    if not can_load:
-                        raise ModelError(
-                            ErrorCode.MODEL_REQUEST_FAILED,
-                            f'{self.name}: ACP agent "{spec.name}" does not offer session/load, '
-                            f'so its session "{known}" cannot be restored after a restart; this '
-                            "child is not resumable (start a new one)",
-                        )
-                    assert self._client is not None
-                    self._client.loading = True
-                    try:
-                        await self._call(
-                            conn.load_session(cwd=str(cwd), session_id=known), "session/load"
-                        )
-                    finally:
-                        self._client.loading = False
-                    self._session_id = known
-                else:
-                    session = await self._call(
-                        conn.new_session(cwd=str(cwd), mcp_servers=[]), "session/new"
-                    )
-                    self._session_id = session.session_id
-                    await agent.record(
-                        DescriptorEvent(
-                            kind=SESSION_DESCRIPTOR,
-                            data={
-                                "agent": spec.name,
-                                "session_id": session.session_id,
-                                "load_session": can_load,
-                                "command": [spec.command, *spec.args],
-                                "cwd": str(cwd),
-                            },
-                        )
-                    )
+                await self._open_session(conn, init, known, cwd)
         except TimeoutError:
             await self.close()
             raise ModelError(
@@ -271,42 +298,205 @@ class AcpModel:
             raise
         return conn
 
-    async def _call(self, call: Any, what: str) -> Any:
-        """Await an ACP request, racing the process: a crash or a protocol error is a
-        ``ModelError`` with the exit status and the stderr tail."""
+    async def _open_session(
+        self, conn: ClientSideConnection, init: InitializeResponse, known: str | None, cwd: Path
+    ) -> None:
+        """``session/new`` (or ``session/load`` of ``known``), authenticating first when an
+        ``auth_method`` is set, or once when the agent says authentication is required."""
+        spec, agent = self.spec, self._agent
+        assert agent is not None
+        method = spec.auth_method
+        if method is not None:
+            await self._authenticate(conn, init, method)
+        try:
+            session_id = await self._session_request(conn, init, known, cwd)
+        except _RequestFailed as exc:
+            if exc.rpc_code != AUTH_REQUIRED:
+                raise
+            if method is not None:
+                raise self._auth_error(
+                    init,
+                    f"still requires authentication after authenticate with {method!r}: "
+                    f"{exc.reason}",
+                    "check the credentials it reads (its env, its own login), or choose "
+                    "another auth_method",
+                ) from None
+            method = self._automatic_auth_method(init, exc.reason)
+            await self._authenticate(conn, init, method)
+            try:
+                session_id = await self._session_request(conn, init, known, cwd)
+            except _RequestFailed as again:
+                if again.rpc_code != AUTH_REQUIRED:
+                    raise
+                raise self._auth_error(
+                    init,
+                    f"still requires authentication after authenticate with {method!r}: "
+                    f"{again.reason}",
+                    "check the credentials it reads (its env, its own login), or set "
+                    "auth_method to another of its methods",
+                ) from None
+        self._session_id = session_id
+        if known is None:
+            can_load = bool(init.agent_capabilities and init.agent_capabilities.load_session)
+            data: dict[str, Any] = {
+                "agent": spec.name,
+                "session_id": session_id,
+                "load_session": can_load,
+                "command": [spec.command, *spec.args],
+                "cwd": str(cwd),
+            }
+            if method is not None:
+                data["auth_method"] = method
+            await agent.record(DescriptorEvent(kind=SESSION_DESCRIPTOR, data=data))
+
+    async def _session_request(
+        self, conn: ClientSideConnection, init: InitializeResponse, known: str | None, cwd: Path
+    ) -> str:
+        if known is None:
+            session = await self._call(
+                lambda: conn.new_session(cwd=str(cwd), mcp_servers=[]), "session/new"
+            )
+            return session.session_id
+        can_load = bool(init.agent_capabilities and init.agent_capabilities.load_session)
+        if not can_load:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f'{self.name}: ACP agent "{self.spec.name}" does not offer session/load, so its '
+                f'session "{known}" cannot be restored after a restart; this child is not '
+                "resumable (start a new one)",
+            )
+        client = self._client
+        assert client is not None
+        client.loading = True
+        try:
+            await self._call(
+                lambda: conn.load_session(cwd=str(cwd), session_id=known), "session/load"
+            )
+        finally:
+            client.loading = False
+        return known
+
+    async def _authenticate(
+        self, conn: ClientSideConnection, init: InitializeResponse, method: str
+    ) -> None:
+        offered = [m.id for m in init.auth_methods or ()]
+        if not offered:
+            raise self._auth_error(
+                init,
+                f"lists no authentication methods, but auth_method is {method!r}",
+                "remove auth_method from its [[plugin.acp.agents]] table",
+            )
+        if method not in offered:
+            raise self._auth_error(
+                init,
+                f"does not list auth_method {method!r} among its authentication methods",
+                "set auth_method to one it lists",
+            )
+        await self._call(lambda: conn.authenticate(method_id=method), f"authenticate ({method})")
+
+    def _automatic_auth_method(self, init: InitializeResponse, reason: str) -> str:
+        """The one method an agent that requires authentication lists, if it is one the agent
+        runs itself; several are a choice tether does not make (one may open a browser)."""
+        from acp.schema import AuthMethodAgent
+
+        methods = list(init.auth_methods or ())
+        if len(methods) == 1 and isinstance(methods[0], AuthMethodAgent):
+            return methods[0].id  # not an env_var or terminal method: the agent signs in itself
+        if not methods:
+            raise self._auth_error(
+                init,
+                f"requires authentication ({reason}) but lists no authentication methods",
+                "sign the agent in outside tether (its own login, or credentials in env)",
+            )
+        raise self._auth_error(
+            init,
+            f"requires authentication ({reason})",
+            "set auth_method in its [[plugin.acp.agents]] table to one of its methods, or sign "
+            "the agent in outside tether (its own login, or credentials in its env)",
+        )
+
+    def _auth_error(self, init: InitializeResponse, problem: str, remedy: str) -> ModelError:
+        methods = [
+            f"{m.id} ({m.name})" if m.name and m.name != m.id else m.id
+            for m in init.auth_methods or ()
+        ]
+        listed = f"; its methods: {', '.join(methods)}" if methods else ""
+        return ModelError(
+            ErrorCode.MODEL_REQUEST_FAILED,
+            f'{self.name}: ACP agent "{self.spec.name}" {problem}{listed}',
+            remedy=remedy,
+        )
+
+    # ------------------------------------------------------------------ one request
+
+    async def _call(self, call: Callable[[], Awaitable[_T]], what: str) -> _T:
+        """Await one ACP request while watching the process and reading its stderr, all in
+        one task group: a crash, a protocol error or a JSON-RPC error is a ``ModelError``
+        with the exit status, the agent's error (and its ``data``) and the stderr tail."""
         import acp
 
         process = self._process
-        task = asyncio.ensure_future(call)
-        exited = asyncio.ensure_future(process.wait()) if process is not None else None
-        try:
-            waiting = {task} if exited is None else {task, exited}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if task not in done:
-                task.cancel()
-                raise ModelError(
-                    ErrorCode.MODEL_REQUEST_FAILED,
-                    f"{self.name}: the ACP agent exited during {what}{self._diagnostic()}",
-                )
+        results: list[_T] = []
+        failures: list[Exception] = []
+        exited = False
+
+        async def ask() -> None:
             try:
-                return task.result()
-            except acp.RequestError as exc:
-                raise ModelError(
-                    ErrorCode.MODEL_REQUEST_FAILED,
-                    f"{self.name}: {what} failed: {exc}{self._diagnostic()}",
-                ) from None
-            except ConnectionError:
-                if process is not None:  # a crash: let its exit status arrive
-                    with anyio.move_on_after(1.0):
-                        await process.wait()
-                raise ModelError(
-                    ErrorCode.MODEL_REQUEST_FAILED,
-                    f"{self.name}: the connection to the ACP agent closed during {what}"
-                    f"{self._diagnostic()}",
-                ) from None
-        finally:
-            if exited is not None and not exited.done():
-                exited.cancel()
+                results.append(await call())
+            except Exception as exc:
+                failures.append(exc)
+            group.cancel_scope.cancel()
+
+        async def watch(process: asyncio.subprocess.Process) -> None:
+            nonlocal exited
+            await process.wait()
+            exited = True
+            group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            if process is not None:
+                group.start_soon(watch, process)
+                group.start_soon(self._drain_stderr, process)
+        if results:
+            return results[0]
+        failure = failures[0] if failures else None
+        if isinstance(failure, acp.RequestError):
+            reason = _rpc_reason(failure)
+            raise _RequestFailed(
+                f"{self.name}: {what} failed: {reason}{self._diagnostic()}",
+                failure.code,
+                reason,
+            ) from None
+        if process is not None:  # a crash: let its exit status and last words arrive
+            with anyio.move_on_after(EXIT_WAIT):
+                await process.wait()
+                await self._drain_stderr(process)
+        if isinstance(failure, ConnectionError):
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the connection to the ACP agent closed during {what}"
+                f"{self._diagnostic()}",
+            )
+        if exited:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the ACP agent exited during {what}{self._diagnostic()}",
+            )
+        raise ModelError(
+            ErrorCode.MODEL_REQUEST_FAILED,
+            f"{self.name}: the ACP agent's answer to {what} is not valid ACP: "
+            f"{type(failure).__name__}: {failure}{self._diagnostic()}",
+        )
+
+    async def _drain_stderr(self, process: asyncio.subprocess.Process) -> None:
+        """Read the agent's stderr into the tail until it ends (or the caller stops)."""
+        stream = process.stderr
+        if stream is None:
+            return
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(STDERR_CHUNK):
+                self._stderr.feed(chunk, self.name)
 
     # ------------------------------------------------------------------ a turn
 
@@ -319,76 +509,118 @@ class AcpModel:
         assert client is not None
         assert session_id is not None
         client.begin_turn()
-        prompt = asyncio.ensure_future(
-            conn.prompt(session_id=session_id, prompt=[text_block(_new_text(request))])
-        )
-        try:
-            with anyio.fail_after(self.spec.prompt_timeout):
-                response = await self._call(asyncio.shield(prompt), "session/prompt")
-        except TimeoutError:
-            await self._cancel(prompt, session_id)
-            await self._record_turn(client)
+        blocks: list[Any] = [text_block(_new_text(request))]
+        answers: list[Any] = []
+        done = anyio.Event()
+        # The prompt runs shielded: a cancelled turn first asks the agent to stop
+        # (session/cancel) and waits for its answer; only then is the prompt itself stopped.
+        prompt_scope = anyio.CancelScope(shield=True)
+
+        async def run_prompt() -> None:
+            try:
+                with prompt_scope:
+                    answers.append(
+                        await self._call(
+                            lambda: conn.prompt(session_id=session_id, prompt=blocks),
+                            "session/prompt",
+                        )
+                    )
+            except ModelError as exc:
+                answers.append(exc)
+            finally:
+                done.set()
+
+        timed_out = False
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_prompt)
+            try:
+                with anyio.move_on_after(self.spec.prompt_timeout):
+                    await done.wait()
+                if not done.is_set():
+                    timed_out = True
+                    with anyio.CancelScope(shield=True):
+                        await self._stop_prompt(client, session_id, done, prompt_scope)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self._stop_prompt(client, session_id, done, prompt_scope)
+                    await self._record_turn(client, unfinished="cancelled")
+                raise
+        answer = answers[0] if answers else None
+        if timed_out:
+            await self._record_turn(client, unfinished="timeout")
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f"{self.name}: no answer within {self.spec.prompt_timeout:g} s; the prompt was "
                 "cancelled",
-            ) from None
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._cancel(prompt, session_id)
-                await self._record_turn(client)
-            raise
-        except ModelError:
-            await self._record_turn(client)
-            await self.close()  # the process is gone or broken: a later turn starts anew
-            raise
-        await self._record_turn(client)
-        stop = response.stop_reason
-        if stop == "cancelled":  # the agent cancelled on its own
-            raise ModelError(
-                ErrorCode.MODEL_REQUEST_FAILED,
-                f"{self.name}: the ACP agent cancelled the turn itself",
             )
-        return ModelResponse(text=client.text(), finish_reason=FINISH.get(stop, "error"))  # type: ignore[arg-type]
+        if not isinstance(answer, ModelError) and answer is not None:
+            stop = answer.stop_reason
+            if stop == "cancelled":  # the agent cancelled on its own
+                await self._record_turn(client, unfinished="the agent cancelled")
+                raise ModelError(
+                    ErrorCode.MODEL_REQUEST_FAILED,
+                    f"{self.name}: the ACP agent cancelled the turn itself",
+                )
+            await self._record_turn(client)
+            return ModelResponse(text=client.text(), finish_reason=FINISH.get(stop, "error"))  # type: ignore[arg-type]
+        await self._record_turn(client, unfinished="error")
+        await self.close()  # the process is gone or broken: a later turn starts anew
+        if answer is None:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED, f"{self.name}: session/prompt got no answer"
+            )
+        raise answer
 
-    async def _cancel(self, prompt: asyncio.Future[Any], session_id: str) -> None:
-        """``session/cancel``, a bounded wait for the prompt to answer, else end the process."""
+    async def _stop_prompt(
+        self,
+        client: ChildClient,
+        session_id: str,
+        done: anyio.Event,
+        prompt_scope: anyio.CancelScope,
+    ) -> None:
+        """``session/cancel``, a bounded wait for the prompt to answer, else end the process.
+        Permission questions still open are answered ``cancelled`` (the spec's rule)."""
+        client.cancel_pending()
         conn = self._conn
-        if conn is not None and not prompt.done():
-            with contextlib.suppress(Exception):
-                await conn.cancel(session_id=session_id)
-            with anyio.move_on_after(self.spec.cancel_grace):
+        if conn is not None and not done.is_set():
+            deadline = anyio.current_time() + self.spec.cancel_grace
+            with anyio.CancelScope(deadline=max(deadline, anyio.current_time() + 0.1)):
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(prompt)
-        if not prompt.done():
-            prompt.cancel()
+                    await conn.cancel(session_id=session_id)
+            with anyio.CancelScope(deadline=deadline):
+                await done.wait()
+        if not done.is_set():
             log.warning("%s ignored session/cancel; ending its process group", self.name)
+            prompt_scope.cancel()
+            await done.wait()  # its task group ends at its next checkpoint
             await self.close()
 
-    async def _record_turn(self, client: ChildClient) -> None:
-        """The agent's tool calls (and permission decisions) into the mirror's log."""
+    async def _record_turn(self, client: ChildClient, *, unfinished: str | None = None) -> None:
+        """The agent's tool calls, permission decisions and refused file requests, in the
+        order they happened, into the mirror's log; and, for a turn that got no answer, the
+        text the agent streamed before it ended (``acp/partial``)."""
         events = client.take_events()
+        text = client.text()
+        if unfinished is not None and text:
+            events.append(
+                DescriptorEvent(kind=PARTIAL_DESCRIPTOR, data={"text": text, "reason": unfinished})
+            )
         if events and self._agent is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self._agent.record(*events)
+            except Exception as exc:
+                log.warning("%s: could not record the turn's ACP events: %s", self.name, exc)
 
     # ------------------------------------------------------------------ diagnostics
-
-    async def _read_stderr(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stderr is not None
-        with contextlib.suppress(Exception):
-            async for line in process.stderr:
-                text = line.decode(errors="replace").rstrip()
-                self._stderr.append(text)
-                log.debug("%s stderr: %s", self.name, text)
 
     def _diagnostic(self) -> str:
         parts = []
         process = self._process
         if process is not None and process.returncode is not None:
             parts.append(f"exit status {process.returncode}")
-        if self._stderr:
-            parts.append("stderr: " + " | ".join(self._stderr)[-1000:])
+        stderr = self._stderr.text()
+        if stderr:
+            parts.append("stderr: " + stderr)
         return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -400,6 +632,26 @@ def warm_conn(model: AcpModel) -> ClientSideConnection:
     conn = model._conn
     assert conn is not None
     return conn
+
+
+def _rpc_reason(error: Any) -> str:
+    """A JSON-RPC error as one line: its message, code, and the ``data`` that says why."""
+    text = f"{error} ({error.code})"
+    data = error.data
+    if data is None or data == {} or data == "":
+        return text
+    if isinstance(data, dict):
+        details = [data.get(key) for key in ("details", "reason", "message")]  # type: ignore[union-attr]
+        detail = next((d for d in details if isinstance(d, str) and d), None)
+        if detail is not None and len(data) == 1:  # type: ignore[arg-type]
+            return f"{text}: {detail[:ERROR_DATA_CHARS]}"
+    if isinstance(data, str):
+        return f"{text}: {data[:ERROR_DATA_CHARS]}"
+    try:
+        dumped = json.dumps(data, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        dumped = repr(data)
+    return f"{text}: {dumped[:ERROR_DATA_CHARS]}"
 
 
 def _new_text(request: ModelRequest) -> str:
@@ -432,19 +684,28 @@ async def _recorded_session(agent: Agent) -> str | None:
     return None
 
 
-async def _end_process(process: asyncio.subprocess.Process, grace: float) -> None:
-    """Close stdin, wait, then terminate and kill the whole process group."""
+async def _end_process(
+    process: asyncio.subprocess.Process,
+    grace: float,
+    drain: Callable[[asyncio.subprocess.Process], Coroutine[Any, Any, None]],
+) -> None:
+    """Close stdin, wait, then terminate and kill the whole process group; its stderr is read
+    meanwhile, so an agent blocked writing to it can still exit. Call shielded."""
     if process.returncode is None and process.stdin is not None:
         with contextlib.suppress(Exception):
             process.stdin.close()
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
-        if sig is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, sig)
-        with anyio.move_on_after(max(grace, 0.1) if sig != signal.SIGKILL else 5):
-            await process.wait()
-        if process.returncode is not None:
-            break
+    async with anyio.create_task_group() as group:
+        group.start_soon(drain, process)
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, sig)
+            wait = max(grace, 0.1) if sig != signal.SIGKILL else CLOSE_TIMEOUT
+            with anyio.move_on_after(wait):
+                await process.wait()
+            if process.returncode is not None:
+                break
+        group.cancel_scope.cancel()  # a grandchild may hold stderr open
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)  # anything it left running in its group
 

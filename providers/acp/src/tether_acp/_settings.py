@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 import tether
 
-__all__ = ("AcpAgentSettings", "Settings")
+from ._files import DEFAULT_MAX_FILE_BYTES
+
+__all__ = ("AcpAgentSettings", "Settings", "command_problem")
+
+_RELATIVE = (
+    "{what} must be an absolute path: {path!s} is relative, and relative paths are resolved "
+    "against the profile file, which these settings do not come from"
+)
 
 
 class AcpAgentSettings(BaseModel):
@@ -20,13 +28,16 @@ class AcpAgentSettings(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     """The provider name a delegation tool binds (``provider = "NAME"``)."""
     command: str = Field(min_length=1)
-    """The program to start, e.g. ``npx`` or ``gemini``; found on PATH."""
+    """The program to start, e.g. ``npx`` or ``gemini``; found on PATH. Checked when the
+    agent is first needed (``tether check``, a run that can delegate), not when a profile is
+    merely read (``tether sessions list`` runs without the agent installed)."""
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     """Added to tether's own environment for the agent's process."""
     cwd: tether.ProfilePath | None = None
-    """Where the process starts (default: the parent agent's working directory). Relative to
-    the profile file that sets it."""
+    """Where the process starts and the ``cwd`` of its ACP sessions (default: the parent
+    agent's working directory). Relative to the profile file that sets it; always sent to the
+    agent as an absolute path, as ACP requires."""
     roots: tuple[tether.ProfilePath, ...] | None = None
     """The folders the child may read and write through ``fs/*`` (default: the parent agent's
     working directory). Relative to the profile file; every other path is refused."""
@@ -39,6 +50,15 @@ class AcpAgentSettings(BaseModel):
     run``, or the ACP client when tether is served over ACP); denied when nobody can answer."""
     allow_kinds: tuple[str, ...] = ()
     """With ``allow_once``: the ACP tool kinds allowed (``read``, ``edit``, ``execute``, ...)."""
+    auth_method: str | None = Field(default=None, min_length=1)
+    """The ``authenticate`` method to use, by the id the agent lists in ``authMethods`` (e.g.
+    ``openai-api-key`` for the Codex adapter). Set: tether authenticates right after
+    ``initialize``. Unset: only when the agent answers ``session/new`` (or ``session/load``)
+    with "authentication required", and only with the one method it lists; an agent that
+    lists several stops with an error naming them."""
+    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, gt=0)
+    """The largest file ``fs/read_text_file`` returns whole, the most text one ``line``/``limit``
+    read returns, and the largest content ``fs/write_text_file`` writes, in bytes."""
     startup_timeout: float = Field(default=30.0, gt=0)
     """Seconds to start the process, ``initialize`` and open the session."""
     prompt_timeout: float = Field(default=1800.0, gt=0)
@@ -50,16 +70,20 @@ class AcpAgentSettings(BaseModel):
     cancel_grace: float = Field(default=5.0, ge=0)
     """Seconds a cancelled prompt may take to answer before the process group is ended."""
 
-    @field_validator("command")
+    @field_validator("cwd")
     @classmethod
-    def _on_path(cls, command: str) -> str:
-        # Fails at startup (tether check, tether run), not at the child's first turn.
-        if shutil.which(command) is None:
-            raise ValueError(
-                f"command {command!r} is not an executable on PATH; install the agent or give "
-                "its full path"
-            )
-        return command
+    def _cwd_absolute(cls, cwd: Path | None) -> Path | None:
+        if cwd is not None and not cwd.is_absolute():
+            raise ValueError(_RELATIVE.format(what="cwd", path=cwd))
+        return cwd
+
+    @field_validator("roots")
+    @classmethod
+    def _roots_absolute(cls, roots: tuple[Path, ...] | None) -> tuple[Path, ...] | None:
+        for root in roots or ():
+            if not root.is_absolute():
+                raise ValueError(_RELATIVE.format(what="every root", path=root))
+        return roots
 
     @model_validator(mode="after")
     def _kinds_need_allow_once(self) -> AcpAgentSettings:
@@ -82,3 +106,10 @@ class Settings(tether.PluginSettings):
         if len(set(names)) != len(names):
             raise ValueError("two ACP agents share a name; give each its own")
         return agents
+
+
+def command_problem(spec: AcpAgentSettings) -> str | None:
+    """Why ``spec``'s command cannot be started, or ``None`` when it is an executable."""
+    if shutil.which(spec.command) is None:
+        return f"command {spec.command!r} of ACP agent {spec.name!r} is not an executable on PATH"
+    return None

@@ -1,0 +1,150 @@
+"""What a delegated session's own log pins: its tools, their call policy and its approvals.
+
+A child's setup window (``tether.subagents``) records, right after any fork seed, a descriptor
+of kind ``delegation``: the tools the child was given, the call-time policy over them and its
+approval policy (``deny``). :meth:`Agent.restore` applies it whenever a session is restored,
+so every route that continues a child gets exactly what its delegation allowed and never more:
+a continuable child's cold restore, ``tether run --session``, ACP ``session/load``, ``tether
+context --session``. Applying the pins only ever narrows what the agent was composed with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AgentError, ErrorCode
+from ..store import DescriptorEvent, Event, InboxAccepted, SessionHeader, TurnStarted, UserMessage
+from ._approvals import ApprovalPolicy
+from ._tools import ToolFilter, ToolRegistry
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = (
+    "CONTINUABLE_DESCRIPTOR",
+    "DELEGATION_DESCRIPTOR",
+    "DelegationPins",
+    "apply_pins",
+    "delegation_pins",
+)
+
+#: The kind of the descriptor that records what a delegation allowed the child.
+DELEGATION_DESCRIPTOR = "delegation"
+#: The kind of the descriptor a continuable child's log carries (what a cold restore reads).
+CONTINUABLE_DESCRIPTOR = "subagent"
+#: From the most to the least permissive: pins only ever move an agent to the right.
+_STRICTNESS: tuple[ApprovalPolicy, ...] = ("allow", "ask", "deny")
+
+
+@dataclass(frozen=True)
+class DelegationPins:
+    """What a delegated session may use, as its log recorded it."""
+
+    tools: tuple[str, ...] | None
+    """The names of the tools it was given, in tool-list order; ``None``: not recorded (a log
+    written before tools were recorded), so the composed tool list stays, policed by
+    :attr:`policy`."""
+    policy: ToolFilter | None
+    """The call-time policy over those tools (a fork keeps its parent's tool list and refuses
+    filtered calls)."""
+    approval: ApprovalPolicy
+    """Whether tools that need approval run (``deny`` for every delegated child)."""
+
+
+def delegation_pins(header: SessionHeader, log: Sequence[Event]) -> DelegationPins | None:
+    """The pins of the session ``header`` whose log is ``log``; ``None`` for a session nobody
+    delegated. A delegated session (``origin = "subagent"``) whose setup window has no
+    ``delegation`` descriptor (written by another program) still has its approvals denied."""
+    delegation: DescriptorEvent | None = None
+    continuable: DescriptorEvent | None = None
+    # The setup window: after the fork seed (whose copied descriptors are the parent's own),
+    # until the first message.
+    for event in log[header.seed_length :]:
+        if isinstance(event, UserMessage | InboxAccepted | TurnStarted):
+            break
+        if isinstance(event, DescriptorEvent):
+            if event.kind == DELEGATION_DESCRIPTOR and delegation is None:
+                delegation = event
+            elif event.kind == CONTINUABLE_DESCRIPTOR and continuable is None:
+                continuable = event
+    if delegation is None:
+        if header.origin == "subagent":
+            return DelegationPins(tools=None, policy=None, approval="deny")
+        return None
+    data = delegation.data
+    approval = data.get("approval", "deny")
+    if approval not in _STRICTNESS:
+        raise _corrupt(header, "approval", approval, 'one of "allow", "ask", "deny"')
+    if "tools" in data:
+        tools = _names(header, "tools", data["tools"])
+        policy = _policy(header, "policy", data.get("policy"))
+    elif continuable is not None and "tools" in continuable.data:
+        # Written before the delegation descriptor recorded the outcome: a continuable child's
+        # own descriptor has it.
+        tools = _names(header, "subagent tools", continuable.data["tools"])
+        policy = _policy(header, "subagent policy", continuable.data.get("policy"))
+    else:
+        # Oldest logs: the parent's narrowing and the delegation's filter, enforced when a
+        # tool is called (which tools were in the list is not known).
+        overrides = data.get("parent_overrides") or {}
+        if not isinstance(overrides, dict):
+            raise _corrupt(header, "parent_overrides", overrides, "a table")
+        overrides_data: dict[str, Any] = overrides
+        tools = _names(header, "parent_overrides.tools", overrides_data.get("tools"))
+        policy = _policy(header, "parent_overrides.tool_policy", overrides_data.get("tool_policy"))
+        tool_filter = _policy(header, "tool_filter", data.get("tool_filter"))
+        if tool_filter is not None:
+            policy = tool_filter.narrow(policy)
+    return DelegationPins(tools=tools, policy=policy, approval=approval)
+
+
+def apply_pins(agent: Agent, pins: DelegationPins) -> None:
+    """Narrow ``agent`` to ``pins``: never a tool it was not composed with, never a looser
+    policy or approval than either side says. Applying the same pins twice changes nothing
+    (an unchanged tool list keeps its registry, so its schemas stay byte-identical)."""
+    if _STRICTNESS.index(pins.approval) > _STRICTNESS.index(agent.approval):
+        agent.approval = pins.approval
+    if pins.policy is not None:
+        agent.tool_policy = pins.policy.narrow(agent.tool_policy)
+    if pins.tools is not None and agent.tools.names() != list(pins.tools):
+        composed = agent.tools
+        agent.tools = ToolRegistry(
+            tool for tool in (composed.get(name) for name in pins.tools) if tool is not None
+        )
+
+
+def _names(header: SessionHeader, key: str, value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise _corrupt(header, key, value, "a list of tool names")
+    names: list[str] = value
+    return tuple(dict.fromkeys(names))
+
+
+def _policy(header: SessionHeader, key: str, value: Any) -> ToolFilter | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _corrupt(header, key, value, 'a table {"allow": [...] | null, "deny": [...]}')
+    data: dict[str, Any] = value
+    allow = _names(header, f"{key}.allow", data.get("allow"))
+    deny = _names(header, f"{key}.deny", data.get("deny", [])) or ()
+    try:
+        return ToolFilter(
+            allow=frozenset(allow) if allow is not None else None, deny=frozenset(deny)
+        )
+    except AgentError:
+        raise _corrupt(header, key, value, "a filter that allows or denies something") from None
+
+
+def _corrupt(header: SessionHeader, key: str, value: Any, expected: str) -> AgentError:
+    return AgentError(
+        ErrorCode.SESSION_CORRUPT,
+        f'the delegation descriptor of session "{header.id}" is not readable: {key} is '
+        f"{value!r:.80}, not {expected}",
+        remedy="the log was written by another program; restore it from a backup or start a "
+        "new session (nothing was run with tools the delegation may not have allowed)",
+    )
