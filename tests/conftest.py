@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,3 +25,31 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+class _LooseTasks(logging.Handler):
+    """What asyncio reports about tasks nobody awaited ("Task exception was never retrieved",
+    "Task was destroyed but it is pending!") and errors in callbacks: each is a bug."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+_loose = _LooseTasks()
+logging.getLogger("asyncio").addHandler(_loose)
+
+
+@pytest.fixture(autouse=True)
+def _no_loose_tasks() -> Iterator[None]:
+    """Fail the test during which asyncio reported a loose task or a failed callback (a task
+    collected later is reported by the test running then: the suite still fails)."""
+    _loose.records.clear()
+    yield
+    if _loose.records:
+        found = "; ".join(record.getMessage().splitlines()[0] for record in _loose.records)
+        _loose.records.clear()
+        pytest.fail(f"asyncio reported: {found}", pytrace=False)

@@ -73,6 +73,31 @@ def test_check_reports_an_agent_that_is_not_installed(tmp_path):
     )
 
 
+def test_tether_check_fails_for_an_agent_that_is_not_installed(tmp_path):
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    (tmp_path / "tether.toml").write_text(
+        '[tether]\nplugins = ["acp", "subagent"]\n[plugin.acp]\n'
+        + MISSING
+        + '[plugin.subagent]\nprovider = "echo"\nmax_depth = "provider-managed"\n[agent.main]\n'
+    )
+    tether = [sys.executable, "-m", "tether"]
+    checked = subprocess.run(
+        [*tether, "check"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert checked.returncode == 2, checked.stderr
+    assert checked.stdout == ""
+    assert checked.stderr.startswith('ERROR: invalid settings for plugin "acp": command ')
+    assert "not an executable on PATH" in checked.stderr
+    assert checked.stderr.rstrip().endswith("[PLUGIN_SETTINGS_INVALID]")
+    listed = subprocess.run(
+        [*tether, "sessions", "list"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr  # listing needs no agent
+
+
 def test_check_reports_a_cwd_that_is_not_a_folder(tmp_path):
     kernel = build(tmp_path, agent_table("echo", "echo.py", cwd=str(tmp_path / "gone")))
     (provider,) = kernel.subagents.providers()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -377,8 +378,8 @@ def test_validate_a_missing_path_is_one_error_line_and_exit_2(runner, tmp_path):
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == (
-        'ERROR: path "nope" does not exist; pass skill directories, SKILL.md files or folders '
-        "of skills\n"
+        f'ERROR: path "nope" ({tmp_path / "nope"}) does not exist; pass skill directories, '
+        "SKILL.md files or folders of skills [SKILL_PATH_NOT_FOUND]\n"
     )
 
 
@@ -391,3 +392,178 @@ def test_the_cli_imports_no_yaml_until_a_skill_is_validated():
     code = "import sys, tether.cli; print('yaml' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout == "False\n", result.stderr
+
+
+# ----------------------------------------------------------------------------- skill folders
+# The real providers (tether-skills-fs, tether-skill-tool), loaded by entry point as a user's
+# profile loads them.
+
+FS_PROFILE = """
+[tether]
+plugins = ["skills-fs", "skill-tool"]
+
+[plugin.skills-fs]
+roots = ["skills", "pkg:no_such_package_here/skills"]
+project = false
+user = false
+
+[plugin.skill-tool]
+body_max_chars = 120
+
+[agent.main]
+"""
+
+
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    """A profile over ``skills/``: one good skill, one with bad YAML, one FIFO."""
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    write_profile(tmp_path, FS_PROFILE)
+    skills = tmp_path / "skills"
+    write_skill(skills, "good", "name: good\ndescription: Good.\n")
+    write_skill(skills, "broken", "name: broken\ndescription: [unclosed\n")
+    return skills
+
+
+def test_list_ends_with_the_skipped_entries_and_why(runner, folders):
+    result = runner.invoke(cli, ["skills", "list"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        "skills of agent main (global > agent:main): 1 skill",
+        "NAME  PROVIDER   SOURCE  RANK  LAYER   DESCRIPTION",
+        "good  skills-fs  custom  300   global  Good.",
+    ]
+    assert lines[3] == "skipped 2 entries (not offered to the agent):"
+    assert lines[4].startswith(
+        f"  {folders / 'broken' / 'SKILL.md'}: its frontmatter is not valid YAML: "
+    )
+    assert lines[5] == (
+        "  pkg:no_such_package_here/skills: package no_such_package_here is not installed; "
+        "install it (uv add ...) or remove the root from [plugin.skills-fs] roots"
+    )
+    assert len(lines) == 6
+    assert result.stderr == ""
+
+
+def test_list_json_has_the_skipped_entries(runner, folders):
+    result = runner.invoke(cli, ["skills", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [s["name"] for s in document["skills"]] == ["good"]
+    broken, package = document["skipped"]
+    assert broken["path"] == str(folders / "broken" / "SKILL.md")
+    assert (broken["name"], broken["provider"]) == ("broken", "skills-fs")
+    assert broken["reason"].startswith("its frontmatter is not valid YAML: ")
+    assert package == {
+        "path": "pkg:no_such_package_here/skills",
+        "name": None,
+        "provider": "skills-fs",
+        "reason": "package no_such_package_here is not installed; install it (uv add ...) or "
+        "remove the root from [plugin.skills-fs] roots",
+    }
+
+
+def test_show_a_skipped_skill_says_why(runner, folders):
+    result = runner.invoke(cli, ["skills", "show", "broken"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        f'ERROR: skill "broken" was skipped (scope global > agent:main): '
+        f"{folders / 'broken' / 'SKILL.md'}: its frontmatter is not valid YAML: "
+    )
+    assert result.stderr.endswith("[UNKNOWN_SKILL]\n")
+    assert result.stderr.count("\n") == 1
+
+
+def test_show_cuts_the_body_where_load_skill_does(runner, folders):
+    path = folders / "good" / "SKILL.md"
+    body = "\n".join(f"Step {n}." for n in range(1, 100))
+    path.write_text(f"---\nname: good\ndescription: Good.\n---\n\n{body}\n", encoding="utf-8")
+    result = runner.invoke(cli, ["skills", "show", "good"])
+    assert result.exit_code == 0, result.output
+    assert "Step 14.\n</skill_instructions>\n<skill_cut>\n" in result.stdout
+    assert f"The rest is in {path}, from line 20 of 104:" in result.stdout
+
+
+def test_check_warns_about_roots_and_skipped_skills_without_failing(runner, folders, tmp_path):
+    profile = FS_PROFILE.replace('roots = ["skills", ', 'roots = ["skills", "missing", "nested", ')
+    write_profile(tmp_path, profile)
+    write_skill(tmp_path / "nested" / "team", "deep", "name: deep\ndescription: Deep.\n")
+    result = runner.invoke(cli, ["check"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith("ok: ")
+    assert result.stderr.splitlines() == [
+        f'warning: skill provider "skills-fs": skills root {tmp_path / "missing"} does not '
+        "exist; create it, or fix or remove it in roots in [plugin.skills-fs]",
+        f'warning: skill provider "skills-fs": skills root {tmp_path / "nested"} holds no skill '
+        "where tether reads them (ROOT/NAME/SKILL.md or ROOT/NAME.md), but 1 SKILL.md file "
+        f"deeper (the nearest: {tmp_path / 'nested' / 'team' / 'deep' / 'SKILL.md'}): point the "
+        f"root at {tmp_path / 'nested' / 'team'}, or move each skill folder directly into the "
+        "root",
+        'warning: skill provider "skills-fs": skills root pkg:no_such_package_here/skills is '
+        "skipped: package no_such_package_here is not installed; install it (uv add ...) or "
+        "remove the root from [plugin.skills-fs] roots",
+        f"warning: skill {folders / 'broken' / 'SKILL.md'} skipped: "
+        + result.stderr.splitlines()[3].split(" skipped: ", 1)[1],
+    ]
+    assert "its frontmatter is not valid YAML" in result.stderr.splitlines()[3]
+
+
+def test_list_survives_an_alias_bomb_and_a_fifo(folders, tmp_path):
+    # The real command in its own process: a regression hangs with memory climbing, and the
+    # timeout ends it rather than the test machine.
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 10)]
+    bomb = folders / "bomb"
+    bomb.mkdir()
+    (bomb / "SKILL.md").write_text(
+        "---\nname: bomb\n" + "\n".join(lines) + "\ndescription: *a9\n---\nbody\n",
+        encoding="utf-8",
+    )
+    if hasattr(os, "mkfifo"):
+        (folders / "piped").mkdir()
+        os.mkfifo(folders / "piped" / "SKILL.md")
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    tether = Path(sys.executable).parent / "tether"
+    result = subprocess.run(
+        [str(tether), "skills", "list", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [s["name"] for s in document["skills"]] == ["good"]
+    reasons = {entry["name"]: entry["reason"] for entry in document["skipped"]}
+    assert reasons["bomb"].startswith("its frontmatter expands to more than 10,000 values")
+    if hasattr(os, "mkfifo"):
+        assert reasons["piped"].startswith("it is a FIFO (named pipe), not a regular file")
+    assert document["complete"] is True
+
+
+def test_validate_several_missing_paths_name_each(runner, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    result = runner.invoke(cli, ["skills", "validate", "a", "loop"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f'ERROR: paths "a" ({tmp_path / "a"}), "loop" ({tmp_path / "loop"}) (a symlink that '
+        "leads nowhere: broken, or a loop) do not exist; pass skill directories, SKILL.md files "
+        "or folders of skills [SKILL_PATH_NOT_FOUND]\n"
+    )
+
+
+def test_list_never_sends_control_characters_to_the_terminal(runner, folders):
+    escape = "\x1b[2J"
+    write_skill(folders, "shouty", 'name: shouty\ndescription: "Clear \\e[2J the screen"\n')
+    (folders / f"bad{escape}").mkdir()
+    (folders / f"bad{escape}" / "SKILL.md").write_text("---\nname: x\n---\n", encoding="utf-8")
+    result = runner.invoke(cli, ["skills", "list"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert "Clear \\x1b[2J the screen" in result.stdout
+    assert f"{folders}/bad\\x1b[2J/SKILL.md: " in result.stdout

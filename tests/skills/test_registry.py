@@ -25,6 +25,7 @@ from tether.skills import (
     SkillProviderControl,
     SkillRegistration,
     SkillRegistry,
+    SkippedSkill,
     is_skill_name,
 )
 
@@ -1082,5 +1083,77 @@ async def test_losers_are_logged_with_their_source(caplog):
     assert [c.source for c in catalog.shadowed["pdf"]] == ["user-agents"]
     assert caplog.messages == [
         'skill "pdf" from user-agents (provider "memory", scope global > agent:main) ignored '
-        "because a higher-priority skill already exists"
+        "because a higher-priority skill already exists; the winner is from project-agents "
+        '(provider "memory", scope global > agent:main)'
+    ]
+
+
+async def test_a_shadowing_report_names_the_losing_and_the_winning_file(caplog):
+    registry = SkillRegistry()
+    project = candidate(
+        "pdf", "Project", 100, source="project-agents", path="/app/.agents/skills/pdf/SKILL.md"
+    )
+    user = candidate("pdf", "User", 500, source="user-agents", path="/me/skills/pdf/SKILL.md")
+    add(registry, MemoryProvider([project, user]))
+    with caplog.at_level(logging.WARNING, logger="tether.skills"):
+        catalog = await registry.list()
+    assert [c.path for c in catalog.shadowed["pdf"]] == ["/me/skills/pdf/SKILL.md"]
+    assert caplog.messages == [
+        'skill "pdf" from user-agents (provider "memory", scope global, /me/skills/pdf/SKILL.md) '
+        "ignored because a higher-priority skill already exists; the winner is from "
+        'project-agents (provider "memory", scope global, /app/.agents/skills/pdf/SKILL.md)'
+    ]
+
+
+# ----------------------------------------------------------------------------- skipped, diagnose
+
+
+class SkippingProvider:
+    """Lists one candidate and reports one entry it skipped."""
+
+    def __init__(self, name: str, skipped: SkippedSkill) -> None:
+        self.name = name
+        self.skipped = skipped
+
+    async def list(self, *, cwd: Path) -> SkillObservation:
+        return SkillObservation(
+            candidates=[candidate(f"{self.name}-ok", provider=self.name)],
+            complete=True,
+            skipped=[self.skipped],
+        )
+
+    async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None:
+        return None
+
+    async def diagnose(self, *, cwd: Path) -> list[str]:
+        if self.name == "broken":
+            raise RuntimeError("no disk")
+        return [f"{self.name} advice"]
+
+
+async def test_a_catalog_carries_what_its_providers_skipped_with_their_names():
+    registry = SkillRegistry()
+    add(
+        registry,
+        SkippingProvider("near", SkippedSkill(path="/n/bad.md", reason="r1", name="bad")),
+        MAIN,
+    )
+    add(registry, SkippingProvider("far", SkippedSkill(path="/f/x", reason="r2", provider="far")))
+    catalog = await registry.list(scope=MAIN)
+    assert catalog.complete
+    assert [(s.provider, s.path, s.name, s.reason) for s in catalog.skipped] == [
+        ("far", "/f/x", None, "r2"),  # farthest layer first
+        ("near", "/n/bad.md", "bad", "r1"),
+    ]
+    assert (await registry.list(scope=HELPER)).skipped == (catalog.skipped[0],)
+
+
+async def test_diagnose_gathers_advice_and_reports_a_failing_provider():
+    registry = SkillRegistry()
+    add(registry, SkippingProvider("good", SkippedSkill(path="/x", reason="r")))
+    add(registry, SkippingProvider("broken", SkippedSkill(path="/y", reason="r")))
+    add(registry, MemoryProvider([candidate("plain")]))  # no diagnose(): nothing to say
+    assert await registry.diagnose() == [
+        ("good", "good advice"),
+        ("broken", "its diagnose() failed: RuntimeError: no disk"),
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import pytest
 import skills_ref
 import strictyaml
 
+from tether.skills import SKILL_FILE_MAX_BYTES
 from tether.skills._validate import (
+    MAX_DEPTH,
     _Mapping,
     _StrictYaml,
     check_skill,
@@ -381,3 +384,108 @@ def test_find_skills_in_a_folder_of_skills(tmp_path):
     assert find_skills(tmp_path) == [tmp_path / "a", tmp_path / "b"]
     assert find_skills(tmp_path / "a") == [tmp_path / "a"]
     assert find_skills(tmp_path / "not-a-skill") == []
+
+
+# ----------------------------------------------------------------------------- hostile files
+# skills-ref hangs on a FIFO, overflows its stack on deep nesting, and reads any size: tether
+# answers each with one short problem line.
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_skill_md_that_is_a_fifo_is_a_problem_not_a_hang(tmp_path):
+    directory = tmp_path / "piped"
+    directory.mkdir()
+    os.mkfifo(directory / "SKILL.md")
+    check = check_skill(directory)
+    assert check.problems == (
+        "SKILL.md: it is a FIFO (named pipe), not a regular file; replace it with a regular file "
+        "(only regular files are read as skills)",
+    )
+    assert check_skill(directory / "SKILL.md").problems == check.problems
+
+
+def test_a_skill_md_over_the_cap_is_a_problem(tmp_path):
+    directory = make_skill(tmp_path, "name: demo\n" + DESCRIPTION)
+    with (directory / "SKILL.md").open("r+b") as handle:
+        handle.truncate(SKILL_FILE_MAX_BYTES + 1)
+    assert check_skill(directory).problems == (
+        f"SKILL.md: it is {SKILL_FILE_MAX_BYTES + 1:,} bytes, over the cap of "
+        f"{SKILL_FILE_MAX_BYTES:,} bytes; move detail into files beside it (references/)",
+    )
+
+
+def test_nesting_deeper_than_the_limit_is_a_problem_not_a_crash(tmp_path):
+    nested = "".join(" " * (level + 1) + f"k{level}:\n" for level in range(MAX_DEPTH + 50))
+    directory = make_skill(tmp_path, "name: demo\n" + DESCRIPTION + "metadata:\n" + nested)
+    [problem] = check_skill(directory).problems
+    assert problem.startswith(f"the frontmatter nests deeper than {MAX_DEPTH} levels (SKILL.md")
+    shallow = "".join(" " * (level + 1) + f"k{level}:\n" for level in range(MAX_DEPTH - 5))
+    assert check_skill(
+        make_skill(tmp_path, "name: ok\n" + DESCRIPTION + "metadata:\n" + shallow, folder="ok")
+    ).valid
+
+
+def test_huge_and_unprintable_values_are_quoted_short_on_one_line(tmp_path):
+    key = "x" * 900  # YAML allows implicit keys up to 1024 characters
+    directory = make_skill(
+        tmp_path, f'name: "{"N" * 100_000}"\n' + DESCRIPTION + f'"{key}\\nfake": 1\n'
+    )
+    problems = check_skill(directory).problems
+    assert problems
+    assert all("\n" not in problem and len(problem) < 400 for problem in problems)
+    assert any('unexpected field "xxx' in problem and '..."' in problem for problem in problems)
+
+
+# ----------------------------------------------------------------------------- advice
+
+
+@pytest.mark.parametrize(
+    ("field", "advice"),
+    [
+        (
+            "disable-model-invocation: true",
+            "move it under metadata: (tether reads it there too and still hides the skill from "
+            "the model; clients that read it only at the top level would not)",
+        ),
+        (
+            "user-invocable: false",
+            "move it under metadata: (tether reads it there too and still honours it; clients "
+            "that read it only at the top level would not)",
+        ),
+        ("when_to_use: after an outage", "move it under metadata: (tether reads it there too)"),
+        (
+            "userInvocable: false",
+            "tether does not read this spelling and skips a skill that uses it (at the top level "
+            "or under metadata:); write user-invocable under metadata: instead",
+        ),
+        ("author: me", "move it under metadata: or remove it"),
+    ],
+)
+def test_the_advice_for_an_unexpected_field_is_true_for_tether(tmp_path, field, advice):
+    directory = make_skill(tmp_path, "name: demo\n" + DESCRIPTION + field + "\n")
+    [problem] = check_skill(directory).problems
+    assert problem.endswith(f"allowed-tools, metadata, compatibility: {advice}")
+
+
+@pytest.mark.parametrize(
+    ("entry", "warning"),
+    [
+        (
+            "disable-model-invocation: maybe",
+            'metadata.disable-model-invocation is "maybe", not true or false (SKILL.md line 5): '
+            "tether skips the skill (rather than guess); write disable-model-invocation: true "
+            "or false",
+        ),
+        (
+            "modelInvocable: 'false'",
+            "metadata.modelInvocable (SKILL.md line 5): tether does not read this spelling and "
+            "skips the skill (rather than risk exposing it); write disable-model-invocation "
+            "(inverted) instead",
+        ),
+    ],
+)
+def test_a_switch_under_metadata_that_tether_would_skip_is_a_warning(tmp_path, entry, warning):
+    directory = make_skill(tmp_path, "name: demo\n" + DESCRIPTION + f"metadata:\n  {entry}\n")
+    check = check_skill(directory)
+    assert check.valid
+    assert check.warnings == (warning,)

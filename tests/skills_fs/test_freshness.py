@@ -136,39 +136,52 @@ async def test_a_root_created_after_the_first_listing_is_noticed(
     assert [s.name for s in (await registry.list(cwd=tmp_path)).summaries] == ["late"]
 
 
-async def test_an_unreadable_root_makes_the_listing_incomplete_and_uncached(
+async def test_a_root_that_is_a_symlink_loop_is_skipped_and_the_listing_stays_complete(
     provider: FileSystemSkillProvider,
     registry: SkillRegistry,
     root: Path,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A symlink loop fails with ELOOP, like a permission error: not a confirmed absence
-    # (the tests may run as root, for whom permissions are no obstacle).
+    # A loop stays until someone fixes the link: a permanent problem, not a transient one.
     root.symlink_to(root)
     with caplog.at_level(logging.WARNING, logger="tether.skills.fs"):
         observation = await observe(provider, tmp_path)
-    assert (observation.candidates, observation.complete) == ((), False)
-    assert f"skills root {root} could not be read" in caplog.text
-    first = await registry.list(cwd=tmp_path)
-    assert not first.complete
+    assert (observation.candidates, observation.complete) == ((), True)
+    assert [(s.path, s.reason) for s in observation.skipped] == [
+        (
+            str(root),
+            "it is a symlink loop (a link that leads back to itself); fix the link, or point "
+            "the root elsewhere",
+        )
+    ]
+    assert "permissions" not in caplog.text
+    assert (await registry.list(cwd=tmp_path)).complete
     root.unlink()
     write_skill(root, "recovered")
-    again = await registry.list(cwd=tmp_path)  # nothing cached: no refresh needed
-    assert again.complete
-    assert [s.name for s in again.summaries] == ["recovered"]
+    assert await registry.refresh(cwd=tmp_path) is True  # the fingerprint saw the fix
+    assert [s.name for s in (await registry.list(cwd=tmp_path)).summaries] == ["recovered"]
 
 
-async def test_an_unreadable_skill_file_keeps_its_siblings_but_is_incomplete(
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc")
+async def test_an_io_error_on_a_skill_file_keeps_its_siblings_but_is_incomplete(
     provider: FileSystemSkillProvider, root: Path, tmp_path: Path
 ) -> None:
+    # /proc/self/mem is a regular file whose first byte cannot be read (EIO), even as root:
+    # a real I/O error, which may pass, so the listing must not be cached as the truth.
     write_skill(root, "sibling")
-    loop = root / "looping" / "SKILL.md"
-    loop.parent.mkdir()
-    loop.symlink_to(loop)
+    failing = root / "failing" / "SKILL.md"
+    failing.parent.mkdir()
+    failing.symlink_to("/proc/self/mem")
     observation = await observe(provider, tmp_path)
     assert [c.name for c in observation.candidates] == ["sibling"]
     assert observation.complete is False
+    [skipped] = observation.skipped
+    assert skipped.name == "failing"
+    assert skipped.reason.startswith("it could not be read (")
+    assert skipped.reason.endswith(
+        "check its permissions; it is missing from this catalog until it can be read"
+    )
 
 
 async def test_a_permission_error_on_a_root_is_transient(

@@ -9,13 +9,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import TetherError
-from ._group import cli, load, profile_option
+from ._group import cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
     from ..plugins import LoadedPlugin, PluginCatalog
+    from ..scopes import Scope
 
 __all__ = ("composition_tree",)
+
+#: Skipped skill entries ``tether check`` names one by one; the rest are counted.
+MAX_SKIPPED_SHOWN = 5
 
 
 @cli.command()
@@ -94,6 +98,9 @@ def check(profile: Path | None) -> None:
 
     Beyond loading, every agent is composed: its instructions are read, its tools collected
     and its model spec matched to a model provider (no model is made, so no key is needed).
+    Skill providers are asked for advice (a root that is missing, empty, or holds its skills
+    deeper than they are read) and their catalogs are read: what they skipped is a warning on
+    standard error. Warnings do not change the exit status.
     """
     from ..profile import check_store_spec
 
@@ -105,14 +112,25 @@ def check(profile: Path | None) -> None:
         raise type(exc)(exc.code, exc.message, file=file, key=exc.key, remedy=exc.remedy) from exc
     # Build the registries only when some plugin feeds them: a broken provider fails here, and
     # a profile without skills or subagents does not pay for their imports.
-    if any(p.implements("tether_skill_providers") for p in kernel.plugins):
+    skills = any(p.implements("tether_skill_providers") for p in kernel.plugins)
+    if skills:
         kernel.skills  # noqa: B018
     if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
-        kernel.subagents  # noqa: B018
+        # A provider that can say whether it runs here (its program is installed) is asked;
+        # loading does not ask, so commands that start no child work without the program.
+        for provider in kernel.subagents.providers():
+            check_provider = getattr(provider, "check", None)
+            if callable(check_provider):
+                check_provider()
     if kernel.agents:
         _check_agents(kernel)
     for line in composition_tree(kernel):
         click.echo(line)
+    if skills:
+        from ._skills import printable
+
+        for warning in run_async(_skill_warnings, kernel):
+            click.echo(f"warning: {printable(warning)}", err=True)
     count = len(kernel.plugins)
     requirements = sum(len(p.requirements) for p in kernel.plugins)
     click.echo(
@@ -120,6 +138,34 @@ def check(profile: Path | None) -> None:
         f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
         f"{requirements} requirement{'s' if requirements != 1 else ''} met"
     )
+
+
+async def _skill_warnings(kernel: Kernel) -> list[str]:
+    """The skill providers' advice and what their catalogs skipped, once each, for every
+    scope an agent sees (the global layer when there are no agents)."""
+    from ._skills import SkillWarnings
+
+    scopes: list[Scope | None] = [kernel.agent_scope(name) for name in kernel.agents] or [None]
+    advice: dict[str, None] = {}
+    skipped: dict[str, str] = {}
+    with SkillWarnings():  # what the providers log is summed up below, not printed raw
+        for scope in scopes:
+            for provider, line in await kernel.skills.diagnose(scope=scope):
+                advice.setdefault(f'skill provider "{provider}": {line}', None)
+            catalog = await kernel.skills.list(scope=scope)
+            for entry in catalog.skipped:
+                skipped.setdefault(entry.path, entry.reason)
+    lines = list(advice)
+    # A root the advice already names (a package that is not installed) is not named twice.
+    skipped = {path: why for path, why in skipped.items() if not any(path in a for a in lines)}
+    shown = list(skipped.items())[:MAX_SKIPPED_SHOWN]
+    lines += [f"skill {path} skipped: {reason}" for path, reason in shown]
+    if len(skipped) > MAX_SKIPPED_SHOWN:
+        lines.append(
+            f"{len(skipped) - MAX_SKIPPED_SHOWN} more skill entries skipped; tether skills list "
+            "shows them all, with the reason"
+        )
+    return lines
 
 
 def _check_agents(kernel: Kernel) -> None:

@@ -15,7 +15,7 @@ from ._group import cli, load, profile_option, run_async
 if TYPE_CHECKING:
     from ..kernel import Kernel
     from ..scopes import Scope
-    from ..skills import SkillCandidate, SkillCatalog, SkillDefinition
+    from ..skills import SkillCandidate, SkillCatalog, SkillDefinition, SkippedSkill
     from ..skills._validate import SkillCheck
 
 #: How many near names an unknown ``skills show NAME`` suggests.
@@ -24,6 +24,10 @@ MAX_SUGGESTIONS = 3
 MAX_LISTED_NAMES = 12
 #: Descriptions longer than this are cut in the ``skills list`` table.
 DESCRIPTION_WIDTH = 72
+#: The plugin whose ``body_max_chars`` setting ``skills show`` honours, as ``load_skill`` does.
+SKILL_TOOL_PLUGIN = "skill-tool"
+#: The code of the one ERROR line for a ``skills validate`` path that does not exist.
+PATH_NOT_FOUND = "SKILL_PATH_NOT_FOUND"
 
 _agent_option = click.option(
     "--agent",
@@ -46,7 +50,8 @@ def skills() -> None:
 @_agent_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_skills(profile: Path | None, agent_name: str | None, as_json: bool) -> None:
-    """List the skills an agent sees: the winner per name, and what each one shadows.
+    """List the skills an agent sees: the winner per name, what each one shadows, and the
+    entries the providers skipped, with the reason.
 
     Without --agent the agent is the one `tether run` would use (main, else the only agent);
     a profile without agents shows the global layer. When the catalog is incomplete (a
@@ -55,15 +60,23 @@ def list_skills(profile: Path | None, agent_name: str | None, as_json: bool) -> 
     """
     kernel = load(profile)
     agent, scope = _resolve(kernel, agent_name)
-    with _SkillWarnings() as warnings:
+    with SkillWarnings() as warnings:
         catalog = run_async(_list, kernel, scope)
     where = _scope_path(scope)
     rows = [_row(catalog, name) for name in catalog.candidates]
+    skipped = [_skipped(entry) for entry in catalog.skipped]
     if as_json:
-        document = {"agent": agent, "scope": where, "complete": catalog.complete, "skills": rows}
+        document = {
+            "agent": agent,
+            "scope": where,
+            "complete": catalog.complete,
+            "skills": rows,
+            "skipped": skipped,
+        }
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         _print_table(rows, agent, where)
+        _print_skipped(skipped)
     if not catalog.complete:
         warnings.echo()
         click.echo(_INCOMPLETE, err=True)
@@ -86,6 +99,24 @@ def _row(catalog: SkillCatalog, name: str) -> dict[str, Any]:
     }
 
 
+def _skipped(entry: SkippedSkill) -> dict[str, Any]:
+    return {
+        "path": entry.path,
+        "name": entry.name,
+        "provider": entry.provider,
+        "reason": entry.reason,
+    }
+
+
+def _print_skipped(skipped: list[dict[str, Any]]) -> None:
+    if not skipped:
+        return
+    count = len(skipped)
+    click.echo(f"skipped {count} entr{'y' if count == 1 else 'ies'} (not offered to the agent):")
+    for entry in skipped:
+        click.echo(f"  {printable(entry['path'])}: {printable(entry['reason'])}")
+
+
 def _candidate(candidate: SkillCandidate) -> dict[str, Any]:
     return {
         "name": candidate.name,
@@ -106,11 +137,11 @@ def _print_table(rows: list[dict[str, Any]], agent: str | None, where: str) -> N
     table = [
         (
             row["name"],
-            row["provider"],
-            row["source"],
+            printable(row["provider"]),
+            printable(row["source"]),
             _rank(row["rank"]),
-            row["layer"],
-            _cut(row["description"]),
+            printable(row["layer"]),
+            printable(_cut(row["description"])),
         )
         for row in rows
     ]
@@ -121,9 +152,12 @@ def _print_table(rows: list[dict[str, Any]], agent: str | None, where: str) -> N
         if row is None:
             continue
         for loser in row["shadows"]:
+            where = f", {loser['path']}" if loser["path"] else ""
             click.echo(
-                f"  shadows {loser['name']} from provider {loser['provider']} "
-                f"(source {loser['source']}, rank {_rank(loser['rank'])})"
+                printable(
+                    f"  shadows {loser['name']} from provider {loser['provider']} "
+                    f"(source {loser['source']}, rank {_rank(loser['rank'])}{where})"
+                )
             )
         invocation = row["invocation"]
         if not invocation["model_invocable"]:
@@ -134,6 +168,14 @@ def _print_table(rows: list[dict[str, Any]], agent: str | None, where: str) -> N
 
 def _rank(rank: float) -> str:
     return f"{rank:g}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal line: control characters (an escape sequence in a cloned
+    repository's folder name or description) shown as escapes, never sent raw."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _cut(text: str) -> str:
@@ -152,13 +194,15 @@ def _cut(text: str) -> str:
 def show_skill(ctx: click.Context, profile: Path | None, agent_name: str | None, name: str) -> None:
     """Print skill NAME exactly as load_skill hands it to the model (<skill_content>).
 
-    An unknown NAME is one ERROR line (exit status 2) with the names that come close.
+    The body is cut where load_skill cuts it (the skill-tool plugin's body_max_chars, as the
+    agent sees it). An unknown NAME is one ERROR line (exit status 2) with the names that come
+    close, or why a skill of that name was skipped.
     """
     from ..skills import render_skill_content
 
     kernel = load(profile)
-    _, scope = _resolve(kernel, agent_name)
-    with _SkillWarnings() as warnings:
+    agent, scope = _resolve(kernel, agent_name)
+    with SkillWarnings() as warnings:
         definition, catalog = run_async(_show, kernel, scope, name)
     if definition is None:
         click.echo(f"ERROR: {_not_found(name, catalog, scope)} [UNKNOWN_SKILL]", err=True)
@@ -166,7 +210,21 @@ def show_skill(ctx: click.Context, profile: Path | None, agent_name: str | None,
     if not catalog.complete:
         warnings.echo()
         click.echo(_INCOMPLETE, err=True)
-    click.echo(render_skill_content(definition))
+    click.echo(render_skill_content(definition, max_body_chars=_body_max(kernel, agent)))
+
+
+def _body_max(kernel: Kernel, agent: str | None) -> int:
+    """The body cap of the skill-tool plugin nearest to the agent (its layer, then global)."""
+    from ..skills import DEFAULT_BODY_MAX_CHARS
+
+    layers = ([f"agent:{agent}"] if agent is not None else []) + ["global"]
+    for layer in layers:
+        for plugin in kernel.plugins:
+            if plugin.scope_id == layer and plugin.name == SKILL_TOOL_PLUGIN:
+                value = getattr(plugin.settings, "body_max_chars", None)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    return value
+    return DEFAULT_BODY_MAX_CHARS
 
 
 async def _show(
@@ -190,6 +248,10 @@ def _not_found(name: str, catalog: SkillCatalog, scope: Scope | None) -> str:
             f"loaded ({where}); it may have been removed since it was listed: run tether "
             "skills list again"
         )
+    skipped = [entry for entry in catalog.skipped if entry.name == name]
+    if skipped:
+        entry = skipped[0]
+        return printable(f'skill "{name}" was skipped ({where}): {entry.path}: {entry.reason}')
     names = list(catalog.candidates)
     if is_skill_name(name):
         text = f'unknown skill "{name}"'
@@ -228,15 +290,9 @@ def validate_skills(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     """
     from ..skills._validate import check_skill, find_skills
 
-    missing = [str(path) for path in paths if not path.exists()]
+    missing = [path for path in paths if not path.exists()]
     if missing:
-        listed = ", ".join(f'"{p}"' for p in missing)
-        click.echo(
-            f"ERROR: {'path' if len(missing) == 1 else 'paths'} {listed} "
-            f"{'does' if len(missing) == 1 else 'do'} not exist; pass skill directories, "
-            "SKILL.md files or folders of skills",
-            err=True,
-        )
+        click.echo(f"ERROR: {_missing_paths(missing)} [{PATH_NOT_FOUND}]", err=True)
         ctx.exit(2)
     checks: list[tuple[Path, SkillCheck]] = []
     empty: list[Path] = []
@@ -263,6 +319,22 @@ def validate_skills(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     click.echo(_summary(checks, empty))
     if empty or any(not check.valid for _, check in checks):
         ctx.exit(1)
+
+
+def _missing_paths(missing: list[Path]) -> str:
+    """``path "x" does not exist (/abs/x); pass ...``: every missing path, absolute too."""
+    shown = []
+    for path in missing:
+        absolute = os.path.abspath(path)
+        text = f'"{path}"' + ("" if str(path) == absolute else f" ({absolute})")
+        if os.path.lexists(path):
+            text += " (a symlink that leads nowhere: broken, or a loop)"
+        shown.append(text)
+    one = len(missing) == 1
+    return (
+        f"{'path' if one else 'paths'} {', '.join(shown)} {'does' if one else 'do'} not exist; "
+        "pass skill directories, SKILL.md files or folders of skills"
+    )
 
 
 def _is_skill_file(path: Path) -> bool:
@@ -293,7 +365,7 @@ _INCOMPLETE = (
 )
 
 
-class _SkillWarnings(logging.Handler):
+class SkillWarnings(logging.Handler):
     """Holds what the skill registry logs while a command reads it.
 
     A complete catalog logs only the shadowing the listing shows anyway; an incomplete one
@@ -310,7 +382,7 @@ class _SkillWarnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.setdefault(record.getMessage(), None)
 
-    def __enter__(self) -> _SkillWarnings:
+    def __enter__(self) -> SkillWarnings:
         self._logger.addHandler(self)
         self._logger.propagate = False
         return self
@@ -321,7 +393,7 @@ class _SkillWarnings(logging.Handler):
 
     def echo(self) -> None:
         for message in self.messages:
-            click.echo(f"warning: {message}", err=True)
+            click.echo(f"warning: {printable(message)}", err=True)
 
 
 def _resolve(kernel: Kernel, agent_name: str | None) -> tuple[str | None, Scope | None]:

@@ -7,6 +7,7 @@ merges them per scope chain.
 
 from __future__ import annotations
 
+from ._files import SKILL_FILE_MAX_BYTES, SkillFileRefused, describe_file_type, read_skill_file
 from ._registry import (
     DEFAULT_CACHE_ENTRIES,
     RUNTIME_PROVIDER,
@@ -16,10 +17,18 @@ from ._registry import (
     SkillRegistration,
     SkillRegistry,
 )
-from ._render import RenderableSkill, escape_attribute, escape_text, render_skill_content
+from ._render import (
+    BASE_DIR_PLACEHOLDER,
+    DEFAULT_BODY_MAX_CHARS,
+    RenderableSkill,
+    escape_attribute,
+    escape_text,
+    render_skill_content,
+)
 from ._types import (
     SKILL_NAME_MAX,
     SKILL_NAME_PATTERN,
+    BundledFiles,
     DirectoryResources,
     InvocationPolicy,
     OpaqueResources,
@@ -28,18 +37,24 @@ from ._types import (
     SkillDefinition,
     SkillObservation,
     SkillProvider,
+    SkillProviderDiagnostics,
     SkillProviderFactory,
     SkillSummary,
+    SkippedSkill,
     UrlResources,
     is_skill_name,
 )
 
 __all__ = (
+    "BASE_DIR_PLACEHOLDER",
+    "DEFAULT_BODY_MAX_CHARS",
     "DEFAULT_CACHE_ENTRIES",
     "RUNTIME_PROVIDER",
     "RUNTIME_RANK",
+    "SKILL_FILE_MAX_BYTES",
     "SKILL_NAME_MAX",
     "SKILL_NAME_PATTERN",
+    "BundledFiles",
     "DirectoryResources",
     "InvocationPolicy",
     "OpaqueResources",
@@ -48,16 +63,21 @@ __all__ = (
     "SkillCandidate",
     "SkillCatalog",
     "SkillDefinition",
+    "SkillFileRefused",
     "SkillObservation",
     "SkillProvider",
     "SkillProviderControl",
+    "SkillProviderDiagnostics",
     "SkillProviderFactory",
     "SkillRegistration",
     "SkillRegistry",
     "SkillSummary",
+    "SkippedSkill",
     "UrlResources",
+    "describe_file_type",
     "escape_attribute",
     "escape_text",
     "is_skill_name",
+    "read_skill_file",
     "render_skill_content",
 )

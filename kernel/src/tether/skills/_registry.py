@@ -31,7 +31,9 @@ from ._types import (
     SkillDefinition,
     SkillObservation,
     SkillProvider,
+    SkillProviderDiagnostics,
     SkillSummary,
+    SkippedSkill,
     is_skill_name,
 )
 
@@ -78,6 +80,9 @@ class SkillCatalog:
     """Per winning name, the candidates it beat (same layer or farther layers)."""
     layers: dict[str, str] = field(repr=False, default_factory=dict)
     """Per winning name, the scope layer it came from."""
+    skipped: tuple[SkippedSkill, ...] = field(repr=False, default=())
+    """What the providers found but left out, and why (farthest layer first), each with its
+    provider's name."""
     _origins: dict[str, _ProviderSlot | _RuntimeSkill] = field(
         repr=False, compare=False, default_factory=dict
     )
@@ -456,6 +461,26 @@ class SkillRegistry:
             self._changed()
         return changed
 
+    async def diagnose(
+        self, *, scope: Scope | None = None, cwd: Path | None = None
+    ) -> list[tuple[str, str]]:
+        """``(provider, advice)`` from every visible provider that implements
+        :class:`~tether.skills.SkillProviderDiagnostics`, nearest layer last; for
+        ``tether check``. A provider whose ``diagnose()`` raises gives one line saying so."""
+        cwd = cwd or Path.cwd()
+        found: list[tuple[str, str]] = []
+        for slot in self._visible_slots(scope):
+            provider = slot.provider
+            if not isinstance(provider, SkillProviderDiagnostics):
+                continue
+            try:
+                lines = await provider.diagnose(cwd=cwd)
+                advice = [line for line in lines if isinstance(line, str)]
+            except Exception as exc:
+                advice = [f"its diagnose() failed: {_describe(exc)}"]
+            found += [(slot.name, line) for line in advice]
+        return found
+
     async def get(
         self, name: str, *, scope: Scope | None = None, cwd: Path | None = None
     ) -> SkillDefinition | None:
@@ -515,6 +540,7 @@ class SkillRegistry:
         origin_layer: dict[str, str] = {}
         shadowed: dict[str, list[SkillCandidate]] = {}
         complete = True
+        skipped: list[SkippedSkill] = []
         for key, _layer in layers:
             ranked: list[tuple[float, int, int, SkillCandidate, _ProviderSlot | _RuntimeSkill]]
             ranked = [
@@ -526,8 +552,9 @@ class SkillRegistry:
                 if observed is None:
                     complete = False
                     continue
-                candidates, slot_complete = observed
+                candidates, slot_complete, slot_skipped = observed
                 complete = complete and slot_complete
+                skipped += slot_skipped
                 ranked.extend(
                     (candidate.rank, slot.order, index, candidate, slot)
                     for index, candidate in enumerate(candidates)
@@ -538,12 +565,11 @@ class SkillRegistry:
                 if candidate.name in winners:
                     shadowed.setdefault(candidate.name, []).append(candidate)
                     log.warning(
-                        'skill "%s" from %s (provider "%s", scope %s) ignored because a '
-                        "higher-priority skill already exists",
+                        'skill "%s" %s ignored because a higher-priority skill already exists; '
+                        "the winner is %s",
                         candidate.name,
-                        candidate.source,
-                        candidate.provider,
-                        key,
+                        _origin(candidate, key),
+                        _origin(winners[candidate.name], key),
                     )
                     continue
                 winners[candidate.name] = candidate
@@ -559,6 +585,7 @@ class SkillRegistry:
             candidates={name: merged[name] for name in names},
             shadowed={name: tuple(shadowed[name]) for name in names if name in shadowed},
             layers={name: origin_layer[name] for name in names},
+            skipped=tuple(skipped),
             _origins=origins,
         )
 
@@ -586,8 +613,9 @@ class SkillRegistry:
 
 def _normalize(
     slot: _ProviderSlot, output: object
-) -> tuple[tuple[SkillCandidate, ...], bool] | None:
-    """A provider's candidates and whether they are complete; ``None`` when it failed."""
+) -> tuple[tuple[SkillCandidate, ...], bool, tuple[SkippedSkill, ...]] | None:
+    """A provider's candidates, whether they are complete, and what it skipped; ``None`` when
+    it failed."""
     name, where = slot.name, f"scope {slot.layer}"
     if isinstance(output, _Failed):
         if isinstance(output.error, ValidationError):
@@ -602,8 +630,13 @@ def _normalize(
         log.warning('skill provider "%s" skipped: %s', name, _describe(output.error))
         return None
     items: tuple[object, ...]
+    skipped: tuple[SkippedSkill, ...] = ()
     if isinstance(output, SkillObservation):
         items, complete = tuple(output.candidates), output.complete
+        skipped = tuple(
+            entry if entry.provider == name else entry.model_copy(update={"provider": name})
+            for entry in output.skipped
+        )
     elif isinstance(output, Sequence) and not isinstance(output, str | bytes):
         items, complete = tuple(cast("Sequence[object]", output)), True
     else:
@@ -635,7 +668,16 @@ def _normalize(
                 "its candidates",
             )
         candidates.append(candidate)
-    return tuple(candidates), complete
+    return tuple(candidates), complete, skipped
+
+
+def _origin(candidate: SkillCandidate, layer: str) -> str:
+    """``from custom (provider "skills-fs", scope global, /x/SKILL.md)``: where a candidate
+    comes from, its file included when it has one."""
+    where = f'provider "{candidate.provider}", scope {layer}'
+    if candidate.path:
+        where += f", {candidate.path}"
+    return f"from {candidate.source} ({where})"
 
 
 def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = (
     "SKILL_NAME_MAX",
     "SKILL_NAME_PATTERN",
+    "BundledFiles",
     "DirectoryResources",
     "InvocationPolicy",
     "OpaqueResources",
@@ -24,8 +25,10 @@ __all__ = (
     "SkillDefinition",
     "SkillObservation",
     "SkillProvider",
+    "SkillProviderDiagnostics",
     "SkillProviderFactory",
     "SkillSummary",
+    "SkippedSkill",
     "UrlResources",
     "is_skill_name",
 )
@@ -141,6 +144,25 @@ class SkillCandidate(SkillSummary):
     """Provider-specific metadata (``metadata`` in the frontmatter)."""
 
 
+def _tuple(value: object) -> object:
+    # Strict mode takes only a tuple; a provider naturally builds a list.
+    return tuple(value) if isinstance(value, list) else value
+
+
+class BundledFiles(_Frozen):
+    """The files that ship with a skill (``scripts/``, ``references/``...), so the model can
+    discover them; a bounded listing, not an inventory."""
+
+    paths: tuple[str, ...] = ()
+    """Relative to the skill's resource base, ``/``-separated, shallowest first."""
+    omitted: int = Field(default=0, ge=0)
+    """How many more files were found but not listed."""
+    more: bool = False
+    """The search stopped early: there may be files beyond :attr:`omitted`."""
+
+    _check_paths = field_validator("paths", mode="before")(_tuple)
+
+
 class SkillDefinition(SkillSummary):
     """A loaded skill: the summary and its body (frontmatter stripped)."""
 
@@ -150,6 +172,28 @@ class SkillDefinition(SkillSummary):
     """The file it was read from, when there is one."""
     metadata: dict[str, Any] | None = None
     """Provider-specific metadata (``metadata`` in the frontmatter)."""
+    content_line: int | None = Field(default=None, ge=1)
+    """The line of :attr:`path` that :attr:`content` starts on, when the provider knows it:
+    a body cut for the model then says from which line to read the rest."""
+    bundled_files: BundledFiles | None = None
+    """The files beside the skill, when the provider lists them (``None``: not listed)."""
+
+
+class SkippedSkill(_Frozen):
+    """Something a provider found but does not offer, and why: for people, never the model.
+
+    A skill file that does not parse, a root that cannot be read, a package root whose
+    package is not installed... ``tether skills list`` ends with these.
+    """
+
+    path: str
+    """Where: the file, folder or root (as the provider spells it)."""
+    reason: str
+    """What is wrong and how to fix it, one line."""
+    name: str | None = None
+    """The name the entry would have had (a folder's name, a file's stem), when there is one."""
+    provider: str | None = None
+    """The provider that skipped it; the registry fills it in when the provider leaves it out."""
 
 
 class SkillObservation(_Frozen):
@@ -162,12 +206,10 @@ class SkillObservation(_Frozen):
     """What the provider found (any sequence; kept as a tuple)."""
     complete: bool
     """False when discovery was partial (an unreadable root, a failed watcher)."""
+    skipped: Sequence[SkippedSkill] = ()
+    """What the provider found but left out, and why (any sequence; kept as a tuple)."""
 
-    @field_validator("candidates", mode="before")
-    @classmethod
-    def _sequence(cls, value: object) -> object:
-        # Strict mode takes only a tuple; a provider naturally builds a list.
-        return tuple(value) if isinstance(value, list) else value
+    _sequence = field_validator("candidates", "skipped", mode="before")(_tuple)
 
 
 @runtime_checkable
@@ -186,6 +228,18 @@ class SkillProvider(Protocol):
     async def list(self, *, cwd: Path) -> Sequence[SkillCandidate] | SkillObservation: ...
 
     async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None: ...
+
+
+@runtime_checkable
+class SkillProviderDiagnostics(Protocol):
+    """Optional for a :class:`SkillProvider`: advice about its configuration for
+    ``tether check`` (a root that does not exist, skills laid out where they are not read).
+
+    Each string is one line for a person, naming the place and the fix. It is never called on
+    a model turn, so it may look further than ``list()`` does, within reason.
+    """
+
+    async def diagnose(self, *, cwd: Path) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,14 @@ is not UTF-8, a control character, a sequence used as a key), this module report
 
 Warnings never change the verdict: they flag what ``skills-ref`` accepts but the standard's text
 or other clients do not (a ``metadata`` that is not a mapping of strings, a name outside
-``a-z0-9-``, frontmatter cut short by a ``---`` inside a line).
+``a-z0-9-``, frontmatter cut short by a ``---`` inside a line), or what tether itself would
+refuse (an invocation switch under ``metadata`` that is not true or false).
+
+The advice is true for tether: a field tether reads (``disable-model-invocation``,
+``user-invocable``, ``when_to_use``) is said to be read under ``metadata:`` too, so moving it
+there keeps its meaning in tether. Files are read as the loader reads them: regular files only,
+at most :data:`~tether.skills.SKILL_FILE_MAX_BYTES` (1 MiB); quoted values are cut and their control
+characters escaped, so every problem stays one short line whatever the file holds.
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
+from ._files import SkillFileRefused, read_skill_file
+
 __all__ = (
     "ALLOWED_FIELDS",
     "MAX_COMPATIBILITY_LENGTH",
+    "MAX_DEPTH",
     "MAX_DESCRIPTION_LENGTH",
     "MAX_NAME_LENGTH",
     "SKILL_FILES",
@@ -60,6 +70,31 @@ MAX_DESCRIPTION_LENGTH = 1024
 MAX_COMPATIBILITY_LENGTH = 500
 #: The file names a skill directory may use, preferred first (as ``skills-ref`` looks them up).
 SKILL_FILES = ("SKILL.md", "skill.md")
+#: Nesting levels of the frontmatter; deeper is a problem (``skills-ref`` overflows its stack).
+MAX_DEPTH = 100
+#: Values quoted in a message are cut to this many characters.
+_QUOTE_MAX = 80
+#: Fields tether reads at the top level and under ``metadata:``, and what moving them means.
+_READ_BY_TETHER = {
+    "disable-model-invocation": (
+        "move it under metadata: (tether reads it there too and still hides the skill from the "
+        "model; clients that read it only at the top level would not)"
+    ),
+    "user-invocable": (
+        "move it under metadata: (tether reads it there too and still honours it; clients "
+        "that read it only at the top level would not)"
+    ),
+    "when_to_use": "move it under metadata: (tether reads it there too)",
+    "when-to-use": "move it under metadata: (tether reads it there too)",
+}
+#: Spellings tether refuses wherever they are: the skill is skipped rather than exposed.
+LEGACY_SWITCHES = {
+    "disableModelInvocation": "disable-model-invocation",
+    "modelInvocable": "disable-model-invocation (inverted)",
+    "userInvocable": "user-invocable",
+}
+_SWITCHES = ("disable-model-invocation", "user-invocable")
+_FLAG_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
 
 _FIELDS_TEXT = ", ".join(ALLOWED_FIELDS)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -92,7 +127,7 @@ def validate_skill(path: Path | str) -> list[str]:
 def check_skill(path: Path | str) -> SkillCheck:
     """Check the skill at ``path`` (its directory or its ``SKILL.md``): problems and warnings."""
     path = Path(os.path.abspath(path))
-    if path.is_file() and path.name.lower() == "skill.md":
+    if path.name.lower() == "skill.md" and path.exists() and not path.is_dir():
         path = path.parent  # as the skills-ref command does; a Skill.md is then reported
     report = _Report(path)
     if not path.exists():
@@ -193,19 +228,27 @@ def _missing_skill_md(directory: Path) -> str:
 
 
 def _read(skill_md: Path, report: _Report) -> str | None:
-    # Text mode, like skills-ref's read_text(): \r\n and \r become \n.
+    # Regular files only, capped, as tether's loader reads them (a FIFO would block forever).
     try:
-        return skill_md.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        report.problem(
-            f"{skill_md.name} is not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset "
-            f"{exc.start}); save it as UTF-8"
-        )
+        _status, data = read_skill_file(skill_md)
+    except SkillFileRefused as exc:
+        report.problem(f"{skill_md.name}: {exc.problem}; {exc.remedy}")
+        return None
     except OSError as exc:
         report.problem(
             f"{skill_md.name} cannot be read ({exc.strerror or exc}); make it a readable file"
         )
-    return None
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        report.problem(
+            f"{skill_md.name} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}); save it as UTF-8"
+        )
+        return None
+    # Text mode, like skills-ref's read_text(): \r\n and \r become \n.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _check_content(content: str, report: _Report) -> None:
@@ -284,8 +327,8 @@ def _check_fields(document: _Mapping, report: _Report) -> None:
     for key, entry in fields.items():
         if key not in ALLOWED_FIELDS:
             report.problem(
-                f'unexpected field "{key}"{report.at(entry.key_line)}; the standard allows only '
-                f"{_FIELDS_TEXT}: move it under metadata: or remove it"
+                f'unexpected field "{_quote(key)}"{report.at(entry.key_line)}; the standard '
+                f"allows only {_FIELDS_TEXT}: {_unexpected_fix(key)}"
             )
     name = fields.get("name")
     if name is None:
@@ -311,10 +354,29 @@ def _check_fields(document: _Mapping, report: _Report) -> None:
         _warn_about_metadata(metadata, report)
 
 
+def _unexpected_fix(key: str) -> str:
+    """What to do with a field the standard does not define, true for tether."""
+    if key in _READ_BY_TETHER:
+        return _READ_BY_TETHER[key]
+    if key in LEGACY_SWITCHES:
+        return (
+            "tether does not read this spelling and skips a skill that uses it (at the top "
+            f"level or under metadata:); write {LEGACY_SWITCHES[key]} under metadata: instead"
+        )
+    return "move it under metadata: or remove it"
+
+
+def _quote(text: str) -> str:
+    """``text`` for a one-line message: control characters escaped, cut after 80 characters."""
+    if len(text) > _QUOTE_MAX:
+        text = text[: _QUOTE_MAX - 3] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _check_name(entry: _Entry, report: _Report) -> None:
     value = entry.value
     where = report.at(entry.line)
-    directory = report.directory.name
+    directory = _quote(report.directory.name)
     if not isinstance(value, str) or not value.strip():
         report.problem(
             f"{_not_text('name', value)}{where}; set name: {directory} (the directory's name)"
@@ -322,20 +384,20 @@ def _check_name(entry: _Entry, report: _Report) -> None:
         return
     raw = value.strip()
     name = _nfkc(raw)
-    shown = f'"{name}"' if name == raw else f'"{raw}" (NFKC "{name}")'
+    shown = f'"{_quote(name)}"' if name == raw else f'"{_quote(raw)}" (NFKC "{_quote(name)}")'
     # A name that matches its directory can only be fixed together with the directory.
-    also = " and rename the directory to match" if _nfkc(directory) == name else ""
+    also = " and rename the directory to match" if _nfkc(report.directory.name) == name else ""
     if len(name) > MAX_NAME_LENGTH:
         report.problem(
             f"name {shown} is {len(name)} characters{where}; the limit is {MAX_NAME_LENGTH}: "
             "shorten it and rename the directory to match"
         )
     if name != name.lower():
-        report.problem(f'name {shown} must be lowercase{where}; use "{name.lower()}"{also}')
+        report.problem(f'name {shown} must be lowercase{where}; use "{_quote(name.lower())}"{also}')
     if name.startswith("-") or name.endswith("-"):
         report.problem(
             f"name {shown} starts or ends with a hyphen{where}; use "
-            f'"{name.strip("-")}"{also} (hyphens only between words)'
+            f'"{_quote(name.strip("-"))}"{also} (hyphens only between words)'
         )
     if "--" in name:
         report.problem(
@@ -343,20 +405,20 @@ def _check_name(entry: _Entry, report: _Report) -> None:
         )
     invalid = sorted({c for c in name if not (c.isalnum() or c == "-")})
     if invalid:
-        listed = " ".join(repr(c) for c in invalid)
+        listed = " ".join(repr(c) for c in invalid[:10]) + (" ..." if len(invalid) > 10 else "")
         report.problem(
             f"name {shown} contains characters other than letters, digits and hyphens "
             f"({listed}){where}; replace them with hyphens{also}"
         )
-    if _nfkc(directory) != name:
+    if _nfkc(report.directory.name) != name:
         report.problem(
             f'name {shown} does not match the directory name "{directory}"{where}; rename the '
-            f'directory to "{name}" or set name: {directory}'
+            f'directory to "{_quote(name)}" or set name: {directory}'
         )
     if name != raw:
         report.warning(
-            f'name "{raw}" is not in NFKC form{where}; write it as "{name}": the reference '
-            "validator normalizes names, other clients compare them as written"
+            f'name "{_quote(raw)}" is not in NFKC form{where}; write it as "{_quote(name)}": the '
+            "reference validator normalizes names, other clients compare them as written"
         )
     elif value != raw:
         report.warning(
@@ -418,13 +480,35 @@ def _warn_about_metadata(entry: _Entry, report: _Report) -> None:
             f"{_kind(value)}{where}; write it as indented key: value lines"
         )
         return
+    _warn_about_switches(value, report)
     nested = [key for key, item in value.items.items() if not isinstance(item.value, str)]
     if nested:
+        listed = ", ".join(_quote(key) for key in nested[:10])
+        listed += ", ..." if len(nested) > 10 else ""
         report.warning(
-            f"metadata values should be strings, but {', '.join(nested)} "
+            f"metadata values should be strings, but {listed} "
             f"{'is' if len(nested) == 1 else 'are'} not{where}; the reference validator turns "
             "them into their Python text, other clients may reject them"
         )
+
+
+def _warn_about_switches(metadata: _Mapping, report: _Report) -> None:
+    """Invocation switches under ``metadata`` that tether cannot read: it skips the skill."""
+    for key, item in metadata.items.items():
+        where = report.at(item.key_line)
+        if key in LEGACY_SWITCHES:
+            report.warning(
+                f"metadata.{key}{where}: tether does not read this spelling and skips the "
+                f"skill (rather than risk exposing it); write {LEGACY_SWITCHES[key]} instead"
+            )
+        elif key in _SWITCHES and not (
+            isinstance(item.value, str) and item.value.strip().lower() in _FLAG_WORDS
+        ):
+            shown = f'"{_quote(item.value)}"' if isinstance(item.value, str) else _kind(item.value)
+            report.warning(
+                f"metadata.{key} is {shown}, not true or false{where}: tether skips the skill "
+                f"(rather than guess); write {key}: true or false"
+            )
 
 
 def _not_text(field: str, value: object) -> str:
@@ -538,7 +622,7 @@ class _StrictYaml:
             if key in items:
                 line, column = _position(key_node.start_mark)
                 raise _YamlProblem(
-                    f'the key "{key}" appears twice',
+                    f'the key "{_quote(key)}" appears twice',
                     line,
                     column,
                     f"keep one of them (the first is on line {items[key].key_line})",
@@ -595,6 +679,23 @@ class _StrictLoader(Reader, Scanner, Parser, Composer, Resolver):
         Parser.__init__(self)
         Composer.__init__(self)
         Resolver.__init__(self)
+        self.depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        # PyYAML composes recursively: a deep enough nesting would overflow Python's stack.
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                line, column = _position(self.peek_event().start_mark)
+                raise _YamlProblem(
+                    f"the frontmatter nests deeper than {MAX_DEPTH} levels",
+                    line,
+                    column,
+                    "flatten it: skill frontmatter is a few key: value lines",
+                )
+            return Composer.compose_node(self, parent, index)
+        finally:
+            self.depth -= 1
 
     def forward(self, length: int = 1) -> None:
         # ruamel (YAML 1.2) counts only \n and a lone \r as line ends when it tracks columns;

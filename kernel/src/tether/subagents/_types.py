@@ -188,7 +188,10 @@ class ContinuablePlan:
 class SubagentProvider(Protocol):
     """Starts children. An optional ``async prepare_continuable(request) -> ContinuablePlan``
     method is the continuable capability: its presence is what makes a provider able to start
-    continuable children."""
+    continuable children. An optional ``check() -> None`` says, without starting a child,
+    whether the provider can run here (its program is installed, its folder exists): ``tether
+    check`` calls it and reports the :class:`tether.TetherError` it raises; loading a profile
+    does not (``tether sessions list`` needs no child)."""
 
     @property
     def name(self) -> str: ...

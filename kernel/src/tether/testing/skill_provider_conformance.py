@@ -25,8 +25,9 @@
             return tmp_path
 
 A provider with an ``async def changed(self, *, cwd) -> bool`` method is also held to what
-:meth:`tether.skills.SkillRegistry.refresh` expects of it. The tests run under anyio's pytest
-plugin (``pytest.mark.anyio``).
+:meth:`tether.skills.SkillRegistry.refresh` expects of it, and one with ``diagnose`` (the
+optional :class:`tether.skills.SkillProviderDiagnostics`) to what ``tether check`` prints. The
+tests run under anyio's pytest plugin (``pytest.mark.anyio``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from ..skills import (
     SkillDefinition,
     SkillObservation,
     SkillProvider,
+    SkillProviderDiagnostics,
     SkillRegistry,
+    SkippedSkill,
     is_skill_name,
 )
 
@@ -149,6 +152,18 @@ class SkillProviderConformance:
         for candidate in _candidates(await provider.list(cwd=cwd)):
             assert candidate.provider == provider.name
 
+    async def test_what_is_skipped_says_where_and_why_on_one_line(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        result = await provider.list(cwd=cwd)
+        skipped = result.skipped if isinstance(result, SkillObservation) else ()
+        for entry in skipped:
+            assert isinstance(entry, SkippedSkill)
+            assert entry.path.strip()
+            assert entry.reason.strip()
+            assert "\n" not in entry.reason
+            assert entry.provider in (None, provider.name)
+
     async def test_listing_twice_gives_the_same_candidates_in_the_same_order(
         self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
     ) -> None:
@@ -167,6 +182,18 @@ class SkillProviderConformance:
             assert definition.name == candidate.name
             assert definition.provider == provider.name
             assert isinstance(definition.content, str)
+
+    async def test_bundled_files_are_relative_and_stay_inside_the_skill(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        for candidate in _candidates(await provider.list(cwd=cwd)):
+            definition = await provider.get(candidate, cwd=cwd)
+            files = definition.bundled_files if definition is not None else None
+            for path in files.paths if files is not None else ():
+                assert path
+                assert not path.startswith("/")
+                assert ".." not in path.split("/")
+                assert path.isprintable()
 
     async def test_an_unchanged_definition_agrees_with_its_candidate(
         self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
@@ -237,6 +264,16 @@ class SkillProviderConformance:
         await provider.list(cwd=cwd)
         author.write("delta-skill", description="Delta: use for delta work", body="# Delta")
         assert await changed(cwd=cwd) is True
+
+    # ----------------------------------------------------------------- diagnose()
+
+    async def test_diagnose_gives_lines_of_text(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        if not isinstance(provider, SkillProviderDiagnostics):
+            pytest.skip("the provider has no diagnose() method")
+        lines = await provider.diagnose(cwd=cwd)
+        assert all(isinstance(line, str) and line and "\n" not in line for line in lines)
 
     # ----------------------------------------------------------------- in a registry
 

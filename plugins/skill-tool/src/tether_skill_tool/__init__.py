@@ -15,6 +15,7 @@ from pydantic import Field
 
 import tether
 from tether.agents import PreStep, Tool
+from tether.skills import DEFAULT_BODY_MAX_CHARS
 
 from ._catalog import CatalogStep, InvocationStep
 from ._tool import LOAD_SKILL, load_skill_tool
@@ -27,16 +28,20 @@ class Settings(tether.PluginSettings):
 
     catalog_description_max: int = Field(default=500, ge=3)
     """Catalog descriptions are collapsed to one line and cut to this many characters."""
+    body_max_chars: int = Field(default=DEFAULT_BODY_MAX_CHARS, ge=100)
+    """A skill's body reaches the model (``load_skill``, ``/name``) cut after this many
+    characters, with a note saying what was cut and from which line of the file to read the
+    rest."""
 
 
 class _Parts:
     """The tool and pre-steps of one plugin instance; the catalog checks the tool's identity."""
 
     def __init__(self, settings: Settings) -> None:
-        self.tool = load_skill_tool()
+        self.tool = load_skill_tool(settings.body_max_chars)
         self.steps = [
             PreStep("skill-catalog", CatalogStep(self.tool, settings.catalog_description_max)),
-            PreStep("skill-invocation", InvocationStep()),
+            PreStep("skill-invocation", InvocationStep(settings.body_max_chars)),
         ]
 
 

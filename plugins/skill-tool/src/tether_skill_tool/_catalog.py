@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 
 from tether.agents import StepContext, Tool
 from tether.models import Message
-from tether.skills import SkillCatalog, escape_text, render_skill_content
+from tether.skills import (
+    DEFAULT_BODY_MAX_CHARS,
+    SkillCatalog,
+    escape_text,
+    render_skill_content,
+)
 
 from ._tool import LOAD_SKILL
 
@@ -132,6 +137,9 @@ class CatalogStep:
 class InvocationStep:
     """``/name`` in a person's message appends that user-invocable skill's content."""
 
+    def __init__(self, body_max_chars: int = DEFAULT_BODY_MAX_CHARS) -> None:
+        self._body_max = body_max_chars
+
     async def __call__(self, context: StepContext) -> list[Message] | None:
         agent = context.agent
         source = context.turn_source
@@ -148,5 +156,6 @@ class InvocationStep:
         for name in names:
             definition = await agent.kernel.skills.get(name, scope=agent.scope, cwd=agent.cwd)
             if definition is not None and definition.invocation.user_invocable:
-                messages.append(Message(role="user", content=render_skill_content(definition)))
+                content = render_skill_content(definition, max_body_chars=self._body_max)
+                messages.append(Message(role="user", content=content))
         return messages or None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.agents import Tool, ToolContext, ToolError
-from tether.skills import is_skill_name, render_skill_content
+from tether.skills import DEFAULT_BODY_MAX_CHARS, is_skill_name, render_skill_content
 
 __all__ = ("LOAD_SKILL", "load_skill_tool")
 
@@ -30,7 +30,7 @@ DESCRIPTION = (
 )
 
 
-async def _load(arguments: dict[str, Any], context: ToolContext) -> str:
+async def _load(body_max_chars: int, arguments: dict[str, Any], context: ToolContext) -> str:
     name = arguments["name"]
     if not is_skill_name(name):
         raise ToolError(f'invalid skill name "{name}"')
@@ -49,9 +49,13 @@ async def _load(arguments: dict[str, Any], context: ToolContext) -> str:
         raise ToolError(f'skill "{name}" is unknown or no longer available')
     if not definition.invocation.model_invocable:  # the policy may have changed meanwhile
         raise ToolError(f'skill "{name}" is not available for model invocation')
-    return render_skill_content(definition)
+    return render_skill_content(definition, max_body_chars=body_max_chars)
 
 
-def load_skill_tool() -> Tool:
-    """A fresh ``load_skill`` tool (one per plugin instance)."""
-    return Tool(LOAD_SKILL, DESCRIPTION, _load, PARAMETERS)
+def load_skill_tool(body_max_chars: int = DEFAULT_BODY_MAX_CHARS) -> Tool:
+    """A fresh ``load_skill`` tool (one per plugin instance); bodies cut at ``body_max_chars``."""
+
+    async def load(arguments: dict[str, Any], context: ToolContext) -> str:
+        return await _load(body_max_chars, arguments, context)
+
+    return Tool(LOAD_SKILL, DESCRIPTION, load, PARAMETERS)

@@ -10,7 +10,9 @@ Roots, best rank first (lower wins inside one scope layer):
 
 A root holds packaged skills (``NAME/SKILL.md`` with ``references/``, ``scripts/``,
 ``assets/``) and flat ones (``NAME.md``). Loading is lenient, as the Agent Skills client
-guidance asks: problems are logged on ``tether.skills.fs`` with the file and the fix.
+guidance asks: problems are logged on ``tether.skills.fs`` with the file and the fix, and every
+entry left out is reported in the listing's ``skipped``. A cloned repository's skills are
+untrusted input: only regular files are read, each at most ``max_skill_file_bytes``.
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ from tether.skills import SkillProviderFactory
 from ._parse import DESCRIPTION_MAX, LEGACY_KEYS, SKILL_FILE
 from ._provider import PROVIDER_NAME, FileSystemSkillProvider
 from ._roots import CUSTOM_RANK, PACKAGE_RANK, PROJECT_RANK, USER_RANK, project_root
-from ._settings import DEFAULT_MAX_SKILLS_PER_ROOT, PACKAGE_PREFIX, Settings, SkillRoot
+from ._settings import (
+    DEFAULT_MAX_BUNDLED_FILES,
+    DEFAULT_MAX_SKILLS_PER_ROOT,
+    PACKAGE_PREFIX,
+    Settings,
+    SkillRoot,
+)
 
 __all__ = (
     "CUSTOM_RANK",
+    "DEFAULT_MAX_BUNDLED_FILES",
     "DEFAULT_MAX_SKILLS_PER_ROOT",
     "DESCRIPTION_MAX",
     "LEGACY_KEYS",

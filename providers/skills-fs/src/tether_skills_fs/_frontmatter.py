@@ -6,6 +6,11 @@ fast path: most skill frontmatter is plain ``key: value`` lines (and one level o
 read directly, which is several times faster than building PyYAML's node graph. Anything else
 (flow collections, block scalars, anchors, numbers, booleans, comments, escapes...) goes to
 PyYAML's C loader, so the result is always what ``yaml.safe_load`` would return.
+
+What PyYAML returns may be far larger than the text: aliases share one value many times (an
+"alias bomb" of a few hundred bytes stands for billions of values) and may even make a value
+contain itself. :func:`expansion_problem` measures the value as if every alias were written
+out, within a budget, so nothing downstream ever walks an exploding value.
 """
 
 from __future__ import annotations
@@ -16,9 +21,26 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-__all__ = ("YAMLError", "load_frontmatter", "quote_colon_values", "split_frontmatter")
+__all__ = (
+    "FRONTMATTER_MAX_CHARS",
+    "FRONTMATTER_MAX_DEPTH",
+    "FRONTMATTER_MAX_VALUES",
+    "YAMLError",
+    "expansion_problem",
+    "load_frontmatter",
+    "quote_colon_values",
+    "split_frontmatter",
+)
 
 YAMLError = yaml.YAMLError
+
+#: Frontmatter values (keys, items, scalars) counted with aliases written out. The budget is
+#: this or the frontmatter's length, whichever is larger: text without aliases never exceeds it.
+FRONTMATTER_MAX_VALUES = 10_000
+#: Characters of text in the frontmatter's scalars, counted the same way.
+FRONTMATTER_MAX_CHARS = 1_000_000
+#: Nesting levels; aliases can nest a value deeper than libyaml's own limit (1000).
+FRONTMATTER_MAX_DEPTH = 100
 
 # libyaml when PyYAML was built with it (the pure-Python loader is ten times slower).
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -145,3 +167,43 @@ def quote_colon_values(fm: str) -> str | None:
             lines[index] = f"{match[1]}: '{match[2].replace(chr(39), chr(39) * 2)}'"
             changed = True
     return "\n".join(lines) if changed else None
+
+
+def expansion_problem(data: Any, size: int) -> tuple[str, str] | None:
+    """``(problem, remedy)`` when ``data``, read from ``size`` characters of YAML, expands
+    beyond the budgets (aliases written out, cycles never ending); ``None`` when it fits.
+
+    Iterative, and it stops at the budget: its cost is bounded whatever ``data`` is.
+    """
+    max_values = max(FRONTMATTER_MAX_VALUES, size)
+    max_chars = max(FRONTMATTER_MAX_CHARS, size)
+    values = chars = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        values += 1
+        if depth > FRONTMATTER_MAX_DEPTH:
+            return (
+                f"its frontmatter nests deeper than {FRONTMATTER_MAX_DEPTH} levels (or a value "
+                "contains itself through an alias)",
+                "flatten it and write the values out without aliases (*name)",
+            )
+        children: list[Any] | None = None
+        if isinstance(value, dict):
+            children = [part for pair in value.items() for part in pair]  # pyright: ignore[reportUnknownVariableType]
+        elif isinstance(value, list | tuple | set | frozenset):
+            children = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(value, str | bytes):
+            chars += len(value)
+        if children is not None:
+            stack.extend((child, depth + 1) for child in children)
+        # Every value found so far: the ones walked and the ones waiting.
+        if values + len(stack) > max_values or chars > max_chars:
+            unit = "values" if chars <= max_chars else "characters"
+            limit = max_values if unit == "values" else max_chars
+            return (
+                f"its frontmatter expands to more than {limit:,} {unit} (YAML anchors and "
+                "aliases repeat values, or a value contains itself)",
+                "write the values out without anchors (&name) and aliases (*name)",
+            )
+    return None

@@ -3,27 +3,39 @@
 Lenient means: a name that differs from its folder or an over-long description is loaded with a
 warning; a missing description, unreadable YAML, an invalid name or an invocation switch that is
 not plainly true or false skips the skill (fail closed) with a warning that names the fix.
+
+Every message quotes a value through :func:`shown`, which is bounded: a file is untrusted, and a
+value may be megabytes long or (through YAML aliases) stand for billions of values.
 """
 
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
 from tether.skills import SKILL_NAME_MAX, InvocationPolicy, is_skill_name
 
-from ._frontmatter import YAMLError, load_frontmatter, quote_colon_values, split_frontmatter
+from ._frontmatter import (
+    YAMLError,
+    expansion_problem,
+    load_frontmatter,
+    quote_colon_values,
+    split_frontmatter,
+)
 
 __all__ = (
     "DESCRIPTION_MAX",
     "LEGACY_KEYS",
     "SKILL_FILE",
+    "SWITCH_KEYS",
     "ParsedSkill",
     "SkillFileInvalid",
     "first_meaningful_line",
     "parse_flag",
     "parse_skill",
+    "shown",
 )
 
 #: The file that makes a folder a packaged skill.
@@ -37,6 +49,20 @@ LEGACY_KEYS = {
     "modelInvocable": "disable-model-invocation (inverted)",
     "userInvocable": "user-invocable",
 }
+#: The invocation switches tether reads, at the top level or under ``metadata:`` (where the
+#: Agent Skills standard allows extra fields); a switch that hides anywhere hides.
+SWITCH_KEYS = ("disable-model-invocation", "user-invocable")
+
+#: The longest YAML error text quoted in a message.
+_PROBLEM_MAX = 200
+#: The longest value quoted in a message.
+_SHOWN_MAX = 100
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdict = 4
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -69,6 +95,15 @@ class ParsedSkill:
     body: str
     notes: tuple[tuple[str, str], ...]
     """Lenient findings as (problem, remedy): the skill loads, but its author should know."""
+    body_line: int = 1
+    """The line of the file the body starts on (after the frontmatter and blank lines)."""
+
+
+def shown(value: object) -> str:
+    """A short ``repr`` of any value (at most 100 characters: strings, containers and levels
+    cut), for messages about untrusted files."""
+    text = _REPR.repr(value)
+    return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 3] + "..."
 
 
 def parse_flag(value: object) -> bool | None:
@@ -114,19 +149,20 @@ def _split(text: str) -> tuple[str | None, str]:
     return parts
 
 
-def _yaml_problem(exc: YAMLError) -> str:
+def _yaml_problem(exc: Exception) -> str:
     problem = getattr(exc, "problem", None) or str(exc).split("\n", 1)[0]
+    problem = problem if len(problem) <= _PROBLEM_MAX else problem[: _PROBLEM_MAX - 3] + "..."
     mark = getattr(exc, "problem_mark", None)
     # Marks count from zero and the frontmatter text starts on the opening fence's line.
     return f"{problem} (line {mark.line + 1})" if mark is not None else problem
 
 
-def _retry_quoted(frontmatter: str, error: YAMLError, notes: list[tuple[str, str]]) -> Any:
+def _retry_quoted(frontmatter: str, error: Exception, notes: list[tuple[str, str]]) -> Any:
     quoted = quote_colon_values(frontmatter)
     if quoted is not None:
         try:
             data = load_frontmatter(quoted)
-        except YAMLError:
+        except Exception:  # any failure: the original error is the one to report
             pass
         else:
             notes.append(
@@ -145,8 +181,13 @@ def _retry_quoted(frontmatter: str, error: YAMLError, notes: list[tuple[str, str
 def _load_yaml(frontmatter: str, notes: list[tuple[str, str]]) -> dict[str, Any]:
     try:
         data = load_frontmatter(frontmatter)
-    except YAMLError as exc:
+    except (YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # Beyond YAML errors, PyYAML raises whatever building a value raises: ValueError for
+        # a date like 2024-13-01 or !!float x. Any of them means the YAML cannot be read.
         data = _retry_quoted(frontmatter, exc, notes)
+    problem = expansion_problem(data, len(frontmatter))
+    if problem is not None:
+        raise SkillFileInvalid(*problem)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -154,7 +195,7 @@ def _load_yaml(frontmatter: str, notes: list[tuple[str, str]]) -> dict[str, Any]
             "its frontmatter is not a mapping of keys to values",
             "write key: value lines between the --- fences",
         )
-    return data
+    return data  # pyright: ignore[reportUnknownVariableType]
 
 
 def _name(data: dict[str, Any], expected: str, flat: bool, notes: list[tuple[str, str]]) -> str:
@@ -173,7 +214,7 @@ def _name(data: dict[str, Any], expected: str, flat: bool, notes: list[tuple[str
         return expected
     if not isinstance(raw, str):
         raise SkillFileInvalid(
-            f"its name {raw!r} is not text", f'quote it: name: "{_suggest_name(str(raw))}"'
+            f"its name {shown(raw)} is not text", f'quote it: name: "{_suggest_name(shown(raw))}"'
         )
     if len(raw) > SKILL_NAME_MAX:
         raise SkillFileInvalid(
@@ -199,7 +240,7 @@ def _description(data: dict[str, Any], body: str, flat: bool, notes: list[tuple[
     raw = data.get("description")
     if raw is not None and not isinstance(raw, str):
         raise SkillFileInvalid(
-            f"its description {raw!r} is not text", "write the description as quoted text"
+            f"its description {shown(raw)} is not text", "write the description as quoted text"
         )
     description = (raw or "").strip()
     if not description and flat:
@@ -220,36 +261,56 @@ def _description(data: dict[str, Any], body: str, flat: bool, notes: list[tuple[
     return description
 
 
+def _switch_tables(data: dict[str, Any]) -> list[tuple[str, dict[Any, Any]]]:
+    """Where invocation switches are read: the top level, and ``metadata`` when a mapping."""
+    tables: list[tuple[str, dict[Any, Any]]] = [("", data)]
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict):
+        tables.append(("metadata.", metadata))  # pyright: ignore[reportUnknownArgumentType]
+    return tables
+
+
 def _invocation(data: dict[str, Any]) -> InvocationPolicy:
-    for legacy, replacement in LEGACY_KEYS.items():
-        if legacy in data:
-            raise SkillFileInvalid(
-                f"it uses the unsupported key {legacy}", f"write {replacement} instead"
-            )
-    switches: dict[str, bool] = {}
-    for key in ("disable-model-invocation", "user-invocable"):
-        if key not in data:
-            continue
-        flag = parse_flag(data[key])
-        if flag is None:
-            raise SkillFileInvalid(
-                f"its {key} is {data[key]!r}, not true or false", f"write {key}: true or false"
-            )
-        switches[key] = flag
-    return _POLICIES[
-        (not switches.get("disable-model-invocation", False), switches.get("user-invocable", True))
-    ]
+    """The policy, failing closed: a switch that hides wins wherever it is, and a switch that
+    cannot be read (a legacy spelling, a value that is not a boolean) drops the skill."""
+    model, user = True, True
+    for prefix, table in _switch_tables(data):
+        for legacy, replacement in LEGACY_KEYS.items():
+            if legacy in table:
+                raise SkillFileInvalid(
+                    f"it uses the unsupported key {prefix}{legacy}",
+                    f"write {prefix}{replacement} instead",
+                )
+        for key in SWITCH_KEYS:
+            if key not in table:
+                continue
+            flag = parse_flag(table[key])
+            if flag is None:
+                raise SkillFileInvalid(
+                    f"its {prefix}{key} is {shown(table[key])}, not true or false",
+                    f"write {prefix}{key}: true or false",
+                )
+            if key == "disable-model-invocation":
+                model = model and not flag
+            else:
+                user = user and flag
+    return _POLICIES[(model, user)]
 
 
 def _when_to_use(data: dict[str, Any], notes: list[tuple[str, str]]) -> str | None:
-    key = "when_to_use" if "when_to_use" in data else "when-to-use"
-    raw = data.get(key)
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        notes.append((f"its {key} is not text (ignored)", f"write {key} as quoted text"))
-        return None
-    return raw.strip() or None
+    """``when_to_use`` (or ``when-to-use``), at the top level, else under ``metadata``."""
+    for prefix, table in _switch_tables(data):
+        key = "when_to_use" if "when_to_use" in table else "when-to-use"
+        raw = table.get(key)
+        if raw is None:
+            continue
+        if not isinstance(raw, str):
+            notes.append(
+                (f"its {prefix}{key} is not text (ignored)", f"write {prefix}{key} as quoted text")
+            )
+            return None
+        return raw.strip() or None
+    return None
 
 
 def _metadata(data: dict[str, Any], notes: list[tuple[str, str]]) -> dict[str, Any] | None:
@@ -273,10 +334,18 @@ def parse_skill(text: str, *, expected_name: str, flat: bool) -> ParsedSkill:
     :raises SkillFileInvalid: the file is not a loadable skill.
     """
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
-    frontmatter, body = _split(text.lstrip())
+    stripped = text.lstrip()
+    frontmatter, raw_body = _split(stripped)
     notes: list[tuple[str, str]] = []
     data = _load_yaml(frontmatter, notes) if frontmatter is not None else {}
-    body = body.strip()
+    body = raw_body.strip()
+    # raw_body is the tail of stripped: count the lines before the body's first character.
+    leading = len(raw_body) - len(raw_body.lstrip())
+    body_line = (
+        text.count("\n", 0, len(text) - len(stripped))
+        + stripped.count("\n", 0, len(stripped) - len(raw_body) + leading)
+        + 1
+    )
     invocation = _invocation(data)
     name = _name(data, expected_name, flat, notes)
     description = _description(data, body, flat, notes)
@@ -288,4 +357,5 @@ def parse_skill(text: str, *, expected_name: str, flat: bool) -> ParsedSkill:
         metadata=_metadata(data, notes),
         body=body,
         notes=tuple(notes),
+        body_line=body_line,
     )

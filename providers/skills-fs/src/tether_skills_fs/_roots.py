@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.resources
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,6 @@ __all__ = (
     "find_roots",
     "project_root",
 )
-
-log = logging.getLogger("tether.skills.fs")
 
 #: ``<project>/.agents/skills`` (dsh's project-agents rank).
 PROJECT_RANK = 200.0
@@ -39,12 +36,14 @@ class Root:
     """One folder of skills."""
 
     path: Path | None
-    """The folder; ``None`` when a ``pkg:`` root's package could not be found."""
+    """The folder; ``None`` when it could not be found (see :attr:`problem`)."""
     rank: float
     source: str
     """``project-agents``, ``custom``, ``user-agents`` or ``package``."""
     label: str
     """How the settings spelled it, for messages."""
+    problem: tuple[str, str] | None = None
+    """Why :attr:`path` is ``None``, as (problem, remedy)."""
 
 
 def project_root(cwd: Path) -> Path:
@@ -56,57 +55,39 @@ def project_root(cwd: Path) -> Path:
     return start
 
 
-def _package_folder(spec: str, *, report: bool) -> Path | None:
+def _package_folder(spec: str) -> tuple[Path | None, tuple[str, str] | None]:
+    """The folder of a ``pkg:`` root, or ``None`` and why (problem, remedy)."""
     package, parts = split_package_root(spec)
     try:
         base = importlib.resources.files(package)
     except ModuleNotFoundError as exc:
-        if report:
-            missing = exc.name or package
-            if package == missing or package.startswith(f"{missing}."):
-                log.warning(
-                    "skills root %s skipped: package %s is not installed; install it "
-                    "(uv add ...) or remove the root from [plugin.skills-fs] roots",
-                    spec,
-                    package,
-                )
-            else:
-                log.warning(
-                    "skills root %s skipped: importing %s failed: %s; fix its installation",
-                    spec,
-                    package,
-                    exc,
-                )
-        return None
-    except Exception as exc:  # a package whose import fails must not break the catalog
-        if report:
-            log.warning(
-                "skills root %s skipped: importing %s failed: %s: %s; fix its installation",
-                spec,
-                package,
-                type(exc).__name__,
-                exc,
+        missing = exc.name or package
+        if package == missing or package.startswith(f"{missing}."):
+            return None, (
+                f"package {package} is not installed",
+                "install it (uv add ...) or remove the root from [plugin.skills-fs] roots",
             )
-        return None
+        return None, (f"importing {package} failed: {exc}", "fix its installation")
+    except Exception as exc:  # a package whose import fails must not break the catalog
+        return None, (
+            f"importing {package} failed: {type(exc).__name__}: {exc}",
+            "fix its installation",
+        )
     folder = base.joinpath(*parts) if parts else base
     if not isinstance(folder, Path):
-        if report:
-            log.warning(
-                "skills root %s skipped: package %s is not installed as files on disk (zipped?); "
-                "install it unzipped",
-                spec,
-                package,
-            )
-        return None
-    return folder
+        return None, (
+            f"package {package} is not installed as files on disk (zipped?)",
+            "install it unzipped",
+        )
+    return folder, None
 
 
-def find_roots(settings: Settings, cwd: Path, *, report: bool = True) -> list[Root]:
+def find_roots(settings: Settings, cwd: Path) -> list[Root]:
     """The roots to scan for ``cwd``, best rank first (settings order within a rank).
 
     A folder reached twice (the project root is the home folder, a custom root repeats the
-    user root) is scanned once, under its best rank. ``report`` logs roots that cannot be
-    resolved.
+    user root) is scanned once, under its best rank. A root that cannot be resolved has no
+    path and says why.
     """
     roots: list[Root] = []
     if settings.project:
@@ -114,7 +95,8 @@ def find_roots(settings: Settings, cwd: Path, *, report: bool = True) -> list[Ro
         roots.append(Root(folder, PROJECT_RANK, "project-agents", str(folder)))
     for root in settings.roots:
         if isinstance(root, str):
-            roots.append(Root(_package_folder(root, report=report), PACKAGE_RANK, "package", root))
+            folder, problem = _package_folder(root)
+            roots.append(Root(folder, PACKAGE_RANK, "package", root, problem))
         else:
             folder = root if root.is_absolute() else cwd / root
             roots.append(Root(folder, CUSTOM_RANK, "custom", str(root)))
@@ -122,8 +104,8 @@ def find_roots(settings: Settings, cwd: Path, *, report: bool = True) -> list[Ro
         try:
             folder = Path.home().joinpath(*_AGENTS_SKILLS)
         except RuntimeError:  # no $HOME and no password entry
-            if report:
-                log.warning("user skills root skipped: the home folder is unknown; set $HOME")
+            problem = ("the home folder is unknown", "set $HOME")
+            roots.append(Root(None, USER_RANK, "user-agents", "~/.agents/skills", problem))
         else:
             roots.append(Root(folder, USER_RANK, "user-agents", str(folder)))
     roots.sort(key=lambda root: root.rank)

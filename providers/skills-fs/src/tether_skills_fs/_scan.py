@@ -1,24 +1,36 @@
-"""Reading skill roots: the candidates, whether the read was whole, and a cheap fingerprint.
+"""Reading skill roots: the candidates, what was skipped and why, whether the read was whole,
+and a cheap fingerprint.
 
-Runs in a worker thread. Discovery is one level deep: ``ROOT/NAME/SKILL.md`` (a packaged
-skill; ``skill.md`` too, as the reference validator accepts it) or ``ROOT/NAME.md`` (a flat
-one); entries in name order, symlinks followed, hidden entries and ``README.md`` ignored. A
-root or file that is confirmed missing is simply empty; any other I/O failure makes the scan
-incomplete, so no cache keeps it.
+Runs in a worker thread. The layout is in :mod:`._layout`. Skill files are read through
+:func:`tether.skills.read_skill_file`: regular files only, at most ``max_skill_file_bytes``.
+
+Every entry that is left out is logged and recorded (:class:`tether.skills.SkippedSkill`), so
+``tether skills list`` can show it. A problem that stays until someone changes the files (bad
+YAML, a FIFO, a symlink loop, a file over the cap) skips that entry alone and the listing stays
+complete; a failure that may pass (permissions, I/O errors) also makes the scan incomplete, so
+no cache keeps it.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from tether.skills import DirectoryResources, SkillCandidate
+from tether.skills import (
+    DirectoryResources,
+    SkillCandidate,
+    SkillFileRefused,
+    SkippedSkill,
+    read_skill_file,
+)
 
-from ._parse import SKILL_FILE, ParsedSkill, SkillFileInvalid, parse_skill
+from ._layout import LOOP, SKILL_FILES, Entry, list_entries
+from ._parse import ParsedSkill, SkillFileInvalid, parse_skill
 from ._roots import Root, find_roots
 from ._settings import Settings
 
@@ -26,15 +38,13 @@ __all__ = ("Fingerprint", "Scan", "fingerprint", "read_skill", "scan")
 
 log = logging.getLogger("tether.skills.fs")
 
-#: What a fingerprint records for a root or file that could not be read.
+#: What a fingerprint records for a root or file that could not be read, or is a loop.
 _UNREADABLE = "unreadable"
-_IGNORED = frozenset({"readme.md"})
-#: The files that make a folder a packaged skill, in the order they are looked for.
-_SKILL_FILES = (SKILL_FILE, SKILL_FILE.lower())
-_SEP_SKILL_FILE = os.sep + SKILL_FILE
-_SEP_SKILL_FILE_LOWER = os.sep + SKILL_FILE.lower()
+_LOOP = "loop"
+#: Where the file cap is set, for the message of a file over it.
+_CAP_SETTING = "max_skill_file_bytes in [plugin.skills-fs]"
 
-#: Per root: (folder, per entry (name, (mtime_ns, size, inode) | None | "unreadable")).
+#: Per root: (folder, per entry (name, (mtime_ns, size, inode) | None | "unreadable" | ...)).
 Fingerprint = tuple[tuple[str, Any], ...]
 
 
@@ -45,100 +55,56 @@ class Scan:
     candidates: list[SkillCandidate] = field(default_factory=list)
     complete: bool = True
     fingerprint: list[tuple[str, Any]] = field(default_factory=list)
+    skipped: list[SkippedSkill] = field(default_factory=list)
 
+    def skip(self, path: str, problem: str, remedy: str, *, name: str | None = None) -> None:
+        """Leave out one entry: log it and record it."""
+        log.warning("skill %s skipped: %s; %s", path, problem, remedy)
+        self.skipped.append(SkippedSkill(path=path, reason=f"{problem}; {remedy}", name=name))
 
-class _Entry(NamedTuple):
-    """One candidate entry of a root (a tuple: tens of thousands are made per scan)."""
-
-    name: str
-    path: str
-    flat: bool
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        """Where the skill file may be, in order."""
-        if self.flat:
-            return (self.path,)
-        return (self.path + _SEP_SKILL_FILE, self.path + _SEP_SKILL_FILE_LOWER)
-
-    @property
-    def expected_name(self) -> str:
-        return self.name[:-3] if self.flat else self.name
-
-
-def _entries(root: Path, limit: int, *, report: bool) -> list[_Entry]:
-    """The skill entries of ``root`` by name, at most ``limit``; raises ``OSError``."""
-    found: list[_Entry] = []
-    with os.scandir(root) as listing:
-        for entry in listing:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            try:
-                is_dir = entry.is_dir()
-                is_file = not is_dir and entry.is_file()
-            except OSError:  # let the read below report it
-                is_dir, is_file = True, False
-            if is_dir:
-                found.append(_Entry(name, entry.path, False))
-            elif is_file:
-                lowered = name.lower()
-                if not lowered.endswith(".md") or lowered in _IGNORED:
-                    continue
-                if name in _SKILL_FILES:
-                    if report:
-                        log.warning(
-                            "skill %s skipped: a %s directly in a skills root is not a skill; "
-                            "move it into a folder named after the skill",
-                            entry.path,
-                            name,
-                        )
-                    continue
-                found.append(_Entry(name, entry.path, True))
-            elif report and entry.is_symlink():
-                log.warning(
-                    "skill %s skipped: it is a broken symlink; fix or remove it", entry.path
-                )
-    found.sort()  # by name, in code point order: the same on every machine
-    if len(found) > limit:
-        if report:
-            log.warning(
-                "skills root %s has %d entries; only the first %d by name were read; raise "
-                "max_skills_per_root in [plugin.skills-fs]",
-                root,
-                len(found),
-                limit,
-            )
-        del found[limit:]
-    return found
+    def skip_root(self, label: str, problem: str, remedy: str) -> None:
+        """Leave out a whole root: log it and record it."""
+        log.warning("skills root %s skipped: %s; %s", label, problem, remedy)
+        self.skipped.append(SkippedSkill(path=label, reason=f"{problem}; {remedy}"))
 
 
 def _file_mark(status: os.stat_result) -> Any:
-    if stat.S_ISDIR(status.st_mode):
-        return _UNREADABLE
-    return (status.st_mtime_ns, status.st_size, status.st_ino)
+    if stat.S_ISREG(status.st_mode):
+        return (status.st_mtime_ns, status.st_size, status.st_ino)
+    return ("special", stat.S_IFMT(status.st_mode), status.st_ino)
 
 
-def _read_first(files: tuple[str, ...]) -> tuple[str, Any, bytes] | None:
-    """(file, mark, bytes) of the first file that exists; raises other ``OSError``."""
-    for file in files:
-        try:
-            with open(file, "rb") as handle:
-                return file, _file_mark(os.fstat(handle.fileno())), handle.read()
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-    return None
+def _stat_mark(file: str) -> Any:
+    """What a scan records for ``file``, from ``stat`` alone; ``None`` when it is missing."""
+    try:
+        return _file_mark(os.stat(file))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return _LOOP if exc.errno == errno.ELOOP else _UNREADABLE
 
 
 def _stat_first(files: tuple[str, ...]) -> Any:
-    """What :func:`_read_first` would record, from ``stat`` alone."""
+    """The mark of the first of ``files`` that exists, as :func:`_read_first` records it."""
+    for file in files:
+        mark = _stat_mark(file)
+        if mark is not None:
+            return mark
+    return None
+
+
+def _read_first(files: tuple[str, ...], max_bytes: int) -> tuple[str, Any, bytes] | None:
+    """(file, mark, bytes) of the first file that exists.
+
+    :raises SkillFileRefused: the file is there but is not read (kept in ``files``' order).
+    :raises OSError: any other failure.
+    """
     for file in files:
         try:
-            return _file_mark(os.stat(file))
+            status, data = read_skill_file(file, max_bytes=max_bytes, setting=_CAP_SETTING)
         except (FileNotFoundError, NotADirectoryError):
             continue
-        except OSError:
-            return _UNREADABLE
+        return file, _file_mark(status), data
     return None
 
 
@@ -166,41 +132,76 @@ def _candidate(
     )
 
 
-def _scan_root(root: Root, folder: Path, limit: int, provider: str, result: Scan) -> None:
+def _parse(data: bytes, entry: Entry) -> ParsedSkill:
+    """Parse a skill file's bytes; every failure is :class:`SkillFileInvalid`."""
     try:
-        entries = _entries(folder, limit, report=True)
-    except FileNotFoundError:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SkillFileInvalid(
+            f"it is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            "save it as UTF-8",
+        ) from None
+    try:
+        return parse_skill(text, expected_name=entry.expected_name, flat=entry.flat)
+    except SkillFileInvalid:
+        raise
+    except Exception as exc:  # a bug here must cost one skill, never the whole catalog
+        log.debug("parsing a skill file failed", exc_info=True)
+        raise SkillFileInvalid(
+            f"reading it failed unexpectedly ({type(exc).__name__})",
+            "report this to tether's maintainers with the file",
+        ) from exc
+
+
+def _root_failure(folder: Path, exc: OSError, result: Scan) -> None:
+    if isinstance(exc, FileNotFoundError):
         result.fingerprint.append((str(folder), None))
-        return
-    except NotADirectoryError:
-        log.warning("skills root %s skipped: it is not a folder; point it at a folder", folder)
+    elif isinstance(exc, NotADirectoryError):
+        result.skip_root(str(folder), "it is not a folder", "point it at a folder")
         result.fingerprint.append((str(folder), None))
-        return
-    except OSError as exc:
-        log.warning(
-            "skills root %s could not be read (%s); its skills are missing from this catalog "
-            "until it can be read; check its permissions",
-            folder,
-            exc.strerror or exc,
+    elif exc.errno == errno.ELOOP:
+        result.skip_root(str(folder), LOOP, "fix the link, or point the root elsewhere")
+        result.fingerprint.append((str(folder), _LOOP))
+    else:
+        result.skip_root(
+            str(folder),
+            f"it could not be read ({exc.strerror or exc})",
+            "check its permissions; its skills are missing from this catalog until it can be read",
         )
         result.complete = False
         result.fingerprint.append((str(folder), _UNREADABLE))
+
+
+def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> None:
+    limit = settings.max_skills_per_root
+    try:
+        entries, problems, total = list_entries(folder, limit)
+    except OSError as exc:
+        _root_failure(folder, exc, result)
         return
+    for problem in problems:
+        result.skip(problem.path, problem.problem, problem.remedy, name=problem.name)
+    if total > limit:
+        result.skip_root(
+            str(folder),
+            f"it has {total:,} entries; only the first {limit:,} by name were read",
+            "raise max_skills_per_root in [plugin.skills-fs]",
+        )
     flat_base = DirectoryResources(path=str(folder))
     marks: list[tuple[str, Any]] = []
     for entry in entries:
         try:
-            found = _read_first(entry.files)
-        except IsADirectoryError as exc:
-            log.warning("skill %s skipped: it is a folder; make it a file", exc.filename)
-            marks.append((entry.name, _UNREADABLE))
+            found = _read_first(entry.files, settings.max_skill_file_bytes)
+        except SkillFileRefused as exc:
+            result.skip(exc.path, exc.problem, exc.remedy, name=entry.expected_name)
+            marks.append((entry.name, _stat_mark(exc.path)))
             continue
         except OSError as exc:
-            log.warning(
-                "skill %s could not be read (%s); it is missing from this catalog until it "
-                "can be read; check its permissions",
+            result.skip(
                 exc.filename or entry.path,
-                exc.strerror or exc,
+                f"it could not be read ({exc.strerror or exc})",
+                "check its permissions; it is missing from this catalog until it can be read",
+                name=entry.expected_name,
             )
             result.complete = False
             marks.append((entry.name, _UNREADABLE))
@@ -211,14 +212,9 @@ def _scan_root(root: Root, folder: Path, limit: int, provider: str, result: Scan
         file, mark, data = found
         marks.append((entry.name, mark))
         try:
-            parsed = parse_skill(
-                data.decode("utf-8"), expected_name=entry.expected_name, flat=entry.flat
-            )
-        except UnicodeDecodeError:
-            log.warning("skill %s skipped: it is not UTF-8 text; save it as UTF-8", file)
-            continue
+            parsed = _parse(data, entry)
         except SkillFileInvalid as exc:
-            log.warning("skill %s skipped: %s; %s", file, exc.problem, exc.remedy)
+            result.skip(file, exc.problem, exc.remedy, name=entry.expected_name)
             continue
         for problem, remedy in parsed.notes:
             log.warning("skill %s: %s; %s", file, problem, remedy)
@@ -231,47 +227,51 @@ def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
     result = Scan()
     for root in find_roots(settings, cwd):
         if root.path is None:
+            if root.problem is not None:
+                result.skip_root(root.label, *root.problem)
             result.fingerprint.append((root.label, None))
             continue
-        _scan_root(root, root.path, settings.max_skills_per_root, provider, result)
+        _scan_root(root, root.path, settings, provider, result)
     return result
 
 
 def fingerprint(settings: Settings, cwd: Path) -> Fingerprint:
     """What :func:`scan` would record, from names and ``stat`` alone (no file is read)."""
     marks: list[tuple[str, Any]] = []
-    for root in find_roots(settings, cwd, report=False):
+    for root in find_roots(settings, cwd):
         if root.path is None:
             marks.append((root.label, None))
             continue
         try:
-            entries = _entries(root.path, settings.max_skills_per_root, report=False)
+            entries, _problems, _total = list_entries(root.path, settings.max_skills_per_root)
         except (FileNotFoundError, NotADirectoryError):
             marks.append((str(root.path), None))
             continue
-        except OSError:
-            marks.append((str(root.path), _UNREADABLE))
+        except OSError as exc:
+            marks.append((str(root.path), _LOOP if exc.errno == errno.ELOOP else _UNREADABLE))
             continue
         files = [(entry.name, _stat_first(entry.files)) for entry in entries]
         marks.append((str(root.path), tuple(files)))
     return tuple(marks)
 
 
-def read_skill(path: Path) -> ParsedSkill | None:
+def read_skill(path: Path, max_bytes: int) -> ParsedSkill | None:
     """Read and parse one skill file again; ``None`` if it is gone or no longer a skill.
 
-    Raises ``OSError`` for a failure that is not a confirmed disappearance.
+    Raises ``OSError`` for a failure that is not a confirmed disappearance or a permanent
+    refusal (a FIFO, a file over the cap, a loop: logged, and ``None``).
     """
     try:
-        data = path.read_bytes()
+        _status, data = read_skill_file(path, max_bytes=max_bytes, setting=_CAP_SETTING)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    flat = path.name not in _SKILL_FILES
-    expected = path.name[:-3] if flat else path.parent.name
+    except SkillFileRefused as exc:
+        log.warning("skill %s is no longer loadable: %s; %s", path, exc.problem, exc.remedy)
+        return None
+    flat = path.name not in SKILL_FILES
+    entry = Entry(path.name if flat else path.parent.name, str(path), flat)
     try:
-        return parse_skill(data.decode("utf-8"), expected_name=expected, flat=flat)
-    except UnicodeDecodeError:
-        log.warning("skill %s is no longer loadable: it is not UTF-8 text; save it as UTF-8", path)
+        return _parse(data, entry)
     except SkillFileInvalid as exc:
         log.warning("skill %s is no longer loadable: %s; %s", path, exc.problem, exc.remedy)
     return None

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
 import tether
+from tether.skills import SKILL_FILE_MAX_BYTES
 
 __all__ = (
+    "DEFAULT_MAX_BUNDLED_FILES",
     "DEFAULT_MAX_SKILLS_PER_ROOT",
     "PACKAGE_PREFIX",
     "PackageRoot",
@@ -20,6 +22,9 @@ __all__ = (
 
 #: Room for a 10,000-skill collection twice over, even in a single root.
 DEFAULT_MAX_SKILLS_PER_ROOT = 20_000
+#: Files listed for the model when a packaged skill is loaded: a skill's scripts and references
+#: fit, a vendored dependency tree does not (the rest is counted, not listed).
+DEFAULT_MAX_BUNDLED_FILES = 100
 #: A root spelled ``pkg:PACKAGE/FOLDER`` lives inside an installed Python package.
 PACKAGE_PREFIX = "pkg:"
 
@@ -76,6 +81,12 @@ class Settings(tether.PluginSettings):
     max_skills_per_root: int = Field(default=DEFAULT_MAX_SKILLS_PER_ROOT, ge=1)
     """At most this many entries (skill folders and ``.md`` files, by name) are read per root;
     a root with more is cut, with a warning."""
+    max_skill_file_bytes: int = Field(default=SKILL_FILE_MAX_BYTES, ge=1)
+    """A ``SKILL.md`` (or flat ``NAME.md``) larger than this many bytes is skipped, with a
+    warning naming its size and this cap. Only regular files are read, whatever the cap."""
+    max_bundled_files: int = Field(default=DEFAULT_MAX_BUNDLED_FILES, ge=0)
+    """When a packaged skill is loaded, at most this many of the files beside its ``SKILL.md``
+    are listed for the model (the rest are counted); 0 lists none."""
 
     @field_validator("roots", mode="before")
     @classmethod
