@@ -84,9 +84,12 @@ class Recorder:
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, Any]] = []
+        self._arrived = anyio.Event()
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
+        self._arrived.set()
+        self._arrived = anyio.Event()
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
         raise acp.RequestError.method_not_found("session/request_permission")
@@ -111,7 +114,7 @@ class Recorder:
 
     async def wait_for(self, predicate: Callable[[list[tuple[str, ...]]], bool]) -> None:
         while not predicate(self.seen()):
-            await anyio.sleep(0.01)
+            await self._arrived.wait()
 
 
 @asynccontextmanager

@@ -41,19 +41,24 @@ text = "done"
 
 
 class Approver:
-    """An ACP client that answers permission requests with ``choice`` and records them."""
+    """An ACP client that answers permission requests with ``choice`` and records them, and
+    everything it is sent in order (``seen``)."""
 
     def __init__(self, choice: str | None) -> None:
         self.choice = choice
         self.asked: list[tuple[str, Any, list[Any]]] = []
+        self.seen: list[tuple[str, ...]] = []
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        return None
+        kind = update.session_update
+        if kind in ("tool_call", "tool_call_update"):
+            self.seen.append((kind, update.tool_call_id, str(update.status)))
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
     ) -> Any:
         self.asked.append((session_id, tool_call, options))
+        self.seen.append(("request_permission", tool_call.tool_call_id, str(tool_call.status)))
         if self.choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
@@ -97,3 +102,40 @@ async def test_a_tool_that_needs_approval_asks_the_acp_client(tmp_path, choice, 
     assert tool_call.title.startswith('delete({"path": "notes.md"}) (agent "main"')
     assert [o.kind for o in options] == ["allow_once", "reject_once"]
     assert tool_results[0].startswith(result)
+    # The call went out first, and the question names it by its id.
+    assert tool_call.tool_call_id == "call_1_1"
+    assert client.seen == [
+        ("tool_call", "call_1_1", "in_progress"),
+        ("request_permission", "call_1_1", "pending"),
+        ("tool_call_update", "call_1_1", "completed" if choice else "failed"),
+    ]
+
+
+@pytest.mark.parametrize(("choice", "status"), [("allow", "in_progress"), (None, "failed")])
+async def test_a_turn_no_prompt_streams_announces_the_call_before_asking(tmp_path, choice, status):
+    # A turn that no session/prompt started (as a child's notice gives): nothing streams its
+    # tool calls, so the server announces the call itself, asks, and closes it when refused.
+    kernel = make_kernel(profile(tmp_path))
+    store = profile_store(kernel.profile)
+    client = Approver(choice)
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as host:
+                server = TetherAcpAgent(kernel, store, host=host)
+                server.on_connect(client)
+                try:
+                    sid = (await server.new_session(cwd=str(tmp_path))).session_id
+                    agent = server._sessions[sid].agent
+                    await agent.followup("a notice")
+                    await agent.when_idle()
+                    tool_results = [m.content for m in agent.messages if m.role == "tool"]
+                finally:
+                    server.release_all()
+    finally:
+        await store.aclose()
+    assert client.seen == [
+        ("tool_call", "call_1_1", "pending"),
+        ("request_permission", "call_1_1", "pending"),
+        ("tool_call_update", "call_1_1", status),
+    ]
+    assert tool_results[0].startswith("deleted" if choice else "error")

@@ -212,6 +212,16 @@ text = "the grandchild said so"
     ]
     assert decision.data["kind"] == "edit"
     assert decision.data["decision"] == ("allowed" if "allow" in answer else "denied")
+    # The child tether announced the grandchild's call as a tool call of its session before
+    # asking about it by that id, and closed it with the answer.
+    calls = {
+        e.data["id"]: e.data
+        for e in events
+        if isinstance(e, DescriptorEvent) and e.kind == "acp/tool_call"
+    }
+    announced = calls[decision.data["tool_call_id"]]
+    assert announced["status"] == ("completed" if "allow" in answer else "failed")
+    assert announced["kind"] == "edit"
     # The grandchild (in the child tether's store) got the answer back.
     child_store = SQLiteStore(child.parent / ".tether" / "sessions.db")
     try:

@@ -1142,6 +1142,7 @@ class Agent:
             title=f"{call.name}({arguments})",
             kind=None,
             options=TOOL_OPTIONS,
+            tool_call_id=call.id,
         )
         answer = await ask_permission(self.kernel, question)
         if answer == "allow":

@@ -35,6 +35,9 @@ class PermissionQuestion:
     options: tuple[tuple[str, str, str], ...]
     """``(option_id, name, kind)`` per choice; kinds are ACP's ``allow_once``,
     ``allow_always``, ``reject_once``, ``reject_always``."""
+    tool_call_id: str | None = None
+    """The id of the tool call asked about, when the question is about an agent's own tool call
+    (a host that shows the call, such as ``tether acp``, asks about it by this id)."""
 
 
 PermissionHost = Callable[[PermissionQuestion], Awaitable[str | None]]

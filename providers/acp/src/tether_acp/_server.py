@@ -6,12 +6,15 @@ the profile's agents over the Agent Client Protocol, version 1:
 * ``initialize``: protocol version 1; ``loadSession``; prompts of text (and resource links,
   which every ACP agent must accept: they reach the model as markdown links).
 * ``session/new``: a new stored session of the agent; its ACP session id is the tether session
-  id, so ``tether sessions show ID`` and ``tether run --session ID`` find it.
-* ``session/load``: reopens a stored session (a turn a crash left open is closed first, as
-  ``tether run --session`` does) and replays its conversation as ``session/update``
-  notifications before answering: the person's messages as ``user_message_chunk``, the answers
-  as ``agent_message_chunk``, tool calls as ``tool_call`` and their results as
-  ``tool_call_update``.
+  id, so ``tether sessions show ID`` and ``tether run --session ID`` find it. ``cwd`` must be
+  an absolute path to a directory (the spec's rule), else the answer is "invalid params".
+* ``session/load``: reopens a stored session as ``tether run --session`` does (a turn a crash
+  left open is closed first, and continuable children holding unrun messages are recovered) and
+  replays its conversation as ``session/update`` notifications before answering: the person's
+  messages as ``user_message_chunk``, the answers as ``agent_message_chunk``, tool calls as
+  ``tool_call`` and their results as ``tool_call_update``. Replayed message ids come from the
+  log (a person's message keeps its inbox id; an answer's id is derived from its session, its
+  turn and its place in the turn), so every load of a session gives the same ids.
 * ``session/prompt``: the text becomes a follow-up of the session's agent; what the agent logs
   until the turn started by that message ends is streamed (each assistant message's text as one
   ``agent_message_chunk``: tether models answer whole messages; each tool call as ``tool_call``,
@@ -32,18 +35,29 @@ failure from an answer. The error's message is tether's one-line error; its ``da
 ``{"stopReason": "error", "sessionId", "turn"}``. The session stays usable: the next prompt
 continues it.
 
+The wire is guarded (:mod:`tether_acp._server_io`): a malformed line is answered with a JSON-RPC
+error when it is a request whose id can be read, dropped (and logged on standard error)
+otherwise, and the server keeps serving; a line is at most 50 MiB.
+
 Every tether agent is entered (``async with``) and left in a task of its own, owned by the task
-group of :func:`serve`, for as long as the ACP connection lives; closing standard input ends the
-connection, leaves every agent (a running turn is aborted and logged as such) and exits.
+group of :func:`serve`, for as long as the ACP connection lives. When standard input ends, the
+client sends nothing more: running turns are aborted (their prompts answer ``cancelled``, and a
+prompt whose turn had not begun is not run), the other requests in progress get
+:data:`~tether_acp._server_io.END_GRACE` seconds to answer, then every agent is left and the
+command exits.
 
 Only ACP messages go to standard output: :func:`serve` keeps the real standard output for the
 protocol and points file descriptor 1 at standard error (and 0 at ``/dev/null``), so a stray
 ``print`` in a plugin, or a subprocess a tool starts, cannot corrupt the stream or eat input.
 
 Permission requests: the server is its kernel's permission host. A served agent's tool that
-needs approval, and a question a descendant forwards up (an ACP child with
-``permission = "ask"``, any depth below a session of this connection), go to this connection's
-client as ``session/request_permission`` on that session, and the answer comes back down.
+needs approval is asked about after its ``tool_call`` went out, with that tool call's id (the
+client knows which call it is about). A question a descendant forwards up (an ACP child with
+``permission = "ask"``, any depth below a session of this connection) has no tool call in the
+served session: it is announced as a ``tool_call`` of its own (``pending``), asked about with
+that id, and closed with the answer (``completed`` when allowed, ``failed`` when refused). Both
+go to this connection's client as ``session/request_permission`` on the session at the root of
+the asker's chain, and the answer comes back down; a client that fails to answer refuses.
 
 Not done: MCP servers the client offers (ignored), ``session/list``, and the unstable
 ``session/close`` / ``resume`` / ``fork``.
@@ -53,22 +67,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
 import stat
 import sys
-import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import acp
 import anyio
+import pydantic
 from acp.schema import (
     AgentCapabilities,
+    CancelNotification,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
@@ -83,6 +99,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from tether import __version__
 from tether.agents import PermissionQuestion
 from tether.errors import ErrorCode, TetherError
+from tether.models import ToolCall
 from tether.store import (
     AssistantMessage,
     Event,
@@ -92,6 +109,8 @@ from tether.store import (
     TurnStarted,
     UserMessage,
 )
+
+from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
 
 if TYPE_CHECKING:
     from tether.agents import Agent
@@ -104,13 +123,20 @@ log = logging.getLogger("tether.acp.server")
 PROTOCOL_VERSION = 1
 """The ACP version this server speaks (answered whatever the client asks for)."""
 
-STDIO_LIMIT = 50 * 1024 * 1024
-"""The longest JSON-RPC line read from standard input (the SDK's default)."""
+STDIO_LIMIT = LINE_LIMIT
+"""The longest JSON-RPC line read from standard input: 50 MiB (the SDK's default)."""
 
 #: Message sources replayed by ``session/load`` as the person's messages.
 _PERSON = frozenset({"user", "followup", "steer"})
 
+#: The notifications a client may send, and their parameters.
+_NOTIFICATIONS = {"session/cancel": CancelNotification}
+
+#: Where derived message ids live (``uuid5`` of the session, turn and place).
+_MESSAGE_IDS = uuid.UUID("5b0f4f5e-8d0e-4a8e-9c7c-7e7468657468")
+
 _SESSION_NOT_FOUND = -32002
+_INVALID_PARAMS = -32602
 _INTERNAL_ERROR = -32603
 
 
@@ -149,10 +175,71 @@ class _Session:
     """Held by the prompt whose turn runs: one prompt at a time."""
     prompts: set[_Prompt] = field(default_factory=lambda: set[_Prompt]())
     """Prompts accepted and not answered yet (running, or waiting for ``turns``)."""
+    streaming: _Prompt | None = None
+    """The prompt streaming the agent's events now, if one is."""
+    calls: dict[str, ToolCall] = field(default_factory=lambda: dict[str, ToolCall]())
+    """The tool calls of the running turn."""
+    streamer: dict[str, _Prompt | None] = field(
+        default_factory=lambda: dict[str, "_Prompt | None"]()
+    )
+    """Per tool call: the prompt that heard it, and so sends its ``tool_call``."""
+    announced: set[str] = field(default_factory=lambda: set[str]())
+    """Tool calls whose ``tool_call`` went out."""
+    asking: set[str] = field(default_factory=lambda: set[str]())
+    """Tool calls with a permission request open."""
+    progress: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) when a ``tool_call`` went out, or the streaming prompt stopped."""
 
     @property
     def id(self) -> str:
         return self.agent.session_id
+
+    def heard(self, event: Event) -> None:
+        """The session's own listener: which prompt streams which tool call."""
+        match event:
+            case TurnStarted():
+                self.calls.clear()
+                self.streamer.clear()
+                self.announced.clear()
+            case AssistantMessage(tool_calls=calls):
+                for call in calls:
+                    self.calls[call.id] = call
+                    self.streamer[call.id] = self.streaming
+            case _:
+                pass
+
+    def sent(self, call_ids: Iterable[str]) -> None:
+        """The streaming prompt sent these calls' ``tool_call``."""
+        self.announced.update(call_ids)
+        self._progress()
+
+    def stop_streaming(self, prompt: _Prompt) -> None:
+        if self.streaming is prompt:
+            self.streaming = None
+            self._progress()
+
+    async def streamed(self, call_id: str) -> bool:
+        """Wait until the prompt that heard ``call_id`` sent its ``tool_call``; whether it did
+        (``False``: no prompt heard it, or it stopped before it got there)."""
+        while call_id not in self.announced:
+            streamer = self.streamer.get(call_id)
+            if streamer is None or streamer is not self.streaming:
+                return False
+            await self.progress.wait()
+        return True
+
+    def call_for(self, question: PermissionQuestion) -> ToolCall | None:
+        """The running turn's tool call ``question`` is about."""
+        if question.tool_call_id in self.calls:  # the served agent's own call: the kernel says
+            return self.calls[question.tool_call_id]
+        free = [c for c in self.calls.values() if c.id not in self.asking]
+        exact = [c for c in free if _approval_title(c) == question.title]
+        named = [c for c in free if question.title.startswith(c.name + "(")]
+        return next(iter(exact or named), None)
+
+    def _progress(self) -> None:
+        self.progress.set()
+        self.progress = anyio.Event()
 
 
 class TetherAcpAgent:
@@ -180,6 +267,7 @@ class TetherAcpAgent:
         self._client: Any = None
         self._sessions: dict[str, _Session] = {}
         self._closing = False
+        self._input_ended = False
 
     # ---------------------------------------------------------------- connection
 
@@ -192,16 +280,83 @@ class TetherAcpAgent:
         """Forward a permission question to this connection's client, on the ACP session at
         the root of the asking session's chain: a served agent's tool that needs approval, or a
         descendant ACP child with ``permission = "ask"``. The option the client picked, or
-        ``None`` when it cancelled or no session is found."""
+        ``None`` when it cancelled, failed to answer, or no session is found."""
+        root = await self._root_session(question.session)
+        session = self._sessions.get(root) if root is not None else None
+        if session is None or self._client is None:
+            return None
+        try:
+            if question.session == session.id:
+                return await self._ask_for_call(session, question)
+            return await self._ask_with_own_call(session, question)
+        except (acp.RequestError, ConnectionError, pydantic.ValidationError) as exc:
+            log.warning(
+                "session %s: the client did not answer the permission request for %s (%s: %s);"
+                " refused",
+                session.id,
+                question.title,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+
+    async def _ask_for_call(self, session: _Session, question: PermissionQuestion) -> str | None:
+        """Ask about one of the served agent's own tool calls, once its ``tool_call`` is out."""
+        call = session.call_for(question)
+        if call is None:  # not a call of the running turn: announce it as a call of its own
+            return await self._ask_with_own_call(session, question)
+        session.asking.add(call.id)
+        try:
+            streamed = await session.streamed(call.id)
+            if not streamed:  # no prompt streams this turn: the server announces the call
+                start = acp.start_tool_call(
+                    call.id, call.name, status="pending", raw_input=dict(call.arguments)
+                )
+                await self._notify(session.id, start)
+            choice = await self._request(session, question, call.id)
+            if not streamed:
+                allowed = choice is not None and _allows(question, choice)
+                status = "in_progress" if allowed else "failed"
+                await self._notify(session.id, acp.update_tool_call(call.id, status=status))
+            return choice
+        finally:
+            session.asking.discard(call.id)
+
+    async def _ask_with_own_call(
+        self, session: _Session, question: PermissionQuestion
+    ) -> str | None:
+        """Ask about a tool call the served session does not have (a descendant's): it is
+        announced as a ``tool_call`` of its own first, and closed with the answer."""
+        call_id = f"permission-{uuid.uuid4().hex}"
+        title = f"{question.title} ({question.asker}, session {question.session})"
+        kind = cast(Any, question.kind)
+        await self._notify(
+            session.id, acp.start_tool_call(call_id, title, kind=kind, status="pending")
+        )
+        choice: str | None = None
+        try:
+            choice = await self._request(session, question, call_id)
+        finally:
+            allowed = choice is not None and _allows(question, choice)
+            verdict = f"allowed ({choice})" if allowed else f"refused ({choice or 'no answer'})"
+            update = acp.update_tool_call(
+                call_id,
+                status="completed" if allowed else "failed",
+                content=[acp.tool_content(acp.text_block(verdict))],
+            )
+            with anyio.CancelScope(shield=True):
+                await self._notify(session.id, update)
+        return choice
+
+    async def _request(
+        self, session: _Session, question: PermissionQuestion, call_id: str
+    ) -> str | None:
         from acp.schema import PermissionOption, ToolCallUpdate
 
-        root = await self._root_session(question.session)
-        if root is None or self._client is None:
-            return None
         response = await self._client.request_permission(
-            session_id=root,
+            session_id=session.id,
             tool_call=ToolCallUpdate(
-                tool_call_id=f"{question.session}-permission-{uuid.uuid4().hex[:8]}",
+                tool_call_id=call_id,
                 title=f"{question.title} ({question.asker}, session {question.session})",
                 kind=question.kind,  # type: ignore[arg-type]
                 status="pending",
@@ -212,7 +367,24 @@ class TetherAcpAgent:
             ],
         )
         outcome = response.outcome
-        return getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
+        if outcome.outcome != "selected":
+            return None
+        choice = getattr(outcome, "option_id", None)
+        if choice not in [option_id for option_id, _, _ in question.options]:
+            log.warning(
+                "session %s: the client chose %r, which was not offered; refused",
+                session.id,
+                choice,
+            )
+            return None
+        return choice
+
+    async def _notify(self, session_id: str, update: Any) -> None:
+        """Send a ``session/update``; once the client is gone, updates are dropped."""
+        try:
+            await self._client.session_update(session_id=session_id, update=update)
+        except ConnectionError:
+            log.debug("session %s: an update was dropped (the connection is closed)", session_id)
 
     async def _root_session(self, session_id: str) -> str | None:
         """The session of this connection the chain above ``session_id`` starts from."""
@@ -235,6 +407,13 @@ class TetherAcpAgent:
         for session in self._sessions.values():
             session.release.set()
 
+    def input_ended(self) -> None:
+        """The client sends nothing more: running turns are aborted (their prompts answer
+        ``cancelled``) and prompts that have not begun are not run."""
+        self._input_ended = True
+        for session_id in [*self._sessions]:
+            self._cancel(session_id)
+
     async def initialize(
         self,
         protocol_version: int,
@@ -255,23 +434,26 @@ class TetherAcpAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        session = await self._open(None, cwd)
+        directory = _working_directory(cwd)
+        session = await self._open(None, directory)
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        session = self._sessions.get(session_id) or await self._open(session_id, cwd)
+        directory = _working_directory(cwd)
+        session = self._sessions.get(session_id) or await self._open(session_id, directory)
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
             raise _request_error(exc) from None
+        ids = _MessageIds(session.id, turn=0)
         for stored in events:
-            for update in _replay(stored.event):
-                await self._client.session_update(session_id=session.id, update=update)
+            for update in _replay(stored.event, ids):
+                await self._notify(session.id, update)
         return LoadSessionResponse()
 
-    async def _open(self, session_id: str | None, cwd: str) -> _Session:
+    async def _open(self, session_id: str | None, cwd: Path) -> _Session:
         from tether.agents import compose_agent
 
         try:
@@ -284,8 +466,7 @@ class TetherAcpAgent:
             )
         except TetherError as exc:
             raise _request_error(exc) from None
-        if Path(cwd).is_absolute():
-            agent.cwd = Path(cwd)  # the directory its tools act in
+        agent.cwd = cwd  # the directory its tools act in
         session = _Session(agent)
         try:
             await self._host.start(self._hold, session, session_id is not None)
@@ -299,8 +480,9 @@ class TetherAcpAgent:
         """Hold ``session``'s agent open until it is released (a task of the host group)."""
         agent = session.agent
         started = False
+        unlisten = agent.listen(session.heard)
         try:
-            async with agent:
+            async with agent:  # restores the log: a turn a crash left open is closed here
                 if restored and any(
                     p.implements("tether_subagent_providers") for p in self.kernel.plugins
                 ):
@@ -317,6 +499,7 @@ class TetherAcpAgent:
                 raise  # the session/new or session/load that opened it fails
             log.exception("session %s: leaving the agent failed", session.id)
         finally:
+            unlisten()
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
             session.left.set()
@@ -346,7 +529,7 @@ class TetherAcpAgent:
         try:
             with receive, send:
                 async with session.turns:
-                    if state.cancelled or session.left.is_set():
+                    if state.cancelled or session.left.is_set() or self._input_ended:
                         return PromptResponse(stop_reason="cancelled")
                     return await self._turn(session, state, text, receive)
         finally:
@@ -362,11 +545,13 @@ class TetherAcpAgent:
         """Send ``text`` and stream what the agent logs until the turn it starts ends."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
+        ids = _MessageIds(session.id)
 
         def idle() -> None:
             if armed:
                 state.send(_IDLE)
 
+        session.streaming = state  # before it listens: the session's listener runs first
         unlisten = agent.listen(state.send)
         unidle = agent.on_idle(idle)
         try:
@@ -394,36 +579,65 @@ class TetherAcpAgent:
                 event = cast(Event, item)
                 if isinstance(event, TurnStarted) and event.message_id == message_id:
                     turn = event.turn
-                for update in _updates(event):
-                    await self._client.session_update(session_id=session.id, update=update)
+                for update in _updates(event, ids):
+                    await self._notify(session.id, update)
+                if isinstance(event, AssistantMessage) and event.tool_calls:
+                    session.sent(call.id for call in event.tool_calls)
                 if isinstance(event, TurnEnded) and event.turn == turn:
                     return PromptResponse(stop_reason=_stop_reason(session, event))
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:
             unidle()
             unlisten()
+            session.stop_streaming(state)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if not self._cancel(session_id):
+            log.warning("session/cancel for %s, which is not open", session_id[:200])
+
+    def _cancel(self, session_id: str) -> bool:
         session = self._sessions.get(session_id)
         if session is None:
-            log.warning("session/cancel for %s, which is not open", session_id)
-            return
+            return False
         for state in session.prompts:
             state.cancelled = True
         session.agent.interrupt()
+        return True
 
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:
+            shown = json.dumps(session_id[:200])
             raise acp.RequestError(
                 _SESSION_NOT_FOUND,
-                f'session "{session_id}" is not open here; use session/new or session/load',
-                {"sessionId": session_id},
+                f"session {shown} is not open here; use session/new or session/load",
+                {"sessionId": session_id[:200]},
             )
         return session
 
 
-# -------------------------------------------------------------------- events -> updates
+# -------------------------------------------------------------------- requests
+
+
+def _working_directory(cwd: str) -> Path:
+    """A session's ``cwd``: an absolute path to a directory (ACP requires absolute paths)."""
+    shown = json.dumps(cwd[:200])
+    if "\0" in cwd:
+        problem = "holds a NUL character"
+    elif not Path(cwd).is_absolute():
+        problem = "is not an absolute path; ACP requires the absolute path of the directory"
+    elif not _is_directory(Path(cwd)):
+        problem = "is not a directory here"
+    else:
+        return Path(cwd)
+    raise acp.RequestError(_INVALID_PARAMS, f"cwd {shown} {problem}", {"cwd": cwd[:200]})
+
+
+def _is_directory(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a name too long for the system, say
+        return False
 
 
 def _prompt_text(blocks: list[Any]) -> str:
@@ -436,10 +650,48 @@ def _prompt_text(blocks: list[Any]) -> str:
         elif kind == "resource_link":
             parts.append(f"[{block.title or block.name}]({block.uri})")
         else:
-            raise acp.RequestError.invalid_params(
-                {"details": f"tether takes text prompts; got a {kind} content block"}
+            raise acp.RequestError(
+                _INVALID_PARAMS,
+                f"tether takes text prompts (and resource links); got a {kind} content block",
+                {"type": kind},
             )
     return "".join(parts)
+
+
+def _approval_title(call: ToolCall) -> str:
+    """The title the kernel gives a permission question about ``call``."""
+    return f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)[:300]})"
+
+
+def _allows(question: PermissionQuestion, choice: str) -> bool:
+    return any(
+        option_id == choice and kind.startswith("allow") for option_id, _, kind in question.options
+    )
+
+
+# -------------------------------------------------------------------- events -> updates
+
+
+class _MessageIds:
+    """Message ids derived from the log, so that a message has one id however often it is
+    replayed: ``uuid5`` of the session, the turn and the message's place in the turn."""
+
+    def __init__(self, session_id: str, turn: int | None = None) -> None:
+        self._session = session_id
+        self._turn = turn  # None: the stream began inside a turn it did not see start
+        self._count = 0
+
+    def next(self, event: Event) -> str | None:
+        """Count ``event``; the id of an assistant message."""
+        if isinstance(event, TurnStarted):
+            self._turn, self._count = event.turn, 0
+            return None
+        if not isinstance(event, AssistantMessage):
+            return None
+        self._count += 1
+        if self._turn is None:
+            return uuid.uuid4().hex  # its place is unknown: an id of its own
+        return str(uuid.uuid5(_MESSAGE_IDS, f"{self._session}/{self._turn}/{self._count}"))
 
 
 def _tool_calls(message: AssistantMessage) -> list[Any]:
@@ -459,8 +711,9 @@ def _tool_result(result: ToolResult) -> Any:
     )
 
 
-def _updates(event: Event) -> list[Any]:
+def _updates(event: Event, ids: _MessageIds) -> list[Any]:
     """What a prompt streams for an event the agent logged."""
+    message_id = ids.next(event)
     match event:
         case AssistantMessage(content=content):
             text = []
@@ -468,7 +721,7 @@ def _updates(event: Event) -> list[Any]:
                 chunk = acp.update_agent_message_text(content)
                 # Each of tether's messages is whole: its own id tells a client where one
                 # message ends and the next begins (chunks of one message concatenate).
-                chunk.message_id = uuid.uuid4().hex
+                chunk.message_id = message_id
                 text.append(chunk)
             return text + _tool_calls(event)
         case ToolResult():
@@ -477,13 +730,15 @@ def _updates(event: Event) -> list[Any]:
             return []
 
 
-def _replay(event: Event) -> list[Any]:
+def _replay(event: Event, ids: _MessageIds) -> list[Any]:
     """What ``session/load`` replays for a stored event."""
     match event:
         case UserMessage(content=content, source=source) if source.kind in _PERSON:
-            return [acp.update_user_message_text(content)]
+            chunk = acp.update_user_message_text(content)
+            chunk.message_id = event.message_id
+            return [chunk]
         case _:
-            return _updates(event)
+            return _updates(event, ids)
 
 
 def _request_error(exc: TetherError) -> acp.RequestError:
@@ -520,24 +775,34 @@ async def serve(
     *,
     agent_name: str | None = None,
     model_spec: str | None = None,
-    streams: tuple[asyncio.StreamWriter, asyncio.StreamReader] | None = None,
+    streams: tuple[ByteSink, ByteSource] | None = None,
+    line_limit: int = LINE_LIMIT,
 ) -> None:
-    """Serve ``kernel``'s agent over ACP until the client closes the connection.
+    """Serve ``kernel``'s agent over ACP until the client's input ends.
 
-    ``streams`` is ``(writer to the client, reader from the client)``; by default the process's
-    standard input and output (see the module docstring). The agent and model spec are checked
-    first: a wrong name fails here (a :class:`tether.TetherError`), before any ACP message.
+    ``streams`` is ``(sink to the client, source from the client)``, e.g. an
+    :class:`asyncio.StreamWriter` and :class:`asyncio.StreamReader`; by default the process's
+    standard output and input (see the module docstring). ``line_limit`` is the longest line
+    read, in bytes. The agent and model spec are checked first: a wrong name fails here (a
+    :class:`tether.TetherError`), before any ACP message.
     """
     from tether.store import profile_store
 
     _check(kernel, agent_name, model_spec)
     store = profile_store(kernel.profile)
     try:
-        writer, reader = streams if streams is not None else await _stdio()
+        sink, source = streams if streams is not None else await _stdio()
         async with anyio.create_task_group() as host:
             server = TetherAcpAgent(kernel, store, agent_name, model_spec, host=host)
+            guard = LineGuard(
+                source,
+                sink,
+                notifications=_NOTIFICATIONS,
+                limit=line_limit,
+                on_end=server.input_ended,
+            )
             try:
-                await acp.run_agent(cast(acp.Agent, server), writer, reader)
+                await acp.run_agent(cast(acp.Agent, server), guard)
             finally:
                 server.release_all()
     finally:
@@ -565,8 +830,8 @@ def _check(kernel: Kernel, agent_name: str | None, model_spec: str | None) -> No
     find_model_provider(spec, preset.model_providers)
 
 
-async def _stdio() -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
-    """Streams on the real standard input and output, which nothing else may use from now on:
+async def _stdio() -> tuple[ByteSink, ByteSource]:
+    """Streams on the real standard output and input, which nothing else may use from now on:
     descriptor 1 becomes a copy of standard error and descriptor 0 reads ``/dev/null``."""
     loop = asyncio.get_running_loop()
     if os.name != "posix":  # pragma: no cover - the SDK's own stdio handling
@@ -581,17 +846,19 @@ async def _stdio() -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    reader = asyncio.StreamReader(limit=STDIO_LIMIT)
+    source: ByteSource
     if _is_stream(protocol_in):
+        reader = asyncio.StreamReader(limit=STDIO_LIMIT)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), protocol_in)
-    else:  # a file (tether acp < requests.jsonl): read it in a thread
-        threading.Thread(target=_feed, args=(loop, protocol_in, reader), daemon=True).start()
+        source = reader
+    else:  # a file (tether acp < requests.jsonl)
+        source = _FileSource(protocol_in)
     protocol = asyncio.streams.FlowControlMixin()
     if _is_stream(protocol_out):
         transport, _ = await loop.connect_write_pipe(lambda: protocol, protocol_out)
     else:  # a file (tether acp > replies.jsonl): writes do not block
         transport = _FileTransport(protocol_out)
-    return asyncio.StreamWriter(transport, protocol, None, loop), reader
+    return asyncio.StreamWriter(transport, protocol, None, loop), source
 
 
 def _is_stream(file: Any) -> bool:
@@ -599,12 +866,15 @@ def _is_stream(file: Any) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-def _feed(loop: asyncio.AbstractEventLoop, file: Any, reader: asyncio.StreamReader) -> None:
-    try:
-        for line in file:
-            loop.call_soon_threadsafe(reader.feed_data, line)
-    finally:
-        loop.call_soon_threadsafe(reader.feed_eof)
+class _FileSource:
+    """Reads a regular file in a worker thread (the event loop cannot watch a file), one
+    chunk at a time, as the server asks for it."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    async def read(self, n: int, /) -> bytes:
+        return await anyio.to_thread.run_sync(self._file.read, n)
 
 
 class _FileTransport(asyncio.WriteTransport):
