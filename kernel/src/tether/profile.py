@@ -43,6 +43,7 @@ from pydantic import (
     ValidationInfo,
 )
 
+from ._files import FileRefused, describe_file_type, read_regular_file
 from .errors import ErrorCode, ProfileError
 
 __all__ = (
@@ -383,10 +384,9 @@ def file_problem(path: Path) -> TextFileError | None:
     if stat.S_ISDIR(mode):
         return TextFileError(path, "is a folder, not a file", folder=True)
     if not stat.S_ISREG(mode):
-        kind = "FIFO (named pipe)" if stat.S_ISFIFO(mode) else "device or socket"
         return TextFileError(
             path,
-            f"is a {kind}, not a regular file",
+            f"is {describe_file_type(mode)}, not a regular file",
             remedy="point it at a regular file (a FIFO or device would block or never end)",
         )
     return None
@@ -400,20 +400,29 @@ def read_text_file(path: Path) -> str:
     if problem is not None:
         raise problem
     try:
-        with path.open("rb") as file:
-            data = file.read(MAX_TEXT_BYTES + 1)
+        _status, data = read_regular_file(path, MAX_TEXT_BYTES)
+    except FileRefused as exc:
+        if exc.reason == "size":
+            raise TextFileError(
+                path,
+                f"is larger than {MAX_TEXT_BYTES // 2**20} MiB",
+                remedy="point it at the right file (profiles and scripts are small)",
+            ) from None
+        if exc.reason == "loop":
+            raise TextFileError(
+                path, "is a symlink loop", remedy="fix or remove the link"
+            ) from None
+        raise TextFileError(  # swapped for something else since file_problem looked
+            path,
+            f"is {describe_file_type(exc.mode)}, not a regular file",
+            remedy="point it at a regular file (a FIFO or device would block or never end)",
+        ) from None
     except OSError as exc:
         raise TextFileError(
             path,
             f"cannot be read: {exc.strerror or exc}",
             remedy="make it readable by this user",
         ) from None
-    if len(data) > MAX_TEXT_BYTES:
-        raise TextFileError(
-            path,
-            f"is larger than {MAX_TEXT_BYTES // 2**20} MiB",
-            remedy="point it at the right file (profiles and scripts are small)",
-        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -8,35 +8,16 @@ file-system provider, the strict validator) goes through :func:`read_skill_file`
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from pathlib import Path
+
+from .._files import FileRefused, describe_file_type, read_regular_file
 
 __all__ = ("SKILL_FILE_MAX_BYTES", "SkillFileRefused", "describe_file_type", "read_skill_file")
 
 #: The default cap on one skill file (``SKILL.md`` or a flat ``NAME.md``): 1 MiB, twenty times
 #: the largest skill of the public collections tether is tested with.
 SKILL_FILE_MAX_BYTES = 1024 * 1024
-
-# Opening never blocks (a FIFO swapped in after the check), never adopts a terminal, and the
-# descriptor does not leak into a subprocess started meanwhile.
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-_CHUNK = 1 << 20
-
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 class SkillFileRefused(Exception):
@@ -52,15 +33,6 @@ class SkillFileRefused(Exception):
         self.problem = problem
         self.remedy = remedy
         super().__init__(f"{path}: {problem}; {remedy}")
-
-
-def describe_file_type(mode: int) -> str:
-    """``"a FIFO (named pipe)"``, ``"a character device"``... for a ``st_mode`` that is not a
-    regular file's."""
-    for test, kind in _KINDS:
-        if test(mode):
-            return kind
-    return "not a regular file"
 
 
 def _refuse_special(path: str, mode: int) -> SkillFileRefused:
@@ -94,36 +66,15 @@ def read_skill_file(
     :raises FileNotFoundError: also ``NotADirectoryError``: nothing is there.
     :raises OSError: anything else (permissions, I/O errors): maybe transient.
     """
-    name = os.fspath(path)
     try:
-        status = os.stat(name)  # stat never blocks, whatever the file is
-        if not stat.S_ISREG(status.st_mode):
-            raise _refuse_special(name, status.st_mode)
-        if status.st_size > max_bytes:
-            raise _refuse_size(name, status.st_size, max_bytes, setting)
-        descriptor = os.open(name, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SkillFileRefused(
-                name,
-                "it is a symlink loop (a link that leads back to itself)",
-                "fix or remove the link",
-            ) from None
-        raise
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):  # swapped for something else since the stat
-            raise _refuse_special(name, status.st_mode)
-        chunks: list[bytes] = []
-        remaining = max_bytes + 1  # one byte more tells a file that grew past the cap
-        while remaining > 0:
-            chunk = os.read(descriptor, min(remaining, _CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        if remaining <= 0:
-            raise _refuse_size(name, None, max_bytes, setting)
-        return status, b"".join(chunks)
-    finally:
-        os.close(descriptor)
+        return read_regular_file(path, max_bytes)
+    except FileRefused as exc:
+        if exc.reason == "special":
+            raise _refuse_special(exc.path, exc.mode) from None
+        if exc.reason == "size":
+            raise _refuse_size(exc.path, exc.size, max_bytes, setting) from None
+        raise SkillFileRefused(
+            exc.path,
+            "it is a symlink loop (a link that leads back to itself)",
+            "fix or remove the link",
+        ) from None

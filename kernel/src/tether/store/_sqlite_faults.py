@@ -20,6 +20,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+from .._files import describe_file_type
 from ..errors import ErrorCode, StoreError
 
 __all__ = ("check_location", "foreign", "location_failure", "store_failure")
@@ -133,7 +134,7 @@ def check_location(path: Path) -> None:
         if not stat.S_ISREG(mode):
             raise _unavailable(
                 path,
-                f"the session store is a {_kind(mode)}, not a regular file",
+                f"the session store is {describe_file_type(mode)}, not a regular file",
                 _ELSEWHERE,
             )
         return
@@ -176,18 +177,6 @@ def _below_a_file(path: Path) -> StoreError:
         f"the session store cannot be created: {blocker} is a file, not a folder",
         f"{_ELSEWHERE}, or move {blocker} away",
     )
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
 
 
 def _corrupt(path: Path, message: str, remedy: str) -> StoreError:
