@@ -333,13 +333,13 @@ async def test_recoverable_model_errors_are_retried_without_redoing_committed_st
     model.assert_consumed()
 
 
-async def test_retries_give_up_after_three(make_agent, store):
+async def test_retries_give_up_after_model_retries(make_agent, store):
     model = script([dict(text="never", fail_times=4)])
-    agent = await make_agent(model)
+    agent = await make_agent(model, limits=AgentLimits(retry_backoff=0, model_retries=3))
     async with agent:
         assert await agent.run("go") == "error"
     end = (await store.events(agent.session_id))[-1].event
-    assert "scripted transient failure 4" in end.error
+    assert "scripted transient failure 4 of step 1 (gave up after 3 retries)" in end.error
 
 
 async def test_a_failing_model_ends_the_turn_with_error_and_a_diagnostic(make_agent, store):
@@ -566,7 +566,45 @@ async def test_arguments_that_are_not_a_json_object_fail_without_running_the_too
         await agent.run("go")
     assert ran == []
     result = next(m for m in agent.messages if m.role == "tool")
-    assert result.content == "error: the arguments are not a JSON object: {not json"
+    assert result.content == (
+        "error: the arguments are not valid JSON: Expecting property name enclosed in double "
+        "quotes at column 2: {not json; call the tool again with a JSON object"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (
+            '{"name": "ci',
+            "the arguments are not valid JSON: Unterminated string starting at "
+            'column 10: {"name": "ci',
+        ),
+        ('{"a": 1,\n"b": }', "not valid JSON: Expecting value at line 2 column 6"),
+        ("[1, 2]", "the arguments must be a JSON object, not an array: [1, 2]"),
+        ('"text"', 'the arguments must be a JSON object, not a string: "text"'),
+        ("null", "the arguments must be a JSON object, not null"),
+        ("  ", "the arguments are empty (they must be a JSON object, {} for none)"),
+        ("{" * 100_000, "not valid JSON"),
+        ("x" * 2000, "x" * 500 + "...; call the tool again"),
+    ],
+)
+async def test_invalid_arguments_are_kept_verbatim_and_the_error_says_what_is_wrong(
+    make_agent, store, raw, says
+):
+    broken = ToolCall(id="c1", name="echo", invalid_arguments=raw)
+    responses = iter([ModelResponse(tool_calls=(broken,), finish_reason="tool_calls"), "ok"])
+    agent = await make_agent(FunctionModel(lambda request: next(responses)), tools=[echo_tool()])
+    async with agent:
+        assert await agent.run("go") == "completed"
+    stored = [s.event for s in await store.events(agent.session_id)]
+    call_event = next(e for e in stored if e.type == "assistant/message" and e.tool_calls)
+    assert call_event.tool_calls[0].invalid_arguments == raw  # as the model wrote it
+    result = next(e for e in stored if e.type == "tool/result")
+    assert result.is_error
+    assert result.content.startswith("error: ")
+    assert says in result.content
+    assert len(result.content) < 700
 
 
 async def test_safe_calls_run_together_only_with_their_neighbours_in_call_order(make_agent):

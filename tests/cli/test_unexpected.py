@@ -124,13 +124,14 @@ def test_a_usage_error_raised_by_a_command_stays_a_usage_error(command):
 
 
 def test_a_bug_in_an_installed_plugins_module_names_that_plugin():
-    from tether_openai._model import parse_response
+    from tether_skills_fs._parse import first_meaningful_line
 
-    with pytest.raises(KeyError) as info:
-        parse_response({})  # a response without "choices": the plugin's code fails
+    with pytest.raises(AttributeError) as info:
+        first_meaningful_line(None)  # type: ignore[arg-type]  # the plugin's code fails
     error = describe_failure(info.value, plugin_modules(None))
     assert error.code is ErrorCode.PLUGIN_UNEXPECTED_ERROR
     assert str(error).startswith(
-        f'plugin "openai" (tether-openai {metadata.version("tether-openai")}) failed: '
-        "KeyError: 'choices' (raised in tether_openai._model, line "
+        f'plugin "skills-fs" (tether-skills-fs {metadata.version("tether-skills-fs")}) failed: '
+        "AttributeError: 'NoneType' object has no attribute "
     )
+    assert "(raised in tether_skills_fs._parse, line " in str(error)

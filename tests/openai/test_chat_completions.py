@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,62 +14,9 @@ from tether.testing import make_kernel, write_profile
 from tether_openai import ChatCompletionsModel
 from tether_openai._model import parse_response
 
-RECORDED = Path(__file__).parents[1] / "fixtures" / "openai"
+from .conftest import RECORDED
+
 pytestmark = pytest.mark.anyio
-
-
-@dataclass
-class RecordedServer:
-    """Serves queued (status, body, delay) answers; records every request it got."""
-
-    url: str = ""
-    answers: list[tuple[int, bytes, float]] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-    def queue(self, name: str, status: int = 200, delay: float = 0.0) -> None:
-        self.answers.append((status, (RECORDED / name).read_bytes(), delay))
-
-
-@pytest.fixture
-def server() -> Iterator[RecordedServer]:
-    state = RecordedServer()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", 0))
-            state.requests.append(
-                {
-                    "path": self.path,
-                    "authorization": self.headers.get("Authorization"),
-                    "body": json.loads(self.rfile.read(length)),
-                }
-            )
-            status, body, delay = state.answers.pop(0)
-            if delay:
-                threading.Event().wait(delay)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # a client that timed out closed the socket: expected in the timeout test
-
-    httpd = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 REQUEST = ModelRequest(
@@ -118,7 +59,7 @@ async def test_request_body_follows_the_chat_completions_shape(server):
             {"role": "user", "content": "When is the launch?"},
             {
                 "role": "assistant",
-                "content": None,
+                "content": "",
                 "tool_calls": [
                     {
                         "id": "c1",
@@ -139,6 +80,7 @@ async def test_request_body_follows_the_chat_completions_shape(server):
                 },
             }
         ],
+        "tool_choice": "auto",
         "max_tokens": 256,
     }
 
@@ -193,8 +135,8 @@ async def test_rate_limits_are_recoverable(server):
 
 
 async def test_a_timeout_is_recoverable(server):
-    server.queue("deepseek_text.json", delay=0.5)
-    model = ChatCompletionsModel("deepseek:x", "x", base_url=server.url, timeout=0.1)
+    server.hang()
+    model = ChatCompletionsModel("deepseek:x", "x", base_url=server.url, timeout=0.2)
     with pytest.raises(ModelError, match=r"no answer from .* in time") as info:
         await model.request(REQUEST)
     await model.aclose()

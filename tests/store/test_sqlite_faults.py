@@ -255,3 +255,33 @@ async def test_looking_at_an_empty_mailbox_is_cheap(tmp_path):
         assert statistics.median(samples) < 200e-6
     finally:
         await store.aclose()
+
+
+async def test_a_schema_2_file_gains_the_model_column_and_its_sessions_have_none(tmp_path):
+    from tether.store import DescriptorEvent
+    from tether.store._sqlite_schema import MIGRATIONS
+
+    db = tmp_path / "s.db"
+    connection = sqlite3.connect(db)
+    connection.executescript(";".join(MIGRATIONS[:2]) + "; PRAGMA user_version = 2;")
+    connection.execute(
+        "INSERT INTO sessions VALUES ('old', 1.5, 'kept', 'main', NULL, 'user', 1, 0)"
+    )
+    connection.execute(
+        "INSERT INTO events VALUES ('old', 1, 'turn/start', ?)",
+        (TurnStarted(turn=1).model_dump_json(),),
+    )
+    connection.commit()
+    connection.close()
+    store = SQLiteStore(db)
+    try:
+        assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        header = await store.header("old")
+        assert (header.label, header.delegation_depth, header.model) == ("kept", 1, None)
+        change = DescriptorEvent(kind="model", data={"old": None, "new": "scripted:s.toml"})
+        assert (await store.set_model("old", "scripted:s.toml", [change])).model == (
+            "scripted:s.toml"
+        )
+        assert [s.event for s in await store.events("old")] == [TurnStarted(turn=1), change]
+    finally:
+        await store.aclose()

@@ -190,11 +190,25 @@ class ModelError(TetherError):
     """A model could not be resolved or a request failed.
 
     ``recoverable`` errors (a timeout, a rate limit, a 5xx) are retried by the turn loop; the
-    others end the turn with stop reason ``error``.
+    others end the turn with stop reason ``error``. The model plugin decides which are.
+
+    ``retry_after`` is the number of seconds the server asked the client to wait before
+    retrying (an HTTP ``Retry-After`` header, say), or ``None`` when it did not say. The turn
+    loop waits at least that long before the next attempt, or gives up at once when the wait
+    would exceed its remaining retry budget (``AgentLimits.retry_budget``).
     """
 
-    def __init__(self, code: ErrorCode, message: str, *, recoverable: bool = False, **kw: Any):
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        recoverable: bool = False,
+        retry_after: float | None = None,
+        **kw: Any,
+    ):
         self.recoverable = recoverable
+        self.retry_after = retry_after
         super().__init__(code, message, **kw)
 
 

@@ -69,6 +69,8 @@ UNFINISHED_CALL = (
 )
 _NO_USAGE = Usage()
 
+#: The descriptor kind that logs a change of a session's model: ``{"old": ..., "new": ...}``.
+MODEL_DESCRIPTOR = "model"
 #: How long teardown waits for the final log writes of a cancelled turn.
 TEARDOWN_TIMEOUT = 5.0
 #: How often the agent that keeps a process's sessions looks for posted mail, in seconds.
@@ -93,10 +95,20 @@ class AgentLimits:
     """Model requests per turn."""
     max_output_tokens: int | None = None
     """Output tokens per turn, across its steps."""
-    model_retries: int = 3
-    """Retries of a recoverable model failure, per step."""
-    retry_backoff: float = 0.05
-    """Pause before the first retry, in seconds; each further retry waits four times longer."""
+    model_retries: int = 8
+    """Retries of a recoverable model failure, per step (at most; ``retry_budget`` usually
+    ends them first)."""
+    retry_backoff: float = 0.5
+    """Pause before the first retry, in seconds; each further pause is twice as long (up to
+    ``retry_max_wait``), and each is drawn at random between half and all of that (jitter, so
+    that clients failing together do not retry together)."""
+    retry_max_wait: float = 30.0
+    """The longest single pause between retries, in seconds (unless the server asked for a
+    longer one with ``ModelError.retry_after``)."""
+    retry_budget: float = 60.0
+    """Seconds a step may spend waiting between retries, in all. A server's ``retry_after``
+    is honoured (waited at least) when it fits in what is left; when it does not, the turn
+    gives up at once, saying how long the server asked for."""
 
 
 @dataclass(frozen=True)
@@ -237,8 +249,10 @@ class Agent:
         kernel: Kernel | None = None,
         scope: Scope | None = None,
         cwd: Path | None = None,
+        model_spec: str | None = None,
     ) -> None:
         self.header = header
+        self._model_spec = model_spec
         self.kernel = kernel
         """The kernel the agent was composed from (its services: ``kernel.skills``)."""
         self.scope = scope
@@ -298,6 +312,12 @@ class Agent:
         return self.header.agent
 
     @property
+    def model_spec(self) -> str | None:
+        """The model spec this agent runs: the one it was composed with, else the one its
+        session recorded; ``None`` when neither is known (a model object given directly)."""
+        return self._model_spec or self.header.model
+
+    @property
     def status(self) -> Literal["running", "idle"]:
         """``running`` while a turn runs or accepted messages wait to be claimed."""
         return "running" if self._runner_active else "idle"
@@ -336,6 +356,7 @@ class Agent:
                 await self._take_lease()
                 took_lease = True
                 await self.store.take_mail(self.session_id)  # into the log, read with it
+                await self._record_model()
             log = [stored.event for stored in await self.store.events(self.session_id)]
         else:
             self._leased = True
@@ -381,6 +402,19 @@ class Agent:
             await self._append(*events)
             for event in events[:-1]:
                 self._history.append(event_to_message(event))  # type: ignore[arg-type]
+
+    async def _record_model(self) -> None:
+        """Make the model this agent was composed with the session's recorded one, logging
+        the change (a ``model`` descriptor with the old and new spec) when it replaces
+        another. Runs with the lease held, before the log is read."""
+        spec = self._model_spec
+        if spec is None or spec == self.header.model:
+            return
+        change = DescriptorEvent(
+            kind=MODEL_DESCRIPTOR, data={"old": self.header.model, "new": spec}
+        )
+        self.header = await self.store.set_model(self.session_id, spec, [change])
+        log.info("session %s: model %s -> %s", self.session_id, change.data["old"], spec)
 
     async def _take_lease(self) -> None:
         """Become the session's one driver (``SESSION_BUSY`` if a live process is)."""
@@ -1025,12 +1059,15 @@ class Agent:
             session_label=self.header.label,
         )
         attempt = 0
+        waited = 0.0
         while True:
             try:
                 return await self.model.request(request)
             except ModelError as exc:
-                if not exc.recoverable or attempt >= self.limits.model_retries:
+                if not exc.recoverable:
                     raise
+                pause = retry_pause(self.limits, attempt, waited, exc)
+                failure = str(exc)
             except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
                 raise
             except Exception as exc:
@@ -1039,7 +1076,15 @@ class Agent:
                     f"model {self.model.name} failed: {type(exc).__name__}: {exc}",
                     remedy="a model adapter should raise tether.ModelError",
                 ) from exc
-            await anyio.sleep(self.limits.retry_backoff * 4**attempt)
+            log.info(
+                "model %s failed (%s); retry %d in %.2fs",
+                self.model.name,
+                failure,
+                attempt + 1,
+                pause,
+            )
+            await anyio.sleep(pause)  # cancelling the turn interrupts the pause at once
+            waited += pause
             attempt += 1
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
@@ -1090,8 +1135,7 @@ class Agent:
             return ToolResult(
                 tool_call_id=call.id,
                 name=call.name,
-                content="error: the arguments are not a JSON object: "
-                + call.invalid_arguments[:500],
+                content=invalid_arguments_error(call.invalid_arguments),
                 is_error=True,
             )
         problems = tool.argument_errors(call.arguments)
@@ -1152,6 +1196,74 @@ class Agent:
         return f'error: tool "{call.name}" was not approved'
 
 
+#: How much of a call's invalid argument text its error result quotes back to the model.
+QUOTED_ARGUMENTS = 500
+
+
+def invalid_arguments_error(raw: str) -> str:
+    """The tool result for a call whose argument text is not a JSON object: what is wrong
+    with it (the JSON parser's words and position, or what it is instead), then the text."""
+    quoted = raw if len(raw) <= QUOTED_ARGUMENTS else raw[:QUOTED_ARGUMENTS] + "..."
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}" if "\n" in raw else f"column {exc.colno}"
+        at = " " if exc.msg.endswith(" at") else " at "  # "Unterminated string starting at"
+        why = f"the arguments are not valid JSON: {exc.msg}{at}{where}"
+    except (ValueError, RecursionError) as exc:
+        why = f"the arguments are not valid JSON: {exc}"
+    else:
+        kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(value), "null" if value is None else "a number"
+        )
+        why = f"the arguments must be a JSON object, not {kind}"
+    if not raw.strip():
+        why = "the arguments are empty (they must be a JSON object, {} for none)"
+    return f"error: {why}: {quoted}; call the tool again with a JSON object"
+
+
+def retry_pause(limits: AgentLimits, attempt: int, waited: float, error: ModelError) -> float:
+    """The pause before retry ``attempt + 1`` of a step that already waited ``waited``
+    seconds, after the recoverable ``error``; raises the ``ModelError`` that ends the turn
+    when no retry is left (the count, the budget, or a server asking for more than is left).
+    """
+    left = limits.retry_budget - waited
+    if attempt >= limits.model_retries:
+        raise _gave_up(error, f"gave up after {attempt} retries")
+    asked = error.retry_after
+    if asked is not None and asked > left:
+        raise _gave_up(
+            error,
+            f"the server asked to wait {asked:g} s before retrying, more than the "
+            f"{max(left, 0):g} s left of the retry budget ({limits.retry_budget:g} s, "
+            "AgentLimits.retry_budget); gave up at once",
+        )
+    if left <= 0:
+        raise _gave_up(
+            error, f"gave up after {attempt} retries and {waited:.1f} s of waiting (retry budget)"
+        )
+    delay = min(limits.retry_backoff * 2**attempt, limits.retry_max_wait)
+    delay *= 0.5 + random.random() / 2  # jitter: between half and all of it
+    if asked is not None:
+        delay = max(delay, asked)
+    return min(delay, left)
+
+
+def _gave_up(error: ModelError, why: str) -> ModelError:
+    """``error`` with ``why`` the retries ended, no longer recoverable."""
+    failure = ModelError(
+        error.code,
+        f"{error.message} ({why})",
+        file=error.file,
+        key=error.key,
+        plugin=error.plugin,
+        remedy=error.remedy,
+        where=error._where,  # pyright: ignore[reportPrivateUsage]
+    )
+    failure.__cause__ = error
+    return failure
+
+
 def new_header(
     *,
     agent: str | None = None,
@@ -1161,6 +1273,7 @@ def new_header(
     origin: Literal["user", "subagent"] = "user",
     delegation_depth: int = 0,
     seed_length: int = 0,
+    model: str | None = None,
 ) -> SessionHeader:
     """A header for a new session (id ``ses_...`` unless given)."""
     return SessionHeader(
@@ -1172,4 +1285,5 @@ def new_header(
         origin=origin,
         delegation_depth=delegation_depth,
         seed_length=seed_length,
+        model=model,
     )

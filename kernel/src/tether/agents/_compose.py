@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError, ErrorCode, ProfileError
+from ..errors import AgentError, ErrorCode, ModelError, ProfileError
 from ..kernel import Kernel
 from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_model
 from ..plugins import LoadedPlugin
@@ -45,8 +45,11 @@ class AgentPreset:
         *,
         limits: AgentLimits | None = None,
         cwd: Path | None = None,
+        model_spec: str | None = None,
     ) -> Agent:
-        """An agent of this preset on the session ``header``."""
+        """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
+        ``model``, recorded as the session's model when the agent takes the session (a change
+        is logged), or ``None`` to leave the session's record as it is."""
         return Agent(
             header=header,
             store=store,
@@ -59,6 +62,7 @@ class AgentPreset:
             kernel=self.kernel,
             scope=self.scope,
             cwd=cwd,
+            model_spec=model_spec,
         )
 
 
@@ -169,11 +173,18 @@ async def compose_agent(
     session_id: str | None = None,
     label: str | None = None,
     limits: AgentLimits | None = None,
+    record_model: bool = True,
 ) -> Agent:
     """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given.
 
     Use the result as ``async with agent:``. A string ``model`` is a spec resolved relative to
-    the current directory; ``None`` uses the agent's profile ``model``.
+    the current directory; ``None`` uses the session's recorded model, else the agent's profile
+    ``model``. The spec is recorded in a new session's header; on a stored session a string
+    ``model`` that differs from its recorded one becomes its model when the agent takes the
+    session, logged as a ``model`` descriptor with the old and new spec. A session written
+    before tether recorded models (header ``model`` None) keeps using the profile's model
+    until one is given explicitly. ``record_model=False`` uses ``model`` on a stored session
+    without recording it (an agent that only hosts others, as ``tether sessions send``'s).
     """
     header = await store.header(session_id) if session_id is not None else None
     if header is not None:
@@ -188,14 +199,35 @@ async def compose_agent(
     else:
         name = resolve_agent_name(kernel, agent)
     preset = build_preset(kernel, name)
+    spec: str | None = None  # the spec to record, when it is known
     if model is not None and not isinstance(model, str):
         resolved: Model = model
     elif model is not None:
         resolved = resolve_preset_model(preset, model, base=Path.cwd())
+        spec = model
+    elif header is not None and header.model not in (None, preset.model_spec):
+        # The session's own model, given as --model once: a relative path in it (function:,
+        # scripted:) is relative to the directory tether runs in, as --model's is.
+        try:
+            resolved = resolve_preset_model(preset, header.model, base=Path.cwd())
+        except ModelError as exc:
+            raise ModelError(
+                exc.code,
+                f'session "{header.id}" runs model "{header.model}", which cannot be used '
+                f"here: {exc.message}",
+                remedy=f"{exc.remedy + '; or ' if exc.remedy else ''}pass --model SPEC to "
+                "continue the session on another model (recorded in the session)",
+            ) from exc
     else:
+        # The profile's model (also when the session recorded that one): relative to the
+        # profile file that names it.
         model_file = kernel.profile.file_of("agent", name, "model") if name else None
         base = model_file.parent if model_file is not None else kernel.profile.folder
         resolved = resolve_preset_model(preset, None, base=base)
+        if header is None:
+            spec = preset.model_spec
     if header is None:
-        header = await store.create(new_header(agent=name, label=label))
-    return preset.agent(header, store, resolved, limits=limits)
+        header = await store.create(new_header(agent=name, label=label, model=spec))
+    if not record_model and session_id is not None:
+        spec = None
+    return preset.agent(header, store, resolved, limits=limits, model_spec=spec)

@@ -82,6 +82,13 @@ class _TetherGroup(click.Group):
 def cli(ctx: click.Context, debug: bool) -> None:
     """tether: an agent-harness microkernel for context control."""
     ctx.meta["tether.debug"] = debug
+    if debug:
+        # What is cut from an ERROR line (a server's whole error body, say) is logged at debug
+        # level by the code that cut it: --debug shows it on standard error.
+        import logging
+
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("tether").setLevel(logging.DEBUG)
 
 
 class _Text(click.ParamType):

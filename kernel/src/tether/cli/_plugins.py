@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import click
 
 from ..errors import TetherError
-from ._group import cli, load, profile_option, run_async
+from ._group import TEXT, cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
     from ..plugins import LoadedPlugin, PluginCatalog
     from ..scopes import Scope
 
-__all__ = ("composition_tree",)
+__all__ = ("ProbingModel", "composition_tree")
+
+
+@runtime_checkable
+class ProbingModel(Protocol):
+    """A model that can check its endpoint answers without spending tokens (``tether check
+    --model``): ``probe()`` returns a line saying what answered, or raises a
+    :class:`tether.ModelError` naming the URL and the reason."""
+
+    async def probe(self) -> str:
+        """Ask the endpoint whether it answers; a one-line report."""
+        ...
+
 
 #: Skipped skill entries ``tether check`` names one by one; the rest are counted.
 MAX_SKIPPED_SHOWN = 5
@@ -93,7 +105,21 @@ def _plugin_row(entry: Any, kernel: Kernel | None, catalog: PluginCatalog) -> di
 
 @cli.command()
 @profile_option
-def check(profile: Path | None) -> None:
+@click.option(
+    "--model",
+    "model_spec",
+    type=TEXT,
+    default=None,
+    help="Also make this model (provider:name) and check its endpoint answers (online).",
+)
+@click.option(
+    "--agent",
+    "agent_name",
+    type=TEXT,
+    default=None,
+    help="The agent whose model providers make --model (default: main, or the only agent).",
+)
+def check(profile: Path | None, model_spec: str | None, agent_name: str | None) -> None:
     """Load the profile and every plugin it names, run every check, print the composition.
 
     Beyond loading, every agent is composed: its instructions are read, its tools collected
@@ -101,6 +127,9 @@ def check(profile: Path | None) -> None:
     Skill providers are asked for advice (a root that is missing, empty, or holds its skills
     deeper than they are read) and their catalogs are read: what they skipped is a warning on
     standard error. Warnings do not change the exit status.
+
+    Without --model nothing goes online. With --model SPEC the model is made (a missing key is
+    an error) and, when it can (an HTTP model), asked whether its endpoint answers.
     """
     from ..profile import check_store_spec
 
@@ -126,6 +155,8 @@ def check(profile: Path | None) -> None:
         _check_agents(kernel)
     for line in composition_tree(kernel):
         click.echo(line)
+    if model_spec is not None:
+        click.echo(run_async(_probe_model, kernel, model_spec, agent_name))
     if skills:
         from ._skills import printable
 
@@ -138,6 +169,21 @@ def check(profile: Path | None) -> None:
         f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
         f"{requirements} requirement{'s' if requirements != 1 else ''} met"
     )
+
+
+async def _probe_model(kernel: Kernel, spec: str, agent: str | None) -> str:
+    """Make the model for ``spec`` with ``agent``'s model providers and probe it if it can."""
+    from ..agents import build_preset, resolve_agent_name, resolve_preset_model
+    from ._run import close_model
+
+    preset = build_preset(kernel, resolve_agent_name(kernel, agent))
+    model = resolve_preset_model(preset, spec, base=Path.cwd())
+    try:
+        if isinstance(model, ProbingModel):
+            return await model.probe()
+        return f"model {model.name}: made (it has no endpoint to probe)"
+    finally:
+        await close_model(model)
 
 
 async def _skill_warnings(kernel: Kernel) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._group import TEXT, Interruption, cli, load, profile_option, run_async, run_interruptible
+from ._group import (
+    DEBUG_ENV,
+    TEXT,
+    Interruption,
+    cli,
+    load,
+    profile_option,
+    run_async,
+    run_interruptible,
+)
 
 if TYPE_CHECKING:
     import anyio
@@ -28,7 +38,9 @@ _model_option = click.option(
     "model_spec",
     type=TEXT,
     default=None,
-    help="Model spec provider:name (default: the agent's).",
+    help="Model spec provider:name (default: the session's recorded model, else the agent's), "
+    "e.g. deepseek:deepseek-chat; any OpenAI-compatible server: "
+    "openai-compatible:MODEL@http://HOST:PORT/v1 (without @URL: $OPENAI_BASE_URL).",
 )
 _session_option = click.option(
     "--session", "session_id", type=TEXT, default=None, help="Continue this stored session."
@@ -63,7 +75,7 @@ def run(
     """
     kernel = load(profile)
     stop = run_interruptible(
-        _run, Interruption(), kernel, agent_name, model_spec, session_id, prompts
+        _run, Interruption(), kernel, agent_name, model_spec, session_id, prompts, debugging()
     )
     if stop != "completed":
         raise SystemExit(1)
@@ -76,6 +88,7 @@ async def _run(
     model_spec: str | None,
     session_id: str | None,
     prompts: tuple[str, ...],
+    debug: bool = False,
 ) -> str:
     from ..agents import compose_agent
     from ..models import ScriptedModel
@@ -87,7 +100,7 @@ async def _run(
             kernel, store, agent=agent_name, model=model_spec, session_id=session_id
         )
         terminal = Terminal(live=sys.stdout.isatty())
-        agent.listen(_printer(agent, terminal))
+        agent.listen(_printer(agent, terminal, debug=debug))
         _show_children(kernel, agent, terminal)
         if kernel.permission_host is None and sys.stdin.isatty():
             kernel.permission_host = terminal.ask
@@ -243,9 +256,32 @@ async def close_model(model: Any) -> None:
         await closer()
 
 
-def _printer(agent: Agent, terminal: Terminal | None = None) -> Any:
+#: The longest error text or raw call arguments ``tether run`` prints (``--debug``: all of it).
+PRINTED_LIMIT = 500
+#: What ``tether run`` prints for an answer with no text and no tool calls.
+EMPTY_ANSWER = "(empty answer)"
+
+
+def debugging() -> bool:
+    """Whether ``--debug`` (or ``TETHER_DEBUG``) asked for everything in full."""
+    context = click.get_current_context(silent=True)
+    if context is not None and context.find_root().meta.get("tether.debug"):
+        return True
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def capped(text: str, *, debug: bool, limit: int = PRINTED_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out (whole with
+    ``debug``)."""
+    if debug or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters; run with --debug to see all)"
+
+
+def _printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = False) -> Any:
     """A listener that prints ``agent``'s turns; through ``terminal`` when given (its lines
-    then wait while a permission question is open, and keep clear of the status line)."""
+    then wait while a permission question is open, and keep clear of the status line).
+    Errors and raw call arguments longer than ``PRINTED_LIMIT`` are cut unless ``debug``."""
     from ..store import AssistantMessage, ToolResult, TurnEnded, UserMessage
 
     echo: Callable[[str], None] = terminal.line if terminal is not None else click.echo
@@ -257,8 +293,13 @@ def _printer(agent: Agent, terminal: Terminal | None = None) -> Any:
             case AssistantMessage(content=content, tool_calls=calls):
                 if content:
                     echo(content)
+                elif not calls:
+                    echo(EMPTY_ANSWER)
                 for call in calls:
-                    arguments = json.dumps(call.arguments, ensure_ascii=False)
+                    if call.invalid_arguments is not None:  # as the model wrote them
+                        arguments = capped(call.invalid_arguments, debug=debug)
+                    else:
+                        arguments = json.dumps(call.arguments, ensure_ascii=False)
                     echo(f"-> {call.name}({arguments})")
             case ToolResult(name=name, content=content, is_error=is_error):
                 lines = content.strip().splitlines() or [""]
@@ -267,7 +308,10 @@ def _printer(agent: Agent, terminal: Terminal | None = None) -> Any:
                 more = f" (+{extra} more line{'s' if extra > 1 else ''})" if extra else ""
                 echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
             case TurnEnded(stop_reason=stop, error=error) if stop != "completed":
-                echo(f"[turn {event.turn} stopped: {stop}]{' ' + error if error else ''}")
+                # One line: a server's error body may be long and span lines.
+                line = " ".join(error.split()) if error and not debug else error
+                shown = f" {capped(line, debug=debug)}" if line else ""
+                echo(f"[turn {event.turn} stopped: {stop}]{shown}")
             case _:
                 pass
 
@@ -343,6 +387,8 @@ async def _context(
                 kernel, store, agent=agent_name, model=placeholder, session_id=session_id
             )
             await agent.restore(repair=False)  # context only reads
+            if model_spec is None and agent.header.model is not None:
+                spec = agent.header.model  # what `tether run --session` would use
             request, pending = await agent.preview(prompt)
         finally:
             await store.aclose()

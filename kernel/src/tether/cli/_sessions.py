@@ -46,7 +46,8 @@ def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(header.created_at))
         lineage = f"  parent={header.parent_session}" if header.parent_session else ""
         label = f"  {header.label}" if header.label else ""
-        click.echo(f"{header.id}  {when}  agent={header.agent or '-'}{lineage}{label}")
+        model = f"  model={header.model}" if header.model else ""
+        click.echo(f"{header.id}  {when}  agent={header.agent or '-'}{model}{lineage}{label}")
 
 
 async def _headers(kernel: Any, limit: int) -> list[Any]:
@@ -120,8 +121,9 @@ def send_to_child(
     here and hosts the child, which is restored from its log, takes MESSAGE as its next turn
     and runs until it settles (its own continuable children settled too). Prints the
     child's turns the way `tether run` prints an agent's and ends with its session id; the
-    root session gets no notice. --model replaces the root's model, which the child also uses
-    unless its delegation named one. Exit status 1 when a turn of the child does not complete.
+    root session gets no notice. --model replaces the root's model for this command (it is
+    not recorded in the root session), which the child also uses unless its delegation named
+    one. Exit status 1 when a turn of the child does not complete.
     Ctrl-C aborts the child's running turn, prints its session id and exits with status 130; a
     second Ctrl-C exits at once.
 
@@ -143,7 +145,7 @@ async def _send(
     from ..agents import compose_agent
     from ..errors import TetherError
     from ..store import TurnEnded, profile_store
-    from ._run import _printer, close_model
+    from ._run import _printer, close_model, debugging
 
     store = profile_store(kernel.profile)
     try:
@@ -163,7 +165,10 @@ async def _send(
             click.echo(f"session {child_id}")
             return "completed"
         root = await _root_of(store, child_id)
-        host = await compose_agent(kernel, store, model=model_spec, session_id=root)
+        # The root only hosts the child here: a --model is for this command, not recorded.
+        host = await compose_agent(
+            kernel, store, model=model_spec, session_id=root, record_model=False
+        )
         continuation = kernel.subagents.continuation
         stops: list[str] = []
         watched: list[Any] = []
@@ -174,7 +179,7 @@ async def _send(
             if child is None or child in watched:
                 return
             watched.append(child)
-            child.listen(_printer(child))
+            child.listen(_printer(child, debug=debugging()))
             child.listen(
                 lambda e: stops.append(e.stop_reason) if isinstance(e, TurnEnded) else None
             )

@@ -22,6 +22,7 @@ __all__ = (
 FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
     "openai": ("openai", "tether-openai"),
     "deepseek": ("openai", "tether-openai"),
+    "openai-compatible": ("openai", "tether-openai"),
 }
 
 
@@ -30,7 +31,8 @@ class Model(Protocol):
     """A chat model: one request in, one response out.
 
     Raise :class:`tether.ModelError` with ``recoverable=True`` for a failure worth retrying
-    (timeouts, rate limits, server errors); the turn loop retries it up to three times without
+    (timeouts, rate limits, server errors), with ``retry_after`` when the server said how long
+    to wait; the turn loop retries it with backoff, within ``AgentLimits.retry_budget``, without
     redoing committed steps.
     """
 

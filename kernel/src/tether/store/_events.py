@@ -52,6 +52,10 @@ class SessionHeader(_Frozen):
     """How many delegations separate this session from its root; never lowered."""
     seed_length: int = Field(default=0, ge=0)
     """Events copied from a parent at creation (a fork's seed); the child's own log follows."""
+    model: str | None = None
+    """The model spec the session runs (``provider:name``), changed only by an explicit
+    override (``SessionStore.set_model``, logged as a ``model`` descriptor). ``None`` for a
+    session written before tether recorded it: such a session uses its agent's profile model."""
 
 
 class MessageSource(_Frozen):

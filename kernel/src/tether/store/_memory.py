@@ -53,6 +53,16 @@ class MemoryStore:
             self._headers[session_id] = header
         return header
 
+    async def set_model(
+        self, session_id: str, model: str, events: Sequence[Event] = ()
+    ) -> SessionHeader:
+        header = await self.header(session_id)
+        header = header.model_copy(update={"model": model})
+        self._headers[session_id] = header
+        self._leased.add(session_id)
+        self._logs[session_id].extend(events)
+        return header
+
     def _log(self, session_id: str) -> list[Event]:
         log = self._logs.get(session_id)
         if log is None:

@@ -43,6 +43,15 @@ class SessionStore(Protocol):
         """Set ``delegation_depth`` to ``depth`` if higher; lowering it is an error."""
         ...
 
+    async def set_model(
+        self, session_id: str, model: str, events: Sequence[Event] = ()
+    ) -> SessionHeader:
+        """Record ``model`` as the session's model spec in its header and append ``events``
+        (the ``model`` descriptor that logs the change), atomically; return the new header.
+        Only the lease holder may, as for ``append`` (``SESSION_BUSY``, nothing changed);
+        ``SESSION_NOT_FOUND``."""
+        ...
+
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
         """Append events in order; return the ``seq`` of the last one (durable on return).
 

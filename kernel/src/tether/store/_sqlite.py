@@ -52,7 +52,7 @@ T = TypeVar("T")
 CLOSE_TIMEOUT = 5.0
 
 _HEADER_COLUMNS = (
-    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length"
+    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
 )
 _LEASE_COLUMNS = "host, pid, started, token, expires_at"
 _RELEASE = "DELETE FROM leases WHERE session_id = ? AND token = ?"
@@ -117,7 +117,7 @@ class SQLiteStore:
         try:
             with self._transaction():  # the header, its lease and its first events, or nothing
                 self._db.execute(
-                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     _header_row(header),
                 )
                 self._insert_lease(header.id)
@@ -156,6 +156,28 @@ class SQLiteStore:
             )
             header = header.model_copy(update={"delegation_depth": depth})
         return header
+
+    async def set_model(
+        self, session_id: str, model: str, events: Sequence[Event] = ()
+    ) -> SessionHeader:
+        datas = [(event.type, dump_event(event)) for event in events]
+        await self._run(lambda: self._set_model(session_id, replace_surrogates(model), datas))
+        return await self.header(session_id)
+
+    def _set_model(self, session_id: str, model: str, datas: list[tuple[str, str]]) -> None:
+        first = 0
+        try:
+            with self._transaction():  # the header and the events that log it, or neither
+                self._claim(session_id)
+                first = self._seq(session_id)
+                self._db.execute("UPDATE sessions SET model = ? WHERE id = ?", (model, session_id))
+                self._db.executemany(
+                    "INSERT INTO events VALUES (?, ?, ?, ?)",
+                    [(session_id, first + n, kind, data) for n, (kind, data) in enumerate(datas)],
+                )
+        except sqlite3.IntegrityError:
+            raise self._conflict(session_id, first) from None
+        self._next_seq[session_id] = first + len(datas)
 
     def _exists(self, session_id: str) -> bool:
         row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -689,6 +711,7 @@ def _header_row(header: SessionHeader) -> tuple[object, ...]:
         header.origin,
         header.delegation_depth,
         header.seed_length,
+        text(header.model),
     )
 
 

@@ -59,6 +59,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX mailbox_by_session ON mailbox (session_id, id);
     """,
+    # 3: the model spec a session runs (NULL: written before it was recorded).
+    """
+    ALTER TABLE sessions ADD COLUMN model TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -129,7 +133,7 @@ def _tables(db: sqlite3.Connection) -> list[str]:
 #: The columns each table of the current schema has, in the order the store reads them.
 _COLUMNS: dict[str, str] = {
     "sessions": "id, created_at, label, agent, parent_session, origin, delegation_depth, "
-    "seed_length",
+    "seed_length, model",
     "events": "session_id, seq, type, data",
     "leases": "session_id, host, pid, started, token, expires_at",
     "mailbox": "id, session_id, message_id, data",

@@ -7,6 +7,7 @@ the parent's tool list byte-identical for prompt-cache reuse and refuses filtere
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -248,6 +249,7 @@ async def compose_local_child(
         origin="subagent",
         delegation_depth=depth,
         seed_length=len(seed),
+        model=None if remote else (model_route or parent.model_spec),
     )
     setup: list[Event] = [*seed]
     # The delegated policy, snapshotted now and recorded in the child's own log: what every
@@ -394,16 +396,9 @@ def new_message_id() -> str:
 
 
 def _limits(limits: Any, max_output_tokens: int | None) -> Any:
-    from ..agents import AgentLimits
-
     if max_output_tokens is None:
         return limits
-    return AgentLimits(
-        max_steps=limits.max_steps,
-        max_output_tokens=max_output_tokens,
-        model_retries=limits.model_retries,
-        retry_backoff=limits.retry_backoff,
-    )
+    return dataclasses.replace(limits, max_output_tokens=max_output_tokens)
 
 
 def _with_kept_tools(tools: Any, parent_tools: Any) -> Any:

@@ -212,6 +212,56 @@ class SessionStoreConformance:
         finally:
             await again.aclose()
 
+    # -- the session's model ----------------------------------------------------------------
+
+    async def test_a_header_records_its_model_or_none(self, store: SessionStore) -> None:
+        await store.create(_header("s1", model="openai:gpt-4.1"))
+        await store.create(_header("s2"))
+        assert (await store.header("s1")).model == "openai:gpt-4.1"
+        assert (await store.header("s2")).model is None  # a session from before models
+
+    async def test_set_model_changes_the_header_and_logs_it_in_one_step(
+        self, store: SessionStore
+    ) -> None:
+        await store.create(_header("s1", model="a:one"), [TurnStarted(turn=1)])
+        change = DescriptorEvent(kind="model", data={"old": "a:one", "new": "b:two"})
+        header = await store.set_model("s1", "b:two", [change])
+        assert header.model == "b:two"
+        assert await store.header("s1") == header
+        assert [(s.seq, s.event) for s in await store.events("s1")][-1] == (2, change)
+        assert await store.append("s1", [TurnStarted(turn=2)]) == 3
+
+    async def test_set_model_on_an_unknown_session_is_not_found(self, store: SessionStore) -> None:
+        with pytest.raises(StoreError) as info:
+            await store.set_model("nope", "a:one")
+        assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+
+    async def test_the_model_survives_a_reopen(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        if reopen is None:
+            pytest.skip("this store is not durable (no reopen fixture)")
+        await store.create(_header("s1", model="a:one"))
+        await store.set_model("s1", "b:two")
+        await store.aclose()
+        again = reopen()
+        try:
+            assert (await again.header("s1")).model == "b:two"
+        finally:
+            await again.aclose()
+
+    async def test_another_store_cannot_change_a_held_sessions_model(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        await store.create(_header("s1", model="a:one"), [TurnStarted(turn=1)])
+        async with _second(reopen) as other:
+            change = DescriptorEvent(kind="model", data={"old": "a:one", "new": "b:two"})
+            with pytest.raises(StoreError) as info:
+                await other.set_model("s1", "b:two", [change])
+            assert info.value.code is ErrorCode.SESSION_BUSY
+            assert (await other.header("s1")).model == "a:one"  # nothing changed
+            assert [s.seq for s in await store.events("s1")] == [1]
+
     # -- leases: one session, one driver ----------------------------------------------------
 
     async def test_the_creator_holds_the_new_session(self, store: SessionStore) -> None:

@@ -1,26 +1,48 @@
 """tether-openai: models over OpenAI-compatible chat completions.
 
-Specs: ``openai:MODEL``, ``deepseek:MODEL``, and ``NAME:MODEL`` for every endpoint named in the
-settings (vLLM, Ollama, llama.cpp servers). Keys come from the environment; a missing key is an
-error that names the variable.
+Specs: ``openai:MODEL``, ``deepseek:MODEL``, ``openai-compatible:MODEL@URL`` (any server, from
+the command line), and ``NAME:MODEL`` for every endpoint named in the settings (vLLM, Ollama,
+llama.cpp servers). Keys come from the environment; a missing key is an error that names the
+variable.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 import tether
+from tether.errors import ErrorCode, ModelError
 from tether.models import ModelProvider
 
-from ._model import ChatCompletionsModel
+from ._model import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_READ_TIMEOUT,
+    ChatCompletionsModel,
+)
 
-__all__ = ("PRESETS", "ChatCompletionsModel", "Endpoint", "Settings")
+__all__ = (
+    "COMPATIBLE_PREFIX",
+    "PRESETS",
+    "ChatCompletionsModel",
+    "Endpoint",
+    "Settings",
+    "split_compatible_spec",
+)
+
+#: The prefix of ``openai-compatible:MODEL@URL`` specs.
+COMPATIBLE_PREFIX = "openai-compatible"
+#: The variables the OpenAI SDK reads, honoured by ``openai:`` and ``openai-compatible:``.
+BASE_URL_ENV = "OPENAI_BASE_URL"
+API_KEY_ENV = "OPENAI_API_KEY"
 
 
 class Endpoint(BaseModel):
-    """One OpenAI-compatible server."""
+    """One OpenAI-compatible server, and what it accepts."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -28,11 +50,40 @@ class Endpoint(BaseModel):
     """The API root, e.g. ``http://localhost:11434/v1`` (``/chat/completions`` is appended)."""
     api_key_env: str | None = None
     """The environment variable holding the key; ``None`` for servers that take none."""
+    max_tokens: int | None = Field(default=DEFAULT_MAX_TOKENS, gt=0)
+    """The most tokens one answer may have (sent as ``max_tokens``); ``None`` sends none."""
+    connect_timeout: float | None = Field(default=None, gt=0)
+    """Seconds to open a connection; ``None``: ``[plugin.openai] connect_timeout``."""
+    read_timeout: float | None = Field(default=None, gt=0)
+    """Seconds to wait for the next bytes of an answer; ``None``: ``[plugin.openai]
+    read_timeout``."""
+    tool_call_content: Literal["empty", "null"] = "empty"
+    """The content of an assistant message that only calls tools: ``""`` (``empty``, which
+    every server tested takes) or JSON ``null`` (``null``, what OpenAI itself sends)."""
+    tool_choice: Literal["auto", "omit"] = "auto"
+    """``auto`` sends ``tool_choice: "auto"`` with the tools (some servers ignore tools
+    without it); ``omit`` leaves it out."""
+    tool_calls_in_text: Literal["json", "xml"] | None = None
+    """Parse tool calls a model writes as text: ``json`` (a fenced JSON object) or ``xml``
+    (``<tool_call>`` / ``<function=...>`` tags); off by default."""
+
+    def options(self, settings: Settings) -> dict[str, Any]:
+        """The :class:`ChatCompletionsModel` keywords for this endpoint under ``settings``."""
+        connect = self.connect_timeout or settings.connect_timeout or settings.timeout
+        read = self.read_timeout or settings.read_timeout or settings.timeout
+        return {
+            "connect_timeout": connect or DEFAULT_CONNECT_TIMEOUT,
+            "read_timeout": read or DEFAULT_READ_TIMEOUT,
+            "max_tokens": self.max_tokens,
+            "tool_call_content": self.tool_call_content,
+            "tool_choice": None if self.tool_choice == "omit" else "auto",
+            "tool_calls_in_text": self.tool_calls_in_text,
+        }
 
 
 #: Endpoints every profile gets; a settings endpoint of the same name replaces one.
 PRESETS: dict[str, Endpoint] = {
-    "openai": Endpoint(base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY"),
+    "openai": Endpoint(base_url="https://api.openai.com/v1", api_key_env=API_KEY_ENV),
     "deepseek": Endpoint(base_url="https://api.deepseek.com", api_key_env="DEEPSEEK_API_KEY"),
 }
 
@@ -40,10 +91,37 @@ PRESETS: dict[str, Endpoint] = {
 class Settings(tether.PluginSettings):
     """``[plugin.openai]``."""
 
-    timeout: float = Field(default=60.0, gt=0)
-    """Seconds to wait for a response (connect, read and write each)."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds for both timeouts below, where they are not set themselves."""
+    connect_timeout: float | None = Field(default=None, gt=0)
+    """Seconds to open a connection (default 10)."""
+    read_timeout: float | None = Field(default=None, gt=0)
+    """Seconds to wait for the next bytes of an answer (default 120)."""
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     """Extra endpoints by spec prefix, e.g. ``ollama`` for ``ollama:llama3.2``."""
+
+
+def split_compatible_spec(name: str) -> tuple[str, str | None]:
+    """``MODEL@URL`` -> ``(MODEL, URL)``, split at the first ``@http``; ``MODEL`` -> ``(MODEL,
+    None)``. A URL that is not http(s) is ``MODEL_SPEC_UNKNOWN``."""
+    model, sep, rest = name.partition("@http")
+    if not sep:
+        return name, None
+    url = "http" + rest
+    if not (url.startswith(("http://", "https://")) and len(url.split("://", 1)[1]) > 0):
+        raise ModelError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"the URL in model spec '{COMPATIBLE_PREFIX}:{name}' must start with http:// or "
+            "https:// and name a host",
+            remedy=f"write e.g. {COMPATIBLE_PREFIX}:llama3.2@http://localhost:11434/v1",
+        )
+    if not model:
+        raise ModelError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"model spec '{COMPATIBLE_PREFIX}:{name}' names no model before @",
+            remedy=f"write e.g. {COMPATIBLE_PREFIX}:llama3.2@{url}",
+        )
+    return model, url
 
 
 @tether.hookimpl
@@ -57,14 +135,52 @@ def tether_model_providers(settings: Settings) -> list[ModelProvider]:
 
     def provider(prefix: str, endpoint: Endpoint) -> ModelProvider:
         def make(name: str, base: Path) -> ChatCompletionsModel:
+            base_url = endpoint.base_url
+            if prefix == "openai" and "openai" not in settings.endpoints:
+                base_url = os.environ.get(BASE_URL_ENV) or base_url  # as the OpenAI SDK does
             return ChatCompletionsModel.from_endpoint(
                 f"{prefix}:{name}",
                 name,
-                base_url=endpoint.base_url,
+                base_url=base_url,
                 api_key_env=endpoint.api_key_env,
-                timeout=settings.timeout,
+                **endpoint.options(settings),
             )
 
         return ModelProvider(prefix, make, f"OpenAI-compatible chat at {endpoint.base_url}")
 
-    return [provider(prefix, endpoint) for prefix, endpoint in endpoints.items()]
+    configured = settings.endpoints.get(COMPATIBLE_PREFIX)
+
+    def make_compatible(name: str, base: Path) -> ChatCompletionsModel:
+        model, url = split_compatible_spec(name)
+        if url is None:
+            url = configured.base_url if configured else os.environ.get(BASE_URL_ENV)
+            if not url:
+                raise ModelError(
+                    ErrorCode.MODEL_CONFIG_MISSING,
+                    f"model {COMPATIBLE_PREFIX}:{name} names no server and {BASE_URL_ENV} is "
+                    "not set",
+                    remedy=f"write {COMPATIBLE_PREFIX}:{name}@http://HOST:PORT/v1, or export "
+                    f"{BASE_URL_ENV}=http://HOST:PORT/v1",
+                )
+        quirks = configured or Endpoint(base_url=url)
+        return ChatCompletionsModel(
+            f"{COMPATIBLE_PREFIX}:{name}",
+            model,
+            base_url=url,
+            api_key=os.environ.get(quirks.api_key_env or API_KEY_ENV) or None,
+            **quirks.options(settings),
+        )
+
+    providers = [
+        provider(prefix, endpoint)
+        for prefix, endpoint in endpoints.items()
+        if prefix != COMPATIBLE_PREFIX
+    ]
+    providers.append(
+        ModelProvider(
+            COMPATIBLE_PREFIX,
+            make_compatible,
+            f"any OpenAI-compatible server: {COMPATIBLE_PREFIX}:MODEL@URL (or ${BASE_URL_ENV})",
+        )
+    )
+    return providers

@@ -2,29 +2,50 @@
 
 from __future__ import annotations
 
-import json
+import logging
 import os
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from tether.errors import ErrorCode, ModelError
-from tether.models import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from tether.models import ModelRequest, ModelResponse
 
-#: Finish reasons of the API -> tether's.
-FINISH_REASONS = {
-    "stop": "stop",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "length": "length",
-    "content_filter": "refusal",
-}
-#: Status codes worth a retry: rate limits and server trouble.
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+from ._errors import (
+    body_note,
+    error_text,
+    is_context_overflow,
+    is_retryable,
+    retry_after,
+)
+from ._text_calls import TextCallFormat
+from ._wire import NotAChatCompletion, ToolCallContent, encode_messages, parse_response
+
+__all__ = ("DEFAULT_MAX_TOKENS", "ChatCompletionsModel")
+
+logger = logging.getLogger("tether.openai")
+
+#: ``max_tokens`` sent when neither the endpoint nor the turn's budget says otherwise.
+DEFAULT_MAX_TOKENS = 4096
+#: Seconds to open a connection, and to wait for the next bytes of an answer.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_READ_TIMEOUT = 120.0
+
+OVERFLOW_REMEDY = (
+    "the session is longer than the model's context: start a new session (drop --session) or "
+    "use a model with a longer context (budgets and compaction come with a later release)"
+)
 
 
 class ChatCompletionsModel:
-    """A model behind ``POST {base_url}/chat/completions``."""
+    """A model behind ``POST {base_url}/chat/completions``.
+
+    ``max_tokens`` caps every answer (the turn's remaining output budget lowers it; ``None``
+    sends none). ``tool_call_content`` is how an assistant message that only calls tools
+    carries its empty content (``"empty"``: ``""``; ``"null"``: JSON null). ``tool_choice``
+    (``"auto"``, or ``None`` to leave it out) is sent when the request has tools.
+    ``tool_calls_in_text`` parses calls a model wrote as text (``"json"`` or ``"xml"``).
+    """
 
     def __init__(
         self,
@@ -33,15 +54,30 @@ class ChatCompletionsModel:
         *,
         base_url: str,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        tool_call_content: ToolCallContent = "empty",
+        tool_choice: Literal["auto"] | None = "auto",
+        tool_calls_in_text: TextCallFormat | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.name = name
         self.model = model
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self.max_tokens = max_tokens
+        self.tool_call_content: ToolCallContent = tool_call_content
+        self.tool_choice = tool_choice
+        self.tool_calls_in_text: TextCallFormat | None = tool_calls_in_text
+        if timeout is not None:  # one number for all four, as before
+            connect_timeout = read_timeout = timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
+            headers=headers,
+            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            transport=transport,
         )
 
     @classmethod
@@ -52,7 +88,7 @@ class ChatCompletionsModel:
         *,
         base_url: str,
         api_key_env: str | None,
-        timeout: float,
+        **options: Any,
     ) -> ChatCompletionsModel:
         """Read the key from ``api_key_env``; a missing key names the variable to set."""
         api_key = None
@@ -65,17 +101,15 @@ class ChatCompletionsModel:
                     "which is not set",
                     remedy=f"export {api_key_env}=... (or use the scripted model offline)",
                 )
-        return cls(name, model, base_url=base_url, api_key=api_key, timeout=timeout)
+        return cls(name, model, base_url=base_url, api_key=api_key, **options)
 
     async def aclose(self) -> None:
+        """Close the connections."""
         await self._client.aclose()
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": block} for block in request.system
-        ]
-        messages += [_message(m) for m in request.messages]
+        messages = encode_messages(request, tool_call_content=self.tool_call_content)
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if request.tools:
             body["tools"] = [
@@ -89,115 +123,117 @@ class ChatCompletionsModel:
                 }
                 for tool in request.tools
             ]
-        if request.max_output_tokens is not None:
-            body["max_tokens"] = request.max_output_tokens
+            if self.tool_choice is not None:
+                body["tool_choice"] = self.tool_choice
+        limits = [n for n in (self.max_tokens, request.max_output_tokens) if n is not None]
+        if limits:
+            body["max_tokens"] = min(limits)
         return body
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        """Answer one step; every failure is a ``MODEL_REQUEST_FAILED`` :class:`ModelError`.
+
+        A request that times out or is cancelled has its connection closed before the error
+        propagates (httpx drops a connection whose response was not read to the end), so a
+        retry never runs alongside it.
+        """
         try:
             response = await self._client.post(self.url, json=self.body(request))
         except httpx.TimeoutException as exc:
+            phase = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f"{self.name}: no answer from {self.url} in time ({type(exc).__name__})",
                 recoverable=True,
-                remedy="raise [plugin.openai] timeout, or check the server",
+                remedy=f"raise [plugin.openai] {phase}_timeout, or check the server",
             ) from exc
         except httpx.HTTPError as exc:
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
-                f"{self.name}: cannot reach {self.url}: {type(exc).__name__}: {exc}",
+                f"{self.name}: cannot reach {self.url}: {type(exc).__name__}: "
+                f"{str(exc)[:300] or 'the connection failed'}",
                 recoverable=True,
                 remedy="check the base URL and that the server is running",
             ) from exc
         if response.status_code != 200:
-            raise ModelError(
-                ErrorCode.MODEL_REQUEST_FAILED,
-                f"{self.name}: HTTP {response.status_code} from {self.url}: "
-                f"{_error_text(response)}",
-                recoverable=response.status_code in RETRYABLE_STATUS,
-                remedy="check the model name and the API key"
-                if response.status_code in (401, 403, 404)
-                else None,
-            )
+            raise self._http_error(response)
         try:
-            return parse_response(response.json())
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ModelError(
+            return parse_response(
+                response.json(),
+                text_calls=self.tool_calls_in_text,
+                tool_names=[tool.name for tool in request.tools],
+            )
+        except (NotAChatCompletion, ValueError, UnicodeDecodeError) as exc:
+            error = ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
-                f"{self.name}: the response is not a chat completion: {exc}",
+                f"{self.name}: the response from {self.url} is not a chat completion: "
+                f"{str(exc)[:300]}",
                 remedy="check that the base URL points at an OpenAI-compatible API",
-            ) from exc
-
-
-def _message(message: Message) -> dict[str, Any]:
-    if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    if message.role == "assistant":
-        data: dict[str, Any] = {"role": "assistant", "content": message.content or None}
-        if message.tool_calls:
-            data["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {
-                        "name": call.name,
-                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
-                    },
-                }
-                for call in message.tool_calls
-            ]
-        return data
-    return {"role": message.role, "content": message.content}
-
-
-def parse_response(data: dict[str, Any]) -> ModelResponse:
-    """A chat-completion JSON object -> :class:`ModelResponse`."""
-    choice = data["choices"][0]
-    message = choice["message"]
-    calls = []
-    for call in message.get("tool_calls") or []:
-        raw = call["function"].get("arguments") or "{}"
-        try:
-            arguments = json.loads(raw)
-        except json.JSONDecodeError:
-            arguments = None
-        invalid = None
-        if not isinstance(arguments, dict):
-            # The model wrote arguments that are not a JSON object: the turn loop answers the
-            # call with an error result and does not run the tool.
-            arguments, invalid = {}, raw
-        calls.append(
-            ToolCall(
-                id=call["id"],
-                name=call["function"]["name"],
-                arguments=arguments,
-                invalid_arguments=invalid,
             )
+            _attach_body(error, response)
+            raise error from exc
+
+    def _http_error(self, response: httpx.Response) -> ModelError:
+        status = response.status_code
+        remedy = None
+        if is_context_overflow(response):
+            remedy = OVERFLOW_REMEDY
+        elif status in (401, 403, 404):
+            remedy = "check the model name and the API key"
+        recoverable = is_retryable(status)
+        error = ModelError(
+            ErrorCode.MODEL_REQUEST_FAILED,
+            f"{self.name}: HTTP {status} from {self.url}: {error_text(response)}",
+            recoverable=recoverable,
+            retry_after=retry_after(response) if recoverable else None,
+            remedy=remedy,
         )
-    usage = data.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
-    finish = FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop")
-    if message.get("refusal"):
-        finish = "refusal"
-    return ModelResponse(
-        text=message.get("content") or message.get("refusal") or "",
-        tool_calls=tuple(calls),
-        usage=Usage(
-            input_tokens=usage.get("prompt_tokens", 0),
-            output_tokens=usage.get("completion_tokens", 0),
-            cached_input_tokens=cached,
-        ),
-        finish_reason=finish,  # type: ignore[arg-type]
-    )
+        _attach_body(error, response)
+        return error
+
+    async def probe(self) -> str:
+        """Check that the endpoint answers ``GET {base_url}/models``; a line saying so.
+
+        Raises ``MODEL_REQUEST_FAILED`` naming the URL and the reason when it does not.
+        """
+        url = self.base_url + "/models"
+        try:
+            response = await self._client.get(url)
+        except httpx.HTTPError as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: cannot reach {url}: {type(exc).__name__}: "
+                f"{str(exc)[:300] or 'no answer in time'}",
+                remedy="check the base URL and that the server is running",
+            ) from exc
+        if response.status_code != 200:
+            error = ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: HTTP {response.status_code} from {url}: {error_text(response)}",
+                remedy="check the base URL and the API key",
+            )
+            _attach_body(error, response)
+            raise error
+        try:
+            data: Any = response.json()
+            listed = [str(item["id"]) for item in data["data"]]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the answer from {url} is not a model list ({exc!r:.200})",
+                remedy="check that the base URL points at an OpenAI-compatible API "
+                "(it usually ends in /v1)",
+            ) from exc
+        line = f"model {self.name}: {url} answers, {len(listed)} model(s) listed"
+        if listed and self.model not in listed:
+            line += f"; {self.model!r} is not among them ({', '.join(listed[:5])})"
+        return line
 
 
-def _error_text(response: httpx.Response) -> str:
-    try:
-        error = response.json().get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    except ValueError:
-        pass
-    return response.text[:300] or response.reason_phrase
+def _attach_body(error: ModelError, response: httpx.Response) -> None:
+    """Keep the whole body: as ``error.body``, as a note (``--debug`` prints it) and in the
+    debug log."""
+    body = body_note(response)
+    error.body = body  # type: ignore[attr-defined]
+    error.add_note(f"response body ({response.status_code}):\n{body}")
+    logger.debug("%s: HTTP %s body: %s", error.message, response.status_code, body)

@@ -1,0 +1,130 @@
+"""What an HTTP error from a chat-completions server means for the turn loop."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from typing import Any
+
+import httpx
+
+__all__ = (
+    "MAX_ERROR_CHARS",
+    "RETRYABLE_STATUS",
+    "body_note",
+    "error_text",
+    "is_context_overflow",
+    "is_retryable",
+    "retry_after",
+)
+
+#: Status codes worth a retry: timeouts, conflicts, rate limits and server trouble.
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+#: How much of the server's error message goes into the one-line error (the whole body is a
+#: note on the error, shown with --debug, and logged at debug level).
+MAX_ERROR_CHARS = 300
+#: How much of an error body the note on the error keeps (a proxy may answer with megabytes).
+MAX_BODY_NOTE_CHARS = 100_000
+#: The longest wait a ``Retry-After`` may ask for that is passed on as it is (an hour).
+MAX_RETRY_AFTER = 3600.0
+
+_OVERFLOW_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+_OVERFLOW_WORDS = (
+    "context length",
+    "context_length",
+    "context window",
+    "context size",
+    "maximum context",
+    "too many tokens",
+    "exceeds the context",
+    "exceed the context",
+    "prompt is too long",
+    "input is too long",
+    "longer than the model",
+)
+
+
+def is_retryable(status: int) -> bool:
+    """408, 409, 429 and every 5xx."""
+    return status in RETRYABLE_STATUS or 500 <= status <= 599
+
+
+def error_text(response: httpx.Response) -> str:
+    """The server's ``error.message`` (or the start of the body), capped, on one line."""
+    text = ""
+    try:
+        data: Any = response.json()
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
+        error: Any = data.get("error")  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(error, dict) and error.get("message"):  # pyright: ignore[reportUnknownMemberType]
+            text = str(error["message"])  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(error, str):
+            text = error
+        elif isinstance(data.get("message"), str):  # pyright: ignore[reportUnknownMemberType]
+            text = str(data["message"])  # pyright: ignore[reportUnknownArgumentType]
+    if not text:
+        text = response.text.strip() or response.reason_phrase or "(no body)"
+    text = " ".join(text.split())
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + f"... ({len(text)} characters; --debug shows the body)"
+    return text
+
+
+def is_context_overflow(response: httpx.Response) -> bool:
+    """Whether a 400/413 says the prompt does not fit the model's context."""
+    if response.status_code not in (400, 413, 422):
+        return False
+    try:
+        data: Any = response.json()
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
+        error: Any = data.get("error")  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(error, dict) and error.get("code") in _OVERFLOW_CODES:  # pyright: ignore[reportUnknownMemberType]
+            return True
+    body = response.text.lower()
+    return any(words in body for words in _OVERFLOW_WORDS)
+
+
+def retry_after(response: httpx.Response, *, now: float | None = None) -> float | None:
+    """Seconds the server asked to wait: ``retry-after-ms``, else ``Retry-After`` in seconds
+    or as an HTTP date; ``None`` when absent or unreadable. Capped at an hour."""
+    millis = response.headers.get("retry-after-ms")
+    if millis is not None:
+        seconds = _number(millis)
+        if seconds is not None:
+            return min(seconds / 1000, MAX_RETRY_AFTER)
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _number(value)
+    if seconds is None:
+        try:
+            when = email.utils.parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return min(seconds, MAX_RETRY_AFTER)
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def body_note(response: httpx.Response) -> str:
+    """The whole response body, for a note on the error (``--debug`` shows it)."""
+    try:
+        text = json.dumps(response.json(), indent=2, ensure_ascii=False)
+    except (ValueError, UnicodeDecodeError):
+        text = response.text
+    if len(text) > MAX_BODY_NOTE_CHARS:
+        text = text[:MAX_BODY_NOTE_CHARS] + f"\n... ({len(text)} characters in all)"
+    return text

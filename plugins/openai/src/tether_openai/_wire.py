@@ -1,0 +1,192 @@
+"""tether requests to chat-completions JSON, and chat-completion JSON back to responses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from tether.models import Message, ModelRequest, ModelResponse, ToolCall, Usage
+
+from ._text_calls import TextCallFormat, parse_text_calls
+
+__all__ = ("FINISH_REASONS", "NotAChatCompletion", "encode_messages", "parse_response")
+
+#: Finish reasons of the API -> tether's.
+FINISH_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "refusal",
+}
+
+#: How an assistant message that only calls tools carries its empty content.
+ToolCallContent = Literal["empty", "null"]
+
+
+class NotAChatCompletion(ValueError):
+    """A 200 response whose JSON is not a chat completion; the text names the missing part."""
+
+
+def encode_messages(
+    request: ModelRequest, *, tool_call_content: ToolCallContent = "empty"
+) -> list[dict[str, Any]]:
+    """The ``messages`` array: each base prompt block as a system message, then the history."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": block} for block in request.system
+    ]
+    messages += [_message(m, tool_call_content) for m in request.messages]
+    return messages
+
+
+def _message(message: Message, tool_call_content: ToolCallContent) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant":
+        content: str | None = message.content
+        if not content and message.tool_calls and tool_call_content == "null":
+            content = None
+        data: dict[str, Any] = {"role": "assistant", "content": content}
+        if message.tool_calls:
+            data["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _arguments_text(call)},
+                }
+                for call in message.tool_calls
+            ]
+        return data
+    return {"role": message.role, "content": message.content}
+
+
+def _arguments_text(call: ToolCall) -> str:
+    # Arguments the model wrote badly go back exactly as written, so the model sees its own
+    # mistake next to the error result instead of a call it never made.
+    if call.invalid_arguments is not None:
+        return call.invalid_arguments
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def parse_response(
+    data: Any,
+    *,
+    text_calls: TextCallFormat | None = None,
+    tool_names: Iterable[str] = (),
+) -> ModelResponse:
+    """A chat-completion JSON object -> :class:`ModelResponse`.
+
+    Raises :class:`NotAChatCompletion` naming the missing or malformed part. Tool calls without
+    an ``id`` get a stable one derived from the response (its ``id``, else a digest of the body)
+    and the call's index; arguments sent as a JSON object are taken as they are. With
+    ``text_calls`` set and no structured call in the message, calls written in the text are
+    parsed (only for the tools in ``tool_names``) and the text is kept as the content.
+    """
+    if not isinstance(data, dict):
+        raise NotAChatCompletion(f"the body is a JSON {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise NotAChatCompletion("it has no choices")
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        raise NotAChatCompletion("choices[0] has no message object")
+    message: dict[str, Any] = choice["message"]
+    content = _content_text(message.get("content"))
+    prefix = _id_prefix(data)
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise NotAChatCompletion("choices[0].message.tool_calls is not a list")
+    calls = [_tool_call(call, index, prefix) for index, call in enumerate(raw_calls)]
+    finish = FINISH_REASONS.get(str(choice.get("finish_reason") or "stop"), "stop")
+    if not calls and text_calls is not None and content:
+        names = frozenset(tool_names)
+        for index, (name, arguments) in enumerate(parse_text_calls(content, text_calls)):
+            if name in names:
+                calls.append(ToolCall(id=f"{prefix}_text_{index}", name=name, arguments=arguments))
+        if calls:
+            finish = "tool_calls"
+    if message.get("refusal"):
+        finish = "refusal"
+    usage = data.get("usage") or {}
+    if not isinstance(usage, dict):
+        usage = {}
+    details = usage.get("prompt_tokens_details") or {}
+    cached = (details.get("cached_tokens") if isinstance(details, dict) else None) or usage.get(
+        "prompt_cache_hit_tokens"
+    )
+    return ModelResponse(
+        text=content or str(message.get("refusal") or ""),
+        tool_calls=tuple(calls),
+        usage=Usage(
+            input_tokens=_count(usage.get("prompt_tokens")),
+            output_tokens=_count(usage.get("completion_tokens")),
+            cached_input_tokens=_count(cached),
+        ),
+        finish_reason=finish,  # type: ignore[arg-type]
+    )
+
+
+def _content_text(content: Any) -> str | None:
+    """The content string; a list of parts (``[{"type": "text", "text": ...}]``, which some
+    servers send) is joined."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
+        if all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in parts):
+            return "".join(str(p.get("text", "")) for p in parts)
+    raise NotAChatCompletion(
+        f"choices[0].message.content is a JSON {type(content).__name__}, not a string"
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _id_prefix(data: dict[str, Any]) -> str:
+    """``call_<response id>``, or a digest of the body when the server sent no id."""
+    response_id = data.get("id")
+    if isinstance(response_id, str) and response_id:
+        return f"call_{response_id}"
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    return f"call_{digest[:16]}"
+
+
+def _tool_call(call: Any, index: int, prefix: str) -> ToolCall:
+    where = f"choices[0].message.tool_calls[{index}]"
+    if not isinstance(call, dict):
+        raise NotAChatCompletion(f"{where} is not an object")
+    function = call.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise NotAChatCompletion(f"{where} has no function name")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = f"{prefix}_{index}"
+    raw = function.get("arguments")
+    invalid = None
+    if isinstance(raw, dict):  # some servers send the object itself, not its JSON text
+        arguments: Any = raw
+    elif raw is None or raw == "":
+        arguments = {}
+    elif isinstance(raw, str):
+        try:
+            arguments = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            invalid = raw
+    else:
+        arguments, invalid = None, json.dumps(raw, ensure_ascii=False)
+    if not isinstance(arguments, dict):
+        # The model wrote arguments that are not a JSON object: the turn loop answers the call
+        # with an error result and does not run the tool.
+        arguments, invalid = {}, invalid if invalid is not None else str(raw)
+    return ToolCall(
+        id=call_id,
+        name=function["name"],
+        arguments=arguments,  # pyright: ignore[reportUnknownArgumentType]
+        invalid_arguments=invalid,
+    )
