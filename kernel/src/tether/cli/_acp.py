@@ -20,7 +20,11 @@ DISTRIBUTION = "tether-acp"
 @profile_option
 @click.option("--agent", "agent_name", default=None, help="The agent preset to serve.")
 @click.option(
-    "--model", "model_spec", default=None, help="Model spec provider:name (default: the agent's)."
+    "--model",
+    "model_spec",
+    default=None,
+    help="Model spec provider:name (default: the agent's); any OpenAI-compatible server: "
+    "openai-compatible:MODEL@http://HOST:PORT/v1.",
 )
 def acp_command(profile: Path | None, agent_name: str | None, model_spec: str | None) -> None:
     """Serve an agent as an ACP agent on standard input and output.

@@ -107,7 +107,8 @@ def _describe(event: Any) -> str:
     "model_spec",
     type=TEXT,
     default=None,
-    help="Model spec provider:name (default: the agent's).",
+    help="Model spec provider:name (default: the agent's); any OpenAI-compatible server: "
+    "openai-compatible:MODEL@http://HOST:PORT/v1.",
 )
 @click.argument("child_id", type=TEXT)
 @click.argument("message", type=TEXT)
