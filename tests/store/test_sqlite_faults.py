@@ -186,6 +186,7 @@ async def test_a_schema_1_file_is_migrated_with_its_sessions_and_events(tmp_path
         assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
         header = await store.header("old")
         assert (header.label, header.agent, header.delegation_depth) == ("kept", "main", 2)
+        assert header.model is None  # recorded models came with schema 3: old sessions have none
         assert [s.event for s in await store.events("old")] == old_events
         assert await store.holder("old") is None  # nobody held sessions before leases
         assert await store.append("old", [TurnStarted(turn=2)]) == 3
