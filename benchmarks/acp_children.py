@@ -31,11 +31,11 @@ import anyio
 
 import tether_acp
 import tether_subagent_tools
-from tether.agents import compose_agent
 from tether.models import FunctionModel
+from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 from tether.subagents import SubagentStartRequest
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 ECHO = Path(__file__).parents[1] / "tests" / "acp" / "peers" / "echo.py"
 
@@ -57,18 +57,18 @@ def _kernel(folder: Path):
         [agent.main]
         """,
     )
-    return make_kernel(profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    return make_runtime(profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
 
 
 async def one_shot(folder: Path, runs: int) -> float:
-    kernel = _kernel(folder)
+    runtime = _kernel(folder)
     store = SQLiteStore(folder / "one-shot.db")
     samples = []
-    parent = await compose_agent(kernel, store, model=FunctionModel(lambda r: "ok"))
+    parent = await compose_agent(runtime, store, model=FunctionModel(lambda r: "ok"))
     async with parent:
         for n in range(runs):
             start = time.perf_counter()
-            run = await kernel.subagents.start("echo", SubagentStartRequest(f"hello {n}", parent))
+            run = await runtime.subagents.start("echo", SubagentStartRequest(f"hello {n}", parent))
             result = await run.result()
             await run.dispose()
             samples.append(time.perf_counter() - start)
@@ -78,13 +78,13 @@ async def one_shot(folder: Path, runs: int) -> float:
 
 
 async def warm_follow_up(folder: Path, runs: int) -> float:
-    kernel = _kernel(folder)
+    runtime = _kernel(folder)
     store = SQLiteStore(folder / "warm.db")
-    parent = await compose_agent(kernel, store, model=FunctionModel(lambda r: "ok"))
-    manager = kernel.subagents.continuation
+    parent = await compose_agent(runtime, store, model=FunctionModel(lambda r: "ok"))
+    manager = runtime.subagents.continuation
     samples = []
     async with parent:
-        started = await kernel.subagents.start_continuable(
+        started = await runtime.subagents.start_continuable(
             "echo", SubagentStartRequest("warm up", parent, label="warm")
         )
         await manager.wait_quiet(parent)  # settled; its process and session stay warm

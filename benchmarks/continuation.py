@@ -3,7 +3,7 @@
     uv run python benchmarks/continuation.py [--quick] [--profile]
 
 * cold restore of a settled continuable child whose log holds ~1,000 events: from
-  ``kernel.subagents.continuation.followup(parent, child_id, "more")`` on a child with no
+  ``runtime.subagents.continuation.followup(parent, child_id, "more")`` on a child with no
   activation until it returns (the restored child's inbox durably accepted the message), SQLite
   store (budget 20 ms). Measured cold (the manager's descriptor cache and the store's sequence
   cache cleared, as in a fresh process) and with the descriptor cached; ``restore_local_child``
@@ -46,9 +46,9 @@ from pathlib import Path
 import anyio
 
 from tether import load_kernel
-from tether.agents import Agent, AgentLimits, compose_agent, new_header
-from tether.kernel import Kernel
+from tether.agents import Agent, AgentLimits, new_header
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import Runtime, compose_agent
 from tether.store import Event, InboxAccepted, SQLiteStore, UserMessage
 from tether.subagents import SubagentEvent, SubagentStartRequest, restore_local_child
 from tether.testing import write_profile
@@ -85,7 +85,7 @@ def _parent_answer(request: ModelRequest) -> str:
 
 
 async def _parent(
-    kernel: Kernel,
+    runtime: Runtime,
     store: SQLiteStore,
     child: Callable[[ModelRequest], Awaitable[str]],
     first: Callable[[], ModelResponse] | None = None,
@@ -101,32 +101,32 @@ async def _parent(
         return _parent_answer(request)
 
     limits = AgentLimits(max_steps=10_000)
-    return await compose_agent(kernel, store, model=FunctionModel(answer), limits=limits)
+    return await compose_agent(runtime, store, model=FunctionModel(answer), limits=limits)
 
 
-async def _settle(kernel: Kernel, parent: Agent, child_id: str) -> None:
+async def _settle(runtime: Runtime, parent: Agent, child_id: str) -> None:
     """Until the child's activation closed and the parent answered its notice."""
-    await kernel.subagents.continuation.wait_settled(child_id)
+    await runtime.subagents.continuation.wait_settled(child_id)
     await parent.when_idle()
 
 
 # ---------------------------------------------------------------------- 1. cold restore
 
 
-async def _grow(kernel: Kernel, parent: Agent, store: SQLiteStore) -> tuple[str, list[Event]]:
+async def _grow(runtime: Runtime, parent: Agent, store: SQLiteStore) -> tuple[str, list[Event]]:
     """A continuable child grown by real follow-ups to ~``LOG_EVENTS`` events, settled."""
-    continuation = kernel.subagents.continuation
+    continuation = runtime.subagents.continuation
     request = SubagentStartRequest(prompt="task 0", parent=parent, label="grown")
-    child_id = (await kernel.subagents.start_continuable("spawn", request)).child_id
-    await _settle(kernel, parent, child_id)
+    child_id = (await runtime.subagents.start_continuable("spawn", request)).child_id
+    await _settle(runtime, parent, child_id)
     count = len(await store.events(child_id))
     setup = count - 5  # the setup window, then one turn of five events
     turns = -(-(LOG_EVENTS - setup) // 5)  # at least LOG_EVENTS events
     for n in range(1, turns):
         await continuation.followup(parent, child_id, f"task {n}")
         if n % 50 == 0:  # let it settle now and then: some turns follow a cold restore
-            await _settle(kernel, parent, child_id)
-    await _settle(kernel, parent, child_id)
+            await _settle(runtime, parent, child_id)
+    await _settle(runtime, parent, child_id)
     return child_id, [stored.event for stored in await store.events(child_id)]
 
 
@@ -144,22 +144,23 @@ async def _copy(parent: Agent, store: SQLiteStore, child_id: str, log: list[Even
         )
     )
     await store.append(copy.id, log)
-    store._next_seq.pop(copy.id, None)  # a fresh process has not seen the session yet
+    # A fresh process has not seen the session yet (white-box: the store's sequence cache).
+    store._next_seq.pop(copy.id, None)  # pyright: ignore[reportPrivateUsage]
     return copy.id
 
 
 async def cold_restores(folder: Path, runs: int) -> dict[str, float]:
-    kernel = load_kernel(_profile(folder), entry_points=True)
+    runtime = Runtime(load_kernel(_profile(folder), entry_points=True))
     store = SQLiteStore(folder / "restore.db")
 
     async def child(request: ModelRequest) -> str:
         return "child answer"
 
-    parent = await _parent(kernel, store, child)
-    continuation = kernel.subagents.continuation
+    parent = await _parent(runtime, store, child)
+    continuation = runtime.subagents.continuation
     samples: dict[str, list[float]] = {"cold": [], "cached": [], "restore": [], "events": []}
     async with parent:
-        child_id, log = await _grow(kernel, parent, store)
+        child_id, log = await _grow(runtime, parent, store)
         samples["size"] = [float(len(log))]
         for _ in range(runs):
             for case in ("cold", "cached"):
@@ -170,7 +171,7 @@ async def cold_restores(folder: Path, runs: int) -> dict[str, float]:
                 start = time.perf_counter()
                 await continuation.followup(parent, copy, "more")
                 samples[case].append(time.perf_counter() - start)
-                await _settle(kernel, parent, copy)
+                await _settle(runtime, parent, copy)
                 assert continuation.state(copy) is None
             copy = await _copy(parent, store, child_id, log)
             header = await store.header(copy)
@@ -191,7 +192,7 @@ async def cold_restores(folder: Path, runs: int) -> dict[str, float]:
 
 
 async def running_followups(folder: Path, runs: int) -> dict[str, float]:
-    kernel = load_kernel(_profile(folder), entry_points=True)
+    runtime = Runtime(load_kernel(_profile(folder), entry_points=True))
     store = SQLiteStore(folder / "running.db")
     gate = anyio.Event()
     entered = anyio.Event()
@@ -202,14 +203,14 @@ async def running_followups(folder: Path, runs: int) -> dict[str, float]:
             await gate.wait()  # the first turn runs until the benchmark lets it go
         return "child answer"
 
-    parent = await _parent(kernel, store, child)
-    continuation = kernel.subagents.continuation
+    parent = await _parent(runtime, store, child)
+    continuation = runtime.subagents.continuation
     medians: dict[str, float] = {}
     async with parent:
         for steer in (False, True):
             gate, entered = anyio.Event(), anyio.Event()
             request = SubagentStartRequest(prompt="block", parent=parent, label="running")
-            child_id = (await kernel.subagents.start_continuable("spawn", request)).child_id
+            child_id = (await runtime.subagents.start_continuable("spawn", request)).child_id
             await entered.wait()
             samples = []
             gc.collect()
@@ -219,7 +220,7 @@ async def running_followups(folder: Path, runs: int) -> dict[str, float]:
                 await continuation.followup(parent, child_id, f"more {n}", steer=steer)
                 samples.append(time.perf_counter() - start)
             gate.set()
-            await _settle(kernel, parent, child_id)
+            await _settle(runtime, parent, child_id)
             medians["steer" if steer else "followup"] = statistics.median(samples)
     await store.aclose()
     return medians
@@ -246,9 +247,9 @@ async def many_children(
     """Start ``count`` continuable children through the tool, send each ``followups``
     follow-ups (``spaced``: each once the child settled, so each cold-restores it; else back to
     back), and wait until all settled and the parent answered every notice."""
-    kernel = load_kernel(_profile(folder), entry_points=True)
+    runtime = Runtime(load_kernel(_profile(folder), entry_points=True))
     store = SQLiteStore(folder / "many.db")
-    continuation = kernel.subagents.continuation
+    continuation = runtime.subagents.continuation
     started: dict[str, None] = {}  # in start order
     all_started = anyio.Event()
     ended = anyio.Event()
@@ -283,8 +284,8 @@ async def many_children(
             sender = event.content[len(NOTICE) :].split(" ", 1)[0]
             notices.setdefault(sender, set()).add(event.message_id)
 
-    kernel.subagents.on_event(on_event)
-    parent = await _parent(kernel, store, child, first=lambda: _delegate(count))
+    runtime.subagents.on_event(on_event)
+    parent = await _parent(runtime, store, child, first=lambda: _delegate(count))
     unlisten = parent.listen(on_parent_event)
     gc.collect()
     before = _rss_mb()
@@ -360,24 +361,24 @@ async def profile_cold_restores(folder: Path, runs: int) -> None:
     import cProfile
     import pstats
 
-    kernel = load_kernel(_profile(folder), entry_points=True)
+    runtime = Runtime(load_kernel(_profile(folder), entry_points=True))
     store = SQLiteStore(folder / "profile.db")
 
     async def child(request: ModelRequest) -> str:
         return "child answer"
 
-    parent = await _parent(kernel, store, child)
-    continuation = kernel.subagents.continuation
+    parent = await _parent(runtime, store, child)
+    continuation = runtime.subagents.continuation
     profile = cProfile.Profile()
     async with parent:
-        child_id, log = await _grow(kernel, parent, store)
+        child_id, log = await _grow(runtime, parent, store)
         for _ in range(runs):
             copy = await _copy(parent, store, child_id, log)
             gc.collect()
             profile.enable()
             await continuation.followup(parent, copy, "more")
             profile.disable()
-            await _settle(kernel, parent, copy)
+            await _settle(runtime, parent, copy)
     await store.aclose()
     stats = pstats.Stats(profile)
     stats.sort_stats("cumulative").print_stats(30)

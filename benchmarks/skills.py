@@ -4,13 +4,24 @@
 
 Generates packaged Agent Skills (``NAME/SKILL.md`` with frontmatter and a body) spread over three
 custom roots of ``tether-skills-fs``, loads a profile with ``skills-fs`` and ``skill-tool``, and
-measures through the kernel's registry:
+measures through the runtime's skill registry:
 
 * the first ``list()`` (cold: nothing cached; fresh process state)      (budget 1.5 s)
 * a cached catalog (``list()`` again)                                  (budget 0.1 ms)
 * loading one body (``get()``: the provider re-reads and re-parses)      (budget 1 ms)
 * resident memory added by the 10,000 summaries (RSS after - before,
   the largest of the runs: later runs reuse memory the first one freed)  (budget 60 MB)
+
+and, of issue 14, one agent turn with the 10,000 skills installed: ``await agent.run("hi")`` on
+an agent composed from the profile (``FunctionModel`` answering text, memory store), after a first
+turn that published the catalog. The skill tool asks the providers at the start of every turn
+whether their skills changed, so this is the price of that check plus the turn itself; the same
+turn with no skills installed is printed beside it. Medians of CPU time (``time.process_time``,
+all threads) and wall time                                                     (budget 1 ms)
+
+Most turns look at the root folders only; at most every ``FULL_CHECK_SECONDS`` (5 s) one also
+looks at every skill file, to see files edited in place. That check is printed on its own (the
+median of ``changed()`` on a provider that makes it every time), as the price one turn pays.
 """
 
 from __future__ import annotations
@@ -26,7 +37,11 @@ from pathlib import Path
 import anyio
 
 from tether import load_kernel
+from tether.models import FunctionModel, ModelRequest
+from tether.runtime import Runtime, compose_agent
+from tether.store import MemoryStore
 from tether.testing import write_profile
+from tether_skills_fs import FileSystemSkillProvider, Settings
 
 BODY = """# {name}
 
@@ -79,34 +94,32 @@ async def measure(folder: Path, runs: int) -> dict[str, float]:
     loads: list[float] = []
     retained: list[float] = []
     for _ in range(runs):
-        kernel = load_kernel(profile, entry_points=True)
-        kernel.skills  # noqa: B018  (providers registered: their imports are not the summaries)
-        gc.collect()
+        skills = Runtime(load_kernel(profile, entry_points=True)).skills
+        gc.collect()  # (providers registered first: their imports are not the summaries)
         before = rss_mb()
         start = time.perf_counter()
-        catalog = await kernel.skills.list(cwd=folder)
+        catalog = await skills.list(cwd=folder)
         cold.append(time.perf_counter() - start)
         memory.append(rss_mb() - before)
         assert catalog.complete
         assert catalog.summaries
         for _ in range(200):
             start = time.perf_counter()
-            await kernel.skills.list(cwd=folder)
+            await skills.list(cwd=folder)
             cached.append(time.perf_counter() - start)
         names = [s.name for s in catalog.summaries[:: max(1, len(catalog.summaries) // 50)]]
         for name in names:
             start = time.perf_counter()
-            definition = await kernel.skills.get(name, cwd=folder)
+            definition = await skills.get(name, cwd=folder)
             loads.append(time.perf_counter() - start)
             assert definition is not None
         count = len(catalog.summaries)
-        del kernel, catalog
+        del skills, catalog
     # One more, traced (tracemalloc slows the scan, so it is not timed): what stays alive.
-    kernel = load_kernel(profile, entry_points=True)
-    kernel.skills  # noqa: B018
+    skills = Runtime(load_kernel(profile, entry_points=True)).skills
     gc.collect()
     tracemalloc.start()
-    await kernel.skills.list(cwd=folder)  # the registry's cache keeps the catalog alive
+    await skills.list(cwd=folder)  # the registry's cache keeps the catalog alive
     gc.collect()
     retained.append(tracemalloc.get_traced_memory()[0] / 2**20)
     tracemalloc.stop()
@@ -121,15 +134,78 @@ async def measure(folder: Path, runs: int) -> dict[str, float]:
     }
 
 
+def answer(request: ModelRequest) -> str:
+    return "ok"
+
+
+async def turns(folder: Path, roots: list[Path], count: int) -> tuple[float, float, int]:
+    """Median (CPU, wall) seconds of one text turn with ``roots`` as the skill roots, and how
+    many skills the catalog held."""
+    spelled = ", ".join(f'"{root}"' for root in roots)
+    profile = write_profile(
+        folder,
+        f"""
+        [tether]
+        plugins = ["skills-fs", "skill-tool"]
+        [plugin.skills-fs]
+        roots = [{spelled}]
+        project = false
+        user = false
+        """,
+        name=f"turns-{len(roots)}.toml",
+    )
+    kernel = load_kernel(profile, entry_points=True)
+    model = FunctionModel(answer)
+    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    cpu: list[float] = []
+    wall: list[float] = []
+    async with agent:
+        await agent.run("hi")  # the first turn lists the roots and publishes the catalog
+        skills = sum(
+            line.startswith("- `") for m in agent.messages for line in m.content.splitlines()
+        )
+        gc.collect()
+        for _ in range(count):
+            start_cpu, start_wall = time.process_time(), time.perf_counter()
+            await agent.run("hi")
+            cpu.append(time.process_time() - start_cpu)
+            wall.append(time.perf_counter() - start_wall)
+            model.requests.clear()  # the benchmark's own record, not the agent's
+    return statistics.median(cpu), statistics.median(wall), skills
+
+
+async def full_check(folder: Path, roots: list[Path], count: int) -> float:
+    """Median wall seconds of ``changed()`` when it looks at every skill file."""
+    settings = Settings(roots=tuple(roots), project=False, user=False)
+    provider = FileSystemSkillProvider(settings, full_check_seconds=0)
+    await provider.list(cwd=folder)
+    samples: list[float] = []
+    for _ in range(count):
+        start = time.perf_counter()
+        assert not await provider.changed(cwd=folder)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Skill figures of issue 4 (medians).")
     parser.add_argument("--skills", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=300, help="turns timed per agent")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tether-skills-bench-") as tmp:
         folder = Path(tmp)
         generate(folder, args.skills)
         result = anyio.run(measure, folder, args.runs)
+        roots = [folder / f"root{n}" for n in range(3)]
+        bare = anyio.run(turns, folder, [folder / "empty"], args.turns)
+        full = anyio.run(turns, folder, roots, args.turns)
+        sweep = anyio.run(full_check, folder, roots, 5)
+    if full[2] != result["skills"]:
+        raise SystemExit(
+            f"the agent's catalog listed {full[2]:,} skills, not {result['skills']:,}: the skill "
+            "tool did not publish the catalog, so the turn figure would not include it"
+        )
     checks = [
         ("first list()", f"{result['cold_s']:.3f} s", result["cold_s"] <= 1.5, "1.5 s"),
         ("cached catalog", f"{result['cached_ms']:.4f} ms", result["cached_ms"] <= 0.1, "0.1 ms"),
@@ -140,6 +216,15 @@ def main() -> None:
     print(f"{result['skills']} packaged skills over three roots, medians of {args.runs} runs")
     for label, value, ok, budget in checks:
         print(f"  {label:<24} {value:>12}  (budget {budget})  {'ok' if ok else 'OVER'}")
+    print(f"one agent turn (FunctionModel, memory store), medians of {args.turns} turns")
+    for label, (cpu, wall, _skills), budget in (
+        ("no skills installed", bare, None),
+        (f"{full[2]:,} skills installed", full, 1e-3),
+    ):
+        verdict = "" if budget is None else "  ok" if max(cpu, wall) <= budget else "  OVER"
+        limit = "" if budget is None else f"  (budget {budget * 1e3:g} ms)"
+        print(f"  {label:<24} CPU {cpu * 1e3:8.3f} ms  wall {wall * 1e3:8.3f} ms{limit}{verdict}")
+    print(f"  + the full check, one turn in 5 s at most     wall {sweep * 1e3:8.3f} ms")
 
 
 if __name__ == "__main__":

@@ -1,34 +1,61 @@
-"""Delegation figures of issue 5, as medians.
+"""Delegation figures of issues 5 and 14, as medians of CPU time and wall time.
 
-    uv run python benchmarks/subagents.py [--quick]
+    uv run python benchmarks/subagents.py [--quick] [--children 1000,2000,4000] [--runs 3]
+    uv run python benchmarks/subagents.py --one background:4000   (one figure, one JSON line)
 
 * a delegation round trip: the parent calls the ``subagent`` tool (spawn provider), the child
-  answers in one step, the parent answers; ``FunctionModel``; SQLite and in-memory stores
-  (budgets 1 ms and 0.5 ms);
-* 1,000 background one-shot children started at once, 50 ms model latency per child request:
-  wall time until every child has ended, and resident memory added (budgets 1.0 s, 200 MB);
-  then 2,000 (budget: at most 2.2x the time of 1,000);
+  answers in one step, the parent answers; ``FunctionModel``; in-memory and SQLite stores. Two
+  ways: the turn alone (``agent.run``; budgets 0.5 ms and 1 ms) and whole (compose the parent,
+  enter, run, leave);
+* concurrent children: N background one-shot children started by one step of N ``subagent``
+  calls, 50 ms model latency per child request, for N = 1,000, 2,000 and 4,000: the wall and CPU
+  time from the parent's prompt until every child has ended (budget 1.0 s wall at 1,000), the
+  whole cost (compose, enter, the same, leave), resident memory added, and the share of CPU spent
+  in the garbage collector (``gc.callbacks``, with the collections per generation). The ratio of
+  the largest to the smallest N says whether the cost is linear (issue 14: 4,000 / 1,000 at most
+  4.4; issue 5: 2,000 / 1,000 at most 2.2);
 * a fork child's first request against the parent's request prefix: the share of the parent's
   prefix bytes (system blocks, tool schemas, messages through its last completed turn) that the
   child's first request starts with (target 100 %).
+
+Every figure, and every run of every N, runs in a fresh interpreter (this script with
+``--one FIGURE:ARGUMENT``), so one size's garbage, caches and grown heap never bleed into the
+next; the concurrent-children figures are medians over ``--runs`` processes. CPU time is
+``time.process_time()``; wall time is ``time.perf_counter()``. ``benchmarks/child_footprint.py``
+breaks a live child's memory down by the line that allocates it.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from tether import load_kernel
-from tether.agents import AgentLimits, compose_agent
+from tether.agents import Agent, AgentLimits
+from tether.kernel import Kernel
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 from tether.testing import write_profile
+
+ROUND_TRIP_BUDGET_MS = {"memory": 0.5, "sqlite": 1.0}
+LATENCY = 0.05
+#: Issue 14: wall time of the largest N over the smallest, for 4,000 over 1,000.
+LINEAR_TARGET = 4.4
+FIGURES = ("round-trip", "background", "fork-prefix")
+STORES = ("memory", "sqlite")
 
 
 def _profile(folder: Path, provider: str = "spawn") -> Path:
@@ -58,7 +85,77 @@ def _delegate(background: bool = False, count: int = 1) -> ModelResponse:
     return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
 
 
-async def round_trips(folder: Path, store: SessionStore, runs: int) -> float:
+Compose = Callable[..., Awaitable[Agent]]
+
+
+def open_services(kernel: Kernel, store: SessionStore) -> tuple[Compose, Any]:
+    """``(compose, subagents)``: how this kernel composes an agent on ``store`` (keyword
+    arguments ``model`` and ``limits``) and where its subagent lifecycle events are heard.
+    Issue 14 moves both from the kernel into a runtime (``tether.runtime.Runtime``); this is the
+    one place that knows, and the fallback to the kernel's own services goes once the runtime
+    has landed."""
+    try:
+        runtime_api: Any = importlib.import_module("tether.runtime")
+    except ImportError:
+        agents: Any = importlib.import_module("tether.agents")
+
+        async def compose_on_kernel(**options: Any) -> Agent:
+            return await agents.compose_agent(kernel, store, **options)
+
+        return compose_on_kernel, kernel.subagents  # pyright: ignore[reportAttributeAccessIssue]
+    runtime = runtime_api.Runtime(kernel, store)
+    return runtime.compose, runtime.subagents
+
+
+class Clock:
+    """CPU and wall time since it was made (or last read)."""
+
+    def __init__(self) -> None:
+        self.cpu = time.process_time()
+        self.wall = time.perf_counter()
+
+    def lap(self) -> dict[str, float]:
+        """CPU and wall seconds since the last lap, and start the next."""
+        cpu, wall = time.process_time(), time.perf_counter()
+        lap = {"cpu": cpu - self.cpu, "wall": wall - self.wall}
+        self.cpu, self.wall = cpu, wall
+        return lap
+
+
+def _add(*laps: dict[str, float]) -> dict[str, float]:
+    return {clock: sum(lap[clock] for lap in laps) for clock in ("cpu", "wall")}
+
+
+def _medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    return {clock: statistics.median(s[clock] for s in samples) for clock in ("cpu", "wall")}
+
+
+class CollectorClock:
+    """Time spent in the garbage collector, per generation, through ``gc.callbacks`` (CPU
+    time of the collecting thread)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def __enter__(self) -> CollectorClock:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._started
+            self.collections[info["generation"]] += 1
+
+
+async def round_trips(folder: Path, store: SessionStore, runs: int) -> dict[str, Any]:
+    """Medians of one delegation round trip on a fresh parent: the turn alone, and whole."""
     kernel = load_kernel(_profile(folder), entry_points=True)
 
     def answer(request: ModelRequest) -> ModelResponse | str:
@@ -67,24 +164,31 @@ async def round_trips(folder: Path, store: SessionStore, runs: int) -> float:
         last = request.messages[-1]
         return "parent answer" if last.role == "tool" else _delegate()
 
-    samples = []
-    for _ in range(runs):
-        agent = await compose_agent(kernel, store, model=FunctionModel(answer))
+    compose, _ = open_services(kernel, store)
+    whole: list[dict[str, float]] = []
+    turn: list[dict[str, float]] = []
+    for n in range(runs + 10):  # the first ten warm caches up
+        clock = Clock()
+        agent = await compose(model=FunctionModel(answer))
         async with agent:
-            start = time.perf_counter()
+            setup = clock.lap()
             await agent.run("go")
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+            run = clock.lap()
+        leave = clock.lap()
+        if n >= 10:
+            turn.append(run)
+            whole.append(_add(setup, run, leave))
+    return {"whole": _medians(whole), "turn": _medians(turn)}
 
 
 def _rss_mb() -> float:
-    import os
-
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-async def background(folder: Path, count: int, latency: float) -> tuple[float, float]:
+async def background(folder: Path, count: int, latency: float) -> dict[str, Any]:
+    """``count`` background children started at once: the children alone (from the prompt
+    until every child has ended), whole (compose, enter, the same, leave), memory, GC."""
     kernel = load_kernel(_profile(folder), entry_points=True)
     ended = anyio.Event()
     finished = 0
@@ -104,21 +208,36 @@ async def background(folder: Path, count: int, latency: float) -> tuple[float, f
             if finished == count:
                 ended.set()
 
-    kernel.subagents.on_event(on_event)
-    limits = AgentLimits(max_steps=10_000)
-    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(answer), limits=limits)
+    gc.collect()
     before = _rss_mb()
-    async with agent:
-        start = time.perf_counter()
-        await agent.followup("start them all")
-        await ended.wait()
-        wall = time.perf_counter() - start
-        memory = _rss_mb() - before
-        await agent.when_idle()
-    return wall, memory
+    with CollectorClock() as collector:
+        clock = Clock()
+        compose, subagents = open_services(kernel, MemoryStore())
+        subagents.on_event(on_event)
+        limits = AgentLimits(max_steps=10_000)
+        agent = await compose(model=FunctionModel(answer), limits=limits)
+        async with agent:
+            setup = clock.lap()
+            gc_before = collector.seconds
+            await agent.followup("start them all")
+            await ended.wait()
+            children = clock.lap()
+            gc_children = collector.seconds - gc_before
+            memory = _rss_mb() - before
+            await agent.when_idle()
+        leave = clock.lap()
+    whole = _add(setup, children, leave)
+    return {
+        "children": children,
+        "whole": whole,
+        "rss_mb": memory,
+        "gc_share": gc_children / children["cpu"] if children["cpu"] else 0.0,
+        "gc_share_whole": collector.seconds / whole["cpu"] if whole["cpu"] else 0.0,
+        "collections": collector.collections,
+    }
 
 
-async def fork_prefix(folder: Path) -> float:
+async def fork_prefix(folder: Path) -> dict[str, Any]:
     kernel = load_kernel(_profile(folder, "fork"), entry_points=True)
     requests: list[ModelRequest] = []
 
@@ -131,7 +250,8 @@ async def fork_prefix(folder: Path) -> float:
             return _delegate()
         return "parent answer"
 
-    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(answer))
+    compose, _ = open_services(kernel, MemoryStore())
+    agent = await compose(model=FunctionModel(answer))
     async with agent:
         await agent.run("first question")
         await agent.run("second question")
@@ -155,34 +275,142 @@ async def fork_prefix(folder: Path) -> float:
         if a != b:
             break
         shared += 1
-    return shared / len(prefix)
+    return {"share": shared / len(prefix)}
 
 
-async def main(quick: bool) -> None:
-    runs = 100 if quick else 500
+async def one_figure(figure: str, argument: str, quick: bool) -> dict[str, Any]:
+    """One figure, in this process."""
     with tempfile.TemporaryDirectory(prefix="tether-subagents-") as tmp:
         folder = Path(tmp)
-        sqlite = SQLiteStore(folder / "s.db")
-        print(f"delegation round trip, spawn (median of {runs})")
-        for name, store, budget in (("memory", MemoryStore(), 0.5), ("sqlite", sqlite, 1.0)):
-            ms = await round_trips(folder, store, runs) * 1e3
-            verdict = "ok" if ms <= budget else "OVER"
-            print(f"  {name:<7} {ms:7.3f} ms  (budget {budget} ms)  {verdict}")
-        await sqlite.aclose()
-        print("background one-shot children, 50 ms model latency")
-        counts = (200, 400) if quick else (1000, 2000)
-        walls = {}
-        for count in counts:
-            wall, memory = await background(folder, count, 0.05)
-            walls[count] = wall
-            print(f"  {count:>5} children  {wall:6.3f} s  +{memory:6.1f} MB resident")
-        ratio = walls[counts[1]] / walls[counts[0]]
-        print(f"  time ratio {counts[1]}/{counts[0]}: {ratio:.2f} (budget 2.2)")
-        ratio = await fork_prefix(folder)
-        print(f"fork child's first request reuses {ratio:.1%} of the parent's prefix bytes")
+        if figure == "round-trip":
+            store = MemoryStore() if argument == "memory" else SQLiteStore(folder / "s.db")
+            try:
+                return await round_trips(folder, store, 100 if quick else 500)
+            finally:
+                await store.aclose()
+        if figure == "background":
+            return await background(folder, int(argument), LATENCY)
+        return await fork_prefix(folder)
+
+
+def run_figure(figure: str, argument: str, quick: bool) -> dict[str, Any]:
+    """One figure in a fresh interpreter: this script with ``--one``; its last line is JSON."""
+    command = [sys.executable, __file__, "--one", f"{figure}:{argument}"]
+    done = subprocess.run(
+        [*command, *(["--quick"] if quick else [])], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _ms(times: dict[str, float]) -> str:
+    return f"cpu {times['cpu'] * 1e3:7.3f} ms  wall {times['wall'] * 1e3:7.3f} ms"
+
+
+def _s(times: dict[str, float]) -> str:
+    return f"cpu {times['cpu']:6.3f} s  wall {times['wall']:6.3f} s"
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "OVER"
+
+
+def main(quick: bool, counts: list[int], runs: int) -> None:
+    trips = 100 if quick else 500
+    print(f"delegation round trip, spawn (medians of {trips}, one process per store)")
+    for store in STORES:
+        result = run_figure("round-trip", store, quick)
+        budget = ROUND_TRIP_BUDGET_MS[store]
+        turn = result["turn"]
+        print(f"  {store:<7} whole      {_ms(result['whole'])}")
+        print(
+            f"  {store:<7} turn only  {_ms(turn)}  (budget {budget} ms)  "
+            f"{_verdict(turn['cpu'] * 1e3 <= budget)}"
+        )
+    print(
+        f"background one-shot children, {LATENCY * 1e3:.0f} ms model latency "
+        f"(medians of {runs} processes per size)"
+    )
+    walls: dict[int, dict[str, float]] = {}
+    for count in counts:
+        samples = [run_figure("background", str(count), quick) for _ in range(runs)]
+        children = _medians([s["children"] for s in samples])
+        whole = _medians([s["whole"] for s in samples])
+        share = statistics.median(s["gc_share"] for s in samples)
+        collections = samples[len(samples) // 2]["collections"]
+        memory = statistics.median(s["rss_mb"] for s in samples)
+        walls[count] = children
+        print(f"  {count:>5} children  {_s(children)}  +{memory:6.1f} MB resident")
+        print(
+            f"  {'':>5}   whole     {_s(whole)}  GC {share:5.1%} of CPU "
+            f"(collections by generation {collections})"
+        )
+    first = counts[0]
+    for count in counts[1:]:
+        wall = walls[count]["wall"] / walls[first]["wall"]
+        cpu = walls[count]["cpu"] / walls[first]["cpu"]
+        scale = count / first
+        target = LINEAR_TARGET / 4 * scale  # 4.4 for four times the children, 2.2 for twice
+        print(
+            f"  ratio {count}/{first}: wall {wall:.2f}  cpu {cpu:.2f}  "
+            f"(target {target:.2f}; linear {scale:.2f})  {_verdict(wall <= target)}"
+        )
+    share = run_figure("fork-prefix", "-", quick)["share"]
+    print(f"fork child's first request reuses {share:.1%} of the parent's prefix bytes")
+
+
+def _parse_one(value: str) -> tuple[str, str]:
+    figure, _, argument = value.partition(":")
+    ok = (
+        (figure == "round-trip" and argument in STORES)
+        or (figure == "background" and argument.isdigit() and int(argument) > 0)
+        or figure == "fork-prefix"
+    )
+    if not ok:
+        raise argparse.ArgumentTypeError(
+            "expected round-trip:memory, round-trip:sqlite, background:N (N > 0) or "
+            f"fork-prefix, not {value!r}"
+        )
+    return figure, argument
+
+
+def _parse_counts(value: str) -> list[int]:
+    try:
+        counts = [int(part) for part in value.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or any(count < 1 for count in counts):
+        raise argparse.ArgumentTypeError(
+            f"expected child counts separated by commas, such as 1000,2000,4000, not {value!r}"
+        )
+    return sorted(counts)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Delegation figures of issue 5 (medians).")
-    parser.add_argument("--quick", action="store_true")
-    anyio.run(main, parser.parse_args().quick)
+    parser = argparse.ArgumentParser(description="Delegation figures of issues 5 and 14.")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and children")
+    parser.add_argument(
+        "--children",
+        type=_parse_counts,
+        help="concurrent-children sizes (default 1000,2000,4000; --quick 200,400,800)",
+    )
+    parser.add_argument(
+        "--runs", type=int, help="processes per concurrent-children size (default 3; --quick 1)"
+    )
+    parser.add_argument(
+        "--one",
+        type=_parse_one,
+        metavar="FIGURE:ARGUMENT",
+        help="run one figure in this process and print it as one JSON line",
+    )
+    arguments = parser.parse_args()
+    if arguments.runs is not None and arguments.runs < 1:
+        parser.error("--runs must be at least 1")
+    if arguments.one is not None:
+        figure, argument = arguments.one
+        print(json.dumps(anyio.run(one_figure, figure, argument, arguments.quick)))
+    else:
+        quick = arguments.quick
+        counts = arguments.children or ([200, 400, 800] if quick else [1000, 2000, 4000])
+        main(quick, counts, arguments.runs or (1 if quick else 3))

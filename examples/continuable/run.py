@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 
 from tether import load_kernel
-from tether.agents import compose_agent
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import Runtime
 from tether.store import profile_store
 
 HERE = Path(__file__).parent
@@ -84,7 +84,8 @@ def show(event: object) -> None:
 async def main() -> None:
     kernel = load_kernel(HERE / "tether.toml", entry_points=True)
     store = profile_store(kernel.profile)
-    kernel.subagents.on_event(
+    runtime = Runtime(kernel, store)
+    runtime.subagents.on_event(
         lambda e: (
             print(
                 f"  [subagent {e.child_id} {e.kind}{' ' + e.stop_reason if e.stop_reason else ''}]"
@@ -93,15 +94,14 @@ async def main() -> None:
             else None
         )
     )
-    agent = await compose_agent(kernel, store, model=FunctionModel(brain))
+    agent = await runtime.compose(model=FunctionModel(brain))
     agent.listen(show)
-    manager = kernel.subagents.continuation
     try:
         async with agent:
             for prompt in ("Research the launch.", "Who signs off?"):
-                await agent.run(prompt)
-                # Wait for the child to settle and for the parent's turn on the notice.
-                await manager.wait_quiet(agent)
+                await agent.followup(prompt)
+                # Wait for the turn, the child to settle and the parent's turn on the notice.
+                await runtime.settle(agent)
         print(f"session {agent.session_id}")
     finally:
         await store.aclose()

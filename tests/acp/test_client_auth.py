@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tether.agents import compose_agent
+from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore
 from tether.subagents import SubagentStartRequest
 
@@ -27,10 +27,10 @@ async def store(tmp_path):
 
 async def delegate_once(tmp_path: Path, store: Any, *args: str, **settings: Any) -> Any:
     log = tmp_path / "requests.log"
-    kernel = build(tmp_path, agent_table("echo", "auth.py", "--log", str(log), *args, **settings))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "auth.py", "--log", str(log), *args, **settings))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("hello", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("hello", parent))
         with anyio.fail_after(30):
             result = await run.result()
         await run.dispose()

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tether.agents import compose_agent
+from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore
 from tether.subagents import SubagentResult, SubagentStartRequest
 
@@ -130,14 +130,14 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> Probed:
     async def delegate() -> tuple[SubagentResult, list[Any]]:
         store = SQLiteStore(base / "sessions.db")
         try:
-            kernel = build(
+            runtime = build(
                 base,
                 agent_table("probe", "probe.py", roots=[str(root)], max_file_bytes=CAP),
                 subagent='provider = "probe"\nmax_depth = "provider-managed"\n',
             )
-            parent = await compose_agent(kernel, store, model=delegating("x"))
+            parent = await compose_agent(runtime, store, model=delegating("x"))
             async with parent:
-                run = await kernel.subagents.start(
+                run = await runtime.subagents.start(
                     "probe", SubagentStartRequest(f"probe {spec}", parent)
                 )
                 with anyio.fail_after(60):  # a FIFO that blocks the loop never answers
@@ -372,12 +372,14 @@ async def test_the_default_cap_is_ten_mebibytes(tmp_path):
     huge = tmp_path / "huge.log"
     with huge.open("wb") as file:
         file.truncate(10 * 2**20 + 1)
-    kernel = build(tmp_path, agent_table("echo", "fs.py", roots=[str(tmp_path)]))
+    runtime = build(tmp_path, agent_table("echo", "fs.py", roots=[str(tmp_path)]))
     store = SQLiteStore(tmp_path / "sessions.db")
     try:
-        parent = await compose_agent(kernel, store, model=delegating("x"))
+        parent = await compose_agent(runtime, store, model=delegating("x"))
         async with parent:
-            run = await kernel.subagents.start("echo", SubagentStartRequest(f"read {huge}", parent))
+            run = await runtime.subagents.start(
+                "echo", SubagentStartRequest(f"read {huge}", parent)
+            )
             with anyio.fail_after(60):
                 result = await run.result()
             await run.dispose()

@@ -17,11 +17,11 @@ from typing import Any
 import anyio
 import pytest
 
-from tether.agents import compose_agent
+from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
 
-from .test_provider import PEERS, _alive, agent_table, build, delegating, prompt_in_flight
+from .test_provider import PEERS, agent_table, alive, build, delegating, prompt_in_flight
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,7 @@ def descriptors(events: list[Any], kind: str) -> list[dict[str, Any]]:
 
 async def test_cancelling_a_child_still_in_initialize_leaves_no_task_behind(tmp_path, store):
     marker, pids = tmp_path / "initialize", tmp_path / "pids.json"
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table("echo", "slow.py", "--stall-initialize", str(marker), "--pid-file", str(pids)),
     )
@@ -57,9 +57,9 @@ async def test_cancelling_a_child_still_in_initialize_leaves_no_task_behind(tmp_
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
     try:
-        parent = await compose_agent(kernel, store, model=delegating("x"))
+        parent = await compose_agent(runtime, store, model=delegating("x"))
         async with parent:
-            run = await kernel.subagents.start("echo", SubagentStartRequest("hi", parent))
+            run = await runtime.subagents.start("echo", SubagentStartRequest("hi", parent))
             await wait_for_file(marker)
             await run.dispose()  # cancels the child while initialize is in flight
             result = await run.result()
@@ -69,7 +69,7 @@ async def test_cancelling_a_child_still_in_initialize_leaves_no_task_behind(tmp_
         loop.set_exception_handler(previous)
     assert result.stop_reason == "aborted"
     assert [c.get("message") for c in reported] == []
-    assert not _alive(json.loads(pids.read_text())["pid"])
+    assert not alive(json.loads(pids.read_text())["pid"])
 
 
 def test_ctrl_c_while_a_child_is_in_initialize_exits_cleanly(tmp_path):
@@ -110,17 +110,17 @@ def test_ctrl_c_while_a_child_is_in_initialize_exits_cleanly(tmp_path):
     assert process.returncode == 130, text + stdout.decode(errors="replace")
     assert "never retrieved" not in text
     assert "Traceback" not in text
-    assert not _alive(json.loads(pids.read_text())["pid"])
+    assert not alive(json.loads(pids.read_text())["pid"])
 
 
 # ------------------------------------------------------------------ nothing said is lost
 
 
 async def test_text_streamed_before_a_cancel_is_kept_in_the_childs_log(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "slow.py"))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "slow.py"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("take your time", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("take your time", parent))
         with anyio.fail_after(30):  # the agent has said "working" and waits for more
             await prompt_in_flight(run)
         await run.dispose()
@@ -131,10 +131,10 @@ async def test_text_streamed_before_a_cancel_is_kept_in_the_childs_log(tmp_path,
 
 
 async def test_text_streamed_before_a_timeout_is_kept_in_the_childs_log(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "slow.py", prompt_timeout=1.5))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "slow.py", prompt_timeout=1.5))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("take forever", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("take forever", parent))
         with anyio.fail_after(30):
             result = await run.result()
         await run.dispose()
@@ -144,10 +144,10 @@ async def test_text_streamed_before_a_timeout_is_kept_in_the_childs_log(tmp_path
 
 
 async def test_an_agents_error_data_is_in_the_diagnostic_and_its_text_kept(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "tools.py"))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "tools.py"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start(
+        run = await runtime.subagents.start(
             "echo", SubagentStartRequest("explode:disk quota exceeded", parent)
         )
         with anyio.fail_after(30):
@@ -164,10 +164,10 @@ async def test_an_agents_error_data_is_in_the_diagnostic_and_its_text_kept(tmp_p
 
 
 async def test_a_crash_keeps_the_text_streamed_before_it(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "crash.py"))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "crash.py"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("do it", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("do it", parent))
         with anyio.fail_after(30):
             result = await run.result()
         await run.dispose()

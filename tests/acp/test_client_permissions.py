@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 import tether_acp
-from tether.agents import compose_agent
+from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore
 from tether.subagents import SubagentStartRequest
 
@@ -27,10 +27,10 @@ async def store(tmp_path):
     await sqlite.aclose()
 
 
-async def delegate_once(kernel: Any, store: Any, prompt: str) -> tuple[Any, list[Any]]:
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+async def delegate_once(runtime: Any, store: Any, prompt: str) -> tuple[Any, list[Any]]:
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest(prompt, parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest(prompt, parent))
         with anyio.fail_after(30):
             result = await run.result()
         await run.dispose()
@@ -49,13 +49,13 @@ def acp_records(events: list[Any]) -> list[tuple[str, dict[str, Any]]]:
 async def test_the_decision_logged_is_the_kind_of_the_option_the_host_chose(
     tmp_path, store, answer, decision
 ):
-    kernel = build(tmp_path, agent_table("echo", "permission.py", permission="ask"))
+    runtime = build(tmp_path, agent_table("echo", "permission.py", permission="ask"))
 
     async def host(question: Any) -> str:
         return answer
 
-    tether_acp.set_permission_host(kernel, host)
-    result, events = await delegate_once(kernel, store, "ask edit")
+    tether_acp.set_permission_host(runtime, host)
+    result, events = await delegate_once(runtime, store, "ask edit")
     assert result.output == f"selected: {answer}"
     ((_, note),) = acp_records(events)
     assert (note["decision"], note["option"], note["by"]) == (decision, answer, "the host")
@@ -63,13 +63,13 @@ async def test_the_decision_logged_is_the_kind_of_the_option_the_host_chose(
 
 
 async def test_an_option_the_agent_did_not_offer_is_not_passed_on(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "permission.py", permission="ask"))
+    runtime = build(tmp_path, agent_table("echo", "permission.py", permission="ask"))
 
     async def host(question: Any) -> str:
         return "allow_everything_forever"
 
-    tether_acp.set_permission_host(kernel, host)
-    result, events = await delegate_once(kernel, store, "ask execute")
+    tether_acp.set_permission_host(runtime, host)
+    result, events = await delegate_once(runtime, store, "ask execute")
     assert result.output == "selected: reject"
     ((_, note),) = acp_records(events)
     assert note["decision"] == "denied"
@@ -79,13 +79,13 @@ async def test_an_option_the_agent_did_not_offer_is_not_passed_on(tmp_path, stor
 
 
 async def test_a_host_that_fails_denies(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "permission.py", permission="ask"))
+    runtime = build(tmp_path, agent_table("echo", "permission.py", permission="ask"))
 
     async def host(question: Any) -> str:
         raise RuntimeError("the terminal went away")
 
-    tether_acp.set_permission_host(kernel, host)
-    result, events = await delegate_once(kernel, store, "ask edit")
+    tether_acp.set_permission_host(runtime, host)
+    result, events = await delegate_once(runtime, store, "ask edit")
     assert result.output == "selected: reject"
     ((_, note),) = acp_records(events)
     assert note["decision"] == "denied"
@@ -93,7 +93,7 @@ async def test_a_host_that_fails_denies(tmp_path, store):
 
 
 async def test_a_cancelled_turn_answers_its_open_question_cancelled_at_once(tmp_path, store):
-    kernel = build(
+    runtime = build(
         tmp_path, agent_table("echo", "permission.py", permission="ask", cancel_grace=20)
     )
     asked = anyio.Event()
@@ -103,10 +103,10 @@ async def test_a_cancelled_turn_answers_its_open_question_cancelled_at_once(tmp_
         await anyio.sleep_forever()  # nobody at the keyboard
         raise AssertionError("unreachable")
 
-    tether_acp.set_permission_host(kernel, host)
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    tether_acp.set_permission_host(runtime, host)
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("ask edit", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("ask edit", parent))
         with anyio.fail_after(30):
             await asked.wait()
         started = time.monotonic()
@@ -128,11 +128,11 @@ async def test_a_cancelled_turn_answers_its_open_question_cancelled_at_once(tmp_
 async def test_a_permission_decided_before_its_tool_ran_is_logged_before_it(
     tmp_path, store, prompt
 ):
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table("echo", "permission.py", permission="allow_once", allow_kinds=["read"]),
     )
-    result, events = await delegate_once(kernel, store, prompt)
+    result, events = await delegate_once(runtime, store, prompt)
     assert result.output == "selected: allow"
     records = acp_records(events)
     assert [kind for kind, _ in records] == ["acp/permission", "acp/tool_call"]

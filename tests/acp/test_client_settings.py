@@ -11,9 +11,9 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from tether.agents import compose_agent
 from tether.errors import ErrorCode, PluginError
 from tether.models import FunctionModel
+from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 from tether.subagents import SubagentStartRequest
 from tether_acp import AcpAgentSettings, AcpProvider
@@ -39,12 +39,12 @@ def test_a_relative_path_without_a_profile_to_resolve_it_is_refused(settings, me
 @pytest.mark.anyio
 async def test_a_relative_cwd_in_a_profile_reaches_the_agent_as_an_absolute_path(tmp_path):
     (tmp_path / "work").mkdir()
-    kernel = build(tmp_path, agent_table("echo", "echo.py", cwd="work"))
+    runtime = build(tmp_path, agent_table("echo", "echo.py", cwd="work"))
     store = SQLiteStore(tmp_path / "sessions.db")
     try:
-        parent = await compose_agent(kernel, store, model=delegating("x"))
+        parent = await compose_agent(runtime, store, model=delegating("x"))
         async with parent:
-            run = await kernel.subagents.start("echo", SubagentStartRequest("cwd?", parent))
+            run = await runtime.subagents.start("echo", SubagentStartRequest("cwd?", parent))
             with anyio.fail_after(30):
                 result = await run.result()
             await run.dispose()
@@ -54,14 +54,14 @@ async def test_a_relative_cwd_in_a_profile_reaches_the_agent_as_an_absolute_path
 
 
 def test_a_profile_whose_agent_is_not_installed_still_loads(tmp_path):
-    kernel = build(tmp_path, MISSING)  # reading sessions needs no agent
-    (provider,) = kernel.subagents.providers()
+    runtime = build(tmp_path, MISSING)  # reading sessions needs no agent
+    (provider,) = runtime.subagents.providers()
     assert provider.name == "echo"
 
 
 def test_check_reports_an_agent_that_is_not_installed(tmp_path):
-    kernel = build(tmp_path, MISSING)
-    (provider,) = kernel.subagents.providers()
+    runtime = build(tmp_path, MISSING)
+    (provider,) = runtime.subagents.providers()
     assert isinstance(provider, AcpProvider)
     with pytest.raises(PluginError) as caught:
         provider.check()
@@ -99,8 +99,8 @@ def test_tether_check_fails_for_an_agent_that_is_not_installed(tmp_path):
 
 
 def test_check_reports_a_cwd_that_is_not_a_folder(tmp_path):
-    kernel = build(tmp_path, agent_table("echo", "echo.py", cwd=str(tmp_path / "gone")))
-    (provider,) = kernel.subagents.providers()
+    runtime = build(tmp_path, agent_table("echo", "echo.py", cwd=str(tmp_path / "gone")))
+    (provider,) = runtime.subagents.providers()
     assert isinstance(provider, AcpProvider)
     with pytest.raises(PluginError) as caught:
         provider.check()
@@ -108,20 +108,20 @@ def test_check_reports_a_cwd_that_is_not_a_folder(tmp_path):
 
 
 def test_check_passes_an_agent_that_can_start(tmp_path):
-    kernel = build(tmp_path, agent_table("echo", "echo.py"))
-    (provider,) = kernel.subagents.providers()
+    runtime = build(tmp_path, agent_table("echo", "echo.py"))
+    (provider,) = runtime.subagents.providers()
     assert isinstance(provider, AcpProvider)
     provider.check()  # raises nothing
 
 
 @pytest.mark.anyio
 async def test_a_child_of_an_agent_that_is_not_installed_ends_with_the_fix(tmp_path):
-    kernel = build(tmp_path, MISSING)
+    runtime = build(tmp_path, MISSING)
     store = SQLiteStore(tmp_path / "sessions.db")
     try:
-        parent = await compose_agent(kernel, store, model=delegating("x"))
+        parent = await compose_agent(runtime, store, model=delegating("x"))
         async with parent:
-            run = await kernel.subagents.start("echo", SubagentStartRequest("hi", parent))
+            run = await runtime.subagents.start("echo", SubagentStartRequest("hi", parent))
             with anyio.fail_after(30):
                 result = await run.result()
             await run.dispose()
@@ -142,8 +142,8 @@ def test_sessions_list_and_show_run_without_the_agent_installed(tmp_path, monkey
     async def store_a_session() -> str:
         store = SQLiteStore(tmp_path / "sessions.db")
         try:
-            kernel = build(tmp_path, MISSING)
-            agent = await compose_agent(kernel, store, model=FunctionModel(lambda _: "noted"))
+            runtime = build(tmp_path, MISSING)
+            agent = await compose_agent(runtime, store, model=FunctionModel(lambda _: "noted"))
             async with agent:
                 await agent.run("remember this")
             return agent.session_id

@@ -18,12 +18,12 @@ import pytest
 
 import tether_acp
 import tether_subagent_tools
-from tether.agents import compose_agent
 from tether.errors import CapabilityError, ErrorCode
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +50,7 @@ def build(tmp_path: Path, *agents: str, subagent: str = "") -> Any:
         + "[agent.main]\n"
     )
     path = write_profile(tmp_path, profile)
-    return make_kernel(path, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    return make_runtime(path, {"acp": tether_acp, "subagent": tether_subagent_tools})
 
 
 @pytest.fixture
@@ -92,8 +92,8 @@ async def mirror_events(store, parent) -> tuple[Any, list[Any]]:
 
 
 async def test_a_one_shot_child_answers_through_acp_and_is_mirrored_in_storage(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "echo.py"))
-    parent = await compose_agent(kernel, store, model=delegating("hello there"))
+    runtime = build(tmp_path, agent_table("echo", "echo.py"))
+    parent = await compose_agent(runtime, store, model=delegating("hello there"))
     async with parent:
         await parent.run("go")
     assert tool_results(parent) == ["echo: hello there"]  # tether's delegation note stays home
@@ -111,12 +111,12 @@ async def test_a_one_shot_child_answers_through_acp_and_is_mirrored_in_storage(t
 
 
 async def test_a_one_shot_childs_process_ends_when_it_is_disposed(tmp_path, store):
-    from tether_acp._model import _WARM
+    from tether_acp._model import _WARM  # pyright: ignore[reportPrivateUsage]  (white-box)
 
-    kernel = build(tmp_path, agent_table("echo", "echo.py"))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "echo.py"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("hi", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("hi", parent))
         await run.result()
         model = run.local_agent.model  # type: ignore[union-attr]
         process = model._process
@@ -127,11 +127,11 @@ async def test_a_one_shot_childs_process_ends_when_it_is_disposed(tmp_path, stor
 
 
 async def test_tool_calls_are_recorded_and_stop_reasons_mapped(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "tools.py"))
-    parent = await compose_agent(kernel, store, model=delegating("read them"))
+    runtime = build(tmp_path, agent_table("echo", "tools.py"))
+    parent = await compose_agent(runtime, store, model=delegating("read them"))
     async with parent:
         await parent.run("go")
-        runtime = kernel.subagents
+        runtime = runtime.subagents
         results = {}
         for reason in ("max_tokens", "max_turn_requests", "refusal"):
             run = await runtime.start("echo", SubagentStartRequest(f"stop:{reason}", parent))
@@ -153,8 +153,8 @@ async def test_tool_calls_are_recorded_and_stop_reasons_mapped(tmp_path, store):
 
 
 async def test_a_child_that_crashes_mid_turn_ends_with_error_and_a_diagnostic(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "crash.py"))
-    parent = await compose_agent(kernel, store, model=delegating("do it"))
+    runtime = build(tmp_path, agent_table("echo", "crash.py"))
+    parent = await compose_agent(runtime, store, model=delegating("do it"))
     async with parent:
         await parent.run("go")
     (result,) = tool_results(parent)
@@ -166,10 +166,10 @@ async def test_a_child_that_crashes_mid_turn_ends_with_error_and_a_diagnostic(tm
 
 
 async def test_cancelling_sends_session_cancel_and_the_run_ends_aborted(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "slow.py"))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "slow.py"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("take your time", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("take your time", parent))
         with anyio.fail_after(15):
             await prompt_in_flight(run)
             started = time.monotonic()
@@ -182,7 +182,7 @@ async def test_cancelling_sends_session_cancel_and_the_run_ends_aborted(tmp_path
 
 async def test_an_agent_that_ignores_cancel_loses_its_process_group(tmp_path, store):
     pids = tmp_path / "pids.json"
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table(
             "echo",
@@ -196,16 +196,16 @@ async def test_an_agent_that_ignores_cancel_loses_its_process_group(tmp_path, st
             cancel_grace=0.5,
         ),
     )
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("stay", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("stay", parent))
         with anyio.fail_after(15):
             await prompt_in_flight(run)
             await run.dispose()
     recorded = json.loads(pids.read_text())
     for pid in [recorded["pid"], *([recorded["grandchild"]] if "grandchild" in recorded else [])]:
         with anyio.fail_after(5):
-            while _alive(pid):
+            while alive(pid):
                 await anyio.sleep(0.05)
 
 
@@ -217,7 +217,7 @@ async def prompt_in_flight(run: Any) -> None:
         await anyio.sleep(0.02)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -233,15 +233,15 @@ def _alive(pid: int) -> bool:
 
 
 async def test_a_continuable_child_takes_follow_ups_on_the_same_acp_session(tmp_path, store):
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table(
             "echo", "echo.py", "--load-session", "--store", str(tmp_path / "e.json"), keep_warm=0
         ),
         subagent='provider = "echo"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
     )
-    parent = await compose_agent(kernel, store, model=delegating("first", background=True))
-    manager = kernel.subagents.continuation
+    parent = await compose_agent(runtime, store, model=delegating("first", background=True))
+    manager = runtime.subagents.continuation
     async with parent:
         await parent.run("go")
         (started,) = tool_results(parent)
@@ -260,25 +260,25 @@ async def test_a_continuable_child_takes_follow_ups_on_the_same_acp_session(tmp_
 async def test_a_settled_childs_session_stays_warm_for_a_follow_up_but_not_past_its_parent(
     tmp_path, store
 ):
-    from tether_acp._model import _WARM
+    from tether_acp._model import _WARM  # pyright: ignore[reportPrivateUsage]  (white-box)
 
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table("echo", "echo.py"),  # no session/load: only a warm session can continue
         subagent='provider = "echo"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
     )
-    parent = await compose_agent(kernel, store, model=delegating("first", background=True))
-    manager = kernel.subagents.continuation
+    parent = await compose_agent(runtime, store, model=delegating("first", background=True))
+    manager = runtime.subagents.continuation
     async with parent:
         await parent.run("go")
         child_id = tool_results(parent)[0].split()[-1]
         await manager.wait_quiet(parent)
         ((key, warm),) = [(k, m) for k, m in _WARM.items() if k[0] == "echo"]
-        process = warm._process
+        process = warm._process  # pyright: ignore[reportPrivateUsage]  (white-box)
         assert process is not None
         await manager.followup(parent, child_id, "history?")
         await manager.wait_quiet(parent)
-        assert _WARM[key]._process is process  # the same process took the follow-up
+        assert _WARM[key]._process is process  # the same process took the follow-up  # pyright: ignore[reportPrivateUsage]  (white-box)
     answers = [m.content for m in parent.messages if m.content.startswith("Background")]
     assert answers[-1].endswith("Its closing message:\nhistory: 1")
     assert key not in _WARM
@@ -288,13 +288,13 @@ async def test_a_settled_childs_session_stays_warm_for_a_follow_up_but_not_past_
 async def test_a_continuable_child_of_an_agent_without_session_load_is_not_resumable(
     tmp_path, store
 ):
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table("echo", "echo.py", keep_warm=0),  # no warm session to fall back on
         subagent='provider = "echo"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
     )
-    parent = await compose_agent(kernel, store, model=delegating("first", background=True))
-    manager = kernel.subagents.continuation
+    parent = await compose_agent(runtime, store, model=delegating("first", background=True))
+    manager = runtime.subagents.continuation
     async with parent:
         await parent.run("go")
         child_id = tool_results(parent)[0].split()[-1]
@@ -316,10 +316,10 @@ async def test_files_inside_the_roots_are_served_and_outside_refused(tmp_path, s
     root.mkdir()
     (root / "notes.txt").write_text("launch on Thursday")
     outside = tmp_path / "elsewhere.txt"
-    kernel = build(tmp_path, agent_table("echo", "fs.py", roots=[str(root)]))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "fs.py", roots=[str(root)]))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        runtime = kernel.subagents
+        runtime = runtime.subagents
         outputs = []
         for prompt in (
             f"read {root / 'notes.txt'}",
@@ -364,7 +364,7 @@ async def test_files_inside_the_roots_are_served_and_outside_refused(tmp_path, s
 async def test_permission_requests_follow_the_policy(
     tmp_path, store, settings, prompt, host, selected, by
 ):
-    kernel = build(tmp_path, agent_table("echo", "permission.py", **settings))
+    runtime = build(tmp_path, agent_table("echo", "permission.py", **settings))
     questions = []
     if host is not None:
 
@@ -372,10 +372,10 @@ async def test_permission_requests_follow_the_policy(
             questions.append(question)
             return host
 
-        tether_acp.set_permission_host(kernel, answer)
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+        tether_acp.set_permission_host(runtime, answer)
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest(prompt, parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest(prompt, parent))
         result = await run.result()
         await run.dispose()
     assert result.output == f"selected: {selected}"  # a deny picks the reject option
@@ -425,8 +425,8 @@ def test_remote_children_appear_in_the_delegation_tree(tmp_path, monkeypatch):
     async def delegate() -> tuple[str, str]:
         store = SQLiteStore(tmp_path / "sessions.db")
         try:
-            kernel = build(tmp_path, agent_table("echo", "echo.py"))
-            parent = await compose_agent(kernel, store, model=delegating("hi"))
+            runtime = build(tmp_path, agent_table("echo", "echo.py"))
+            parent = await compose_agent(runtime, store, model=delegating("hi"))
             async with parent:
                 await parent.run("go")
             (child,) = await store.sessions(parent=parent.session_id)
@@ -449,15 +449,15 @@ def test_remote_children_appear_in_the_delegation_tree(tmp_path, monkeypatch):
 async def test_the_sdks_own_example_agent_serves_a_one_shot_and_a_continuable_child(
     tmp_path, store
 ):
-    kernel = build(
+    runtime = build(
         tmp_path,
         agent_table("sdk", "sdk_echo_agent.py"),
         subagent='provider = "sdk"\nmax_depth = "provider-managed"\nbackground = "continuable"\n',
     )
-    parent = await compose_agent(kernel, store, model=delegating("ping", background=True))
-    manager = kernel.subagents.continuation
+    parent = await compose_agent(runtime, store, model=delegating("ping", background=True))
+    manager = runtime.subagents.continuation
     async with parent:
-        run = await kernel.subagents.start("sdk", SubagentStartRequest("one-shot hello", parent))
+        run = await runtime.subagents.start("sdk", SubagentStartRequest("one-shot hello", parent))
         one_shot = await run.result()
         await run.dispose()
         await parent.run("go")
@@ -471,10 +471,10 @@ async def test_the_sdks_own_example_agent_serves_a_one_shot_and_a_continuable_ch
 
 
 async def test_a_prompt_that_takes_too_long_is_cancelled_and_ends_with_error(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "slow.py", prompt_timeout=1.5))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "slow.py", prompt_timeout=1.5))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("take forever", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("take forever", parent))
         with anyio.fail_after(20):
             result = await run.result()
         await run.dispose()
@@ -492,10 +492,10 @@ def test_a_plugin_table_without_agents_fails_at_load(tmp_path):
 
 
 async def test_a_command_that_cannot_start_is_an_error_with_its_fix(tmp_path, store):
-    kernel = build(tmp_path, agent_table("echo", "echo.py", cwd=str(tmp_path / "missing")))
-    parent = await compose_agent(kernel, store, model=delegating("x"))
+    runtime = build(tmp_path, agent_table("echo", "echo.py", cwd=str(tmp_path / "missing")))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
-        run = await kernel.subagents.start("echo", SubagentStartRequest("hi", parent))
+        run = await runtime.subagents.start("echo", SubagentStartRequest("hi", parent))
         result = await run.result()
         await run.dispose()
     assert result.stop_reason == "error"

@@ -22,9 +22,9 @@ from click.testing import CliRunner
 
 import tether_acp
 import tether_subagent_tools
-from tether.agents import compose_agent
 from tether.cli import cli
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import Runtime, compose_agent
 from tether.store import (
     InboxAccepted,
     InboxDiscarded,
@@ -34,8 +34,8 @@ from tether.store import (
     UserMessage,
     profile_store,
 )
-from tether.testing import make_kernel, write_profile
-from tether_acp._server import TetherAcpAgent, _Session, _stop_reason
+from tether.testing import make_runtime, write_profile
+from tether_acp._server import TetherAcpAgent, _Session, _stop_reason  # pyright: ignore[reportPrivateUsage]  (white-box)
 
 pytestmark = pytest.mark.anyio
 
@@ -443,12 +443,12 @@ def test_without_tether_acp_the_command_says_how_to_install_it(tmp_path, monkeyp
 
 @asynccontextmanager
 async def in_process(profile: Path) -> AsyncIterator[tuple[TetherAcpAgent, Recorder]]:
-    kernel = make_kernel(profile)
-    store = profile_store(kernel.profile)
+    runtime = make_runtime(profile)
+    store = profile_store(runtime.kernel.profile)
     client = Recorder()
     try:
         async with anyio.create_task_group() as host:
-            server = TetherAcpAgent(kernel, store, host=host)
+            server = TetherAcpAgent(Runtime(runtime.kernel, store), host=host)
             server.on_connect(client)
             try:
                 yield server, client
@@ -472,7 +472,7 @@ async def test_a_prompt_cancelled_before_its_turn_began_never_runs(tmp_path):
     with anyio.fail_after(TIMEOUT):
         async with in_process(profile) as (server, client):
             sid = (await server.new_session(cwd=str(tmp_path))).session_id
-            agent = server._sessions[sid].agent
+            agent = server._sessions[sid].agent  # pyright: ignore[reportPrivateUsage]  (white-box)
             await agent.followup("a notice")
             while agent.pending:  # until its turn runs
                 await anyio.sleep(0.01)
@@ -593,11 +593,11 @@ async def test_a_tether_profile_delegates_to_tether_acp_of_another_profile(tmp_p
         call = ToolCall(id="d1", name="subagent", arguments=arguments)
         return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
 
-    kernel = make_kernel(parent_profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
-    store = profile_store(kernel.profile)
+    runtime = make_runtime(parent_profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    store = profile_store(runtime.kernel.profile)
     try:
         with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(kernel, store, model=FunctionModel(parent_model))
+            parent = await compose_agent(runtime, store, model=FunctionModel(parent_model))
             async with parent:
                 assert await parent.run("How many notes are there?") == "completed"
     finally:

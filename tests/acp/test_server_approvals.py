@@ -10,8 +10,9 @@ import anyio
 import pytest
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
+from tether.runtime import Runtime
 from tether.store import profile_store
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 from tether_acp._server import TetherAcpAgent
 
 pytestmark = pytest.mark.anyio
@@ -79,18 +80,18 @@ def profile(folder: Path) -> Path:
 
 @pytest.mark.parametrize(("choice", "result"), [("allow", "deleted notes.md"), (None, "error")])
 async def test_a_tool_that_needs_approval_asks_the_acp_client(tmp_path, choice, result):
-    kernel = make_kernel(profile(tmp_path))
-    store = profile_store(kernel.profile)
+    runtime = make_runtime(profile(tmp_path))
+    store = profile_store(runtime.kernel.profile)
     client = Approver(choice)
     try:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as host:
-                server = TetherAcpAgent(kernel, store, host=host)
+                server = TetherAcpAgent(Runtime(runtime.kernel, store), host=host)
                 server.on_connect(client)
                 try:
                     sid = (await server.new_session(cwd=str(tmp_path))).session_id
                     response = await server.prompt([acp.text_block("clean up")], sid)
-                    agent = server._sessions[sid].agent
+                    agent = server._sessions[sid].agent  # pyright: ignore[reportPrivateUsage]  (white-box)
                     tool_results = [m.content for m in agent.messages if m.role == "tool"]
                 finally:
                     server.release_all()
@@ -115,17 +116,17 @@ async def test_a_tool_that_needs_approval_asks_the_acp_client(tmp_path, choice, 
 async def test_a_turn_no_prompt_streams_announces_the_call_before_asking(tmp_path, choice, status):
     # A turn that no session/prompt started (as a child's notice gives): nothing streams its
     # tool calls, so the server announces the call itself, asks, and closes it when refused.
-    kernel = make_kernel(profile(tmp_path))
-    store = profile_store(kernel.profile)
+    runtime = make_runtime(profile(tmp_path))
+    store = profile_store(runtime.kernel.profile)
     client = Approver(choice)
     try:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as host:
-                server = TetherAcpAgent(kernel, store, host=host)
+                server = TetherAcpAgent(Runtime(runtime.kernel, store), host=host)
                 server.on_connect(client)
                 try:
                     sid = (await server.new_session(cwd=str(tmp_path))).session_id
-                    agent = server._sessions[sid].agent
+                    agent = server._sessions[sid].agent  # pyright: ignore[reportPrivateUsage]  (white-box)
                     await agent.followup("a notice")
                     await agent.when_idle()
                     tool_results = [m.content for m in agent.messages if m.role == "tool"]

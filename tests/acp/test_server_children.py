@@ -14,8 +14,9 @@ import tether
 import tether_spawn
 import tether_subagent_tools
 from tether.agents import Tool
+from tether.runtime import Runtime
 from tether.store import profile_store
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 from tether_acp._server import TetherAcpAgent
 
 from .test_server import Recorder
@@ -47,7 +48,7 @@ class Tools:
         ]
 
 
-def kernel(folder: Path) -> Any:
+def runtime(folder: Path) -> Any:
     (folder / "acp_children_model.py").write_text(MODEL, encoding="utf-8")
     profile = write_profile(
         folder,
@@ -65,16 +66,16 @@ def kernel(folder: Path) -> Any:
         """,
     )
     plugins = {"spawn": tether_spawn, "subagent": tether_subagent_tools, "tools": Tools()}
-    return make_kernel(profile, plugins)
+    return make_runtime(profile, plugins)
 
 
 async def test_session_load_of_a_child_keeps_its_narrowed_tools(tmp_path):
     with anyio.fail_after(20):
-        k = kernel(tmp_path)
-        store = profile_store(k.profile)
+        k = runtime(tmp_path)
+        store = profile_store(k.kernel.profile)
         try:
             async with anyio.create_task_group() as host:
-                server = TetherAcpAgent(k, store, host=host)
+                server = TetherAcpAgent(Runtime(k.kernel, store), host=host)
                 server.on_connect(Recorder())
                 try:
                     sid = (await server.new_session(cwd=str(tmp_path))).session_id
@@ -86,13 +87,13 @@ async def test_session_load_of_a_child_keeps_its_narrowed_tools(tmp_path):
         finally:
             await store.aclose()
 
-        # Another connection (and kernel, as after a restart) loads the child itself.
-        k = kernel(tmp_path)
-        store = profile_store(k.profile)
+        # Another connection (and runtime, as after a restart) loads the child itself.
+        k = runtime(tmp_path)
+        store = profile_store(k.kernel.profile)
         client = Recorder()
         try:
             async with anyio.create_task_group() as host:
-                server = TetherAcpAgent(k, store, host=host)
+                server = TetherAcpAgent(Runtime(k.kernel, store), host=host)
                 server.on_connect(client)
                 try:
                     await server.load_session(cwd=str(tmp_path), session_id=child.id)

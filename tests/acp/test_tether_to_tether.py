@@ -15,11 +15,11 @@ import pytest
 
 import tether_acp
 import tether_subagent_tools
-from tether.agents import compose_agent
 from tether.models import FunctionModel, ModelRequest, ModelResponse
+from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +59,7 @@ background = "{background}"
 [agent.main]
 """,
     )
-    return make_kernel(profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    return make_runtime(profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
 
 
 async def child_turns(child: Path) -> list[TurnEnded]:
@@ -87,14 +87,14 @@ expect = "which number"
 text = "The number was 7."
 """,
     )
-    kernel = parent_kernel(tmp_path / "parent", child, background="continuable")
+    runtime = parent_kernel(tmp_path / "parent", child, background="continuable")
     store = SQLiteStore(tmp_path / "parent.db")
-    manager = kernel.subagents.continuation
+    manager = runtime.subagents.continuation
     try:
         with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(kernel, store, model=FunctionModel(quiet_parent))
+            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
             async with parent:
-                started = await kernel.subagents.start_continuable(
+                started = await runtime.subagents.start_continuable(
                     "tether-child",
                     SubagentStartRequest("Please remember the number 7.", parent, label="memo"),
                 )
@@ -121,13 +121,13 @@ delay = 60
 text = "too late"
 """,
     )
-    kernel = parent_kernel(tmp_path / "parent", child)
+    runtime = parent_kernel(tmp_path / "parent", child)
     store = SQLiteStore(tmp_path / "parent.db")
     try:
         with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(kernel, store, model=FunctionModel(quiet_parent))
+            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
             async with parent:
-                run = await kernel.subagents.start(
+                run = await runtime.subagents.start(
                     "tether-child", SubagentStartRequest("take your time", parent)
                 )
                 for _ in range(200):  # until the child's turn is open in the other process
@@ -192,13 +192,13 @@ text = "the grandchild said so"
             '[plugin.subagent]\nprovider = "asker"\nmax_depth = "provider-managed"\n'
         ),
     )
-    kernel = parent_kernel(tmp_path / "parent", child, **policy)
+    runtime = parent_kernel(tmp_path / "parent", child, **policy)
     store = SQLiteStore(tmp_path / "parent.db")
     try:
         with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(kernel, store, model=FunctionModel(quiet_parent))
+            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
             async with parent:
-                run = await kernel.subagents.start(
+                run = await runtime.subagents.start(
                     "tether-child", SubagentStartRequest("go ask", parent)
                 )
                 result = await run.result()
@@ -247,13 +247,13 @@ tool_calls = [{ name = "lookup", arguments = {} }]
 text = "Found it."
 """,
     )
-    kernel = parent_kernel(tmp_path / "parent", child)
+    runtime = parent_kernel(tmp_path / "parent", child)
     store = SQLiteStore(tmp_path / "parent.db")
     try:
         with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(kernel, store, model=FunctionModel(quiet_parent))
+            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
             async with parent:
-                run = await kernel.subagents.start(
+                run = await runtime.subagents.start(
                     "tether-child", SubagentStartRequest("go", parent)
                 )
                 result = await run.result()

@@ -7,11 +7,12 @@ import pytest
 import tether
 import tether_spawn
 import tether_subagent_tools
-from tether.agents import PermissionQuestion, Tool, compose_agent
+from tether.agents import PermissionQuestion, Tool
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import compose_agent
 from tether.store import MemoryStore
 from tether.subagents import DELEGATION_NOTE
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 pytestmark = pytest.mark.anyio
 
@@ -45,13 +46,13 @@ def risky():
 
 
 @pytest.fixture
-def kernel(tmp_path, risky):
+def runtime(tmp_path, risky):
     path = write_profile(
         tmp_path,
         '[tether]\nplugins = ["risky", "spawn", "subagent"]\n'
         "[plugin.subagent]\nrun_in_background = false\n[agent.main]\n",
     )
-    return make_kernel(
+    return make_runtime(
         path, {"risky": risky, "spawn": tether_spawn, "subagent": tether_subagent_tools}
     )
 
@@ -66,8 +67,8 @@ def calls_delete(request: ModelRequest) -> ModelResponse | str:
     )
 
 
-async def run(kernel, approval=None):
-    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(calls_delete))
+async def run(runtime, approval=None):
+    agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(calls_delete))
     if approval is not None:
         agent.approval = approval
     async with agent:
@@ -75,23 +76,23 @@ async def run(kernel, approval=None):
     return agent.messages[-1].content
 
 
-async def test_without_a_host_a_tool_that_needs_approval_is_refused(kernel, risky):
-    assert await run(kernel) == (
+async def test_without_a_host_a_tool_that_needs_approval_is_refused(runtime, risky):
+    assert await run(runtime) == (
         'tool said: error: tool "delete" needs approval, and there is nobody to ask'
     )
     assert risky.runs == 0
 
 
 @pytest.mark.parametrize(("answer", "runs"), [("allow", 1), ("reject", 0), (None, 0)])
-async def test_the_permission_host_decides(kernel, risky, answer, runs):
+async def test_the_permission_host_decides(runtime, risky, answer, runs):
     questions: list[PermissionQuestion] = []
 
     async def host(question: PermissionQuestion) -> str | None:
         questions.append(question)
         return answer
 
-    kernel.permission_host = host
-    said = await run(kernel)
+    runtime.permission_host = host
+    said = await run(runtime)
     assert risky.runs == runs
     assert said == (
         "tool said: deleted notes.md"
@@ -104,27 +105,27 @@ async def test_the_permission_host_decides(kernel, risky, answer, runs):
     assert [option[2] for option in question.options] == ["allow_once", "reject_once"]
 
 
-async def test_an_allowing_or_denying_policy_asks_nobody(kernel, risky):
+async def test_an_allowing_or_denying_policy_asks_nobody(runtime, risky):
     async def host(question):
         raise AssertionError("asked")
 
-    kernel.permission_host = host
-    assert await run(kernel, "allow") == "tool said: deleted notes.md"
-    assert await run(kernel, "deny") == (
+    runtime.permission_host = host
+    assert await run(runtime, "allow") == "tool said: deleted notes.md"
+    assert await run(runtime, "deny") == (
         'tool said: error: tool "delete" needs approval, and this agent may not ask for it '
         "(its approvals are denied: it was delegated)"
     )
     assert risky.runs == 1
 
 
-async def test_a_delegated_child_is_pinned_to_deny_even_when_the_host_would_allow(kernel, risky):
+async def test_a_delegated_child_is_pinned_to_deny_even_when_the_host_would_allow(runtime, risky):
     asked: list[PermissionQuestion] = []
 
     async def host(question):
         asked.append(question)
         return "allow"
 
-    kernel.permission_host = host
+    runtime.permission_host = host
 
     def model(request: ModelRequest) -> ModelResponse | str:
         child = any(m.content.startswith(DELEGATION_NOTE) for m in request.messages)
@@ -142,7 +143,7 @@ async def test_a_delegated_child_is_pinned_to_deny_even_when_the_host_would_allo
             finish_reason="tool_calls",
         )
 
-    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(model))
+    agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(model))
     async with agent:
         await agent.run("delegate the cleanup")
     assert agent.messages[-1].content == (

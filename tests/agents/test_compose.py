@@ -15,10 +15,10 @@ from tether.agents import (
     ToolFilter,
     ToolRegistry,
     build_preset,
-    compose_agent,
 )
-from tether.errors import AgentError, ErrorCode, ModelError, PluginError
+from tether.errors import AgentError, ErrorCode, ModelError, PluginError, ProfileError
 from tether.models import FunctionModel, Message, ModelProvider, ModelResponse, ToolCall
+from tether.runtime import compose_agent
 from tether.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -348,7 +348,7 @@ async def test_a_continued_session_keeps_its_own_agent_and_model(tmp_path, tethe
         await again.run("hi")
     assert again.name == "helper"
     assert again.messages[-1].content == "helper here"
-    with pytest.raises(AgentError, match=r"runs agent 'helper', not 'main'"):
+    with pytest.raises(ProfileError, match=r"runs agent 'helper', not 'main'"):
         await compose_agent(kernel, store, agent="main", session_id=first.session_id)
 
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tether.agents import AgentLimits
-from tether.agents._agent import retry_pause
+from tether.agents._step import retry_pause
 from tether.errors import ErrorCode, ModelError
 from tether.models import FunctionModel, ModelResponse
 

@@ -1,4 +1,8 @@
-"""``tether skills list|show|validate``: the catalog an agent sees, one skill, a strict check."""
+"""``tether skills list|show|validate``: the catalog an agent sees, one skill, a strict check.
+
+``validate`` is added to the ``skills`` group by tether-skills-fs (``tether_cli_commands``),
+which the workspace installs: these tests run it through the command line as a user does.
+"""
 
 from __future__ import annotations
 
@@ -386,6 +390,12 @@ def test_validate_a_missing_path_is_one_error_line_and_exit_2(runner, tmp_path):
 def test_validate_without_paths_is_a_usage_error(runner):
     result = runner.invoke(cli, ["skills", "validate"])
     assert result.exit_code == 2
+
+
+def test_validate_is_listed_as_a_command_of_tether_skills_fs(runner):
+    result = runner.invoke(cli, ["skills", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "  validate  From tether-skills-fs 0.1.0: see its --help." in result.stdout.splitlines()
 
 
 def test_the_cli_imports_no_yaml_until_a_skill_is_validated():

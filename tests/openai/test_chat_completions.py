@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from tether.agents import AgentLimits, Tool, compose_agent
+from tether.agents import AgentLimits, Tool
 from tether.errors import ErrorCode, ModelError
 from tether.models import Message, ModelRequest, ToolCall, ToolSchema
+from tether.runtime import compose_agent
 from tether.store import MemoryStore
 from tether.testing import make_kernel, write_profile
 from tether_openai import ChatCompletionsModel

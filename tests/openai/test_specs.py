@@ -77,11 +77,11 @@ async def test_compatible_spec_with_url_takes_the_key_if_set(monkeypatch):
         "llama3.2:1b",
     )
     assert model.url == "http://127.0.0.1:11434/v1/chat/completions"
-    assert "authorization" not in model._client.headers  # no key: no header
+    assert "authorization" not in model._client.headers  # no key: no header  # pyright: ignore[reportPrivateUsage]  (white-box)
     await model.aclose()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
     model = make("openai-compatible:m@http://127.0.0.1:1/v1")
-    assert model._client.headers["authorization"] == "Bearer sk-local"
+    assert model._client.headers["authorization"] == "Bearer sk-local"  # pyright: ignore[reportPrivateUsage]  (white-box)
     await model.aclose()
 
 
@@ -136,7 +136,7 @@ async def test_endpoint_quirks_and_timeouts_reach_the_model():
         }
     )
     model = make("local:m", settings)
-    timeout = model._client.timeout
+    timeout = model._client.timeout  # pyright: ignore[reportPrivateUsage]  (white-box)
     assert (timeout.connect, timeout.read) == (3, 400)
     assert (model.max_tokens, model.tool_call_content, model.tool_choice) == (1024, "null", None)
     assert model.tool_calls_in_text == "xml"
@@ -150,7 +150,7 @@ async def test_endpoint_quirks_and_timeouts_reach_the_model():
 
 async def test_defaults_are_ten_seconds_to_connect_and_two_minutes_to_read():
     model = make("openai-compatible:m@http://127.0.0.1:1/v1")
-    assert (model._client.timeout.connect, model._client.timeout.read) == (10, 120)
+    assert (model._client.timeout.connect, model._client.timeout.read) == (10, 120)  # pyright: ignore[reportPrivateUsage]  (white-box)
     assert model.max_tokens == 4096
     await model.aclose()
 

@@ -1,4 +1,4 @@
-"""A throwaway virtual environment with real plugin distributions installed in it."""
+"""Throwaway virtual environments with real plugin distributions installed in them."""
 
 from __future__ import annotations
 
@@ -11,34 +11,59 @@ import pytest
 
 DISTS = Path(__file__).parent.parent / "fixtures" / "dists"
 
+RunTether = Callable[..., subprocess.CompletedProcess[str]]
 
-@pytest.fixture(scope="session")
-def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv that sees the workspace's packages and has the fixture plugins installed."""
+
+def _venv(factory: pytest.TempPathFactory, label: str, names: tuple[str, ...]) -> Path:
     from tether.testing import plugin_venv as make
 
-    root = tmp_path_factory.mktemp("plugin-venv")
-    names = ("tether-fixture-hello", "tether-fixture-broken", "tether-fixture-subagent")
+    root = factory.mktemp(label)
     make(root, [DISTS / name for name in names])
     return root / "venv"
 
 
-@pytest.fixture
-def run_tether(
-    plugin_venv: Path, tmp_path: Path
-) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run ``python -m tether ARGS`` in the fixture venv with entry-point autoload on."""
+@pytest.fixture(scope="session")
+def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv that sees the workspace's packages and has the fixture plugins installed."""
+    names = ("tether-fixture-hello", "tether-fixture-broken", "tether-fixture-subagent")
+    return _venv(tmp_path_factory, "plugin-venv", names)
+
+
+@pytest.fixture(scope="session")
+def command_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv that sees the workspace's packages (tether-acp and tether-skills-fs add their
+    commands) and has the fixture distributions that add commands, well and badly."""
+    names = ("tether-fixture-commands", "tether-fixture-bad-commands")
+    return _venv(tmp_path_factory, "command-venv", names)
+
+
+def _runner(venv: Path, tmp_path: Path) -> RunTether:
     env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
     env.pop("TETHER_TRACE_PLUGINS", None)
+    env.pop("TETHER_DEBUG", None)
 
-    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(plugin_venv / "bin" / "python"), "-m", "tether", *args],
+            [str(venv / "bin" / "python"), "-m", "tether", *args],
             cwd=cwd or tmp_path,
-            env=env,
+            env={**env, **(extra_env or {})},
             capture_output=True,
             text=True,
             timeout=60,
         )
 
     return run
+
+
+@pytest.fixture
+def run_tether(plugin_venv: Path, tmp_path: Path) -> RunTether:
+    """Run ``python -m tether ARGS`` in the fixture venv with entry-point autoload on."""
+    return _runner(plugin_venv, tmp_path)
+
+
+@pytest.fixture
+def run_commands(command_venv: Path, tmp_path: Path) -> RunTether:
+    """Run ``python -m tether ARGS`` in the venv of the command-adding fixtures, autoload on."""
+    return _runner(command_venv, tmp_path)

@@ -1,4 +1,4 @@
-"""An offer is a promise about the objects a plugin hands over; the kernel checks it at load.
+"""An offer is a promise about the objects a plugin hands over; the runtime checks it at load.
 
 A plugin that offers a "subagent provider" with some capability must hand over, through
 ``tether_subagent_providers``, a provider of the offered name that can do it: otherwise the
@@ -15,13 +15,14 @@ import tether
 import tether_spawn
 import tether_subagent_tools
 from tether.errors import ErrorCode, PluginError
+from tether.runtime import Runtime
 from tether.subagents import (
     ContinuablePlan,
     SubagentCapabilities,
     SubagentStartRequest,
     start_local_child,
 )
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 
 class Provider:
@@ -74,10 +75,10 @@ def offer(*capabilities: str, name: str | None = None) -> tether.Offer:
     return tether.Offer(kind="subagent provider", capabilities=frozenset(capabilities), name=name)
 
 
-def load(tmp_path, plugin: object, extra: str = "") -> tether.Kernel:
+def load(tmp_path, plugin: object, extra: str = "") -> Runtime:
     plugins = {"half": plugin, "spawn": tether_spawn, "subagent": tether_subagent_tools}
     profile = write_profile(tmp_path, f'[tether]\nplugins = ["half"{extra}]\n')
-    return make_kernel(profile, plugins)
+    return make_runtime(profile, plugins)
 
 
 def violation(tmp_path, plugin: object) -> str:
@@ -144,22 +145,22 @@ def test_named_offers_are_each_checked_against_the_provider_of_that_name(tmp_pat
         offer("continuable", "depth_limit", name="a"),
         offer(name="b"),
     )
-    kernel = load(tmp_path, plugin)
-    assert [p.name for p in kernel.subagents.providers()] == ["a", "b"]
+    runtime = load(tmp_path, plugin)
+    assert [p.name for p in runtime.subagents.providers()] == ["a", "b"]
 
 
 def test_the_checked_providers_are_the_ones_the_runtime_registers(tmp_path):
     provider = Continuable(depth_limit=True)
     plugin = Plugin([provider], offer("continuable", "depth_limit"))
-    kernel = load(tmp_path, plugin)
+    runtime = load(tmp_path, plugin)
     assert plugin.handed == 1  # called at load, for the check
-    assert kernel.subagents.get("half") is provider
+    assert runtime.subagents.get("half") is provider
     assert plugin.handed == 1  # not again when the runtime is built
 
 
 def test_capabilities_the_kernel_does_not_know_are_left_to_the_plugins(tmp_path):
-    kernel = load(tmp_path, Plugin([Provider()], offer("streaming")))
-    assert kernel.plugins[0].offers == (offer("streaming"),)
+    runtime = load(tmp_path, Plugin([Provider()], offer("streaming")))
+    assert runtime.kernel.plugins[0].offers == (offer("streaming"),)
 
 
 def test_offers_of_other_kinds_are_not_checked(tmp_path):
@@ -168,7 +169,7 @@ def test_offers_of_other_kinds_are_not_checked(tmp_path):
         def tether_offers(self):
             return [tether.Offer(kind="greeting provider", capabilities=frozenset({"loud"}))]
 
-    assert load(tmp_path, Greeter()).plugins[0].offers[0].kind == "greeting provider"
+    assert load(tmp_path, Greeter()).kernel.plugins[0].offers[0].kind == "greeting provider"
 
 
 def test_the_contract_is_checked_before_a_tool_relies_on_the_offer(tmp_path):
@@ -179,10 +180,10 @@ def test_the_contract_is_checked_before_a_tool_relies_on_the_offer(tmp_path):
         '[plugin.subagent]\nprovider = "half"\nbackground = "continuable"\nmax_depth = 2\n',
     )
     with pytest.raises(PluginError) as caught:
-        make_kernel(profile, {"half": plugin, "subagent": tether_subagent_tools})
+        make_runtime(profile, {"half": plugin, "subagent": tether_subagent_tools})
     assert caught.value.code is ErrorCode.PLUGIN_CONTRACT_VIOLATION
 
 
 def test_first_party_providers_keep_their_offers(tmp_path):
-    kernel = load(tmp_path, Plugin([Continuable()], offer("continuable")), ', "spawn"')
-    assert kernel.subagents.get("spawn") is not None
+    runtime = load(tmp_path, Plugin([Continuable()], offer("continuable")), ', "spawn"')
+    assert runtime.subagents.get("spawn") is not None

@@ -9,8 +9,8 @@ import pytest
 
 import tether_skill_tool
 import tether_skills_fs
-from tether.agents import compose_agent
 from tether.models import FunctionModel, ModelResponse, ToolCall
+from tether.runtime import compose_agent
 from tether.store import MemoryStore
 
 pytestmark = pytest.mark.anyio

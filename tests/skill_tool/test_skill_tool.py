@@ -8,8 +8,9 @@ import pytest
 
 import tether
 import tether_skill_tool
-from tether.agents import ToolFilter, compose_agent
+from tether.agents import ToolFilter
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
+from tether.runtime import compose_agent
 from tether.skills import DirectoryResources, InvocationPolicy
 from tether.store import MemoryStore
 from tether_skill_tool._catalog import render_catalog
@@ -35,8 +36,8 @@ def skill(name, description="Does a thing.", content="Do the thing.", **policy):
 
 
 @pytest.fixture
-def kernel(tether_kernel):
-    return tether_kernel(PROFILE, {"skill-tool": tether_skill_tool})
+def runtime(tether_runtime):
+    return tether_runtime(PROFILE, {"skill-tool": tether_skill_tool})
 
 
 def calls(*names):
@@ -49,25 +50,25 @@ def calls(*names):
     )
 
 
-async def run(kernel, *responses, prompts=("go",), agent_kwargs=None):
+async def run(runtime, *responses, prompts=("go",), agent_kwargs=None):
     queue = list(responses)
 
     def answer(request):
         return queue.pop(0) if queue else "done"
 
     model = FunctionModel(answer)
-    agent = await compose_agent(kernel, MemoryStore(), model=model, **(agent_kwargs or {}))
+    agent = await compose_agent(runtime, MemoryStore(), model=model, **(agent_kwargs or {}))
     async with agent:
         for prompt in prompts:
             await agent.run(prompt)
     return agent, model
 
 
-async def test_a_stable_durable_catalog_is_appended_at_the_first_step(kernel):
-    kernel.skills.register(skill("review", "Review <safely> & well"))
-    kernel.skills.register(skill("beta", "Long description " * 40))
-    kernel.skills.register(skill("hidden", user_invocable=True, model_invocable=False))
-    _agent, model = await run(kernel)
+async def test_a_stable_durable_catalog_is_appended_at_the_first_step(runtime):
+    runtime.skills.register(skill("review", "Review <safely> & well"))
+    runtime.skills.register(skill("beta", "Long description " * 40))
+    runtime.skills.register(skill("hidden", user_invocable=True, model_invocable=False))
+    _agent, model = await run(runtime)
     first = model.requests[0]
     catalog = first.messages[-1].content
     assert catalog == render_catalog(
@@ -82,15 +83,15 @@ async def test_a_stable_durable_catalog_is_appended_at_the_first_step(kernel):
     assert all("available_skills" not in block for block in first.system)
 
 
-async def test_no_catalog_when_no_skill_is_model_invocable(kernel):
-    kernel.skills.register(skill("only-user", model_invocable=False))
-    _agent, model = await run(kernel)
+async def test_no_catalog_when_no_skill_is_model_invocable(runtime):
+    runtime.skills.register(skill("only-user", model_invocable=False))
+    _agent, model = await run(runtime)
     assert all("<available_skills>" not in m.content for m in model.requests[0].messages)
 
 
-async def test_load_skill_returns_the_rendered_content_as_a_tool_result(kernel):
-    kernel.skills.register(skill("review", content="Step one.\nStep two."))
-    agent, _model = await run(kernel, calls("review"))
+async def test_load_skill_returns_the_rendered_content_as_a_tool_result(runtime):
+    runtime.skills.register(skill("review", content="Step one.\nStep two."))
+    agent, _model = await run(runtime, calls("review"))
     result = next(m for m in agent.messages if m.role == "tool")
     assert result.content == (
         '<skill_content name="review">\n<skill_resources>\n'
@@ -110,14 +111,14 @@ async def test_load_skill_returns_the_rendered_content_as_a_tool_result(kernel):
         ("user-only", 'error: skill "user-only" is not available for model invocation'),
     ],
 )
-async def test_load_skill_errors(kernel, name, error):
-    kernel.skills.register(skill("user-only", model_invocable=False))
-    agent, _ = await run(kernel, calls(name))
+async def test_load_skill_errors(runtime, name, error):
+    runtime.skills.register(skill("user-only", model_invocable=False))
+    agent, _ = await run(runtime, calls(name))
     result = next(m for m in agent.messages if m.role == "tool")
     assert (result.content, result.is_error) == (error, True)
 
 
-async def test_model_policy_is_checked_before_the_body_is_read(kernel):
+async def test_model_policy_is_checked_before_the_body_is_read(runtime):
     loads: list[str] = []
 
     class Counting:
@@ -139,23 +140,23 @@ async def test_model_policy_is_checked_before_the_body_is_read(kernel):
             loads.append(candidate.name)
             return None
 
-    kernel.skills.register_provider(lambda control: Counting(), name="counting")
-    _agent, _ = await run(kernel, calls("secret"))
+    runtime.skills.register_provider(lambda control: Counting(), name="counting")
+    _agent, _ = await run(runtime, calls("secret"))
     assert loads == []
 
 
-async def test_a_replacement_catalog_and_a_tombstone_are_appended_as_skills_change(kernel):
-    first = kernel.skills.register(skill("alpha"))
+async def test_a_replacement_catalog_and_a_tombstone_are_appended_as_skills_change(runtime):
+    first = runtime.skills.register(skill("alpha"))
     model_calls = []
 
     def answer(request):
         model_calls.append(request)
         return "ok"
 
-    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(answer))
+    agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(answer))
     async with agent:
         await agent.run("one")
-        second = kernel.skills.register(skill("beta"))
+        second = runtime.skills.register(skill("beta"))
         await agent.run("two")
         first.dispose()
         second.dispose()
@@ -168,14 +169,14 @@ async def test_a_replacement_catalog_and_a_tombstone_are_appended_as_skills_chan
     ]
 
 
-async def test_a_continued_session_resumes_from_its_latest_catalog(kernel):
-    kernel.skills.register(skill("alpha"))
+async def test_a_continued_session_resumes_from_its_latest_catalog(runtime):
+    runtime.skills.register(skill("alpha"))
     store = MemoryStore()
-    agent = await compose_agent(kernel, store, model=FunctionModel(lambda r: "ok"))
+    agent = await compose_agent(runtime, store, model=FunctionModel(lambda r: "ok"))
     async with agent:
         await agent.run("one")
     again = await compose_agent(
-        kernel, store, model=FunctionModel(lambda r: "ok"), session_id=agent.session_id
+        runtime, store, model=FunctionModel(lambda r: "ok"), session_id=agent.session_id
     )
     async with again:
         await again.run("two")
@@ -183,47 +184,47 @@ async def test_a_continued_session_resumes_from_its_latest_catalog(kernel):
     assert len(catalogs) == 1
 
 
-async def test_no_catalog_when_the_tool_is_restricted_away(kernel):
-    kernel.skills.register(skill("alpha"))
+async def test_no_catalog_when_the_tool_is_restricted_away(runtime):
+    runtime.skills.register(skill("alpha"))
     model = FunctionModel(lambda r: "ok")
-    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    agent = await compose_agent(runtime, MemoryStore(), model=model)
     agent.tools = agent.tools.restrict(ToolFilter(deny=frozenset({"load_skill"})))
     async with agent:
         await agent.run("hi")
     assert all("<available_skills>" not in m.content for m in agent.messages)
 
 
-async def test_a_slash_name_from_a_person_appends_a_user_invocable_skill(kernel):
-    kernel.skills.register(skill("deploy", content="Deploy carefully.", model_invocable=False))
-    kernel.skills.register(skill("no-user", content="Secret.", user_invocable=False))
+async def test_a_slash_name_from_a_person_appends_a_user_invocable_skill(runtime):
+    runtime.skills.register(skill("deploy", content="Deploy carefully.", model_invocable=False))
+    runtime.skills.register(skill("no-user", content="Secret.", user_invocable=False))
     _agent, model = await run(
-        kernel, prompts=("please /deploy now and /no-user and /unknown and a/b 1/2",)
+        runtime, prompts=("please /deploy now and /no-user and /unknown and a/b 1/2",)
     )
     contents = [m.content for m in model.requests[0].messages]
     assert any("<skill_instructions>\nDeploy carefully.\n" in c for c in contents)
     assert not any("Secret." in c for c in contents)
 
 
-async def test_a_slash_name_in_a_followup_from_another_agent_is_prose(kernel):
+async def test_a_slash_name_in_a_followup_from_another_agent_is_prose(runtime):
     from tether.store import MessageSource
 
-    kernel.skills.register(skill("deploy", content="Deploy carefully."))
-    agent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(lambda r: "ok"))
+    runtime.skills.register(skill("deploy", content="Deploy carefully."))
+    agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(lambda r: "ok"))
     async with agent:
         await agent.run("/deploy", source=MessageSource(kind="subagent"))
     assert not any("Deploy carefully." in m.content for m in agent.messages)
 
 
-async def test_skills_loading_mid_session_keep_the_prompt_append_only(kernel):
-    kernel.skills.register(skill("alpha", content="Alpha body."))
+async def test_skills_loading_mid_session_keep_the_prompt_append_only(runtime):
+    runtime.skills.register(skill("alpha", content="Alpha body."))
     responses = iter(
         [calls("alpha"), "first answer", calls("beta"), "second answer", "third answer"]
     )
     model = FunctionModel(lambda request: next(responses))
-    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    agent = await compose_agent(runtime, MemoryStore(), model=model)
     async with agent:
         await agent.run("one")
-        kernel.skills.register(skill("beta", content="Beta body."))
+        runtime.skills.register(skill("beta", content="Beta body."))
         await agent.run("two /alpha")
         await agent.run("three")
     requests = model.requests
@@ -234,8 +235,8 @@ async def test_skills_loading_mid_session_keep_the_prompt_append_only(kernel):
     assert any("Beta body." in m.content for m in requests[-1].messages)
 
 
-async def test_the_scripted_quickstart_style_load(kernel, tmp_path):
-    kernel.skills.register(skill("citing-notes", content="Quote the note."))
+async def test_the_scripted_quickstart_style_load(runtime, tmp_path):
+    runtime.skills.register(skill("citing-notes", content="Quote the note."))
     model = ScriptedModel.from_data(
         {
             "steps": [
@@ -244,19 +245,19 @@ async def test_the_scripted_quickstart_style_load(kernel, tmp_path):
             ]
         }
     )
-    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    agent = await compose_agent(runtime, MemoryStore(), model=model)
     async with agent:
         assert await agent.run("go") == "completed"
     model.assert_consumed()
 
 
-async def test_a_kernels_parts_are_not_kept_after_the_kernel_is_gone(tether_kernel):
+async def test_a_kernels_parts_are_not_kept_after_the_kernel_is_gone(tether_runtime):
     import gc
 
-    before = len(tether_skill_tool._parts)
+    before = len(tether_skill_tool._parts)  # pyright: ignore[reportPrivateUsage]  (white-box)
     for _ in range(3):
-        kernel = tether_kernel(PROFILE, {"skill-tool": tether_skill_tool})
-        agent, _ = await run(kernel, calls("alpha"))
-        del kernel, agent
+        runtime = tether_runtime(PROFILE, {"skill-tool": tether_skill_tool})
+        agent, _ = await run(runtime, calls("alpha"))
+        del runtime, agent
     gc.collect()
-    assert len(tether_skill_tool._parts) <= before
+    assert len(tether_skill_tool._parts) <= before  # pyright: ignore[reportPrivateUsage]  (white-box)

@@ -1,4 +1,4 @@
-"""``kernel.skills``: every plugin instance's ``tether_skill_providers`` in its scope layer."""
+"""``runtime.skills``: every plugin instance's ``tether_skill_providers`` in its scope layer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tether.skills import (
     SkillProviderControl,
     SkillProviderFactory,
 )
-from tether.testing import make_kernel
+from tether.testing import make_runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -90,29 +90,29 @@ skills = { agent-only = 100, shared = 900 }
 
 async def test_hook_tether_skill_providers_reaches_kernel_skills(tether_profile):
     plugin = PluginObject()
-    kernel = make_kernel(tether_profile(PROFILE), {"p": plugin})
+    runtime = make_runtime(tether_profile(PROFILE), {"p": plugin})
     assert plugin.controls == []  # built on first use
-    registry = kernel.skills
-    assert kernel.skills is registry
+    registry = runtime.skills
+    assert runtime.skills is registry
     assert len(plugin.controls) == 2  # one provider per instance, same name in two layers
 
-    main = await registry.list(scope=kernel.agent_scope("main"))
+    main = await registry.list(scope=runtime.kernel.agent_scope("main"))
     assert [(s.name, s.description) for s in main.summaries] == [
         ("agent-only", "From the agent layer."),
         ("global-only", "From the global layer."),
         ("shared", "From the agent layer."),  # nearest layer wins despite rank 900 vs 10
     ]
     assert main.complete
-    shared = await registry.get("shared", scope=kernel.agent_scope("main"))
+    shared = await registry.get("shared", scope=runtime.kernel.agent_scope("main"))
     assert shared is not None
     assert shared.content == "shared from agent."
 
-    helper = await registry.list(scope=kernel.agent_scope("helper"))
+    helper = await registry.list(scope=runtime.kernel.agent_scope("helper"))
     assert [(s.name, s.source) for s in helper.summaries] == [
         ("global-only", "global"),
         ("shared", "global"),
     ]
-    assert await registry.list(scope=kernel.global_scope) is await registry.list()
+    assert await registry.list(scope=runtime.kernel.global_scope) is await registry.list()
 
 
 def test_hook_tether_skill_providers_with_a_reserved_name_fails_loudly(tether_profile):
@@ -121,9 +121,9 @@ def test_hook_tether_skill_providers_with_a_reserved_name_fails_loudly(tether_pr
         def tether_skill_providers(self):
             return [SkillProviderFactory(name="runtime", create=lambda control: None)]  # type: ignore[arg-type, return-value]
 
-    kernel = make_kernel(tether_profile('[tether]\nplugins = ["r"]\n'), {"r": Reserved()})
+    runtime = make_runtime(tether_profile('[tether]\nplugins = ["r"]\n'), {"r": Reserved()})
     with pytest.raises(SkillError) as info:
-        kernel.skills  # noqa: B018 - building the registry is what fails
+        runtime.skills  # noqa: B018 - building the registry is what fails
     assert info.value.code is ErrorCode.SKILL_PROVIDER_INVALID
     assert str(info.value) == (
         'plugin "r" (inline plugin): skill provider name "runtime" is reserved for runtime skills '

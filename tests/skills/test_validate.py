@@ -11,10 +11,10 @@ import skills_ref
 import strictyaml
 
 from tether.skills import SKILL_FILE_MAX_BYTES
-from tether.skills._validate import (
+from tether_skills_fs._validate import (
     MAX_DEPTH,
-    _Mapping,
-    _StrictYaml,
+    _Mapping,  # pyright: ignore[reportPrivateUsage]  (white-box)
+    _StrictYaml,  # pyright: ignore[reportPrivateUsage]  (white-box)
     check_skill,
     find_skills,
     validate_skill,

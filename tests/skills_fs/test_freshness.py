@@ -99,6 +99,10 @@ async def test_changed_is_false_until_something_changes(
 async def test_changed_notices_each_kind_of_change(
     provider: FileSystemSkillProvider, root: Path, tmp_path: Path, change: str
 ) -> None:
+    # Everything here was written just now, so the root folder's time is within the
+    # granularity of the listing: the root is compared entry by entry, and even an edit in place
+    # is seen on the next call. What a call sees of an older root, and what waits for the full
+    # check, is in test_change_detection.py.
     path = write_skill(root, "existing")
     (root / "not-yet").mkdir()
     await provider.list(cwd=tmp_path)

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import yaml
 
-from tether_skills_fs._frontmatter import _fast_load, load_frontmatter
+from tether_skills_fs._frontmatter import _fast_load, load_frontmatter  # pyright: ignore[reportPrivateUsage]  (white-box)
 
 VALUES = [
     "plain words",

@@ -17,9 +17,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tether.skills import SkillRegistry, render_skill_content
-from tether.skills._validate import check_skill
 from tether_skills_fs import FileSystemSkillProvider, Settings
 from tether_skills_fs._parse import SkillFileInvalid, parse_skill
+from tether_skills_fs._validate import check_skill
 
 #: Seconds one example may take on a busy machine; the bugs this hunts take minutes or forever.
 BUDGET = 30

@@ -8,7 +8,7 @@ import pytest
 
 import tether_skills_fs
 from tether.errors import ErrorCode, PluginError
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 from .conftest import write_skill
 
@@ -41,16 +41,18 @@ async def test_hook_tether_skill_providers_registers_skills_fs_in_its_scope(
         user = false
         """,
     )
-    kernel = make_kernel(profile, {"skills-fs": tether_skills_fs})
+    runtime = make_runtime(profile, {"skills-fs": tether_skills_fs})
 
-    catalog = await kernel.skills.list(scope=kernel.agent_scope("main"), cwd=tmp_path)
+    catalog = await runtime.skills.list(scope=runtime.kernel.agent_scope("main"), cwd=tmp_path)
     assert {s.name: s.description for s in catalog.summaries} == {
         "only-global": "Use for only-global work",
         "shared": "the agent one",
     }
-    global_catalog = await kernel.skills.list(cwd=tmp_path)
+    global_catalog = await runtime.skills.list(cwd=tmp_path)
     assert global_catalog.candidates["shared"].description == "the global one"
-    definition = await kernel.skills.get("shared", scope=kernel.agent_scope("main"), cwd=tmp_path)
+    definition = await runtime.skills.get(
+        "shared", scope=runtime.kernel.agent_scope("main"), cwd=tmp_path
+    )
     assert definition is not None
     assert definition.path == str(tmp_path / "main-skills" / "shared" / "SKILL.md")
 
@@ -67,7 +69,7 @@ def test_a_misspelled_setting_names_the_known_ones(tmp_path: Path) -> None:
         """,
     )
     with pytest.raises(PluginError) as info:
-        make_kernel(profile, {"skills-fs": tether_skills_fs})
+        make_runtime(profile, {"skills-fs": tether_skills_fs})
     assert info.value.code is ErrorCode.PLUGIN_SETTINGS_INVALID
     assert "roots, project, user, max_skills_per_root" in str(info.value)
 
@@ -84,6 +86,6 @@ def test_a_malformed_package_root_in_the_profile_says_how_to_write_one(tmp_path:
         """,
     )
     with pytest.raises(PluginError) as info:
-        make_kernel(profile, {"skills-fs": tether_skills_fs})
+        make_runtime(profile, {"skills-fs": tether_skills_fs})
     assert "write pkg:PACKAGE/FOLDER" in str(info.value)
     assert "roots" in str(info.value)

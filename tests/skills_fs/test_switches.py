@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tether.skills import InvocationPolicy
-from tether.skills._validate import LEGACY_SWITCHES, check_skill
 from tether_skills_fs import LEGACY_KEYS, FileSystemSkillProvider, Settings
+from tether_skills_fs._validate import LEGACY_SWITCHES, check_skill
 
 from .conftest import observe, write_skill
 

@@ -55,7 +55,7 @@ def commits(statements: list[str]) -> int:
 def traced(store: SQLiteStore) -> list[str]:
     """Every statement ``store`` runs from now on."""
     statements: list[str] = []
-    store._db.set_trace_callback(statements.append)
+    store._db.set_trace_callback(statements.append)  # pyright: ignore[reportPrivateUsage]  (white-box)
     return statements
 
 
@@ -276,7 +276,7 @@ async def test_a_batch_waits_for_a_locked_file_then_commits_once(tmp_path):
 async def test_a_batch_locked_past_the_busy_timeout_fails_every_member_unwritten(tmp_path):
     db = tmp_path / "s.db"
     store = await full_store(db, 5, busy_timeout=0.2)
-    before = dict(store._next_seq)
+    before = dict(store._next_seq)  # pyright: ignore[reportPrivateUsage]  (white-box)
     other = locked_by_another_connection(db)
     try:
         outcomes = await gather(*(appending(store, f"s{n}", n) for n in range(5)))
@@ -285,7 +285,7 @@ async def test_a_batch_locked_past_the_busy_timeout_fails_every_member_unwritten
             assert outcome.code is ErrorCode.STORE_BUSY
         other.execute("ROLLBACK")
         assert rows(db, "SELECT count(*) FROM events") == [(5,)]
-        assert store._next_seq == before
+        assert store._next_seq == before  # pyright: ignore[reportPrivateUsage]  (white-box)
         assert await gather(*(appending(store, f"s{n}", n) for n in range(5))) == [2] * 5
         assert [s.seq for s in await store.events("s3")] == [1, 2]
     finally:

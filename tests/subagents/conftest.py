@@ -16,8 +16,9 @@ import pytest
 import tether_fork
 import tether_spawn
 import tether_subagent_tools
-from tether.agents import Agent, compose_agent
+from tether.agents import Agent
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import Runtime, compose_agent
 from tether.store import MemoryStore, SessionStore
 from tether.subagents import DELEGATION_NOTE
 from tether.testing import make_kernel, write_profile
@@ -113,6 +114,19 @@ def build_kernel(tmp_path):
 @pytest.fixture
 def kernel(build_kernel):
     return build_kernel()
+
+
+@pytest.fixture
+def build_runtime(build_kernel):
+    def build(settings: str = "", extra_plugins: dict[str, object] | None = None) -> Runtime:
+        return Runtime(build_kernel(settings, extra_plugins))
+
+    return build
+
+
+@pytest.fixture
+def runtime(kernel) -> Runtime:
+    return Runtime(kernel)
 
 
 async def make_parent(kernel, model, store: SessionStore | None = None) -> Agent:

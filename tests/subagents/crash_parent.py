@@ -26,11 +26,11 @@ import anyio
 
 import tether_spawn
 import tether_subagent_tools
-from tether.agents import compose_agent
 from tether.models import FunctionModel, ModelRequest
+from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 from tether.subagents import DELEGATION_NOTE, SubagentStartRequest
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 
 PROFILE = """
 [tether]
@@ -50,9 +50,9 @@ def is_child(request: ModelRequest) -> bool:
     return any(m.content.startswith(DELEGATION_NOTE) for m in request.messages)
 
 
-def kernel(db: str) -> Any:
+def runtime(db: str) -> Any:
     path = write_profile(Path(db).parent / "profile", PROFILE)
-    return make_kernel(path, {"spawn": tether_spawn, "subagent": tether_subagent_tools})
+    return make_runtime(path, {"spawn": tether_spawn, "subagent": tether_subagent_tools})
 
 
 async def first(db: str) -> None:
@@ -65,7 +65,7 @@ async def first(db: str) -> None:
         await anyio.sleep(3600)  # the first turn never ends: the process is killed in it
         return "never"
 
-    k = kernel(db)
+    k = runtime(db)
     store = SQLiteStore(db)
     parent = await compose_agent(k, store, model=FunctionModel(answer))
     async with parent:
@@ -102,7 +102,7 @@ async def nested(db: str) -> None:
             return "waiting on my own child"
         return "parent answer"
 
-    k = kernel(db)
+    k = runtime(db)
     store = SQLiteStore(db)
     parent = await compose_agent(k, store, model=FunctionModel(answer))
     async with parent:
@@ -122,7 +122,7 @@ async def second(db: str, parent_id: str) -> None:
             return f"child answer to {last}"
         return "parent noted the notice"
 
-    k = kernel(db)
+    k = runtime(db)
     store = SQLiteStore(db)
     try:
         parent = await compose_agent(k, store, model=FunctionModel(answer), session_id=parent_id)

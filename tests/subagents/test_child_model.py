@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tether.agents import compose_agent
 from tether.models import ModelRequest
+from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 
 from .conftest import delegating_parent, is_child

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import tether
-from tether.agents import PermissionQuestion, Tool, ToolFilter, compose_agent, new_header
-from tether.errors import AgentError, ErrorCode
+from tether.agents import PermissionQuestion, Tool, ToolFilter, new_header
+from tether.errors import ErrorCode, StoreError
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import compose_agent
 from tether.store import ContextMessage, DescriptorEvent, SQLiteStore
 
 from .conftest import Brain, delegating_parent, make_parent, tool_results
@@ -74,10 +75,10 @@ def calls(*names: str) -> Any:
     return answer
 
 
-async def delegated_child(kernel, store, **request: Any) -> str:
+async def delegated_child(runtime, store, **request: Any) -> str:
     """Run a parent that delegates one task (through its ``subagent`` tool); the child's id."""
     brain = Brain(delegating_parent("child task", **request), lambda r: "child done")
-    parent = await make_parent(kernel, brain.model, store)
+    parent = await make_parent(runtime, brain.model, store)
     async with parent:
         await parent.run("go")
     assert tool_results(parent) == ["child done"]
@@ -85,11 +86,11 @@ async def delegated_child(kernel, store, **request: Any) -> str:
     return child.id
 
 
-async def continue_session(kernel, store, session_id: str, *names: str) -> tuple[Any, str]:
+async def continue_session(runtime, store, session_id: str, *names: str) -> tuple[Any, str]:
     """What ``tether run --session`` and ACP ``session/load`` do: compose the stored session
     and run a turn in it. The agent and its answer."""
     agent = await compose_agent(
-        kernel, store, session_id=session_id, model=FunctionModel(calls(*names))
+        runtime, store, session_id=session_id, model=FunctionModel(calls(*names))
     )
     async with agent:
         await agent.run("carry on")
@@ -97,14 +98,14 @@ async def continue_session(kernel, store, session_id: str, *names: str) -> tuple
 
 
 async def test_a_spawn_child_opened_as_a_session_keeps_its_narrowed_tools_and_denied_approvals(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
-    kernel = build_kernel(
+    runtime = build_runtime(
         '[plugin.subagent]\ntool_filter = { deny = ["shout"] }\n', extra_plugins={"tools": tools}
     )
-    child_id = await delegated_child(kernel, store)
-    kernel.permission_host = allow_everything  # a person who would allow anything asked
-    agent, said = await continue_session(kernel, store, child_id, "shout", "danger", "echo")
+    child_id = await delegated_child(runtime, store)
+    runtime.permission_host = allow_everything  # a person who would allow anything asked
+    agent, said = await continue_session(runtime, store, child_id, "shout", "danger", "echo")
     assert said == (
         'error: there is no tool "shout"; available tools: subagent, echo, danger | '
         'error: tool "danger" needs approval, and this agent may not ask for it (its approvals '
@@ -116,15 +117,15 @@ async def test_a_spawn_child_opened_as_a_session_keeps_its_narrowed_tools_and_de
 
 
 async def test_acp_session_load_of_a_child_gets_the_childs_tools_before_any_prompt(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
     # tether_acp's session/load composes the session by id and enters the agent (which
     # restores it); the pins are in place before the first prompt arrives.
-    kernel = build_kernel(
+    runtime = build_runtime(
         '[plugin.subagent]\ntool_filter = { allow = ["echo"] }\n', extra_plugins={"tools": tools}
     )
-    child_id = await delegated_child(kernel, store)
-    agent = await compose_agent(kernel, store, session_id=child_id, model=FunctionModel(calls()))
+    child_id = await delegated_child(runtime, store)
+    agent = await compose_agent(runtime, store, session_id=child_id, model=FunctionModel(calls()))
     async with agent:
         request, _ = await agent.preview("next")
     assert [schema.name for schema in request.tools] == ["echo"]
@@ -132,14 +133,14 @@ async def test_acp_session_load_of_a_child_gets_the_childs_tools_before_any_prom
 
 
 async def test_a_fork_child_opened_as_a_session_keeps_its_call_time_policy(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
-    kernel = build_kernel(
+    runtime = build_runtime(
         '[plugin.subagent]\nprovider = "fork"\ntool_filter = { deny = ["shout"] }\n',
         extra_plugins={"tools": tools},
     )
-    child_id = await delegated_child(kernel, store)
-    agent, said = await continue_session(kernel, store, child_id, "shout", "echo")
+    child_id = await delegated_child(runtime, store)
+    agent, said = await continue_session(runtime, store, child_id, "shout", "echo")
     assert said == (
         'error: tool "shout" is not available to this agent: the task was delegated without '
         "it | echo ran"
@@ -149,9 +150,9 @@ async def test_a_fork_child_opened_as_a_session_keeps_its_call_time_policy(
 
 
 async def test_a_grandchild_opened_as_a_session_keeps_every_ancestors_narrowing(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
-    kernel = build_kernel(
+    runtime = build_runtime(
         '[plugin.subagent]\ntool_filter = { deny = ["shout"] }\n'
         '[[plugin.subagent.tools]]\ntool_name = "narrow"\ntool_filter = { deny = ["danger"] }\n',
         extra_plugins={"tools": tools},
@@ -172,23 +173,23 @@ async def test_a_grandchild_opened_as_a_session_keeps_every_ancestors_narrowing(
         return "done"
 
     brain = Brain(delegating_parent("child task"), child)
-    parent = await make_parent(kernel, brain.model, store)
+    parent = await make_parent(runtime, brain.model, store)
     async with parent:
         await parent.run("go")
     (child_header,) = await store.sessions(parent=parent.session_id)
     (grandchild,) = await store.sessions(parent=child_header.id)
-    agent, said = await continue_session(kernel, store, grandchild.id, "shout", "danger", "echo")
+    agent, said = await continue_session(runtime, store, grandchild.id, "shout", "danger", "echo")
     assert agent.tools.names() == ["subagent", "narrow", "echo"]
     assert said.startswith('error: there is no tool "shout"')
     assert tools.ran == ["echo"]
 
 
-async def test_restoring_an_already_narrowed_child_changes_nothing(build_kernel, store, tools):
-    kernel = build_kernel(
+async def test_restoring_an_already_narrowed_child_changes_nothing(build_runtime, store, tools):
+    runtime = build_runtime(
         '[plugin.subagent]\ntool_filter = { deny = ["shout"] }\n', extra_plugins={"tools": tools}
     )
-    child_id = await delegated_child(kernel, store)
-    agent = await compose_agent(kernel, store, session_id=child_id, model=FunctionModel(calls()))
+    child_id = await delegated_child(runtime, store)
+    agent = await compose_agent(runtime, store, session_id=child_id, model=FunctionModel(calls()))
     async with agent:
         narrowed = agent.tools
         await agent.restore(repair=False)  # the pins again: idempotent
@@ -211,9 +212,9 @@ async def stored_child(store, data: dict[str, Any] | None, *, origin: str = "sub
 
 
 async def test_a_descriptor_without_recorded_tools_still_enforces_its_filter_at_call_time(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
-    kernel = build_kernel(extra_plugins={"tools": tools})
+    runtime = build_runtime(extra_plugins={"tools": tools})
     child_id = await stored_child(
         store,
         {
@@ -223,28 +224,28 @@ async def test_a_descriptor_without_recorded_tools_still_enforces_its_filter_at_
             "tool_filter": {"allow": None, "deny": ["shout"]},
         },
     )
-    agent, said = await continue_session(kernel, store, child_id, "shout", "danger", "echo")
+    agent, said = await continue_session(runtime, store, child_id, "shout", "danger", "echo")
     assert agent.tool_policy == ToolFilter(deny=frozenset({"shout", "danger"}))
     assert said.count("the task was delegated without it") == 2
     assert tools.ran == ["echo"]
 
 
 async def test_a_delegated_session_without_a_descriptor_has_its_approvals_denied(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
-    kernel = build_kernel(extra_plugins={"tools": tools})
+    runtime = build_runtime(extra_plugins={"tools": tools})
     child_id = await stored_child(store, None)
-    kernel.permission_host = allow_everything
-    agent, said = await continue_session(kernel, store, child_id, "danger")
+    runtime.permission_host = allow_everything
+    agent, said = await continue_session(runtime, store, child_id, "danger")
     assert agent.approval == "deny"
     assert said.startswith('error: tool "danger" needs approval, and this agent may not ask')
 
 
-async def test_a_session_a_person_started_is_not_pinned(build_kernel, store, tools):
-    kernel = build_kernel(extra_plugins={"tools": tools})
+async def test_a_session_a_person_started_is_not_pinned(build_runtime, store, tools):
+    runtime = build_runtime(extra_plugins={"tools": tools})
     session_id = await stored_child(store, None, origin="user")
-    kernel.permission_host = allow_everything
-    agent, said = await continue_session(kernel, store, session_id, "danger")
+    runtime.permission_host = allow_everything
+    agent, said = await continue_session(runtime, store, session_id, "danger")
     assert (agent.approval, agent.tool_policy, said) == ("ask", None, "danger ran")
 
 
@@ -258,12 +259,12 @@ async def test_a_session_a_person_started_is_not_pinned(build_kernel, store, too
     ],
 )
 async def test_an_unreadable_descriptor_stops_the_restore_and_frees_the_session(
-    build_kernel, store, tools, data, problem
+    build_runtime, store, tools, data, problem
 ):
-    kernel = build_kernel(extra_plugins={"tools": tools})
+    runtime = build_runtime(extra_plugins={"tools": tools})
     child_id = await stored_child(store, data)
-    agent = await compose_agent(kernel, store, session_id=child_id, model=FunctionModel(calls()))
-    with pytest.raises(AgentError) as caught:
+    agent = await compose_agent(runtime, store, session_id=child_id, model=FunctionModel(calls()))
+    with pytest.raises(StoreError) as caught:
         async with agent:
             pass
     assert caught.value.code is ErrorCode.SESSION_CORRUPT
@@ -276,24 +277,24 @@ async def test_an_unreadable_descriptor_stops_the_restore_and_frees_the_session(
 
 
 async def test_a_continuable_child_cold_restored_in_a_new_process_keeps_its_tools(
-    build_kernel, store, tools
+    build_runtime, store, tools
 ):
     settings = '[plugin.subagent]\nbackground = "continuable"\ntool_filter = { deny = ["shout"] }\n'
     brain = Brain(
         delegating_parent("child task", background=True),
         lambda r: calls("shout", "echo")(r) if r.messages[-1].content == "now" else "ok",
     )
-    kernel = build_kernel(settings, extra_plugins={"tools": tools})
-    parent = await make_parent(kernel, brain.model, store)
+    runtime = build_runtime(settings, extra_plugins={"tools": tools})
+    parent = await make_parent(runtime, brain.model, store)
     async with parent:
         await parent.run("go")
-        await kernel.subagents.continuation.wait_quiet(parent)
+        await runtime.subagents.continuation.wait_quiet(parent)
     (child,) = await store.sessions(parent=parent.session_id)
 
-    # Another kernel (as after a restart): nothing of the first activation is in memory.
-    kernel = build_kernel(settings, extra_plugins={"tools": tools})
-    again = await compose_agent(kernel, store, session_id=parent.session_id, model=brain.model)
-    manager = kernel.subagents.continuation
+    # Another runtime (as after a restart): nothing of the first activation is in memory.
+    runtime = build_runtime(settings, extra_plugins={"tools": tools})
+    again = await compose_agent(runtime, store, session_id=parent.session_id, model=brain.model)
+    manager = runtime.subagents.continuation
     async with again:
         await manager.followup(again, child.id, "now")
         restored = manager.live(child.id)

@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 import pytest
 
-from tether.agents import compose_agent
 from tether.errors import PluginError
 from tether.models import ModelRequest, ModelResponse, ToolCall
+from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 from tether_subagent_tools._control import render_entries
 
@@ -54,23 +54,23 @@ def started_id(parent) -> str:
     return result.split()[-1]
 
 
-async def quiet(kernel, parent):
-    manager = kernel.subagents.continuation
+async def quiet(runtime, parent):
+    manager = runtime.subagents.continuation
     await wait_for(lambda: not manager._activations)
     await parent.when_idle()
 
 
-async def test_the_subagent_tool_starts_a_continuable_child_by_default(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_the_subagent_tool_starts_a_continuable_child_by_default(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     brain = Brain(
         script(call("subagent", description="look it up", prompt="child task")),
         lambda r: f"child answer to {last(r)}",
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
         child_id = started_id(parent)
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
     (header,) = await store.sessions(parent=parent.session_id)
     assert header.id == child_id
     assert header.label == "look it up"
@@ -81,20 +81,20 @@ async def test_the_subagent_tool_starts_a_continuable_child_by_default(build_ker
     )
 
 
-async def test_run_in_background_false_still_delegates_one_shot(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_run_in_background_false_still_delegates_one_shot(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     brain = Brain(
         script(call("subagent", description="quick one", prompt="x", run_in_background=False)),
         lambda r: "one-shot answer",
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
     assert tool_results(parent) == ["one-shot answer"]
 
 
-async def test_send_message_queues_the_next_turn_and_restores_a_settled_child(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_send_message_queues_the_next_turn_and_restores_a_settled_child(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     child_ids: list[str] = []
 
     def send(request):
@@ -104,13 +104,13 @@ async def test_send_message_queues_the_next_turn_and_restores_a_settled_child(bu
         script(call("subagent", description="a task", prompt="first"), "started it", send),
         lambda r: f"answer to {last(r)}",
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
         child_ids.append(started_id(parent))
-        await quiet(kernel, parent)  # settled, and its notice took the parent's second step
+        await quiet(runtime, parent)  # settled, and its notice took the parent's second step
         await parent.run("send it more")
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
     assert f"message queued as the next turn for subagent {child_ids[0]}" in tool_results(parent)
     texts = [
         s.event.content
@@ -120,10 +120,10 @@ async def test_send_message_queues_the_next_turn_and_restores_a_settled_child(bu
     assert texts == ["first", "and then?"]
 
 
-async def test_send_message_to_an_unknown_id_is_an_error_result(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_send_message_to_an_unknown_id_is_an_error_result(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     brain = Brain(script(call("send_message", subagent_id="ses_nope", message="hi")), last)
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
     (result,) = tool_results(parent)
@@ -131,10 +131,10 @@ async def test_send_message_to_an_unknown_id_is_an_error_result(build_kernel, st
     assert result.endswith("[SUBAGENT_UNAVAILABLE]")
 
 
-async def test_interrupt_agent_on_an_unknown_id_says_there_is_no_such_agent(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_interrupt_agent_on_an_unknown_id_says_there_is_no_such_agent(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     brain = Brain(script(call("interrupt_agent", agent_id="ses_gone")), last)
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
     (result,) = tool_results(parent)
@@ -163,8 +163,8 @@ def interrupt_started(parent_box: list) -> Any:
     return lambda request: call("interrupt_agent", "i1", agent_id=started_id(parent_box[0]))
 
 
-async def test_interrupt_agent_says_it_interrupted_a_running_turn(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_interrupt_agent_says_it_interrupted_a_running_turn(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     held, box = HeldChild(), []
     brain = Brain(
         script(
@@ -174,14 +174,14 @@ async def test_interrupt_agent_says_it_interrupted_a_running_turn(build_kernel, 
         ),
         held,
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     box.append(parent)
     async with parent:
         await parent.run("go")
         child_id = started_id(parent)
         await held.entered.wait()
         await parent.run("stop it")
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
     assert (
         f"interrupted the running turn of agent {child_id}; its queued messages wait until you "
         "send it another"
@@ -190,8 +190,8 @@ async def test_interrupt_agent_says_it_interrupted_a_running_turn(build_kernel, 
     assert [e.stop_reason for e in ends] == ["aborted"]  # type: ignore[union-attr]
 
 
-async def test_interrupt_agent_says_nothing_was_running_and_what_stays_parked(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_interrupt_agent_says_nothing_was_running_and_what_stays_parked(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     held, box = HeldChild(), []
     brain = Brain(
         script(
@@ -201,9 +201,9 @@ async def test_interrupt_agent_says_nothing_was_running_and_what_stays_parked(bu
         ),
         held,
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     box.append(parent)
-    manager = kernel.subagents.continuation
+    manager = runtime.subagents.continuation
     async with parent:
         await parent.run("go")
         child_id = started_id(parent)
@@ -216,7 +216,7 @@ async def test_interrupt_agent_says_nothing_was_running_and_what_stays_parked(bu
         await parent.run("stop it")  # the tool's interrupt finds no turn running
         assert manager.state(child_id) == "running"  # the parked message keeps it
         await manager.followup(parent, child_id, "wake up")
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
     assert (
         f"agent {child_id} was not running a turn; nothing was interrupted; its 1 queued "
         "message(s) wait until you send it another"
@@ -229,35 +229,35 @@ async def test_interrupt_agent_says_nothing_was_running_and_what_stays_parked(bu
     assert texts == ["child task", "queued", "wake up"]
 
 
-async def test_interrupt_agent_says_a_settled_child_is_not_running(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_interrupt_agent_says_a_settled_child_is_not_running(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     box: list = []
     brain = Brain(
         script(call("subagent", description="a task", prompt="child task"), "started it"),
         lambda r: f"answer to {last(r)}",
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     box.append(parent)
     async with parent:
         await parent.run("go")
         child_id = started_id(parent)
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
         brain.parent = script(interrupt_started(box))
         await parent.run("stop it")
     assert tool_results(parent)[-1] == (
         f"agent {child_id} is not running (it settled earlier; send_message restores it); "
         "nothing was interrupted"
     )
-    assert kernel.subagents.continuation.state(child_id) is None  # nothing was restored
+    assert runtime.subagents.continuation.state(child_id) is None  # nothing was restored
 
 
-async def test_interrupt_agent_says_a_one_shot_child_cannot_be_interrupted(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_interrupt_agent_says_a_one_shot_child_cannot_be_interrupted(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     brain = Brain(
         script(call("subagent", description="quick", prompt="x", run_in_background=False)),
         lambda r: "one-shot answer",
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
         (child,) = await store.sessions(parent=parent.session_id)
@@ -269,14 +269,14 @@ async def test_interrupt_agent_says_a_one_shot_child_cannot_be_interrupted(build
     )
 
 
-async def test_interrupt_agent_refuses_a_session_it_is_not_above(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_interrupt_agent_refuses_a_session_it_is_not_above(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
     brain = Brain(script(), last)
-    stranger = await compose_agent(kernel, store, model=brain.model)
+    stranger = await compose_agent(runtime, store, model=brain.model)
     async with stranger:
         await stranger.run("hello")
     brain.parent = script(call("interrupt_agent", agent_id=stranger.session_id))
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
     (result,) = tool_results(parent)
@@ -284,8 +284,8 @@ async def test_interrupt_agent_refuses_a_session_it_is_not_above(build_kernel, s
     assert result.endswith("[UNAUTHORIZED]")
 
 
-async def test_list_agents_lists_children_and_descendants(build_kernel, store):
-    kernel = build_kernel(CONTINUABLE)
+async def test_list_agents_lists_children_and_descendants(build_runtime, store):
+    runtime = build_runtime(CONTINUABLE)
 
     def child(request):
         if last(request) == "child task":
@@ -302,11 +302,11 @@ async def test_list_agents_lists_children_and_descendants(build_kernel, store):
         ),
         child,
     )
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
         child_id = started_id(parent)
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
         await parent.run("list them")
         await parent.run("list them all")
     (grandchild,) = await store.sessions(parent=child_id)
@@ -333,8 +333,8 @@ def test_list_agents_pages_and_says_when_there_is_nothing():
     assert render_entries([corrupt], 1, 0, False) == "ses_x [diagnostic: corrupt]"
 
 
-async def test_a_fork_childs_report_survives_its_call_time_tool_policy(build_kernel, store):
-    kernel = build_kernel(
+async def test_a_fork_childs_report_survives_its_call_time_tool_policy(build_runtime, store):
+    runtime = build_runtime(
         CONTINUABLE + 'provider = "fork"\ntool_filter = { allow = ["subagent"] }\n'
     )
 
@@ -344,10 +344,10 @@ async def test_a_fork_childs_report_survives_its_call_time_tool_policy(build_ker
         return "done"
 
     brain = Brain(script(call("subagent", description="a task", prompt="child task")), child)
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
     child_id = started_id(parent)
     assert any(
         m.content == f"Background subagent {child_id} reported:\nfrom the fork"
@@ -356,9 +356,9 @@ async def test_a_fork_childs_report_survives_its_call_time_tool_policy(build_ker
 
 
 async def test_report_is_only_in_continuable_children_and_survives_their_tool_filter(
-    build_kernel, store
+    build_runtime, store
 ):
-    kernel = build_kernel(CONTINUABLE + 'tool_filter = { allow = ["subagent"] }\n')
+    runtime = build_runtime(CONTINUABLE + 'tool_filter = { allow = ["subagent"] }\n')
 
     def child(request):
         if last(request) == "child task":
@@ -366,10 +366,10 @@ async def test_report_is_only_in_continuable_children_and_survives_their_tool_fi
         return "done"
 
     brain = Brain(script(call("subagent", description="a task", prompt="child task")), child)
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
-        await quiet(kernel, parent)
+        await quiet(runtime, parent)
     parent_tools = [t.name for t in brain.parent_requests[0].tools]
     child_tools = [t.name for t in brain.child_requests[0].tools]
     assert "report" not in parent_tools
@@ -388,31 +388,31 @@ async def test_report_is_only_in_continuable_children_and_survives_their_tool_fi
 
 
 async def test_control_tools_are_registered_once_however_many_instances_bind_providers(
-    build_kernel, store
+    build_runtime, store
 ):
-    kernel = build_kernel(
+    runtime = build_runtime(
         CONTINUABLE
         + '[[plugin.subagent.tools]]\nprovider = "fork"\ntool_name = "fork"\n'
         + 'background = "continuable"\n'
     )
     brain = Brain(script(), last)
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
     names = [t.name for t in brain.parent_requests[0].tools]
     assert names == ["subagent", "fork", "send_message", "interrupt_agent", "list_agents"]
 
 
-async def test_one_shot_mode_offers_no_control_tools(build_kernel, store):
-    kernel = build_kernel()
+async def test_one_shot_mode_offers_no_control_tools(build_runtime, store):
+    runtime = build_runtime()
     brain = Brain(script(), last)
-    parent = await compose_agent(kernel, store, model=brain.model)
+    parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
     assert [t.name for t in brain.parent_requests[0].tools] == ["subagent"]
 
 
-def test_an_output_schema_in_continuable_background_mode_is_rejected_at_load(build_kernel):
+def test_an_output_schema_in_continuable_background_mode_is_rejected_at_load(build_runtime):
     with pytest.raises(PluginError) as caught:
-        build_kernel(CONTINUABLE + 'output_schema = { type = "object" }\n')
+        build_runtime(CONTINUABLE + 'output_schema = { type = "object" }\n')
     assert "output_schema applies to one-shot runs" in str(caught.value)

@@ -30,8 +30,8 @@ def subagent_schema(request: ModelRequest, name: str = "subagent"):
     return next(t for t in request.tools if t.name == name)
 
 
-async def run_parent(kernel, brain, prompt="go"):
-    parent = await make_parent(kernel, brain.model)
+async def run_parent(runtime, brain, prompt="go"):
+    parent = await make_parent(runtime, brain.model)
     async with parent:
         await parent.run(prompt)
     return parent
@@ -40,34 +40,34 @@ async def run_parent(kernel, brain, prompt="go"):
 # ------------------------------------------------------------------ the tool
 
 
-async def test_registers_a_subagent_tool_that_delegates_and_returns_the_childs_output(kernel):
+async def test_registers_a_subagent_tool_that_delegates_and_returns_the_childs_output(runtime):
     brain = Brain(delegating_parent("child task"), echo_child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     assert tool_results(parent) == ["child answer to child task"]
     assert parent.messages[-1].content == "parent saw: child answer to child task"
     (child,) = await parent.store.sessions(parent=parent.session_id)
     assert child.label == "do the task"
 
 
-async def test_exposes_description_prompt_and_run_in_background(kernel):
+async def test_exposes_description_prompt_and_run_in_background(runtime):
     brain = Brain(lambda r: "done", echo_child)
-    await run_parent(kernel, brain)
+    await run_parent(runtime, brain)
     schema = subagent_schema(brain.parent_requests[0])
     assert list(schema.parameters["properties"]) == ["description", "prompt", "run_in_background"]
     assert schema.parameters["required"] == ["description", "prompt"]
 
 
-async def test_registers_under_a_configurable_tool_name(build_kernel):
-    kernel = build_kernel('[plugin.subagent]\ntool_name = "delegate"\n')
+async def test_registers_under_a_configurable_tool_name(build_runtime):
+    runtime = build_runtime('[plugin.subagent]\ntool_name = "delegate"\n')
     brain = Brain(delegating_parent(tool="delegate"), echo_child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     assert "delegate" in [t.name for t in brain.parent_requests[0].tools]
     assert "subagent" not in [t.name for t in brain.parent_requests[0].tools]
     assert tool_results(parent) == ["child answer to child task"]
 
 
-async def test_the_tool_exists_only_while_its_provider_is_registered(kernel):
-    provider = kernel.subagents.get("spawn")
+async def test_the_tool_exists_only_while_its_provider_is_registered(runtime):
+    provider = runtime.subagents.get("spawn")
     seen: list[list[str]] = []
 
     def parent_side(request: ModelRequest) -> ModelResponse | str:
@@ -75,12 +75,12 @@ async def test_the_tool_exists_only_while_its_provider_is_registered(kernel):
         return "ok"
 
     brain = Brain(parent_side, echo_child)
-    parent = await make_parent(kernel, brain.model)
+    parent = await make_parent(runtime, brain.model)
     async with parent:
         await parent.run("with the provider")
-        assert kernel.subagents.remove_provider("spawn")
+        assert runtime.subagents.remove_provider("spawn")
         await parent.run("without it")
-        kernel.subagents.register_provider(provider)
+        runtime.subagents.register_provider(provider)
         await parent.run("with it again")
     assert ["subagent" in names for names in seen] == [True, False, True]
     # The list the model saw with the provider is the same tuple both times (cache-stable).
@@ -88,48 +88,48 @@ async def test_the_tool_exists_only_while_its_provider_is_registered(kernel):
     assert with_tool[0] is with_tool[2]
 
 
-async def test_a_call_to_the_tool_while_its_provider_is_gone_is_an_unknown_tool(kernel):
-    kernel.subagents.remove_provider("spawn")
+async def test_a_call_to_the_tool_while_its_provider_is_gone_is_an_unknown_tool(runtime):
+    runtime.subagents.remove_provider("spawn")
     brain = Brain(delegating_parent("child task"), echo_child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     (result,) = tool_results(parent)
     assert result.startswith('error: there is no tool "subagent"')
     assert brain.child_requests == []
 
 
-async def test_omits_run_in_background_when_the_instance_disables_it(build_kernel):
-    kernel = build_kernel("[plugin.subagent]\nrun_in_background = false\n")
+async def test_omits_run_in_background_when_the_instance_disables_it(build_runtime):
+    runtime = build_runtime("[plugin.subagent]\nrun_in_background = false\n")
     brain = Brain(lambda r: "done", echo_child)
-    await run_parent(kernel, brain)
+    await run_parent(runtime, brain)
     schema = subagent_schema(brain.parent_requests[0])
     assert "run_in_background" not in schema.parameters["properties"]
     assert "run_in_background" not in schema.description
 
 
-async def test_refuses_a_forced_run_in_background_when_the_instance_disables_it(build_kernel):
-    kernel = build_kernel("[plugin.subagent]\nrun_in_background = false\n")
+async def test_refuses_a_forced_run_in_background_when_the_instance_disables_it(build_runtime):
+    runtime = build_runtime("[plugin.subagent]\nrun_in_background = false\n")
     brain = Brain(delegating_parent(background=True), echo_child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     (result,) = tool_results(parent)
     assert result.startswith("error: invalid arguments")
     assert brain.child_requests == []
 
 
-async def test_forwards_output_schema_and_returns_the_structured_json(build_kernel):
-    kernel = build_kernel(
+async def test_forwards_output_schema_and_returns_the_structured_json(build_runtime):
+    runtime = build_runtime(
         "[plugin.subagent]\noutput_schema = "
         '{ type = "object", properties = { n = { type = "integer" } }, required = ["n"] }\n'
     )
     brain = Brain(delegating_parent(), lambda r: ["Here:", '```json\n{"n": 7}\n```'][1])
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     assert tool_results(parent) == ['{"n": 7}']
 
 
-async def test_disposes_the_child_on_the_success_path(kernel):
+async def test_disposes_the_child_on_the_success_path(runtime):
     brain = Brain(delegating_parent(), echo_child)
-    parent = await make_parent(kernel, brain.model)
+    parent = await make_parent(runtime, brain.model)
     events = []
-    kernel.subagents.on_event(events.append)
+    runtime.subagents.on_event(events.append)
     async with parent:
         await parent.run("go")
         assert [e.kind for e in events] == ["start", "end"]
@@ -148,13 +148,13 @@ async def test_disposes_the_child_on_the_success_path(kernel):
     ],
 )
 async def test_a_failed_child_is_an_error_result_with_its_partial_output(
-    kernel, finish_reason, text
+    runtime, finish_reason, text
 ):
     brain = Brain(
         delegating_parent(),
         lambda r: ModelResponse(text="half an ans", finish_reason=finish_reason),
     )
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     (result,) = tool_results(parent)
     assert result == f"error: {text}\nPartial output before the run ended:\nhalf an ans"
     assert next(m for m in parent.messages if m.role == "tool").is_error
@@ -165,16 +165,16 @@ def test_an_unknown_stop_reason_ends_abnormally():
     assert failure_text(result) == "subagent run ended abnormally (paused)"
 
 
-async def test_a_start_rejection_is_an_error_result(build_kernel):
-    kernel = build_kernel("[plugin.subagent]\nmax_depth = 0\n")
+async def test_a_start_rejection_is_an_error_result(build_runtime):
+    runtime = build_runtime("[plugin.subagent]\nmax_depth = 0\n")
     brain = Brain(delegating_parent(), echo_child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     (result,) = tool_results(parent)
     assert result.startswith("error: subagent depth 1 exceeds max_depth 0")
     assert result.endswith("[SUBAGENT_DEPTH_EXCEEDED]")
 
 
-async def test_overlaps_sibling_foreground_delegations(kernel):
+async def test_overlaps_sibling_foreground_delegations(runtime):
     both = anyio.Event()
     waiting = []
 
@@ -198,14 +198,14 @@ async def test_overlaps_sibling_foreground_delegations(kernel):
         )
 
     brain = Brain(parent_answer, child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     assert tool_results(parent) == ["done a", "done b"]
 
 
 # ------------------------------------------------------------------ background
 
 
-async def test_background_returns_a_task_id_at_once_and_the_notice_is_the_next_turn(kernel):
+async def test_background_returns_a_task_id_at_once_and_the_notice_is_the_next_turn(runtime):
     release = anyio.Event()
 
     async def child(request):
@@ -213,7 +213,7 @@ async def test_background_returns_a_task_id_at_once_and_the_notice_is_the_next_t
         return "the answer"
 
     brain = Brain(delegating_parent(background=True), child)
-    parent = await make_parent(kernel, brain.model)
+    parent = await make_parent(runtime, brain.model)
     async with parent:
         await parent.run("go")
         (result,) = tool_results(parent)
@@ -233,8 +233,8 @@ async def test_background_returns_a_task_id_at_once_and_the_notice_is_the_next_t
     assert claim.source.sender == header.id
 
 
-async def test_a_busy_parent_gets_the_notice_at_its_next_step(build_kernel):
-    kernel = build_kernel(extra_plugins={"echo-tools": EchoTools().plugin})
+async def test_a_busy_parent_gets_the_notice_at_its_next_step(build_runtime):
+    runtime = build_runtime(extra_plugins={"echo-tools": EchoTools().plugin})
     accepted = anyio.Event()
 
     async def parent_answer(request):
@@ -251,7 +251,7 @@ async def test_a_busy_parent_gets_the_notice_at_its_next_step(build_kernel):
         return f"saw: {last.content}"
 
     brain = Brain(parent_answer, echo_child)
-    parent = await make_parent(kernel, brain.model)
+    parent = await make_parent(runtime, brain.model)
 
     def watch(event):
         if isinstance(event, InboxAccepted) and event.source.kind == "notice":
@@ -268,13 +268,13 @@ async def test_a_busy_parent_gets_the_notice_at_its_next_step(build_kernel):
     assert last.content.endswith("finished.\nIts closing message:\nchild answer to child task")
 
 
-async def test_parent_teardown_cancels_its_background_jobs(kernel):
+async def test_parent_teardown_cancels_its_background_jobs(runtime):
     async def child(request) -> str:
         await anyio.sleep_forever()
         return "never"
 
     brain = Brain(delegating_parent(background=True), child)
-    parent = await make_parent(kernel, brain.model)
+    parent = await make_parent(runtime, brain.model)
     with anyio.fail_after(5):
         async with parent:
             await parent.run("go")
@@ -292,9 +292,9 @@ def limited(**capabilities):
     return {"limited": LimitedProvider(capabilities=SubagentCapabilities(**capabilities))}
 
 
-def test_rejects_a_numeric_max_depth_on_a_provider_without_depth_limit(build_kernel):
+def test_rejects_a_numeric_max_depth_on_a_provider_without_depth_limit(build_runtime):
     with pytest.raises(CapabilityError) as caught:
-        build_kernel('[plugin.subagent]\nprovider = "limited"\nmax_depth = 2\n', limited())
+        build_runtime('[plugin.subagent]\nprovider = "limited"\nmax_depth = 2\n', limited())
     error = caught.value
     assert error.code == ErrorCode.UNSUPPORTED_CAPABILITY
     assert str(error).startswith(
@@ -305,21 +305,21 @@ def test_rejects_a_numeric_max_depth_on_a_provider_without_depth_limit(build_ker
     assert "plugins here that offer it: spawn, fork" in str(error)
 
 
-def test_the_default_max_depth_also_needs_depth_limit(build_kernel):
+def test_the_default_max_depth_also_needs_depth_limit(build_runtime):
     with pytest.raises(CapabilityError) as caught:
-        build_kernel('[plugin.subagent]\nprovider = "limited"\n', limited())
+        build_runtime('[plugin.subagent]\nprovider = "limited"\n', limited())
     assert caught.value.code == ErrorCode.UNSUPPORTED_CAPABILITY
     assert '(plugin "subagent", default max_depth in ' in str(caught.value)
 
 
-async def test_provider_managed_depth_loads_on_a_provider_without_depth_limit(build_kernel):
-    kernel = build_kernel(
+async def test_provider_managed_depth_loads_on_a_provider_without_depth_limit(build_runtime):
+    runtime = build_runtime(
         '[plugin.subagent]\nprovider = "limited"\nmax_depth = "provider-managed"\n', limited()
     )
     brain = Brain(delegating_parent(), echo_child)
-    parent = await run_parent(kernel, brain)
+    parent = await run_parent(runtime, brain)
     assert tool_results(parent) == ["child answer to child task"]
-    provider = kernel.subagents.get("limited")
+    provider = runtime.subagents.get("limited")
     assert provider is not None
     assert provider.started[0].max_depth is None
 
@@ -332,9 +332,9 @@ async def test_provider_managed_depth_loads_on_a_provider_without_depth_limit(bu
         ('output_schema = { type = "object" }', "output_schema"),
     ],
 )
-def test_rejects_an_option_the_provider_cannot_enforce(build_kernel, setting, capability):
+def test_rejects_an_option_the_provider_cannot_enforce(build_runtime, setting, capability):
     with pytest.raises(CapabilityError) as caught:
-        build_kernel(
+        build_runtime(
             f'[plugin.subagent]\nprovider = "limited"\nmax_depth = "provider-managed"\n{setting}\n',
             limited(),
         )
@@ -342,9 +342,9 @@ def test_rejects_an_option_the_provider_cannot_enforce(build_kernel, setting, ca
     assert f'does not support the "{capability}" capability' in str(caught.value)
 
 
-def test_rejects_continuable_mode_on_a_provider_without_prepare_continuable(build_kernel):
+def test_rejects_continuable_mode_on_a_provider_without_prepare_continuable(build_runtime):
     with pytest.raises(CapabilityError) as caught:
-        build_kernel(
+        build_runtime(
             '[plugin.subagent]\nprovider = "limited"\nbackground = "continuable"\n'
             'max_depth = "provider-managed"\n',
             extra_plugins={"limited": LimitedProvider()},
@@ -356,42 +356,42 @@ def test_rejects_continuable_mode_on_a_provider_without_prepare_continuable(buil
     assert 'set background = "one-shot"' in str(caught.value)
 
 
-def test_rejects_an_unknown_provider(build_kernel):
+def test_rejects_an_unknown_provider(build_runtime):
     with pytest.raises(CapabilityError) as caught:
-        build_kernel('[plugin.subagent]\nprovider = "remote"\n')
+        build_runtime('[plugin.subagent]\nprovider = "remote"\n')
     assert caught.value.code == ErrorCode.MISSING_REQUIRED_PLUGIN
     assert str(caught.value).startswith('subagent provider "remote" is not loaded in scope')
     assert "plugins here that offer it: spawn, fork" in str(caught.value)
 
 
-def test_rejects_an_explicit_empty_tool_filter_at_load(build_kernel):
+def test_rejects_an_explicit_empty_tool_filter_at_load(build_runtime):
     with pytest.raises(PluginError) as caught:
-        build_kernel("[plugin.subagent]\ntool_filter = {}\n")
+        build_runtime("[plugin.subagent]\ntool_filter = {}\n")
     assert caught.value.code == ErrorCode.PLUGIN_SETTINGS_INVALID
     assert "an empty tool filter would change nothing" in str(caught.value)
     assert "[plugin.subagent] tool_filter" in str(caught.value)
 
 
-def test_rejects_an_invalid_output_schema_at_load(build_kernel):
+def test_rejects_an_invalid_output_schema_at_load(build_runtime):
     with pytest.raises(PluginError) as caught:
-        build_kernel('[plugin.subagent]\noutput_schema = { type = "array" }\n')
+        build_runtime('[plugin.subagent]\noutput_schema = { type = "array" }\n')
     assert caught.value.code == ErrorCode.PLUGIN_SETTINGS_INVALID
     assert 'an output schema must be a JSON Schema object with "type": "object"' in str(
         caught.value
     )
 
 
-async def test_a_kernels_tools_are_not_kept_after_the_kernel_is_gone(build_kernel):
+async def test_a_kernels_tools_are_not_kept_after_the_kernel_is_gone(build_runtime):
     import gc
 
     import tether_subagent_tools
 
-    before = len(tether_subagent_tools._tools)
+    before = len(tether_subagent_tools._tools)  # pyright: ignore[reportPrivateUsage]  (white-box)
     for _ in range(3):
-        kernel = build_kernel()
-        parent = await make_parent(kernel, Brain(lambda r: "ok", echo_child).model)
+        runtime = build_runtime()
+        parent = await make_parent(runtime, Brain(lambda r: "ok", echo_child).model)
         async with parent:
             await parent.run("hello")
-        del kernel, parent
+        del runtime, parent
     gc.collect()
-    assert len(tether_subagent_tools._tools) <= before
+    assert len(tether_subagent_tools._tools) <= before  # pyright: ignore[reportPrivateUsage]  (white-box)

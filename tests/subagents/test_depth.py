@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tether.agents import compose_agent, new_header
+from tether.agents import new_header
 from tether.errors import ErrorCode, StoreError, SubagentError
 from tether.models import FunctionModel
+from tether.runtime import compose_agent
 from tether.store import MemoryStore, SQLiteStore
 from tether.subagents import (
     DEFAULT_MAX_DEPTH,

@@ -1,4 +1,4 @@
-"""``kernel.subagents``: every plugin instance's ``tether_subagent_providers``, by name."""
+"""``runtime.subagents``: every plugin instance's ``tether_subagent_providers``, by name."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tether_fork
 import tether_spawn
 from tether.errors import ErrorCode, SubagentError
 from tether.subagents import SubagentCapabilities
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_runtime, write_profile
 from tether_spawn import SpawnProvider
 
 ALL = SubagentCapabilities(output_schema=True, depth_limit=True, tool_filter=True, persona=True)
@@ -17,11 +17,11 @@ ALL = SubagentCapabilities(output_schema=True, depth_limit=True, tool_filter=Tru
 
 def test_hook_tether_subagent_providers_registers_providers_in_kernel_subagents(tmp_path):
     profile = write_profile(tmp_path, '[tether]\nplugins = ["spawn", "fork"]\n')
-    kernel = make_kernel(profile, {"spawn": tether_spawn, "fork": tether_fork})
+    runtime = make_runtime(profile, {"spawn": tether_spawn, "fork": tether_fork})
 
-    providers = kernel.subagents.providers()
+    providers = runtime.subagents.providers()
 
-    assert kernel.subagents is kernel.subagents  # built once, on first use
+    assert runtime.subagents is runtime.subagents  # built once, on first use
     assert [p.name for p in providers] == ["spawn", "fork"]  # registration (profile) order
     assert [p.capabilities for p in providers] == [ALL, ALL]
     assert [p.inherits_parent_context for p in providers] == [False, True]
@@ -34,10 +34,10 @@ def test_two_plugins_offering_one_provider_name_fail_with_duplicate_provider(tmp
             return [SpawnProvider()]
 
     profile = write_profile(tmp_path, '[tether]\nplugins = ["spawn", "acme-spawn"]\n')
-    kernel = make_kernel(profile, {"spawn": tether_spawn, "acme-spawn": AcmeSpawn()})
+    runtime = make_runtime(profile, {"spawn": tether_spawn, "acme-spawn": AcmeSpawn()})
 
     with pytest.raises(SubagentError) as info:
-        kernel.subagents  # noqa: B018 - building the runtime is what fails
+        runtime.subagents  # noqa: B018 - building the runtime is what fails
     assert info.value.code is ErrorCode.DUPLICATE_PROVIDER
     assert info.value.plugin == "acme-spawn"
     assert str(info.value) == (

@@ -6,9 +6,10 @@ import anyio
 import pytest
 
 import tether
-from tether.agents import ToolFilter, compose_agent
-from tether.errors import ErrorCode, PluginError, SubagentError
+from tether.agents import ToolFilter
+from tether.errors import CapabilityError, ErrorCode, PluginError, SubagentError
 from tether.models import FunctionModel
+from tether.runtime import compose_agent
 from tether.store import MemoryStore
 from tether.subagents import (
     SubagentCapabilities,
@@ -39,8 +40,8 @@ def recorder(runtime: SubagentRuntime) -> list[SubagentEvent]:
 
 
 @pytest.fixture
-async def parent(kernel):
-    return await make_parent(kernel, FunctionModel(echo_child))
+async def parent(runtime):
+    return await make_parent(runtime, FunctionModel(echo_child))
 
 
 def test_registers_lists_looks_up_and_removes_providers():
@@ -83,13 +84,13 @@ def test_rolls_registration_back_when_a_provider_added_listener_fails():
     assert runtime.get("spawn") is None
 
 
-def test_kernel_registers_every_plugin_provider_by_name(build_kernel):
-    kernel = build_kernel()
-    assert [p.name for p in kernel.subagents.providers()] == ["spawn", "fork"]
-    assert kernel.subagents is kernel.subagents
+def test_kernel_registers_every_plugin_provider_by_name(build_runtime):
+    runtime = build_runtime()
+    assert [p.name for p in runtime.subagents.providers()] == ["spawn", "fork"]
+    assert runtime.subagents is runtime.subagents
 
 
-def test_kernel_names_the_plugin_of_a_duplicate_provider(build_kernel):
+def test_kernel_names_the_plugin_of_a_duplicate_provider(build_runtime):
     class Impostor:
         """Offers, under its provider's own name, a second provider called "spawn"."""
 
@@ -101,16 +102,16 @@ def test_kernel_names_the_plugin_of_a_duplicate_provider(build_kernel):
         def tether_offers(self):
             return [tether.Offer(kind="subagent provider", name="spawn")]
 
-    kernel = build_kernel(extra_plugins={"impostor": Impostor()})
+    runtime = build_runtime(extra_plugins={"impostor": Impostor()})
     with pytest.raises(SubagentError) as caught:
-        kernel.subagents  # noqa: B018
+        runtime.subagents  # noqa: B018
     assert caught.value.code == ErrorCode.DUPLICATE_PROVIDER
     assert 'plugin "impostor"' in str(caught.value)
 
 
-def test_an_offer_named_unlike_the_provider_it_hands_over_fails_at_load(build_kernel):
+def test_an_offer_named_unlike_the_provider_it_hands_over_fails_at_load(build_runtime):
     with pytest.raises(PluginError) as caught:
-        build_kernel(extra_plugins={"impostor": LimitedProvider("spawn")})
+        build_runtime(extra_plugins={"impostor": LimitedProvider("spawn")})
     assert caught.value.code == ErrorCode.PLUGIN_CONTRACT_VIOLATION
     assert str(caught.value) == (
         'plugin "impostor" (inline plugin) does not keep its offer of subagent provider '
@@ -141,7 +142,7 @@ async def test_start_reports_the_first_missing_capability_in_order(parent):
         max_depth=3,
     )
     async with parent:
-        with pytest.raises(SubagentError) as caught:
+        with pytest.raises(CapabilityError) as caught:
             await runtime.start("limited", request)
     assert caught.value.code == ErrorCode.UNSUPPORTED_CAPABILITY
     assert 'subagent provider "limited" does not support the "depth_limit" capability' in str(
@@ -156,7 +157,7 @@ async def test_start_checks_capabilities_before_depth_and_depth_before_schema(pa
     runtime.register_provider(SpawnProvider())
     bad_schema = {"type": "array"}
     async with parent:
-        with pytest.raises(SubagentError) as caught:  # schema unsupported beats depth
+        with pytest.raises(CapabilityError) as caught:  # schema unsupported beats depth
             await runtime.start(
                 "limited",
                 SubagentStartRequest(
@@ -269,7 +270,7 @@ async def test_a_cancel_signal_before_start_starts_nothing(parent):
     assert events == []
 
 
-async def test_a_cancel_signal_after_start_aborts_the_child(kernel):
+async def test_a_cancel_signal_after_start_aborts_the_child(runtime):
     started = anyio.Event()
 
     async def model(request):
@@ -278,7 +279,7 @@ async def test_a_cancel_signal_after_start_aborts_the_child(kernel):
             await anyio.sleep_forever()
         return "ok"
 
-    parent = await compose_agent(kernel, MemoryStore(), model=FunctionModel(model))
+    parent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(model))
     runtime = SubagentRuntime()
     runtime.register_provider(SpawnProvider())
     async with parent:
@@ -294,9 +295,9 @@ async def test_a_cancel_signal_after_start_aborts_the_child(kernel):
     assert run.local_agent.status == "idle"
 
 
-async def test_lists_children_and_descendants_from_storage(kernel):
+async def test_lists_children_and_descendants_from_storage(runtime):
     store = MemoryStore()
-    parent = await compose_agent(kernel, store, model=FunctionModel(echo_child))
+    parent = await compose_agent(runtime, store, model=FunctionModel(echo_child))
     runtime = SubagentRuntime(store)
     runtime.register_provider(SpawnProvider())
     async with parent:

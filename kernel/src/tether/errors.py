@@ -3,17 +3,26 @@
 ::
 
     TetherError
-    ├── ProfileError      the profile file: missing, not TOML, wrong shape, extends cycle
+    ├── ProfileError      the profile file: missing, not TOML, wrong shape, extends cycle;
+    │                     an agent it does not declare
     ├── PluginError       a plugin: unknown, not installed, import failed, hooks, settings,
-    │                     name conflict, broken contract
-    ├── CapabilityError   a requirement one plugin has of another that is not met
-    ├── StoreError        the session store: bad spec, unknown schema, missing or corrupt session,
-    │                     a session another process drives, a file locked too long, a file
-    │                     that is damaged, another program's, read-only or cannot be opened
-    ├── ModelError        a model spec that resolves to nothing, a request that failed
+    │                     name conflict, broken contract, a bug in its code
+    ├── CapabilityError   a requirement one plugin (or a delegation) has of another that is
+    │                     not met
+    ├── StoreError        the session store: bad spec, unknown schema, missing, existing,
+    │                     corrupt or conflicting session, a session another process drives, a
+    │                     file locked too long, a file that is damaged, another program's,
+    │                     read-only or cannot be opened, a lowered depth
+    ├── ModelError        a model spec that resolves to nothing, a missing setting, a request
+    │                     that failed, a bad or unmatched script
     ├── AgentError        an agent that cannot be composed: instructions, tools, filters
     ├── SkillError        a skill or skill provider that breaks the contract
-    └── SubagentError     a delegation that cannot start: provider, capability, depth, schema
+    └── SubagentError     a delegation that cannot start or a child that cannot be addressed:
+                          provider, depth, schema, authority, persistence
+
+Every code belongs to exactly one class (the table in ``docs/errors.md`` says which), so
+``except StoreError`` catches the store's codes and nothing else. Every class is exported from
+``tether``.
 
 Each error renders as one line, ``<what is wrong> (<where>); <how to fix it> [<CODE>]``; the
 command line prints it after ``ERROR:`` and exits with status 2. Any other exception that reaches
@@ -27,7 +36,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 __all__ = (
     "AgentError",
@@ -186,6 +195,17 @@ class StoreError(TetherError):
     """The session store cannot do what was asked without losing or inventing facts."""
 
 
+class _ErrorPlace(TypedDict, total=False):
+    """Where an error happened and how to fix it: the keyword arguments of
+    :class:`TetherError` that a subclass passes through unchanged."""
+
+    file: Path | str | None
+    key: str | None
+    plugin: str | None
+    remedy: str | None
+    where: str | None
+
+
 class ModelError(TetherError):
     """A model could not be resolved or a request failed.
 
@@ -205,11 +225,11 @@ class ModelError(TetherError):
         *,
         recoverable: bool = False,
         retry_after: float | None = None,
-        **kw: Any,
-    ):
+        **place: Unpack[_ErrorPlace],
+    ) -> None:
         self.recoverable = recoverable
         self.retry_after = retry_after
-        super().__init__(code, message, **kw)
+        super().__init__(code, message, **place)
 
 
 class AgentError(TetherError):

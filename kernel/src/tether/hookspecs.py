@@ -14,7 +14,8 @@ How tether calls hooks (read this before writing one):
   ``PLUGIN_HOOK_MISMATCH``.
 
 Sections follow the lifecycle: *load* hooks run while the profile is being composed, before any
-agent exists.
+agent exists. The *command line* hook is apart: it runs without a profile, when a user types a
+command a plugin adds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    import click
     from pydantic import BaseModel
 
     from .agents import DynamicInstruction, PreStep, Tool
@@ -196,4 +198,34 @@ def tether_subagent_providers(settings: Any) -> Iterable[SubagentProvider]:  # t
     across the profile (``DUPLICATE_PROVIDER``). A provider should also declare
     ``tether_offers`` of kind ``"subagent provider"`` listing the capabilities it enforces, so
     delegation tools that need one fail at load instead of at first use.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: called without a profile, when the user types a command the plugin declares.
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec
+def tether_cli_commands() -> Iterable[click.Command]:  # type: ignore[empty-body]
+    """Add commands (click commands or groups) to the ``tether`` command line.
+
+    :return: an iterable of ``click.Command``; the command named ``NAME`` is the one the
+        distribution declares for ``tether NAME`` (or ``tether GROUP NAME``).
+
+    Each command must also be declared in the distribution's entry points, group
+    ``tether.commands``: the entry-point name is the command's path (``acp`` for
+    ``tether acp``; ``skills.validate`` for ``tether skills validate``, under a built-in group
+    that takes plugin commands), the value the plugin object implementing this hook. The
+    command line lists plugin commands from that metadata alone and imports the plugin, then
+    calls this hook once, only when one of its commands is typed (``--help`` included). There
+    are no settings: a command that needs a profile loads it itself (``tether.cli.load``).
+
+    A built-in command keeps its name (a plugin command of the same path is never run, and
+    ``tether --help`` warns about it); two distributions declaring one path is
+    ``PLUGIN_NAME_CONFLICT`` when that command is typed. A hook that raises is
+    ``PLUGIN_HOOK_FAILED``; anything but an iterable of click commands, or one without a
+    command of the declared name, is ``PLUGIN_CONTRACT_VIOLATION``. Either way only that
+    command fails; every other command works. ``TETHER_DISABLE_PLUGIN_AUTOLOAD`` does not hide
+    plugin commands (see docs/hooks.md).
     """

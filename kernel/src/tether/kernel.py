@@ -10,19 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .capabilities import Offer, Requirement
-from .errors import CapabilityError, ErrorCode, PluginError, ProfileError, TetherError
+from .errors import CapabilityError, ErrorCode, PluginError, ProfileError
 from .plugins import LoadedPlugin, PluginCatalog, PluginEntry, register_plugin
 from .profile import NAME_PATTERN, Profile, find_profile, format_loc, input_loc, load_profile
 from .scopes import Scope
-
-if TYPE_CHECKING:
-    from .skills import SkillRegistry
-    from .subagents import SubagentRuntime
 
 __all__ = ("Kernel", "PluginSettings", "load_kernel")
 
@@ -34,7 +30,18 @@ class PluginSettings(BaseModel):
 
 
 class Kernel:
-    """A composed profile: the global scope, each agent's scope, every plugin instance."""
+    """A composed profile: the global scope, each agent's scope, every plugin instance.
+
+    Frozen: what :func:`load_kernel` returns never changes, and holds nothing live. What a
+    process does with it (open agents, the permission host, skills, subagents) lives in a
+    :class:`tether.runtime.Runtime`.
+    """
+
+    __slots__ = ("_agent_scopes", "catalog", "global_scope", "profile")
+
+    profile: Profile
+    catalog: PluginCatalog
+    global_scope: Scope
 
     def __init__(
         self,
@@ -43,18 +50,15 @@ class Kernel:
         global_scope: Scope,
         agent_scopes: Mapping[str, Scope],
     ) -> None:
-        self.profile = profile
-        self.catalog = catalog
-        self.global_scope = global_scope
-        self._agent_scopes = dict(agent_scopes)
-        self._skills: SkillRegistry | None = None
-        self._subagents: SubagentRuntime | None = None
-        self._presets: dict[str | None, Any] = {}  # tether.agents.build_preset's cache
-        self.live_agents: dict[str, Any] = {}
-        """The agents open (inside ``async with``) in this process, by session id."""
-        self.permission_host: Any = None
-        """Who answers permission questions children forward to the root's host (an async
-        callable; set by the interactive ``tether run`` or by ``tether acp``), or ``None``."""
+        object.__setattr__(self, "profile", profile)
+        object.__setattr__(self, "catalog", catalog)
+        object.__setattr__(self, "global_scope", global_scope)
+        object.__setattr__(self, "_agent_scopes", dict(agent_scopes))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(
+            f"a Kernel is frozen (setting {name!r}): live state belongs to a tether.runtime.Runtime"
+        )
 
     @property
     def agents(self) -> list[str]:
@@ -95,44 +99,6 @@ class Kernel:
     def scopes(self) -> list[Scope]:
         """The global scope, then each agent's scope by name."""
         return [self.global_scope, *(self._agent_scopes[name] for name in self.agents)]
-
-    @property
-    def skills(self) -> SkillRegistry:
-        """The skill registry: every instance's ``tether_skill_providers``, in its scope layer.
-
-        Built on first use, so a profile without skills pays nothing for them.
-        """
-        if self._skills is None:
-            from .skills import SkillProviderFactory, SkillRegistry
-
-            registry = SkillRegistry()
-            for scope in self.scopes():
-                for plugin in scope.plugins:
-                    for factory in plugin.collect("tether_skill_providers", SkillProviderFactory):
-                        _register_skill_provider(registry, plugin, scope, factory)
-            self._skills = registry
-        return self._skills
-
-    @property
-    def subagents(self) -> SubagentRuntime:
-        """The subagent runtime: every instance's ``tether_subagent_providers``, by name."""
-        if self._subagents is None:
-            from .subagents import SubagentProvider, SubagentRuntime
-
-            runtime = SubagentRuntime()
-            for plugin in self.plugins:
-                for provider in plugin.collect("tether_subagent_providers", SubagentProvider):
-                    try:
-                        runtime.register_provider(provider)
-                    except TetherError as exc:
-                        raise type(exc)(
-                            exc.code,
-                            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
-                            plugin=plugin.name,
-                            remedy=exc.remedy,
-                        ) from exc
-            self._subagents = runtime
-        return self._subagents
 
     @property
     def plugins(self) -> list[LoadedPlugin]:
@@ -308,42 +274,10 @@ def _settings_model(plugin: LoadedPlugin, profile: Profile) -> type[BaseModel] |
     if model is None:
         return None
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise _contract(plugin, "tether_settings_model", "a pydantic BaseModel subclass", model)
-    return model
-
-
-def _register_skill_provider(
-    registry: SkillRegistry, plugin: LoadedPlugin, scope: Scope, factory: Any
-) -> None:
-    """Register one factory's provider; a failure names the plugin that offered it."""
-    try:
-        registry.register_provider(
-            factory.create,
-            name=factory.name,
-            scope=None if scope.kind == "global" else scope,
+        raise plugin.contract_violation(
+            "tether_settings_model", "a pydantic BaseModel subclass", model
         )
-    except TetherError as exc:
-        raise type(exc)(
-            exc.code,
-            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
-            file=exc.file,
-            key=exc.key,
-            plugin=plugin.name,
-            remedy=exc.remedy,
-            where=exc._where,
-        ) from exc
-    except Exception as exc:
-        raise PluginError(
-            ErrorCode.PLUGIN_HOOK_FAILED,
-            f'plugin "{plugin.name}" ({plugin.entry.source}) failed to create skill provider '
-            f'"{factory.name}": {type(exc).__name__}: {exc}',
-            plugin=plugin.name,
-            remedy="fix the plugin or its settings (--debug shows the traceback)",
-        ) from exc
-
-
-def _contract(plugin: LoadedPlugin, hook: str, expected: str, got: object) -> PluginError:
-    return plugin._contract(hook, expected, got)
+    return model
 
 
 def _check_requirement(

@@ -321,11 +321,11 @@ class LoadedPlugin:
             )
             if isinstance(result, single) or not isinstance(result, Iterable):
                 one = " (one record, not an iterable)" if isinstance(result, kind) else ""
-                raise self._contract(hook, f"an iterable of {expected}", result, one)
+                raise self.contract_violation(hook, f"an iterable of {expected}", result, one)
             items = tuple(result)
         for item in items:
             if not isinstance(item, kind):
-                raise self._contract(hook, f"an iterable of {expected}", item)
+                raise self.contract_violation(hook, f"an iterable of {expected}", item)
         if hook in _ONCE:
             self._handed[hook] = items
         if hook == "tether_offers":
@@ -354,7 +354,10 @@ class LoadedPlugin:
                     remedy=remedy,
                 )
 
-    def _contract(self, hook: str, expected: str, got: object, note: str = "") -> PluginError:
+    def contract_violation(
+        self, hook: str, expected: str, got: object, note: str = ""
+    ) -> PluginError:
+        """The error for a hook result that breaks its contract (``PLUGIN_CONTRACT_VIOLATION``)."""
         return PluginError(
             ErrorCode.PLUGIN_CONTRACT_VIOLATION,
             f'plugin "{self.name}" ({self.entry.source}) broke the contract of {hook}: '

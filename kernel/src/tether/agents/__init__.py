@@ -1,23 +1,22 @@
-"""Agents: the turn loop, its inbox, tools, prompt composition."""
+"""Agents: the turn loop, its inbox, tools, prompt composition.
+
+Agents are composed by a runtime (:func:`tether.runtime.compose_agent`,
+:meth:`tether.runtime.Runtime.compose`), which they live in.
+"""
 
 from __future__ import annotations
 
-from ._agent import Agent, AgentLimits, PreStep, StepContext, event_to_message, new_header
+from ..store.replay import event_to_message, render_instruction
+from ._agent import Agent, new_header
 from ._approvals import ApprovalPolicy, PermissionHost, PermissionQuestion, ask_permission
-from ._compose import (
-    AgentPreset,
-    build_preset,
-    compose_agent,
-    resolve_agent_name,
-    resolve_preset_model,
-)
+from ._compose import AgentPreset, build_preset, resolve_agent_name, resolve_preset_model
 from ._instructions import (
     PARALLEL_TOOLS_SECTION,
     DynamicInstruction,
     InstructionContext,
     load_instructions,
-    render_instruction,
 )
+from ._step import AgentLimits, PreStep, StepContext
 from ._tools import Tool, ToolContext, ToolError, ToolFilter, ToolRegistry
 
 __all__ = (
@@ -39,7 +38,6 @@ __all__ = (
     "ToolRegistry",
     "ask_permission",
     "build_preset",
-    "compose_agent",
     "event_to_message",
     "load_instructions",
     "new_header",

@@ -12,13 +12,12 @@ messages: the base prompt and tool list never change within a session.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,11 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import AgentError, ErrorCode, ModelError, TetherError
+from ..errors import ErrorCode, ModelError, StoreError, SubagentError, TetherError
 from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from ..store import (
     AssistantMessage,
-    ContextMessage,
     DescriptorEvent,
     Event,
     InboxAccepted,
@@ -45,18 +43,32 @@ from ..store import (
     TurnStarted,
     UserMessage,
 )
-from ..store._events import replace_surrogates, replace_surrogates_in
-from ._approvals import TOOL_OPTIONS, ApprovalPolicy, PermissionQuestion, ask_permission
+from ..store._events import replace_surrogates
+from ..store.replay import event_to_message, fold
+from ._approvals import ApprovalPolicy
+from ._calls import run_in_batches, run_tool
 from ._delegation import apply_pins, delegation_pins
-from ._instructions import DynamicInstruction, InstructionContext, render_instruction
-from ._repair import closing_events, find_open_turn
-from ._tools import ToolContext, ToolError, ToolFilter, ToolRegistry
+from ._instructions import DynamicInstruction, InstructionContext
+from ._repair import closing_events
+from ._step import (
+    FINISH_TO_STOP,
+    AgentLimits,
+    PreStep,
+    StepContext,
+    build_request,
+    changed_instructions,
+    pre_step_messages,
+    request_with_retries,
+    storable_response,
+)
+from ._tools import ToolFilter, ToolRegistry
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
+    from ..runtime import Runtime
     from ..scopes import Scope
 
-__all__ = ("Agent", "AgentLimits", "PreStep", "StepContext")
+__all__ = ("Agent", "new_header")
 
 log = logging.getLogger("tether.agents")
 
@@ -78,68 +90,6 @@ MAIL_POLL = 0.05
 #: How often it renews the leases of the process's sessions, in seconds.
 LEASE_RENEWAL = 10.0
 
-_FINISH_TO_STOP: dict[str, StopReason] = {
-    "stop": "completed",
-    "tool_calls": "completed",
-    "length": "max-tokens",
-    "refusal": "refusal",
-    "error": "error",
-}
-
-
-@dataclass(frozen=True)
-class AgentLimits:
-    """Per-agent limits; hitting a step or token limit ends the turn with ``max-tokens``."""
-
-    max_steps: int = 50
-    """Model requests per turn."""
-    max_output_tokens: int | None = None
-    """Output tokens per turn, across its steps."""
-    model_retries: int = 8
-    """Retries of a recoverable model failure, per step (at most; ``retry_budget`` usually
-    ends them first)."""
-    retry_backoff: float = 0.5
-    """Pause before the first retry, in seconds; each further pause is twice as long (up to
-    ``retry_max_wait``), and each is drawn at random between half and all of that (jitter, so
-    that clients failing together do not retry together)."""
-    retry_max_wait: float = 30.0
-    """The longest single pause between retries, in seconds (unless the server asked for a
-    longer one with ``ModelError.retry_after``)."""
-    retry_budget: float = 60.0
-    """Seconds a step may spend waiting between retries, in all. A server's ``retry_after``
-    is honoured (waited at least) when it fits in what is left; when it does not, the turn
-    gives up at once, saying how long the server asked for."""
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a pre-step hook sees: the agent, the turn and step numbers, what started the turn."""
-
-    agent: Agent
-    turn: int
-    step: int
-    turn_message: str | None = None
-    """The text of the message that started this turn."""
-    turn_source: MessageSource | None = None
-    """Why that message entered the log (``kind = "user"`` for a person's message)."""
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        """The history so far (copied on access: hooks that do not look pay nothing)."""
-        return self.agent.messages
-
-
-#: A pre-step hook: returns messages to append before the step's model request (or nothing).
-PreStepFunction = Callable[[StepContext], "Awaitable[Iterable[Message] | None]"]
-
-
-@dataclass(frozen=True)
-class PreStep:
-    """A named pre-step hook; ``origin`` is recorded with every message it appends."""
-
-    origin: str
-    run: PreStepFunction
-
 
 @dataclass
 class _InboxItem:
@@ -152,60 +102,11 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(8).hex()}"
 
 
-def _storable_response(response: ModelResponse) -> ModelResponse:
-    """The response with every text a model wrote made storable (unchanged when it already is)."""
-    text = replace_surrogates(response.text)
-    calls = response.tool_calls
-    if calls and not all(_is_ascii_call(call) for call in calls):
-        calls = tuple(
-            call.model_copy(
-                update={
-                    "name": replace_surrogates(call.name),
-                    "arguments": replace_surrogates_in(call.arguments),
-                    "invalid_arguments": None
-                    if call.invalid_arguments is None
-                    else replace_surrogates(call.invalid_arguments),
-                }
-            )
-            for call in calls
-        )
-    if text is response.text and calls is response.tool_calls:
-        return response
-    return response.model_copy(update={"text": text, "tool_calls": calls})
-
-
 def _storable_result(result: ToolResult) -> ToolResult:
     content = replace_surrogates(result.content)
     if content is result.content:
         return result
     return result.model_copy(update={"content": content})
-
-
-def _is_ascii_call(call: ToolCall) -> bool:
-    return (
-        call.name.isascii()
-        and (not call.arguments or json.dumps(call.arguments, ensure_ascii=False).isascii())
-        and (call.invalid_arguments is None or call.invalid_arguments.isascii())
-    )
-
-
-def event_to_message(event: Event) -> Message | None:
-    """The message a logged event contributes to the model's history, if any."""
-    match event:
-        case UserMessage(content=content):
-            return Message(role="user", content=content)
-        case AssistantMessage(content=content, tool_calls=calls):
-            return Message(role="assistant", content=content, tool_calls=calls)
-        case ToolResult(tool_call_id=call_id, name=name, content=content, is_error=is_error):
-            return Message(
-                role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error
-            )
-        case InstructionEvent(slug=slug, role=role, content=content):
-            return Message(role=role, content=render_instruction(slug, content))
-        case ContextMessage(role=role, content=content):
-            return Message(role=role, content=content)
-        case _:
-            return None
 
 
 class _Already:
@@ -246,15 +147,16 @@ class Agent:
         instructions: Sequence[DynamicInstruction] = (),
         pre_steps: Sequence[PreStep] = (),
         limits: AgentLimits | None = None,
-        kernel: Kernel | None = None,
+        runtime: Runtime | None = None,
         scope: Scope | None = None,
         cwd: Path | None = None,
         model_spec: str | None = None,
     ) -> None:
         self.header = header
         self._model_spec = model_spec
-        self.kernel = kernel
-        """The kernel the agent was composed from (its services: ``kernel.skills``)."""
+        self.runtime = runtime
+        """The runtime the agent lives in (its services: ``runtime.skills``,
+        ``runtime.subagents``, ``runtime.permission_host``); ``None`` for a bare agent."""
         self.scope = scope
         """The agent's scope: registries resolve through its chain."""
         self.cwd = cwd or Path.cwd()
@@ -307,6 +209,11 @@ class Agent:
         return self.header.id
 
     @property
+    def kernel(self) -> Kernel | None:
+        """The frozen kernel the agent was composed from (``runtime.kernel``)."""
+        return self.runtime.kernel if self.runtime is not None else None
+
+    @property
     def name(self) -> str | None:
         """The agent preset this session runs."""
         return self.header.agent
@@ -347,9 +254,6 @@ class Agent:
         applied here, on every route that restores it, and only ever narrow what the agent
         was composed with.
         """
-        claimed: set[str] = set()
-        accepted: dict[str, _InboxItem] = {}
-        context_ids: set[str] = set()
         took_lease = False
         if log is None:
             if repair:
@@ -360,8 +264,9 @@ class Agent:
             log = [stored.event for stored in await self.store.events(self.session_id)]
         else:
             self._leased = True
+        folded = fold(log, seed_length=self.header.seed_length)
         try:
-            pins = delegation_pins(self.header, log)
+            pins = delegation_pins(self.header, folded.setup)
         except TetherError:
             if took_lease:
                 self._leased = False
@@ -369,34 +274,17 @@ class Agent:
             raise
         if pins is not None:
             apply_pins(self, pins)
-        self._log_length = len(log)
-        for event in log:
-            message = event_to_message(event)
-            if message is not None:
-                self._history.append(message)
-            match event:
-                case InboxAccepted(message_id=mid, content=content, source=source):
-                    accepted[mid] = _InboxItem(mid, content, source)
-                    if event.delivery == "context":
-                        context_ids.add(mid)
-                case UserMessage(message_id=mid):
-                    claimed.add(mid)
-                case InboxDiscarded(message_id=mid):
-                    claimed.add(mid)
-                case TurnStarted(turn=turn):
-                    self._turns = turn
-                case InstructionEvent(slug=slug, content=content):
-                    self._instruction_values[slug] = content
-                case _:
-                    pass
-        for mid, item in accepted.items():
-            if mid in claimed:
-                continue
+        self._log_length = folded.length
+        self._history.extend(folded.history)
+        self._instruction_values.update(folded.instructions)
+        self._turns = folded.turns
+        for pending in folded.unclaimed:
             # A steer outlives the turn it was meant for only as a turn of its own; injected
             # context waits for the next step or turn, as it would have.
-            (self._injected if mid in context_ids else self._inbox).append(item)
+            item = _InboxItem(pending.message_id, pending.content, pending.source)
+            (self._injected if pending.delivery == "context" else self._inbox).append(item)
         self._restored = True
-        open_turn = find_open_turn(log) if repair else None
+        open_turn = folded.open_turn if repair else None
         if open_turn is not None:
             events = closing_events(open_turn)
             await self._append(*events)
@@ -426,10 +314,10 @@ class Agent:
             await self.restore()
         elif not self._leased:
             await self._take_lease()  # a dormant agent entered again
-        if self.kernel is not None:
-            live = self.kernel.live_agents
+        if self.runtime is not None:
+            live = self.runtime.live_agents
             if live.get(self.session_id, self) is not self:
-                raise AgentError(
+                raise StoreError(
                     ErrorCode.SESSION_CONFLICT,
                     f'session "{self.session_id}" is already open in this process',
                     remedy="send to the open agent instead of opening the session twice",
@@ -492,8 +380,9 @@ class Agent:
             if detach is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                     await detach(self)
-            if self.kernel is not None and self.kernel.live_agents.get(self.session_id) is self:
-                del self.kernel.live_agents[self.session_id]
+            runtime = self.runtime
+            if runtime is not None and runtime.live_agents.get(self.session_id) is self:
+                del runtime.live_agents[self.session_id]
 
     async def _release_lease(self) -> None:
         # If this fails, the lease expires, or its owner is seen to be gone.
@@ -507,7 +396,7 @@ class Agent:
         if not getattr(self.store, "durable", False):
             return False
         parent = self.header.parent_session
-        return self.kernel is None or parent is None or parent not in self.kernel.live_agents
+        return self.runtime is None or parent is None or parent not in self.runtime.live_agents
 
     async def _keep_sessions(self) -> None:
         renewed = anyio.current_time()
@@ -526,16 +415,13 @@ class Agent:
                 log.warning("could not look for mail for %s: %s", self.session_id, exc)
 
     async def _route_mail(self, session_id: str) -> None:
-        """Hand the mail of ``session_id`` to its agent here, or to the subagent runtime
-        (which restores a stored child under its open ancestor); mail for sessions this
-        process does not drive is left for their owner."""
-        live = self.kernel.live_agents if self.kernel is not None else {}
-        agent = self if session_id == self.session_id else live.get(session_id)
-        runtime = getattr(self.kernel, "_subagents", None)
-        if runtime is not None:
-            await runtime.continuation.deliver_mail(self, session_id)
-        elif agent is not None:
-            await agent.collect_mail()
+        """Hand the mail of ``session_id`` to its agent here (through the runtime, which
+        restores a stored child under its open ancestor); mail for sessions this process does
+        not drive is left for their owner."""
+        if self.runtime is not None:
+            await self.runtime.deliver_mail(self, session_id)
+        elif session_id == self.session_id:
+            await self.collect_mail()
 
     async def collect_mail(self) -> int:
         """Move the messages other processes posted to this session into its log and inbox
@@ -582,7 +468,7 @@ class Agent:
         """Append events that are not part of the conversation (descriptors, such as what a
         remote child's connection did) to the log, telling listeners."""
         if any(not isinstance(e, DescriptorEvent) for e in events):
-            raise AgentError(
+            raise SubagentError(
                 ErrorCode.SUBAGENT_INVALID,
                 "record() takes descriptor events only; messages go through the inbox",
             )
@@ -831,30 +717,18 @@ class Agent:
         hooks are called, so they should not have side effects.
         """
         turn = self._turns + 1
-        pending: list[Message] = []
         context = InstructionContext(self.name, self.session_id, turn)
-        for instruction in self.instructions:
-            if instruction.when == "session" and instruction.slug in self._instruction_values:
-                continue
-            value = await instruction.value(context)
-            if value is not None and self._instruction_values.get(instruction.slug) != value:
-                content = render_instruction(instruction.slug, value)
-                pending.append(Message(role=instruction.role, content=content))
+        instructions = await changed_instructions(
+            self.instructions, self._instruction_values, context
+        )
+        pending = [event_to_message(event) for event in instructions]
         if prompt is not None:
             pending.append(Message(role="user", content=prompt))
-        for pre_step in self.pre_steps:
-            step_context = StepContext(self, turn, 1, prompt, MessageSource(kind="user"))
-            for message in await pre_step.run(step_context) or ():
-                role = "system" if message.role == "system" else "user"
-                pending.append(Message(role=role, content=message.content))
-        request = ModelRequest.model_construct(
-            system=self.system,
-            messages=(*self._history, *pending),
-            tools=self.tools.schemas(self),
-            max_output_tokens=self.limits.max_output_tokens,
-            agent=self.name,
-            session_label=self.header.label,
-        )
+        step = StepContext(self, turn, 1, prompt, _USER_SOURCE)
+        pending += [event_to_message(m) for m in await pre_step_messages(self.pre_steps, step)]
+        messages = [*self._history, *(m for m in pending if m is not None)]
+        request = build_request(self, messages, self.limits.max_output_tokens)
+        pending = [m for m in pending if m is not None]
         return request, tuple(pending)
 
     # ---------------------------------------------------------------- the turn
@@ -896,7 +770,7 @@ class Agent:
                         break
                     steps += 1
                     await self._before_step(turn, steps)
-                    response = _storable_response(await self._request(steps, usage))
+                    response = storable_response(await self._request(steps, usage))
                     usage = response.usage if usage is _NO_USAGE else usage + response.usage
                     message = AssistantMessage(
                         content=response.text,
@@ -914,7 +788,7 @@ class Agent:
                         and usage.output_tokens >= self.limits.max_output_tokens
                     )
                     if not response.tool_calls:
-                        stop = _FINISH_TO_STOP.get(response.finish_reason, "error")
+                        stop = FINISH_TO_STOP.get(response.finish_reason, "error")
                         final = message  # stored together with turn/end below
                         break
                     pending_calls = response.tool_calls
@@ -1014,24 +888,14 @@ class Agent:
         if not self.instructions:
             return []
         context = InstructionContext(self.name, self.session_id, turn)
-        events: list[InstructionEvent] = []
-        for instruction in self.instructions:
-            if instruction.when == "session" and instruction.slug in self._instruction_values:
-                continue
-            value = await instruction.value(context)
-            if value is None or self._instruction_values.get(instruction.slug) == value:
-                continue
-            events.append(
-                InstructionEvent(slug=instruction.slug, role=instruction.role, content=value)
-            )
-        return events
+        return await changed_instructions(self.instructions, self._instruction_values, context)
 
     async def _before_step(self, turn: int, step: int) -> None:
         if not (self._steering or self._injected or self.pre_steps):
             return
         events = self._drain_pending_messages()
         item = self._turn_item
-        for pre_step in self.pre_steps:
+        if self.pre_steps:
             context = StepContext(
                 self,
                 turn,
@@ -1039,229 +903,26 @@ class Agent:
                 item.content if item is not None else None,
                 item.source if item is not None else None,
             )
-            for message in await pre_step.run(context) or ():
-                role = "system" if message.role == "system" else "user"
-                events.append(
-                    ContextMessage(role=role, content=message.content, origin=pre_step.origin)
-                )
-                self._history.append(Message(role=role, content=message.content))
+            for message in await pre_step_messages(self.pre_steps, context):
+                events.append(message)
+                self._history.append(Message(role=message.role, content=message.content))
         if events:
             self._defer(*events)  # stored with the step's answer
 
     async def _request(self, step: int, usage: Usage) -> ModelResponse:
         budget = self.limits.max_output_tokens
-        request = ModelRequest.model_construct(
-            system=self.system,
-            messages=tuple(self._history),
-            tools=self.tools.schemas(self),
-            max_output_tokens=None if budget is None else max(budget - usage.output_tokens, 1),
-            agent=self.name,
-            session_label=self.header.label,
-        )
-        attempt = 0
-        waited = 0.0
-        while True:
-            try:
-                return await self.model.request(request)
-            except ModelError as exc:
-                if not exc.recoverable:
-                    raise
-                pause = retry_pause(self.limits, attempt, waited, exc)
-                failure = str(exc)
-            except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
-                raise
-            except Exception as exc:
-                raise ModelError(
-                    ErrorCode.MODEL_REQUEST_FAILED,
-                    f"model {self.model.name} failed: {type(exc).__name__}: {exc}",
-                    remedy="a model adapter should raise tether.ModelError",
-                ) from exc
-            log.info(
-                "model %s failed (%s); retry %d in %.2fs",
-                self.model.name,
-                failure,
-                attempt + 1,
-                pause,
-            )
-            await anyio.sleep(pause)  # cancelling the turn interrupts the pause at once
-            waited += pause
-            attempt += 1
+        remaining = None if budget is None else max(budget - usage.output_tokens, 1)
+        request = build_request(self, self._history, remaining)
+        return await request_with_retries(self.model, request, self.limits)
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         async def run(call: ToolCall) -> None:
-            result = _storable_result(await self._run_tool(call))
+            result = _storable_result(await run_tool(self, call))
             # Durable as soon as it exists: a crash while a sibling still runs keeps it.
             await self._append(result, hold=True)
             self._history.append(event_to_message(result))  # type: ignore[arg-type]
 
-        # Call order, except that a run of consecutive safe calls runs concurrently.
-        batch: list[ToolCall] = []
-        for call in [*calls, None]:
-            tool = self.tools.get(call.name, self) if call is not None else None
-            if call is not None and tool is not None and tool.safe:
-                batch.append(call)
-                continue
-            if len(batch) > 1:
-                async with anyio.create_task_group() as group:
-                    for queued in batch:
-                        group.start_soon(run, queued)
-            elif batch:
-                await run(batch[0])
-            batch = []
-            if call is not None:
-                await run(call)
-
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
-        tool = self.tools.get(call.name, self)
-        policy = self.tool_policy
-        blocked = policy is not None and not policy.permits(call.name)
-        if tool is not None and blocked and not tool.keep_on_restrict:
-            return ToolResult(
-                tool_call_id=call.id,
-                name=call.name,
-                content=f'error: tool "{call.name}" is not available to this agent: the task '
-                "was delegated without it",
-                is_error=True,
-            )
-        if tool is None:
-            known = ", ".join(self.tools.names(self)) or "none"
-            return ToolResult(
-                tool_call_id=call.id,
-                name=call.name,
-                content=f'error: there is no tool "{call.name}"; available tools: {known}',
-                is_error=True,
-            )
-        if call.invalid_arguments is not None:
-            return ToolResult(
-                tool_call_id=call.id,
-                name=call.name,
-                content=invalid_arguments_error(call.invalid_arguments),
-                is_error=True,
-            )
-        problems = tool.argument_errors(call.arguments)
-        if problems:
-            return ToolResult(
-                tool_call_id=call.id,
-                name=call.name,
-                content="error: invalid arguments: " + "; ".join(problems),
-                is_error=True,
-            )
-        if tool.needs_approval:
-            refusal = await self._approve(call)
-            if refusal is not None:
-                return ToolResult(
-                    tool_call_id=call.id, name=call.name, content=refusal, is_error=True
-                )
-        try:
-            context = ToolContext(self, call.id)
-            content = await tool.call(dict(call.arguments), context)
-        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
-            raise
-        except ToolError as exc:
-            return ToolResult(
-                tool_call_id=call.id, name=call.name, content=f"error: {exc}", is_error=True
-            )
-        except Exception as exc:
-            return ToolResult(
-                tool_call_id=call.id,
-                name=call.name,
-                content=f"error: {type(exc).__name__}: {exc}",
-                is_error=True,
-            )
-        return ToolResult(tool_call_id=call.id, name=call.name, content=content)
-
-    async def _approve(self, call: ToolCall) -> str | None:
-        """``None`` when the call may run, else the error the model sees."""
-        if self.approval == "allow":
-            return None
-        if self.approval == "deny":
-            return (
-                f'error: tool "{call.name}" needs approval, and this agent may not ask for it '
-                "(its approvals are denied: it was delegated)"
-            )
-        arguments = json.dumps(call.arguments, ensure_ascii=False)[:300]
-        question = PermissionQuestion(
-            session=self.session_id,
-            asker=f'agent "{self.name or "default"}"',
-            title=f"{call.name}({arguments})",
-            kind=None,
-            options=TOOL_OPTIONS,
-            tool_call_id=call.id,
-        )
-        answer = await ask_permission(self.kernel, question)
-        if answer == "allow":
-            return None
-        if answer is None and getattr(self.kernel, "permission_host", None) is None:
-            return f'error: tool "{call.name}" needs approval, and there is nobody to ask'
-        return f'error: tool "{call.name}" was not approved'
-
-
-#: How much of a call's invalid argument text its error result quotes back to the model.
-QUOTED_ARGUMENTS = 500
-
-
-def invalid_arguments_error(raw: str) -> str:
-    """The tool result for a call whose argument text is not a JSON object: what is wrong
-    with it (the JSON parser's words and position, or what it is instead), then the text."""
-    quoted = raw if len(raw) <= QUOTED_ARGUMENTS else raw[:QUOTED_ARGUMENTS] + "..."
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}" if "\n" in raw else f"column {exc.colno}"
-        at = " " if exc.msg.endswith(" at") else " at "  # "Unterminated string starting at"
-        why = f"the arguments are not valid JSON: {exc.msg}{at}{where}"
-    except (ValueError, RecursionError) as exc:
-        why = f"the arguments are not valid JSON: {exc}"
-    else:
-        kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-            type(value), "null" if value is None else "a number"
-        )
-        why = f"the arguments must be a JSON object, not {kind}"
-    if not raw.strip():
-        why = "the arguments are empty (they must be a JSON object, {} for none)"
-    return f"error: {why}: {quoted}; call the tool again with a JSON object"
-
-
-def retry_pause(limits: AgentLimits, attempt: int, waited: float, error: ModelError) -> float:
-    """The pause before retry ``attempt + 1`` of a step that already waited ``waited``
-    seconds, after the recoverable ``error``; raises the ``ModelError`` that ends the turn
-    when no retry is left (the count, the budget, or a server asking for more than is left).
-    """
-    left = limits.retry_budget - waited
-    if attempt >= limits.model_retries:
-        raise _gave_up(error, f"gave up after {attempt} retries")
-    asked = error.retry_after
-    if asked is not None and asked > left:
-        raise _gave_up(
-            error,
-            f"the server asked to wait {asked:g} s before retrying, more than the "
-            f"{max(left, 0):g} s left of the retry budget ({limits.retry_budget:g} s, "
-            "AgentLimits.retry_budget); gave up at once",
-        )
-    if left <= 0:
-        raise _gave_up(
-            error, f"gave up after {attempt} retries and {waited:.1f} s of waiting (retry budget)"
-        )
-    delay = min(limits.retry_backoff * 2**attempt, limits.retry_max_wait)
-    delay *= 0.5 + random.random() / 2  # jitter: between half and all of it
-    if asked is not None:
-        delay = max(delay, asked)
-    return min(delay, left)
-
-
-def _gave_up(error: ModelError, why: str) -> ModelError:
-    """``error`` with ``why`` the retries ended, no longer recoverable."""
-    failure = ModelError(
-        error.code,
-        f"{error.message} ({why})",
-        file=error.file,
-        key=error.key,
-        plugin=error.plugin,
-        remedy=error.remedy,
-        where=error._where,  # pyright: ignore[reportPrivateUsage]
-    )
-    failure.__cause__ = error
-    return failure
+        await run_in_batches(self, calls, run)
 
 
 def new_header(

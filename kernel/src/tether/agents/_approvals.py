@@ -1,6 +1,6 @@
 """Approvals: a tool marked ``needs_approval`` runs only when its agent's policy allows it.
 
-An agent's ``approval`` is ``ask`` (the default: the kernel's permission host, the person at the
+An agent's ``approval`` is ``ask`` (the default: the runtime's permission host, the person at the
 interactive ``tether run`` or the client of ``tether acp``, decides; with no host the call is
 refused), ``allow`` or ``deny``. A delegated child's policy is pinned to ``deny`` when it is
 composed: it cannot ask anyone, and it never gets more than its parent.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = ("ApprovalPolicy", "PermissionHost", "PermissionQuestion", "ask_permission")
 
@@ -50,9 +50,8 @@ TOOL_OPTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-async def ask_permission(kernel: Any, question: PermissionQuestion) -> str | None:
-    """The host's answer (an ``option_id``), or ``None`` when there is no host or it refused."""
-    host: PermissionHost | None = getattr(kernel, "permission_host", None)
+async def ask_permission(host: PermissionHost | None, question: PermissionQuestion) -> str | None:
+    """``host``'s answer (an ``option_id``), or ``None`` when there is no host or it refused."""
     if host is None:
         return None
     return await host(question)

@@ -1,12 +1,15 @@
-"""Compose an :class:`Agent` from a kernel: its scope's tools, model, instructions and hooks."""
+"""Agent presets: an agent's scope's tools, model, instructions and hooks, from a kernel.
+
+A preset is pure: it is worked out from the frozen kernel alone. A runtime caches it
+(:meth:`tether.runtime.Runtime.preset`) and composes agents from it.
+"""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError, ErrorCode, ModelError, ProfileError
 from ..kernel import Kernel
@@ -14,13 +17,20 @@ from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_mode
 from ..plugins import LoadedPlugin
 from ..scopes import Scope
 from ..store import SessionHeader, SessionStore
-from ._agent import Agent, AgentLimits, PreStep, new_header
+from ._agent import Agent
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
+from ._step import AgentLimits, PreStep
 from ._tools import Tool, ToolRegistry
 
-__all__ = ("AgentPreset", "compose_agent", "known_tool_names", "resolve_agent_name")
+if TYPE_CHECKING:
+    from ..runtime import Runtime
 
-_KNOWN_TOOLS: weakref.WeakKeyDictionary[Kernel, frozenset[str]] = weakref.WeakKeyDictionary()
+__all__ = (
+    "AgentPreset",
+    "build_preset",
+    "resolve_agent_name",
+    "resolve_preset_model",
+)
 
 
 @dataclass(frozen=True)
@@ -46,10 +56,12 @@ class AgentPreset:
         limits: AgentLimits | None = None,
         cwd: Path | None = None,
         model_spec: str | None = None,
+        runtime: Runtime | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
-        is logged), or ``None`` to leave the session's record as it is."""
+        is logged), or ``None`` to leave the session's record as it is. ``runtime`` is where
+        the agent lives (its services: skills, subagents, the permission host)."""
         return Agent(
             header=header,
             store=store,
@@ -59,7 +71,7 @@ class AgentPreset:
             instructions=self.instructions,
             pre_steps=self.pre_steps,
             limits=limits,
-            kernel=self.kernel,
+            runtime=runtime,
             scope=self.scope,
             cwd=cwd,
             model_spec=model_spec,
@@ -91,15 +103,8 @@ def _collect(plugins: Iterable[LoadedPlugin], hook: str, kind: type[Any]) -> lis
 
 
 def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
-    """Collect an agent's parts from the plugins visible in its scope (once per kernel: a
-    preset is fixed at load, like the base prompt it produces)."""
-    cached = kernel._presets.get(agent)
-    if cached is None:
-        cached = kernel._presets[agent] = _build_preset(kernel, agent)
-    return cached
-
-
-def _build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
+    """Collect an agent's parts from the plugins visible in its scope (``None``: the global
+    scope). Pure; :meth:`tether.runtime.Runtime.preset` builds each preset once."""
     scope = kernel.global_scope if agent is None else kernel.agent_scope(agent)
     layers = [_collect(plugins, "tether_tools", Tool) for _, plugins in scope.layers()]
     tools = ToolRegistry.from_layers(layers)
@@ -136,18 +141,6 @@ def _build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     )
 
 
-def known_tool_names(kernel: Kernel) -> frozenset[str]:
-    """The name of every tool some plugin instance of ``kernel`` offers, in any scope: what a
-    tool filter may name. (A kernel is fixed at load, so this is worked out once.)"""
-    known = _KNOWN_TOOLS.get(kernel)
-    if known is None:
-        known = frozenset(
-            tool.name for plugin in kernel.plugins for tool in plugin.collect("tether_tools", Tool)
-        )
-        _KNOWN_TOOLS[kernel] = known
-    return known
-
-
 def resolve_preset_model(
     preset: AgentPreset, spec: str | None, *, base: Path | None = None
 ) -> Model:
@@ -155,79 +148,10 @@ def resolve_preset_model(
     spec = spec or preset.model_spec
     if spec is None:
         where = f"[agent.{preset.name}] model" if preset.name else "the profile"
-        raise AgentError(
+        raise ModelError(
             ErrorCode.MODEL_SPEC_UNKNOWN,
             f"no model for agent {preset.name or '(global)'}",
             key=where,
             remedy='set model = "provider:name" in the agent table or pass --model SPEC',
         )
     return resolve_model(spec, preset.model_providers, base=base)
-
-
-async def compose_agent(
-    kernel: Kernel,
-    store: SessionStore,
-    *,
-    agent: str | None = None,
-    model: Model | str | None = None,
-    session_id: str | None = None,
-    label: str | None = None,
-    limits: AgentLimits | None = None,
-    record_model: bool = True,
-) -> Agent:
-    """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given.
-
-    Use the result as ``async with agent:``. A string ``model`` is a spec resolved relative to
-    the current directory; ``None`` uses the session's recorded model, else the agent's profile
-    ``model``. The spec is recorded in a new session's header; on a stored session a string
-    ``model`` that differs from its recorded one becomes its model when the agent takes the
-    session, logged as a ``model`` descriptor with the old and new spec. A session written
-    before tether recorded models (header ``model`` None) keeps using the profile's model
-    until one is given explicitly. ``record_model=False`` uses ``model`` on a stored session
-    without recording it (an agent that only hosts others, as ``tether sessions send``'s).
-    """
-    header = await store.header(session_id) if session_id is not None else None
-    if header is not None:
-        # A stored session keeps its own agent preset; --agent may only confirm it.
-        if agent is not None and header.agent != agent:
-            raise AgentError(
-                ErrorCode.UNKNOWN_AGENT,
-                f'session "{session_id}" runs agent {header.agent!r}, not {agent!r}',
-                remedy=f"drop --agent or pass --agent {header.agent}",
-            )
-        name = resolve_agent_name(kernel, header.agent)
-    else:
-        name = resolve_agent_name(kernel, agent)
-    preset = build_preset(kernel, name)
-    spec: str | None = None  # the spec to record, when it is known
-    if model is not None and not isinstance(model, str):
-        resolved: Model = model
-    elif model is not None:
-        resolved = resolve_preset_model(preset, model, base=Path.cwd())
-        spec = model
-    elif header is not None and header.model not in (None, preset.model_spec):
-        # The session's own model, given as --model once: a relative path in it (function:,
-        # scripted:) is relative to the directory tether runs in, as --model's is.
-        try:
-            resolved = resolve_preset_model(preset, header.model, base=Path.cwd())
-        except ModelError as exc:
-            raise ModelError(
-                exc.code,
-                f'session "{header.id}" runs model "{header.model}", which cannot be used '
-                f"here: {exc.message}",
-                remedy=f"{exc.remedy + '; or ' if exc.remedy else ''}pass --model SPEC to "
-                "continue the session on another model (recorded in the session)",
-            ) from exc
-    else:
-        # The profile's model (also when the session recorded that one): relative to the
-        # profile file that names it.
-        model_file = kernel.profile.file_of("agent", name, "model") if name else None
-        base = model_file.parent if model_file is not None else kernel.profile.folder
-        resolved = resolve_preset_model(preset, None, base=base)
-        if header is None:
-            spec = preset.model_spec
-    if header is None:
-        header = await store.create(new_header(agent=name, label=label, model=spec))
-    if not record_model and session_id is not None:
-        spec = None
-    return preset.agent(header, store, resolved, limits=limits, model_spec=spec)

@@ -10,12 +10,12 @@ context --session``. Applying the pins only ever narrows what the agent was comp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentError, ErrorCode
-from ..store import DescriptorEvent, Event, InboxAccepted, SessionHeader, TurnStarted, UserMessage
+from ..errors import AgentError, ErrorCode, StoreError
+from ..store import DescriptorEvent, SessionHeader
 from ._approvals import ApprovalPolicy
 from ._tools import ToolFilter, ToolRegistry
 
@@ -53,22 +53,15 @@ class DelegationPins:
     """Whether tools that need approval run (``deny`` for every delegated child)."""
 
 
-def delegation_pins(header: SessionHeader, log: Sequence[Event]) -> DelegationPins | None:
-    """The pins of the session ``header`` whose log is ``log``; ``None`` for a session nobody
+def delegation_pins(
+    header: SessionHeader, setup: Mapping[str, DescriptorEvent]
+) -> DelegationPins | None:
+    """The pins of the session ``header`` whose setup window holds the descriptors ``setup``
+    (by kind; :attr:`tether.store.replay.SessionFold.setup`); ``None`` for a session nobody
     delegated. A delegated session (``origin = "subagent"``) whose setup window has no
     ``delegation`` descriptor (written by another program) still has its approvals denied."""
-    delegation: DescriptorEvent | None = None
-    continuable: DescriptorEvent | None = None
-    # The setup window: after the fork seed (whose copied descriptors are the parent's own),
-    # until the first message.
-    for event in log[header.seed_length :]:
-        if isinstance(event, UserMessage | InboxAccepted | TurnStarted):
-            break
-        if isinstance(event, DescriptorEvent):
-            if event.kind == DELEGATION_DESCRIPTOR and delegation is None:
-                delegation = event
-            elif event.kind == CONTINUABLE_DESCRIPTOR and continuable is None:
-                continuable = event
+    delegation = setup.get(DELEGATION_DESCRIPTOR)
+    continuable = setup.get(CONTINUABLE_DESCRIPTOR)
     if delegation is None:
         if header.origin == "subagent":
             return DelegationPins(tools=None, policy=None, approval="deny")
@@ -140,8 +133,8 @@ def _policy(header: SessionHeader, key: str, value: Any) -> ToolFilter | None:
         raise _corrupt(header, key, value, "a filter that allows or denies something") from None
 
 
-def _corrupt(header: SessionHeader, key: str, value: Any, expected: str) -> AgentError:
-    return AgentError(
+def _corrupt(header: SessionHeader, key: str, value: Any, expected: str) -> StoreError:
+    return StoreError(
         ErrorCode.SESSION_CORRUPT,
         f'the delegation descriptor of session "{header.id}" is not readable: {key} is '
         f"{value!r:.80}, not {expected}",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import AgentError, ErrorCode
+from ..store.replay import render_instruction
 
 __all__ = (
     "PARALLEL_TOOLS_SECTION",
@@ -61,11 +62,6 @@ class DynamicInstruction:
         if inspect.isawaitable(result):
             result = await result
         return result
-
-
-def render_instruction(slug: str, content: str) -> str:
-    """The message text of a dynamic instruction's value."""
-    return f'<instruction slug="{slug}">\n{content}\n</instruction>'
 
 
 def load_instructions(path: Path) -> str:

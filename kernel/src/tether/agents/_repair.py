@@ -8,11 +8,10 @@ may not have run) and the turn ends ``aborted``, so the history is one a model A
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from ..models import ToolCall
-from ..store import AssistantMessage, Event, ToolResult, TurnEnded, TurnStarted
+from ..store import Event, ToolResult, TurnEnded
+from ..store.replay import OpenTurn, fold
 
 __all__ = ("INTERRUPTED_CALL", "OpenTurn", "closing_events", "find_open_turn")
 
@@ -24,34 +23,9 @@ INTERRUPTED_CALL = (
 INTERRUPTED_TURN = "the process stopped during this turn; closed when the session was restored"
 
 
-@dataclass(frozen=True)
-class OpenTurn:
-    """A turn the log opened and never closed, and its calls that have no result."""
-
-    turn: int
-    calls: tuple[ToolCall, ...]
-
-
-def find_open_turn(log: Iterable[Event]) -> OpenTurn | None:
-    """The log's open turn, if its last turn never ended."""
-    open_turn: int | None = None
-    open_calls: dict[str, ToolCall] = {}
-    for event in log:
-        match event:
-            case TurnStarted(turn=turn):
-                open_turn = turn
-            case TurnEnded():
-                open_turn = None
-                open_calls = {}
-            case AssistantMessage(tool_calls=calls):
-                open_calls = {call.id: call for call in calls}
-            case ToolResult(tool_call_id=call_id):
-                open_calls.pop(call_id, None)
-            case _:
-                pass
-    if open_turn is None:
-        return None
-    return OpenTurn(open_turn, tuple(open_calls.values()))
+def find_open_turn(log: Sequence[Event]) -> OpenTurn | None:
+    """The log's open turn, if its last turn never ended (``fold(log).open_turn``)."""
+    return fold(log).open_turn
 
 
 def closing_events(open_turn: OpenTurn) -> list[Event]:

@@ -4,14 +4,29 @@ Exit status: 0 success, 1 the command ran and found problems, 2 usage error or a
 stops the command: one ``ERROR: ... [CODE]`` line on standard error, for tether's own errors and
 for any other exception too (``UNEXPECTED_ERROR``, ``PLUGIN_UNEXPECTED_ERROR``); ``--debug``
 shows the traceback instead.
+
+Installed plugins add commands through the ``tether_cli_commands`` hook, declared in the
+entry-point group ``tether.commands`` (:data:`COMMANDS_ENTRY_POINT_GROUP`; docs/hooks.md).
+What such a command may use from here: :data:`profile_option` and :func:`load` to load a
+profile as the built-in commands do, :func:`run_async` to run async code, :data:`TEXT` for
+free-text arguments. An exception it raises becomes the same ERROR line as a built-in's.
 """
 
 from __future__ import annotations
 
-from . import _acp, _plugins, _run, _sessions, _skills  # noqa: F401  (each registers its commands)
-from ._group import cli
+from . import _plugins, _run, _sessions, _skills  # noqa: F401  (each registers its commands)
+from ._group import TEXT, cli, load, profile_option, run_async
+from ._plugin_commands import COMMANDS_ENTRY_POINT_GROUP
 
-__all__ = ("cli", "main")
+__all__ = (
+    "COMMANDS_ENTRY_POINT_GROUP",
+    "TEXT",
+    "cli",
+    "load",
+    "main",
+    "profile_option",
+    "run_async",
+)
 
 
 def main() -> None:

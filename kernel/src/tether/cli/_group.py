@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from .._version import __version__
+from ._plugin_commands import PluginCommandGroup, declared_commands, plugin_name_of
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -48,8 +49,11 @@ THREADS_EXIT_WAIT = 0.05
 _T = TypeVar("_T")
 
 
-class _TetherGroup(click.Group):
+class _TetherGroup(PluginCommandGroup):
     """Turns every exception a command raises into one ``ERROR:`` line and exit status 2.
+
+    It also offers the commands installed plugins add (:class:`PluginCommandGroup`); a plugin
+    command that cannot be loaded is an error like any other.
 
     A :class:`tether.TetherError` is printed as it is. Any other exception is a bug: it is
     printed as ``UNEXPECTED_ERROR``, or as ``PLUGIN_UNEXPECTED_ERROR`` naming the plugin when
@@ -63,7 +67,8 @@ class _TetherGroup(click.Group):
             return super().invoke(ctx)
         except Exception as exc:
             failure = _reportable(exc)
-            if failure is None or ctx.meta.get("tether.debug"):
+            # A plugin command fails to load before the group's callback records --debug.
+            if failure is None or ctx.meta.get("tether.debug") or ctx.params.get("debug"):
                 raise
             error = describe_failure(failure, plugin_modules(ctx.meta.get(_KERNEL_META)))
             click.echo(f"ERROR: {error}", err=True)
@@ -273,9 +278,9 @@ def _owner(module: str, plugins: Mapping[str, tuple[str, str]]) -> tuple[str, st
 def plugin_modules(kernel: Kernel | None) -> dict[str, tuple[str, str]]:
     """Module name -> ``(plugin, source)``: the modules of the plugins the command loaded (the
     module of their object, the module their entry point names), then those of every installed
-    entry point; and the top-level package of a module an entry point names, when no other
-    plugin shares it (a bug in ``acme_tools.core`` is plugin ``acme``'s when its entry point is
-    ``acme_tools.plugin``)."""
+    entry point (``tether.plugins``, then ``tether.commands``); and the top-level package of a
+    module an entry point names, when no other plugin shares it (a bug in ``acme_tools.core``
+    is plugin ``acme``'s when its entry point is ``acme_tools.plugin``)."""
     # (module, owner, whether its top-level package may stand for the plugin)
     owners: list[tuple[str, tuple[str, str], bool]] = []
     if kernel is not None:
@@ -298,6 +303,10 @@ def plugin_modules(kernel: Kernel | None) -> dict[str, tuple[str, str]]:
             dist = ep.dist
             owner = (ep.name, f"{dist.name} {dist.version}" if dist is not None else ep.value)
             owners += [(name, owner, True) for name in _entry_modules(ep.value)]
+        # A distribution may add commands without being a profile plugin.
+        for command in declared_commands():
+            owner = (plugin_name_of(command), command.source)
+            owners += [(name, owner, True) for name in _entry_modules(command.value)]
     except Exception:  # broken metadata must not hide the error being reported
         pass
     modules: dict[str, tuple[str, str]] = {}
@@ -376,7 +385,7 @@ class Interruption:
         for scope in self._scopes:
             scope.cancel()
 
-    async def _receive(self, *, task_status: TaskStatus[None]) -> None:
+    async def receive(self, *, task_status: TaskStatus[None]) -> None:
         """Turn SIGINTs into :meth:`interrupt`, then an exit, until the command is done.
 
         A receiver task, not a ``KeyboardInterrupt``: the signal is handled on the event loop,
@@ -465,7 +474,7 @@ async def _watching_sigint(
     results: list[_T] = []
     failure: Exception | None = None
     async with anyio.create_task_group() as group:
-        await group.start(interruption._receive)
+        await group.start(interruption.receive)
         try:
             results.append(await function(interruption, *args))
         except Exception as exc:  # raised below as itself, not in the task group's group

@@ -14,6 +14,7 @@ from ._group import TEXT, cli, load, profile_option, run_async
 if TYPE_CHECKING:
     from ..kernel import Kernel
     from ..plugins import LoadedPlugin, PluginCatalog
+    from ..runtime import Runtime
     from ..scopes import Scope
 
 __all__ = ("ProbingModel", "composition_tree")
@@ -132,8 +133,10 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     an error) and, when it can (an HTTP model), asked whether its endpoint answers.
     """
     from ..profile import check_store_spec
+    from ..runtime import Runtime
 
     kernel = load(profile)
+    runtime = Runtime(kernel)
     try:
         check_store_spec(kernel.profile.tether.store)
     except TetherError as exc:
@@ -143,11 +146,11 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     # a profile without skills or subagents does not pay for their imports.
     skills = any(p.implements("tether_skill_providers") for p in kernel.plugins)
     if skills:
-        kernel.skills  # noqa: B018
-    if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
+        runtime.skills  # noqa: B018
+    if runtime.delegates:
         # A provider that can say whether it runs here (its program is installed) is asked;
         # loading does not ask, so commands that start no child work without the program.
-        for provider in kernel.subagents.providers():
+        for provider in runtime.subagents.providers():
             check_provider = getattr(provider, "check", None)
             if callable(check_provider):
                 check_provider()
@@ -160,7 +163,7 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     if skills:
         from ._skills import printable
 
-        for warning in run_async(_skill_warnings, kernel):
+        for warning in run_async(_skill_warnings, runtime):
             click.echo(f"warning: {printable(warning)}", err=True)
     count = len(kernel.plugins)
     requirements = sum(len(p.requirements) for p in kernel.plugins)
@@ -186,19 +189,20 @@ async def _probe_model(kernel: Kernel, spec: str, agent: str | None) -> str:
         await close_model(model)
 
 
-async def _skill_warnings(kernel: Kernel) -> list[str]:
+async def _skill_warnings(runtime: Runtime) -> list[str]:
     """The skill providers' advice and what their catalogs skipped, once each, for every
     scope an agent sees (the global layer when there are no agents)."""
     from ._skills import SkillWarnings
 
+    kernel = runtime.kernel
     scopes: list[Scope | None] = [kernel.agent_scope(name) for name in kernel.agents] or [None]
     advice: dict[str, None] = {}
     skipped: dict[str, str] = {}
     with SkillWarnings():  # what the providers log is summed up below, not printed raw
         for scope in scopes:
-            for provider, line in await kernel.skills.diagnose(scope=scope):
+            for provider, line in await runtime.skills.diagnose(scope=scope):
                 advice.setdefault(f'skill provider "{provider}": {line}', None)
-            catalog = await kernel.skills.list(scope=scope)
+            catalog = await runtime.skills.list(scope=scope)
             for entry in catalog.skipped:
                 skipped.setdefault(entry.path, entry.reason)
     lines = list(advice)

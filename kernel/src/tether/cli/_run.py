@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import anyio
 
     from ..agents import Agent
+    from ..runtime import Runtime
     from ..store import Event
 
 __all__ = ("Terminal", "estimate_tokens")
@@ -90,51 +91,40 @@ async def _run(
     prompts: tuple[str, ...],
     debug: bool = False,
 ) -> str:
-    from ..agents import compose_agent
     from ..models import ScriptedModel
-    from ..store import profile_store
+    from ..runtime import Runtime
+    from ..store import TurnEnded, TurnStarted, profile_store
 
     store = profile_store(kernel.profile)
     try:
-        agent = await compose_agent(
-            kernel, store, agent=agent_name, model=model_spec, session_id=session_id
-        )
+        runtime = Runtime(kernel, store)
+        agent = await runtime.compose(agent=agent_name, model=model_spec, session_id=session_id)
         terminal = Terminal(live=sys.stdout.isatty())
-        agent.listen(_printer(agent, terminal, debug=debug))
-        _show_children(kernel, agent, terminal)
-        if kernel.permission_host is None and sys.stdin.isatty():
-            kernel.permission_host = terminal.ask
+        agent.listen(printer(agent, terminal, debug=debug))
+        _show_children(runtime, agent, terminal)
+        if sys.stdin.isatty():
+            runtime.permission_host = terminal.ask
         stops: list[str] = []
-        # Turns this run starts: a turn closed on restore (crash repair) is not one of them.
-        first_turn = [sys.maxsize]
-        agent.listen(
-            lambda event: (
-                stops.append(event.stop_reason)  # type: ignore[union-attr]
-                if event.type == "turn/end" and event.turn >= first_turn[0]  # type: ignore[union-attr]
-                else None
-            )
-        )
+        # Turns this run starts (heard opening): a turn closed on restore (crash repair) is
+        # not one of them.
+        started: set[int] = set()
+
+        def record(event: Event) -> None:
+            if isinstance(event, TurnStarted):
+                started.add(event.turn)
+            elif isinstance(event, TurnEnded) and event.turn in started:
+                stops.append(event.stop_reason)
+
+        agent.listen(record)
         # Ctrl-C aborts the turn and parks the queued prompts; leaving `async with agent`
         # then records the turn's end and ends the children it hosts, without waiting for them.
         interruption.on_interrupt(agent.interrupt)
-        async with agent:
-            first_turn[0] = agent.turns + 1
-            with interruption.stoppable():
-                if session_id is not None and any(
-                    p.implements("tether_subagent_providers") for p in kernel.plugins
-                ):
-                    # After a crash: children holding accepted, unrun messages pick up again.
-                    await kernel.subagents.continuation.recover(agent)
-                for prompt in prompts:
-                    await agent.followup(prompt)
-                await agent.when_idle()
-                if kernel._subagents is not None:
-                    # Continuable children keep working after the last prompt: wait for them
-                    # to settle, and for the turns their notices give, instead of cutting
-                    # them off.
-                    await kernel.subagents.continuation.wait_quiet(agent)
-        if agent.fault is not None:
-            raise agent.fault
+        # After a crash, children holding accepted, unrun messages pick up again; continuable
+        # children keep working after the last prompt, and the run waits for them to settle
+        # (and for the turns their notices give) instead of cutting them off.
+        await runtime.run_session(
+            agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
+        )
         stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
         if isinstance(agent.model, ScriptedModel) and not interruption.requested:
             left = agent.model.remaining()
@@ -278,7 +268,7 @@ def capped(text: str, *, debug: bool, limit: int = PRINTED_LIMIT) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters; run with --debug to see all)"
 
 
-def _printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = False) -> Any:
+def printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = False) -> Any:
     """A listener that prints ``agent``'s turns; through ``terminal`` when given (its lines
     then wait while a permission question is open, and keep clear of the status line).
     Errors and raw call arguments longer than ``PRINTED_LIMIT`` are cut unless ``debug``."""
@@ -370,12 +360,14 @@ async def _context(
     session_id: str | None,
     prompt: str | None,
 ) -> dict[str, Any]:
-    from ..agents import build_preset, compose_agent, new_header, resolve_agent_name
+    from ..agents import new_header, resolve_agent_name
     from ..models import FunctionModel, find_model_provider
+    from ..runtime import Runtime
     from ..store import MemoryStore, profile_store
 
     name = resolve_agent_name(kernel, agent_name)
-    preset = build_preset(kernel, name)
+    runtime = Runtime(kernel)
+    preset = runtime.preset(name)
     spec = model_spec or preset.model_spec or "(none)"
     if model_spec is not None:
         find_model_provider(model_spec, preset.model_providers)  # an unknown spec is an error
@@ -383,8 +375,8 @@ async def _context(
     if session_id is not None:
         store = profile_store(kernel.profile)
         try:
-            agent = await compose_agent(
-                kernel, store, agent=agent_name, model=placeholder, session_id=session_id
+            agent = await runtime.compose(
+                agent=agent_name, model=placeholder, session_id=session_id, store=store
             )
             await agent.restore(repair=False)  # context only reads
             if model_spec is None and agent.header.model is not None:
@@ -395,7 +387,7 @@ async def _context(
     else:
         store = MemoryStore()
         header = await store.create(new_header(agent=name))
-        agent = preset.agent(header, store, placeholder)
+        agent = runtime.agent(preset, header, store, placeholder)
         request, pending = await agent.preview(prompt)
     history = request.messages[: len(request.messages) - len(pending)]
     tools = [
@@ -433,7 +425,7 @@ async def _context(
 TICK = 0.5
 
 
-def _show_children(kernel: Any, agent: Agent, terminal: Terminal) -> None:
+def _show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
     """Show delegated children as they start and end.
 
     Plain lines (indented by depth, with label, status and elapsed time) always; on a terminal
@@ -488,5 +480,5 @@ def _show_children(kernel: Any, agent: Agent, terminal: Terminal) -> None:
                 f"{time.monotonic() - since:.1f}s]"
             )
 
-    if any(p.implements("tether_subagent_providers") for p in kernel.plugins):
-        kernel.subagents.on_event(show)
+    if runtime.delegates:
+        runtime.subagents.on_event(show)

@@ -143,10 +143,10 @@ def send_to_child(
 async def _send(
     interruption: Interruption, kernel: Any, model_spec: str | None, child_id: str, message: str
 ) -> str:
-    from ..agents import compose_agent
     from ..errors import TetherError
+    from ..runtime import Runtime
     from ..store import TurnEnded, profile_store
-    from ._run import _printer, close_model, debugging
+    from ._run import close_model, debugging, printer
 
     store = profile_store(kernel.profile)
     try:
@@ -167,10 +167,9 @@ async def _send(
             return "completed"
         root = await _root_of(store, child_id)
         # The root only hosts the child here: a --model is for this command, not recorded.
-        host = await compose_agent(
-            kernel, store, model=model_spec, session_id=root, record_model=False
-        )
-        continuation = kernel.subagents.continuation
+        runtime = Runtime(kernel, store)
+        host = await runtime.compose(model=model_spec, session_id=root, record_model=False)
+        continuation = runtime.subagents.continuation
         stops: list[str] = []
         watched: list[Any] = []
 
@@ -180,12 +179,12 @@ async def _send(
             if child is None or child in watched:
                 return
             watched.append(child)
-            child.listen(_printer(child, debug=debugging()))
+            child.listen(printer(child, debug=debugging()))
             child.listen(
                 lambda e: stops.append(e.stop_reason) if isinstance(e, TurnEnded) else None
             )
 
-        unsubscribe = kernel.subagents.on_event(
+        unsubscribe = runtime.subagents.on_event(
             lambda event: watch() if event.kind == "start" and event.child_id == child_id else None
         )
         refused: TetherError | None = None

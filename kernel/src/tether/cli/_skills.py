@@ -1,22 +1,25 @@
-"""``tether skills list|show|validate``: the catalog an agent sees, one skill, a strict check."""
+"""``tether skills list|show``: the catalog an agent sees, and one skill.
+
+``tether skills validate``, the strict Agent Skills check, is added to this group by
+tether-skills-fs (the group takes plugin commands: :class:`PluginCommandGroup`).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ._group import cli, load, profile_option, run_async
+from ._plugin_commands import PluginCommandGroup
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
     from ..scopes import Scope
     from ..skills import SkillCandidate, SkillCatalog, SkillDefinition, SkippedSkill
-    from ..skills._validate import SkillCheck
 
 #: How many near names an unknown ``skills show NAME`` suggests.
 MAX_SUGGESTIONS = 3
@@ -26,8 +29,6 @@ MAX_LISTED_NAMES = 12
 DESCRIPTION_WIDTH = 72
 #: The plugin whose ``body_max_chars`` setting ``skills show`` honours, as ``load_skill`` does.
 SKILL_TOOL_PLUGIN = "skill-tool"
-#: The code of the one ERROR line for a ``skills validate`` path that does not exist.
-PATH_NOT_FOUND = "SKILL_PATH_NOT_FOUND"
 
 _agent_option = click.option(
     "--agent",
@@ -37,7 +38,7 @@ _agent_option = click.option(
 )
 
 
-@cli.group()
+@cli.group(cls=PluginCommandGroup, plugin_path=("skills",))
 def skills() -> None:
     """Skills: the catalog an agent sees, one skill's content, a strict Agent Skills check."""
 
@@ -83,7 +84,9 @@ def list_skills(profile: Path | None, agent_name: str | None, as_json: bool) -> 
 
 
 async def _list(kernel: Kernel, scope: Scope | None) -> SkillCatalog:
-    return await kernel.skills.list(scope=scope)
+    from ..runtime import Runtime
+
+    return await Runtime(kernel).skills.list(scope=scope)
 
 
 def _row(catalog: SkillCatalog, name: str) -> dict[str, Any]:
@@ -230,8 +233,11 @@ def _body_max(kernel: Kernel, agent: str | None) -> int:
 async def _show(
     kernel: Kernel, scope: Scope | None, name: str
 ) -> tuple[SkillDefinition | None, SkillCatalog]:
-    definition = await kernel.skills.get(name, scope=scope)
-    catalog = await kernel.skills.list(scope=scope)
+    from ..runtime import Runtime
+
+    registry = Runtime(kernel).skills
+    definition = await registry.get(name, scope=scope)
+    catalog = await registry.list(scope=scope)
     return definition, catalog
 
 
@@ -272,88 +278,6 @@ def _not_found(name: str, catalog: SkillCatalog, scope: Scope | None) -> str:
 def _or(names: list[str]) -> str:
     quoted = [f'"{n}"' for n in names]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-
-
-# ----------------------------------------------------------------------------- validate
-
-
-@skills.command("validate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.pass_context
-def validate_skills(ctx: click.Context, paths: tuple[Path, ...]) -> None:
-    """Check skills strictly against the Agent Skills standard (the verdict of skills-ref).
-
-    Each PATH is a skill directory, its SKILL.md, or a folder whose subdirectories are
-    skills. Prints one `PATH: problem` line per problem (and `PATH: warning: ...` for what
-    is accepted but risky), then a summary. Exit status 1 when any skill has a problem.
-    No profile is needed.
-    """
-    from ..skills._validate import check_skill, find_skills
-
-    missing = [path for path in paths if not path.exists()]
-    if missing:
-        click.echo(f"ERROR: {_missing_paths(missing)} [{PATH_NOT_FOUND}]", err=True)
-        ctx.exit(2)
-    checks: list[tuple[Path, SkillCheck]] = []
-    empty: list[Path] = []
-    seen: set[str] = set()
-    for path in paths:
-        found = find_skills(path)
-        if not found:
-            empty.append(path)
-        for skill in found:
-            key = os.path.abspath(skill.parent if _is_skill_file(skill) else skill)
-            if key not in seen:
-                seen.add(key)
-                checks.append((skill, check_skill(skill)))
-    for path in empty:
-        click.echo(
-            f"{path}: no skill here: neither {path / 'SKILL.md'} nor a subdirectory with a "
-            "SKILL.md exists; pass a skill directory, its SKILL.md or a folder of skills"
-        )
-    for path, check in checks:
-        for problem in check.problems:
-            click.echo(f"{path}: {problem}")
-        for warning in check.warnings:
-            click.echo(f"{path}: warning: {warning}")
-    click.echo(_summary(checks, empty))
-    if empty or any(not check.valid for _, check in checks):
-        ctx.exit(1)
-
-
-def _missing_paths(missing: list[Path]) -> str:
-    """``path "x" does not exist (/abs/x); pass ...``: every missing path, absolute too."""
-    shown = []
-    for path in missing:
-        absolute = os.path.abspath(path)
-        text = f'"{path}"' + ("" if str(path) == absolute else f" ({absolute})")
-        if os.path.lexists(path):
-            text += " (a symlink that leads nowhere: broken, or a loop)"
-        shown.append(text)
-    one = len(missing) == 1
-    return (
-        f"{'path' if one else 'paths'} {', '.join(shown)} {'does' if one else 'do'} not exist; "
-        "pass skill directories, SKILL.md files or folders of skills"
-    )
-
-
-def _is_skill_file(path: Path) -> bool:
-    return path.name.lower() == "skill.md" and path.is_file()
-
-
-def _summary(checks: list[tuple[Path, SkillCheck]], empty: list[Path]) -> str:
-    invalid = sum(1 for _, check in checks if not check.valid)
-    problems = sum(len(check.problems) for _, check in checks)
-    warnings = sum(len(check.warnings) for _, check in checks)
-    count = len(checks)
-    text = f"{count} skill{'' if count == 1 else 's'} checked: {count - invalid} valid"
-    if invalid:
-        text += f", {invalid} with problems ({problems} problem{'' if problems == 1 else 's'})"
-    if warnings:
-        text += f", {warnings} warning{'' if warnings == 1 else 's'}"
-    if empty:
-        text += f"; {len(empty)} path{'' if len(empty) == 1 else 's'} without skills"
-    return text
 
 
 # ----------------------------------------------------------------------------- shared

@@ -45,6 +45,7 @@ __all__ = (
     "ToolSchema",
     "Usage",
     "find_model_provider",
+    "function_model_from_spec",
     "resolve_model",
 )
 

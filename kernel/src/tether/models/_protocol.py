@@ -78,7 +78,7 @@ def find_model_provider(spec: str, providers: Iterable[ModelProvider]) -> tuple[
             f"model spec {spec!r} is not of the form provider:name",
             remedy='write e.g. "deepseek:deepseek-chat" or "scripted:script.toml"',
         )
-    known = {}
+    known: dict[str, ModelProvider] = {}
     for provider in providers:
         known.setdefault(provider.prefix, provider)
     provider = known.get(prefix)

@@ -55,7 +55,7 @@ class ScriptStep(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     text: str = ""
-    tool_calls: list[_ScriptCall] = Field(default_factory=list)
+    tool_calls: list[_ScriptCall] = Field(default_factory=list[_ScriptCall])
     expect: str | None = None
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
@@ -66,12 +66,12 @@ class ScriptStep(BaseModel):
 
 class _AgentScript(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    steps: list[ScriptStep] = Field(default_factory=list)
+    steps: list[ScriptStep] = Field(default_factory=list[ScriptStep])
 
 
 class _Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    steps: list[ScriptStep] = Field(default_factory=list)
+    steps: list[ScriptStep] = Field(default_factory=list[ScriptStep])
     agents: dict[str, _AgentScript] = Field(default_factory=dict)
     tasks: dict[str, _AgentScript] = Field(default_factory=dict)
 
@@ -268,7 +268,7 @@ class ScriptedModel:
         continued in another process picks up where the log says it is. A request past the
         end of the script reaches it, so nothing is left then.
         """
-        left = {}
+        left: dict[str | None, int] = {}
         for key, steps in self._steps.items():
             if key not in self._reached:
                 continue  # never asked in this process: nothing to say about its steps

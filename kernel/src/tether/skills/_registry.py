@@ -83,9 +83,10 @@ class SkillCatalog:
     skipped: tuple[SkippedSkill, ...] = field(repr=False, default=())
     """What the providers found but left out, and why (farthest layer first), each with its
     provider's name."""
-    _origins: dict[str, _ProviderSlot | _RuntimeSkill] = field(
+    sources: dict[str, _ProviderSlot | _RuntimeSkill] = field(
         repr=False, compare=False, default_factory=dict
     )
+    """Per winning name, the registration it came from (the registry's own bookkeeping)."""
 
     def get(self, name: str) -> SkillSummary | None:
         """The summary of ``name`` in this catalog."""
@@ -102,19 +103,20 @@ class SkillProviderControl:
         self._registry = registry
         self._layer = layer
         self._name = name
-        self._slot: _ProviderSlot | None = None
+        self.registration: _ProviderSlot | None = None
+        """The registration this control belongs to, once it is complete."""
 
     @property
     def live(self) -> bool:
         """Whether this exact registration is still the one in its layer."""
-        slot = self._slot
-        return slot is not None and self._registry._holds(slot)
+        slot = self.registration
+        return slot is not None and self._registry.holds(slot)
 
     def invalidate(self) -> None:
         """Drop cached catalogs; a call before registration completes, or from a replaced or
         disposed provider, does nothing."""
         if self.live:
-            self._registry._changed()
+            self._registry.changed()
 
 
 @dataclass(eq=False)
@@ -197,7 +199,8 @@ class SkillRegistry:
 
     # ------------------------------------------------------------- mutations
 
-    def _holds(self, slot: _ProviderSlot) -> bool:
+    def holds(self, slot: _ProviderSlot) -> bool:
+        """Whether ``slot`` is still the registration of its name in its layer."""
         layer = self._layers.get(slot.layer)
         return layer is not None and layer.providers.get(slot.name) is slot
 
@@ -212,7 +215,8 @@ class SkillRegistry:
         if layer is not None and not layer.providers and not layer.runtime:
             del self._layers[key]
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
+        """Drop every cached catalog and tell the listeners (something changed)."""
         self._revision += 1
         self._cache.clear()
         for listener in list(self._listeners):
@@ -299,15 +303,15 @@ class SkillRegistry:
             )
         self._check_unique(name, key)  # create() may have registered one itself
         slot = _ProviderSlot(key, name, provider, self._next_order(), control)
-        control._slot = slot
+        control.registration = slot
         self._layers.setdefault(key, _Layer()).providers[name] = slot
-        self._changed()
+        self.changed()
 
         def dispose() -> None:
-            if self._holds(slot):
+            if self.holds(slot):
                 del self._layers[key].providers[name]
                 self._prune(key)
-                self._changed()
+                self.changed()
 
         return SkillRegistration(dispose)
 
@@ -375,13 +379,13 @@ class SkillRegistry:
             return SkillRegistration(lambda: None)
         entry = _RuntimeSkill(key, definition, _runtime_candidate(definition))
         self._layers.setdefault(key, _Layer()).runtime[definition.name] = entry
-        self._changed()
+        self.changed()
 
         def dispose() -> None:
             if self._holds_runtime(entry):
                 del self._layers[key].runtime[definition.name]
                 self._prune(key)
-                self._changed()
+                self.changed()
 
         return SkillRegistration(dispose)
 
@@ -455,10 +459,10 @@ class SkillRegistry:
                     _describe(exc),
                 )
                 result = True
-            if result and self._holds(slot):
+            if result and self.holds(slot):
                 changed = True
         if changed:
-            self._changed()
+            self.changed()
         return changed
 
     async def diagnose(
@@ -498,12 +502,12 @@ class SkillRegistry:
         # A cached catalog costs no checkpoint: honour a cancellation before loading.
         await anyio.lowlevel.checkpoint_if_cancelled()
         candidate = catalog.candidates.get(name)
-        origin = catalog._origins.get(name)
+        origin = catalog.sources.get(name)
         if candidate is None or origin is None:
             return None
         if isinstance(origin, _RuntimeSkill):
             return origin.definition if self._holds_runtime(origin) else None
-        if not self._holds(origin):  # disposed since this (uncached) catalog was collected
+        if not self.holds(origin):  # disposed since this (uncached) catalog was collected
             return None
         try:
             definition = await origin.provider.get(candidate, cwd=cwd)
@@ -586,7 +590,7 @@ class SkillRegistry:
             shadowed={name: tuple(shadowed[name]) for name in names if name in shadowed},
             layers={name: origin_layer[name] for name in names},
             skipped=tuple(skipped),
-            _origins=origins,
+            sources=origins,
         )
 
     async def _observe_all(

@@ -220,6 +220,11 @@ class SkillProvider(Protocol):
     transient failure should return what it has with ``complete = False`` rather than raise.
     ``get`` returns the definition for one of its own candidates, or ``None`` when it vanished;
     it should re-read the source every time (bodies are never cached by the registry).
+
+    Optional: ``async def changed(self, *, cwd: Path) -> bool``, whether the source changed
+    since the last ``list`` for ``cwd`` (:meth:`~tether.skills.SkillRegistry.refresh`). The
+    skill tool calls it at the start of every turn, so it must cost the same with ten skills or
+    ten thousand.
     """
 
     @property

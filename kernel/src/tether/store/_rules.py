@@ -14,8 +14,12 @@ def missing(session_id: str) -> StoreError:
     )
 
 
-def check_depth(header: SessionHeader, depth: int) -> bool:
-    """True if ``depth`` raises the header's depth; an error if it would lower it."""
+def check_depth(header: SessionHeader, depth: object) -> bool:
+    """True if ``depth`` raises the header's depth; an error if it would lower it.
+
+    ``depth`` is typed ``object`` because callers pass what they were given: anything that is
+    not a non-negative ``int`` is refused here with a clear error.
+    """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise StoreError(
             ErrorCode.DEPTH_LOWERED,

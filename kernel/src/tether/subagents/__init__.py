@@ -26,7 +26,7 @@ from ._continuation import (
     settlement_notice,
 )
 from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
-from ._runtime import SubagentEvent, SubagentRuntime, check_output_schema
+from ._runtime import SubagentRuntime, check_output_schema
 from ._types import (
     CAPABILITIES,
     AgentOptions,
@@ -34,6 +34,7 @@ from ._types import (
     Capability,
     ContinuablePlan,
     SubagentCapabilities,
+    SubagentEvent,
     SubagentProvider,
     SubagentResult,
     SubagentRun,

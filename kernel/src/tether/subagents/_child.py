@@ -16,9 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..agents import new_header, resolve_preset_model
 from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
 from ..errors import ErrorCode, SubagentError
-from ..store import ContextMessage, DescriptorEvent, Event, InboxAccepted, MessageSource
+from ..store import (
+    ContextMessage,
+    DescriptorEvent,
+    Event,
+    InboxAccepted,
+    InboxDiscarded,
+    MessageSource,
+)
 from ._depth import child_depth
 from ._types import SubagentResult, SubagentStartRequest
 
@@ -100,6 +108,22 @@ class LocalChildRun:
         self._ready = anyio.Event()
         self._hosted = anyio.Event()
         self._host_error: BaseException | None = None
+
+    async def host_in(self, parent: Agent) -> None:
+        """Open the child in a job of ``parent``'s (left when the parent is left) and wait
+        until it is open; what opening it raised is raised here."""
+        try:
+            parent.start_job(self._host)
+            parent.on_teardown(self, self._release.set)
+        except RuntimeError:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                f'agent "{parent.session_id}" is not running, so it cannot host a child',
+                remedy="delegate from inside `async with agent:`",
+            ) from None
+        await self._ready.wait()
+        if self._host_error is not None:
+            raise self._host_error
 
     async def _host(self) -> None:
         """The child's ``async with``, entered and left in this one task, which the parent
@@ -196,21 +220,17 @@ async def compose_local_child(
     """The setup window: create the child's session and log, and return its agent, restored
     and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
     rebuilds the child from) follows the delegation descriptor."""
-    from ..agents import build_preset, new_header, resolve_preset_model
-    from ..agents._compose import known_tool_names
-    from ..store import InboxDiscarded
-
     parent = request.parent
-    kernel = parent.kernel
-    if kernel is None:
+    runtime = parent.runtime
+    if runtime is None:
         raise SubagentError(
             ErrorCode.SUBAGENT_INVALID,
-            f'agent "{parent.session_id}" was composed without a kernel, so it cannot delegate',
-            remedy="compose agents with tether.agents.compose_agent",
+            f'agent "{parent.session_id}" was composed without a runtime, so it cannot delegate',
+            remedy="compose agents with tether.runtime.compose_agent",
         )
     depth = child_depth(parent, request.max_depth)
     # The parent agent preset's plugins first: the child is that preset in a child scope.
-    preset = build_preset(kernel, parent.name)
+    preset = runtime.preset(parent.name)
     options = request.agent_options
     remote = model is not None
     if model_route is None and options is not None:
@@ -232,7 +252,7 @@ async def compose_local_child(
     if request.tool_filter is not None:
         # A name no plugin offers is a misspelling; a name an ancestor's delegation already
         # took away (or this agent never had) is narrowed again, which changes nothing.
-        known = known_tool_names(kernel)
+        known = runtime.known_tool_names()
         if not keep_tool_list:
             # A scoped restrict(): a new registry for this child; the parent's stays as it is.
             tools = tools.restrict(request.tool_filter, known=known)
@@ -312,9 +332,11 @@ async def compose_local_child(
     # The session and its setup window are created together: never half a child.
     await parent.store.create(header, setup)
     try:
-        child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
+        child = preset.agent(
+            header, parent.store, model, limits=limits, cwd=parent.cwd, runtime=runtime
+        )
         child.tools = tools
-        child.scope = (parent.scope or kernel.global_scope).child(header.id)
+        child.scope = (parent.scope or runtime.kernel.global_scope).child(header.id)
         child.tool_policy = policy
         child.approval = "deny"  # pinned by the delegation (recorded as approval: deny above)
         await child.restore(log=setup)  # just written: no need to read it back
@@ -331,18 +353,18 @@ async def restore_local_child(parent: Agent, header: Any, descriptor: Descriptor
     decided (its model and budget here; its tools, their policy and its approvals are pinned
     by its ``delegation`` descriptor, which ``Agent.restore`` applies), and the log holds the
     rest."""
-    from ..agents import build_preset, resolve_preset_model
-
-    kernel = parent.kernel
-    assert kernel is not None
+    runtime = parent.runtime
+    assert runtime is not None
     data = descriptor.data
-    preset = build_preset(kernel, header.agent)
+    preset = runtime.preset(header.agent)
     model = parent.model
     if data.get("model"):
         model = resolve_preset_model(preset, data["model"])
     limits = _limits(parent.limits, data.get("max_output_tokens"))
-    child = preset.agent(header, parent.store, model, limits=limits, cwd=parent.cwd)
-    child.scope = (parent.scope or kernel.global_scope).child(header.id)
+    child = preset.agent(
+        header, parent.store, model, limits=limits, cwd=parent.cwd, runtime=runtime
+    )
+    child.scope = (parent.scope or runtime.kernel.global_scope).child(header.id)
     child.approval = "deny"
     await child.restore()
     return child
@@ -374,18 +396,7 @@ async def start_local_child(
     )
     # The task is accepted with the session; the child's history starts before it.
     run = LocalChildRun(child, request, len(child.messages))
-    try:
-        parent.start_job(run._host)
-        parent.on_teardown(run, run._release.set)
-    except RuntimeError:
-        raise SubagentError(
-            ErrorCode.SUBAGENT_INVALID,
-            f'agent "{parent.session_id}" is not running, so it cannot host a child',
-            remedy="delegate from inside `async with agent:`",
-        ) from None
-    await run._ready.wait()
-    if run._host_error is not None:
-        raise run._host_error
+    await run.host_in(parent)
     child.resume()  # run the accepted task
     return run
 

@@ -32,19 +32,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ..agents._repair import closing_events, find_open_turn
-from ..errors import ErrorCode, SubagentError, TetherError
+from ..agents._repair import closing_events
+from ..errors import CapabilityError, ErrorCode, StoreError, SubagentError, TetherError
 from ..store import (
     DescriptorEvent,
     InboxAccepted,
-    InboxDiscarded,
     MessageSource,
     SessionHeader,
     ToolResult,
     UserMessage,
 )
+from ..store.replay import fold
 from ._child import CONTINUABLE_DESCRIPTOR, compose_local_child, final_output, restore_local_child
 from ._depth import child_depth
+from ._types import SubagentEvent
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -138,9 +139,23 @@ class _Activation:
     edge: bool = False
     notify: bool = True
 
+    def lifecycle_event(self, kind: Literal["start", "end"], stop: str | None) -> SubagentEvent:
+        """The ``start`` or ``end`` edge of this activation, as the runtime's listeners get it."""
+        return SubagentEvent(
+            kind,
+            self.provider,
+            self.run_id,
+            self.child_id,
+            True,
+            stop,
+            self.parent_id,
+            self.label,
+            self.depth,
+        )
+
 
 class ContinuationManager:
-    """The continuable children of one kernel's runtime (``kernel.subagents.continuation``)."""
+    """The continuable children of one kernel's runtime (``runtime.subagents.continuation``)."""
 
     def __init__(self, runtime: SubagentRuntime) -> None:
         self._runtime = runtime
@@ -186,7 +201,7 @@ class ContinuationManager:
         provider = runtime.check(name, request)
         prepare = getattr(provider, "prepare_continuable", None)
         if prepare is None:
-            raise SubagentError(
+            raise CapabilityError(
                 ErrorCode.UNSUPPORTED_CAPABILITY,
                 f'subagent provider "{name}" does not support continuable children (no '
                 "prepare_continuable capability)",
@@ -264,7 +279,7 @@ class ContinuationManager:
     async def _host(self, parent: Agent, activation: _Activation) -> None:
         """Start the activation's task in the parent's task group and wait until it is open."""
         if activation.child_id in self._activations:
-            raise SubagentError(
+            raise StoreError(
                 ErrorCode.SESSION_CONFLICT,
                 f'subagent "{activation.child_id}" already has a live activation',
             )
@@ -284,7 +299,7 @@ class ContinuationManager:
         if activation.error is not None:
             raise activation.error
         activation.edge = True
-        self._runtime._emit_edge("start", activation, None)
+        self._runtime.emit(activation.lifecycle_event("start", None))
 
     def _release(self, activation: _Activation) -> None:
         """The owner is being torn down: end the child whatever its state."""
@@ -326,12 +341,12 @@ class ContinuationManager:
             activation.closing = True
             activation.ready.set()
             self._forget(activation)
-            parent = agent.kernel.live_agents.get(activation.parent_id) if agent.kernel else None
+            parent = agent.runtime.live_agents.get(activation.parent_id) if agent.runtime else None
             if parent is not None:
                 parent.on_teardown(activation, None)
             self._poke(activation.parent_id)
             if activation.edge:
-                self._runtime._emit_edge("end", activation, stop)
+                self._runtime.emit(activation.lifecycle_event("end", stop))
             activation.closed.set()
 
     async def _watch(self, activation: _Activation) -> None:
@@ -366,7 +381,7 @@ class ContinuationManager:
     async def _notify(self, activation: _Activation, stop: str) -> None:
         """Deliver the settlement notice to the parent, by the parent's state."""
         agent = activation.agent
-        parent = agent.kernel.live_agents.get(activation.parent_id) if agent.kernel else None
+        parent = agent.runtime.live_agents.get(activation.parent_id) if agent.runtime else None
         if parent is None:
             return  # the parent is gone: nobody to tell
         opened = agent.turns > activation.turns_at_start
@@ -455,7 +470,7 @@ class ContinuationManager:
         """The settled agent of this child, if this process still has it and nobody wrote to
         its log since (another process): its history is current, so no re-read is needed."""
         agent = self._dormant.pop(header.id, None)
-        if agent is None or agent.kernel is not host.kernel or agent.fault is not None:
+        if agent is None or agent.runtime is not host.runtime or agent.fault is not None:
             return None
         if await host.store.events(header.id, after=agent.log_length, limit=1):
             return None  # the log grew elsewhere: restore from it
@@ -642,8 +657,8 @@ class ContinuationManager:
                 ErrorCode.ACTIVATION_CLOSING,
                 f'subagent "{child.session_id}" is closing; its report was not delivered',
             )
-        kernel = child.kernel
-        parent = kernel.live_agents.get(activation.parent_id) if kernel is not None else None
+        runtime = child.runtime
+        parent = runtime.live_agents.get(activation.parent_id) if runtime is not None else None
         if parent is None or parent.tearing_down:
             raise SubagentError(
                 ErrorCode.PARENT_UNAVAILABLE,
@@ -752,7 +767,7 @@ class ContinuationManager:
 
     async def _repair_orphans(self, root: Agent) -> list[str]:
         """Close the turns dead processes left open below ``root``; the repaired ids."""
-        store, live = root.store, root.kernel.live_agents if root.kernel else {}
+        store, live = root.store, root.runtime.live_agents if root.runtime else {}
         repaired: list[str] = []
         stack, seen = [root.session_id], {root.session_id}
         while stack:
@@ -764,7 +779,7 @@ class ContinuationManager:
                 if header.id in live or header.id in self._activations:
                     continue  # driven here: nothing was orphaned
                 log = [stored.event for stored in await store.events(header.id)]
-                if find_open_turn(log) is None:
+                if fold(log).open_turn is None:
                     continue
                 try:
                     await store.acquire(header.id)
@@ -784,7 +799,7 @@ class ContinuationManager:
         """Repair one child under its lease (read again: the lease may have changed hands)."""
         store = root.store
         log = [stored.event for stored in await store.events(header.id)]
-        open_turn = find_open_turn(log)
+        open_turn = fold(log).open_turn
         if open_turn is None:
             return False
         notice = await self._orphan_notice(root, header, log)
@@ -813,7 +828,7 @@ class ContinuationManager:
         child the parent was never told of (a foreground run) is answered by the parent's
         own repaired call."""
         if await self.descriptor(root, header) is not None:
-            if _unclaimed(log):
+            if fold(log).waiting:
                 return None
             return settlement_notice(header.id, "aborted", "")
         if header.parent_session is None:
@@ -833,8 +848,8 @@ class ContinuationManager:
         orphan's notice): a session open here takes it into its inbox; a stored child is
         restored under its nearest ancestor open here and runs it. Mail for a session this
         process does not drive is left for its owner."""
-        kernel = host.kernel
-        live = kernel.live_agents if kernel is not None else {}
+        runtime = host.runtime
+        live = runtime.live_agents if runtime is not None else {}
         activation = self._activations.get(session_id)
         if activation is not None:
             async with self._locks.setdefault(session_id, anyio.Lock()):
@@ -884,8 +899,8 @@ class ContinuationManager:
     # ------------------------------------------------------------------ authority
 
     def _authorize_live(self, agent: Agent, what: str) -> None:
-        kernel = agent.kernel
-        if kernel is None or kernel.live_agents.get(agent.session_id) is not agent:
+        runtime = agent.runtime
+        if runtime is None or runtime.live_agents.get(agent.session_id) is not agent:
             raise SubagentError(
                 ErrorCode.UNAUTHORIZED,
                 f'only the exact live agent of a session may {what}; agent "{agent.session_id}" '
@@ -902,17 +917,7 @@ async def _has_unclaimed(agent: Agent, session_id: str) -> bool:
     """Whether the session holds accepted messages nobody claimed, or posted mail."""
     if await agent.store.mailbox(session_id):
         return True
-    return _unclaimed([stored.event for stored in await agent.store.events(session_id)])
-
-
-def _unclaimed(log: list[Any]) -> bool:
-    accepted: set[str] = set()
-    for event in log:
-        if isinstance(event, InboxAccepted) and event.delivery != "context":
-            accepted.add(event.message_id)
-        elif isinstance(event, UserMessage | InboxDiscarded):
-            accepted.discard(event.message_id)
-    return bool(accepted)
+    return fold([stored.event for stored in await agent.store.events(session_id)]).waiting
 
 
 async def _holds_message(store: Any, session_id: str, message_id: str) -> bool:

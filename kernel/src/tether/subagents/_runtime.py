@@ -5,38 +5,26 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ErrorCode, SubagentError
+from ..errors import CapabilityError, ErrorCode, SubagentError
+from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
-from ._types import SubagentProvider, SubagentResult, SubagentRun, SubagentStartRequest
+from ._types import (
+    SubagentEvent,
+    SubagentProvider,
+    SubagentResult,
+    SubagentRun,
+    SubagentStartRequest,
+)
 
 if TYPE_CHECKING:
     from ..agents import Agent
     from ..store import SessionHeader, SessionStore
-    from ._continuation import ContinuableStart, ContinuationManager
 
-__all__ = ("SubagentEvent", "SubagentRuntime")
+__all__ = ("SubagentRuntime", "check_output_schema")
 
 log = logging.getLogger("tether.subagents")
-
-
-@dataclass(frozen=True)
-class SubagentEvent:
-    """A lifecycle edge: ``provider-added``/``provider-removed``, ``start``/``end`` of a run."""
-
-    kind: Literal["provider-added", "provider-removed", "start", "end"]
-    provider: str
-    run_id: str | None = None
-    child_id: str | None = None
-    local: bool | None = None
-    stop_reason: str | None = None
-    parent_id: str | None = None
-    label: str | None = None
-    """The delegation's short description."""
-    depth: int | None = None
-    """The child's delegation depth."""
 
 
 class _ObservedRun:
@@ -84,7 +72,7 @@ class _ObservedRun:
         if self._ended:
             return
         self._ended = True
-        self._runtime._emit(
+        self._runtime.emit(
             SubagentEvent(
                 "end",
                 self._provider,
@@ -125,8 +113,6 @@ class SubagentRuntime:
     def continuation(self) -> ContinuationManager:
         """Continuable children: start, follow up, interrupt, report, list, recover."""
         if self._continuation is None:
-            from ._continuation import ContinuationManager
-
             self._continuation = ContinuationManager(self)
         return self._continuation
 
@@ -135,22 +121,8 @@ class SubagentRuntime:
         is durably accepted. See :class:`tether.subagents.ContinuationManager`."""
         return await self.continuation.start(name, request)
 
-    def _emit_edge(self, kind: Literal["start", "end"], activation: Any, stop: str | None) -> None:
-        self._emit(
-            SubagentEvent(
-                kind,
-                activation.provider,
-                activation.run_id,
-                activation.child_id,
-                True,
-                stop,
-                activation.parent_id,
-                activation.label,
-                activation.depth,
-            )
-        )
-
-    def _emit(self, event: SubagentEvent) -> None:
+    def emit(self, event: SubagentEvent) -> None:
+        """Tell every listener of ``event`` (a listener that fails is logged and skipped)."""
         for listener in list(self._listeners):
             try:
                 listener(event)
@@ -187,7 +159,7 @@ class SubagentRuntime:
         already started keep going; the tools bound to it leave the tool lists."""
         if self._providers.pop(name, None) is None:
             return False
-        self._emit(SubagentEvent("provider-removed", name))
+        self.emit(SubagentEvent("provider-removed", name))
         return True
 
     def get(self, name: str) -> SubagentProvider | None:
@@ -211,7 +183,7 @@ class SubagentRuntime:
             )
         missing = provider.capabilities.missing(request.needs())
         if missing is not None:
-            raise SubagentError(
+            raise CapabilityError(
                 ErrorCode.UNSUPPORTED_CAPABILITY,
                 f'subagent provider "{name}" does not support the "{missing}" capability',
                 remedy="drop that option from the request or use another provider",
@@ -234,7 +206,7 @@ class SubagentRuntime:
         observed = _ObservedRun(
             self, run, uuid.uuid4().hex, name, request.parent.session_id, request.label, depth
         )
-        self._emit(
+        self.emit(
             SubagentEvent(
                 "start",
                 name,

@@ -23,6 +23,7 @@ __all__ = (
     "Capability",
     "ContinuablePlan",
     "SubagentCapabilities",
+    "SubagentEvent",
     "SubagentProvider",
     "SubagentResult",
     "SubagentRun",
@@ -33,6 +34,23 @@ __all__ = (
 Capability = Literal["output_schema", "depth_limit", "tool_filter", "persona"]
 #: The order capabilities are checked in; the first missing one is reported.
 CAPABILITIES: tuple[Capability, ...] = ("output_schema", "depth_limit", "tool_filter", "persona")
+
+
+@dataclass(frozen=True)
+class SubagentEvent:
+    """A lifecycle edge: ``provider-added``/``provider-removed``, ``start``/``end`` of a run."""
+
+    kind: Literal["provider-added", "provider-removed", "start", "end"]
+    provider: str
+    run_id: str | None = None
+    child_id: str | None = None
+    local: bool | None = None
+    stop_reason: str | None = None
+    parent_id: str | None = None
+    label: str | None = None
+    """The delegation's short description."""
+    depth: int | None = None
+    """The child's delegation depth."""
 
 
 class SubagentCapabilities(BaseModel):

@@ -4,7 +4,8 @@ The pytest plugin (:mod:`tether.testing.pytest_plugin`, registered through ``pyt
 entry-point autoload off for the test session and provides fixtures:
 
 * ``tether_profile``: write a profile (TOML text) into a temporary folder, return its path;
-* ``tether_kernel``: build a :class:`tether.Kernel` from a profile and inline plugin objects.
+* ``tether_kernel``: build a :class:`tether.Kernel` from a profile and inline plugin objects;
+* ``tether_runtime``: the same, in a :class:`tether.runtime.Runtime` (no store, no task group).
 
 :func:`plugin_venv` installs plugin distributions into a throwaway virtual environment, to test
 entry-point behaviour against real installed distributions. :func:`log_problems` and
@@ -14,8 +15,15 @@ tool call answered once, every accepted message run at most once), for crash tes
 
 from __future__ import annotations
 
-from ._kernel import make_kernel, write_profile
+from ._kernel import make_kernel, make_runtime, write_profile
 from ._log_check import log_problems, tree_problems
 from ._venv import plugin_venv
 
-__all__ = ("log_problems", "make_kernel", "plugin_venv", "tree_problems", "write_profile")
+__all__ = (
+    "log_problems",
+    "make_kernel",
+    "make_runtime",
+    "plugin_venv",
+    "tree_problems",
+    "write_profile",
+)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
+    from ..runtime import Runtime
 
 
 def write_profile(folder: Path, text: str, name: str = "tether.toml") -> Path:
@@ -22,3 +23,10 @@ def make_kernel(profile: Path | str, plugins: Mapping[str, object] | None = None
     from ..kernel import load_kernel
 
     return load_kernel(profile, plugins=plugins or {}, entry_points=False)
+
+
+def make_runtime(profile: Path | str, plugins: Mapping[str, object] | None = None) -> Runtime:
+    """A :class:`tether.runtime.Runtime` (no store, no task group) on ``make_kernel``'s kernel."""
+    from ..runtime import Runtime
+
+    return Runtime(make_kernel(profile, plugins))

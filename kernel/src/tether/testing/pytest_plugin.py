@@ -18,6 +18,7 @@ import pytest
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
+    from ..runtime import Runtime
 
 _AUTOLOAD_ENV = "TETHER_DISABLE_PLUGIN_AUTOLOAD"
 
@@ -59,5 +60,17 @@ def tether_kernel(tmp_path: Path) -> Callable[..., Kernel]:
         if isinstance(profile, str) and ("\n" in profile or not profile):
             profile = write_profile(tmp_path, profile)
         return make_kernel(profile, plugins)
+
+    return build
+
+
+@pytest.fixture
+def tether_runtime(tether_kernel: Callable[..., Kernel]) -> Callable[..., Runtime]:
+    """``tether_runtime(profile_text_or_path, plugins={"name": obj})``: ``tether_kernel``'s
+    kernel in a :class:`tether.runtime.Runtime` (no store, no task group)."""
+    from ..runtime import Runtime
+
+    def build(profile: str | Path, plugins: Mapping[str, object] | None = None) -> Runtime:
+        return Runtime(tether_kernel(profile, plugins))
 
     return build

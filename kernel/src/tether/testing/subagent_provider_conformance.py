@@ -27,10 +27,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ..agents import Agent, compose_agent
+from ..agents import Agent
 from ..capabilities import Offer
-from ..errors import ErrorCode, ModelError, SubagentError
+from ..errors import CapabilityError, ErrorCode, ModelError, SubagentError
 from ..models import FunctionModel, ModelRequest
+from ..runtime import compose_agent
 from ..store import MemoryStore
 from ..subagents import (
     SubagentCapabilities,
@@ -238,6 +239,6 @@ class SubagentProviderConformance:
             request = SubagentStartRequest(
                 prompt="hello", parent=parent, **{missing[0]: options[missing[0]]}
             )
-            with pytest.raises(SubagentError) as caught:
+            with pytest.raises(CapabilityError) as caught:
                 await runtime.start(provider.name, request)
         assert caught.value.code == ErrorCode.UNSUPPORTED_CAPABILITY

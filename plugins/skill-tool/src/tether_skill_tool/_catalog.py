@@ -111,9 +111,9 @@ class CatalogStep:
 
     async def __call__(self, context: StepContext) -> list[Message] | None:
         agent = context.agent
-        if agent.kernel is None or agent.tools.get(LOAD_SKILL) is not self._tool:
+        if agent.runtime is None or agent.tools.get(LOAD_SKILL) is not self._tool:
             return None
-        registry = agent.kernel.skills
+        registry = agent.runtime.skills
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
             await registry.refresh(scope=agent.scope, cwd=agent.cwd)
         catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
@@ -145,7 +145,7 @@ class InvocationStep:
         source = context.turn_source
         if (
             context.step != 1
-            or agent.kernel is None
+            or agent.runtime is None
             or context.turn_message is None
             or source is None
             or source.kind != "user"
@@ -154,7 +154,7 @@ class InvocationStep:
         names = list(dict.fromkeys(m[2] for m in GESTURE.finditer(context.turn_message)))
         messages = []
         for name in names:
-            definition = await agent.kernel.skills.get(name, scope=agent.scope, cwd=agent.cwd)
+            definition = await agent.runtime.skills.get(name, scope=agent.scope, cwd=agent.cwd)
             if definition is not None and definition.invocation.user_invocable:
                 content = render_skill_content(definition, max_body_chars=self._body_max)
                 messages.append(Message(role="user", content=content))

@@ -35,9 +35,9 @@ async def _load(body_max_chars: int, arguments: dict[str, Any], context: ToolCon
     if not is_skill_name(name):
         raise ToolError(f'invalid skill name "{name}"')
     agent = context.agent
-    if agent.kernel is None:
-        raise ToolError("skills are unavailable: this agent was composed without a kernel")
-    registry = agent.kernel.skills
+    if agent.runtime is None:
+        raise ToolError("skills are unavailable: this agent was composed without a runtime")
+    registry = agent.runtime.skills
     catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
     summary = catalog.get(name)
     if summary is None:

@@ -16,9 +16,9 @@ LIST_PAGE = 50
 
 
 def _manager(agent: Agent) -> ContinuationManager:
-    if agent.kernel is None:
-        raise ToolError("subagents are unavailable: this agent was composed without a kernel")
-    return agent.kernel.subagents.continuation
+    if agent.runtime is None:
+        raise ToolError("subagents are unavailable: this agent was composed without a runtime")
+    return agent.runtime.subagents.continuation
 
 
 async def _send_message(arguments: dict[str, Any], context: ToolContext) -> str:
@@ -116,8 +116,8 @@ async def _report(arguments: dict[str, Any], context: ToolContext) -> str:
 
 
 def _is_continuable_child(agent: Agent) -> bool:
-    kernel = agent.kernel
-    return kernel is not None and kernel.subagents.continuation.live(agent.session_id) is agent
+    runtime = agent.runtime
+    return runtime is not None and runtime.subagents.continuation.live(agent.session_id) is agent
 
 
 def control_tools() -> list[Tool]:

@@ -103,13 +103,13 @@ def delegation_tool(settings: ToolSettings) -> Tool:
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> str:
         agent = context.agent
-        if agent.kernel is None:
-            raise ToolError("delegation is unavailable: this agent was composed without a kernel")
+        if agent.runtime is None:
+            raise ToolError("delegation is unavailable: this agent was composed without a runtime")
         continuable = settings.background == "continuable" and settings.run_in_background
         background = bool(arguments.get("run_in_background", continuable))
         if background and not settings.run_in_background:
             raise ToolError("run_in_background is disabled for this tool")
-        runtime = agent.kernel.subagents
+        runtime = agent.runtime.subagents
         request = request_for(agent, arguments)
         if background and continuable:
             try:
@@ -152,7 +152,7 @@ def delegation_tool(settings: ToolSettings) -> Tool:
 
     def available(agent: Agent) -> bool:
         # The tool exists only while its provider is registered (dsh's provider-added/removed).
-        return agent.kernel is not None and agent.kernel.subagents.get(provider) is not None
+        return agent.runtime is not None and agent.runtime.subagents.get(provider) is not None
 
     return Tool(
         settings.tool_name,

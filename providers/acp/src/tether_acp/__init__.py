@@ -7,6 +7,9 @@ ACP session: one ``session/prompt`` per turn. One-shot and continuable children 
 continuable child keeps its ACP session for follow-ups and is restored with ``session/load``
 after a restart when the agent offers it.
 
+It also adds ``tether acp`` to the command line (:mod:`tether_acp._command`), which serves a
+tether agent over ACP on stdio.
+
 Capabilities are declared honestly: ACP cannot make an external agent honour an output schema,
 a tool filter, a depth limit or a persona, so none is offered, and a delegation tool that needs
 one fails at load (bind it with ``max_depth = "provider-managed"``).
@@ -15,7 +18,7 @@ one fails at load (bind it with ``max_depth = "provider-managed"``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tether
 from tether.agents import PermissionQuestion
@@ -31,6 +34,9 @@ from tether.subagents import (
 from ._client import set_permission_host
 from ._model import PARTIAL_DESCRIPTOR, SESSION_DESCRIPTOR, AcpModel
 from ._settings import AcpAgentSettings, Settings, command_problem
+
+if TYPE_CHECKING:
+    import click
 
 __all__ = (
     "PARTIAL_DESCRIPTOR",
@@ -125,3 +131,11 @@ def tether_model_providers(settings: Settings) -> list[ModelProvider]:
         return AcpModel(spec, continuable=True)  # a route is only recorded for those
 
     return [ModelProvider("acp", factory)]
+
+
+@tether.hookimpl
+def tether_cli_commands() -> list[click.Command]:
+    """``tether acp`` (declared in the entry points, group ``tether.commands``)."""
+    from ._command import acp_command
+
+    return [acp_command]

@@ -18,6 +18,7 @@ from ._files import INVALID_PARAMS, FileRefused, FileSandbox
 
 if TYPE_CHECKING:
     from tether.agents import Agent
+    from tether.runtime import Runtime
 
     from ._model import AcpModel
 
@@ -29,10 +30,11 @@ log = logging.getLogger("tether.acp")
 TOOL_CONTENT_CHARS = 2000
 
 
-def set_permission_host(kernel: Any, host: PermissionHost | None) -> None:
-    """Install who answers ``permission = "ask"`` questions for this kernel's agents (the
-    interactive ``tether run``, or ``tether acp`` forwarding to its own client)."""
-    kernel.permission_host = host
+def set_permission_host(runtime: Runtime, host: PermissionHost | None) -> None:
+    """Install who answers ``permission = "ask"`` questions for this runtime's agents (the
+    interactive ``tether run``, or ``tether acp`` forwarding to its own client). The same as
+    setting ``runtime.permission_host``."""
+    runtime.permission_host = host
 
 
 class ChildClient:
@@ -132,7 +134,8 @@ class ChildClient:
         elif spec.permission == "allow_once" and kind in spec.allow_kinds:
             choice = _option(options, "allow_once")
         elif spec.permission == "ask":
-            host = getattr(self._agent.kernel, "permission_host", None)
+            runtime = self._agent.runtime
+            host = runtime.permission_host if runtime is not None else None
             if host is None:
                 by = "nobody could answer (no interactive host)"
             else:

@@ -182,9 +182,9 @@ class AcpModel:
 
     def _parent(self, agent: Agent) -> Agent | None:
         parent_id = agent.header.parent_session
-        if agent.kernel is None or parent_id is None:
+        if agent.runtime is None or parent_id is None:
             return None
-        return agent.kernel.live_agents.get(parent_id)
+        return agent.runtime.live_agents.get(parent_id)
 
     def _adopt(self, warm: AcpModel, agent: Agent) -> None:
         """Take over a warm model's process, connection and session."""
@@ -232,7 +232,9 @@ class AcpModel:
         warm = _WARM.pop((self.spec.name, known), None) if known is not None else None
         if warm is not None and warm._conn is not None:
             self._adopt(warm, agent)  # a settled child's session, still up: no restart
-            return warm_conn(self)
+            conn = self._conn
+            assert conn is not None
+            return conn
         spec = self.spec
         # ACP wants an absolute cwd; the parent's working directory may have been relative.
         cwd = Path(os.path.realpath(spec.cwd if spec.cwd is not None else agent.cwd))
@@ -626,12 +628,6 @@ class AcpModel:
 
 #: Settled children's models whose process and ACP session are kept up: (agent, session id).
 _WARM: dict[tuple[str, str], AcpModel] = {}
-
-
-def warm_conn(model: AcpModel) -> ClientSideConnection:
-    conn = model._conn
-    assert conn is not None
-    return conn
 
 
 def _rpc_reason(error: Any) -> str:

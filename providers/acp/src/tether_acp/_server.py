@@ -100,6 +100,7 @@ from tether import __version__
 from tether.agents import PermissionQuestion
 from tether.errors import ErrorCode, TetherError
 from tether.models import ToolCall
+from tether.runtime import Runtime
 from tether.store import (
     AssistantMessage,
     Event,
@@ -252,15 +253,17 @@ class TetherAcpAgent:
 
     def __init__(
         self,
-        kernel: Kernel,
-        store: SessionStore,
+        runtime: Runtime,
         agent_name: str | None = None,
         model_spec: str | None = None,
         *,
         host: TaskGroup,
     ) -> None:
-        self.kernel = kernel
-        self.store = store
+        if runtime.store is None:
+            raise ValueError("TetherAcpAgent needs a runtime with a session store")
+        self.runtime = runtime
+        self.kernel = runtime.kernel
+        self.store: SessionStore = runtime.store
         self.agent_name = agent_name
         self.model_spec = model_spec
         self._host = host
@@ -273,8 +276,8 @@ class TetherAcpAgent:
 
     def on_connect(self, conn: Any) -> None:
         self._client = conn
-        if self.kernel.permission_host is None:
-            self.kernel.permission_host = self.ask_client
+        if self.runtime.permission_host is None:
+            self.runtime.permission_host = self.ask_client
 
     async def ask_client(self, question: PermissionQuestion) -> str | None:
         """Forward a permission question to this connection's client, on the ACP session at
@@ -454,12 +457,8 @@ class TetherAcpAgent:
         return LoadSessionResponse()
 
     async def _open(self, session_id: str | None, cwd: Path) -> _Session:
-        from tether.agents import compose_agent
-
         try:
-            agent = await compose_agent(
-                self.kernel,
-                self.store,
+            agent = await self.runtime.compose(
                 agent=self.agent_name,
                 model=self.model_spec,
                 session_id=session_id,
@@ -483,11 +482,9 @@ class TetherAcpAgent:
         unlisten = agent.listen(session.heard)
         try:
             async with agent:  # restores the log: a turn a crash left open is closed here
-                if restored and any(
-                    p.implements("tether_subagent_providers") for p in self.kernel.plugins
-                ):
+                if restored:
                     # After a crash: children holding accepted, unrun messages pick up again.
-                    await self.kernel.subagents.continuation.recover(agent)
+                    await self.runtime.recover(agent)
                 self._sessions[session.id] = session
                 started = True
                 task_status.started()
@@ -792,8 +789,8 @@ async def serve(
     store = profile_store(kernel.profile)
     try:
         sink, source = streams if streams is not None else await _stdio()
-        async with anyio.create_task_group() as host:
-            server = TetherAcpAgent(kernel, store, agent_name, model_spec, host=host)
+        async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as host:
+            server = TetherAcpAgent(runtime, agent_name, model_spec, host=host)
             guard = LineGuard(
                 source,
                 sink,
@@ -813,14 +810,14 @@ def _check(kernel: Kernel, agent_name: str | None, model_spec: str | None) -> No
     """Fail at start-up on an unknown agent, a missing model or an unknown model provider
     (nothing is built: a model's credentials are only needed by the first session)."""
     from tether.agents import build_preset, resolve_agent_name
-    from tether.errors import AgentError
+    from tether.errors import ModelError
     from tether.models import find_model_provider
 
     name = resolve_agent_name(kernel, agent_name)
     preset = build_preset(kernel, name)
     spec = model_spec or preset.model_spec
     if spec is None:
-        raise AgentError(
+        raise ModelError(
             ErrorCode.MODEL_SPEC_UNKNOWN,
             f"no model for agent {name or '(global)'}",
             key=f"[agent.{name}] model" if name else None,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import tether
 from tether.agents import Agent
-from tether.store import Event, TurnEnded
+from tether.store import Event
+from tether.store.replay import fold
 from tether.subagents import (
     CAPABILITIES,
     ContinuablePlan,
@@ -20,9 +21,8 @@ __all__ = ("ForkProvider", "fork_seed")
 async def fork_seed(parent: Agent) -> list[Event]:
     """The parent's events through its last ``turn/end``: the turn that is delegating is still
     running, so only completed turns are copied."""
-    stored = await parent.store.events(parent.session_id)
-    ends = [index for index, s in enumerate(stored) if isinstance(s.event, TurnEnded)]
-    return [s.event for s in stored[: ends[-1] + 1]] if ends else []
+    log = [stored.event for stored in await parent.store.events(parent.session_id)]
+    return log[: fold(log).completed]
 
 
 class ForkProvider:

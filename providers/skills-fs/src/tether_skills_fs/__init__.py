@@ -13,11 +13,15 @@ A root holds packaged skills (``NAME/SKILL.md`` with ``references/``, ``scripts/
 guidance asks: problems are logged on ``tether.skills.fs`` with the file and the fix, and every
 entry left out is reported in the listing's ``skipped``. A cloned repository's skills are
 untrusted input: only regular files are read, each at most ``max_skill_file_bytes``.
+
+It also adds ``tether skills validate`` to the command line (:mod:`tether_skills_fs._command`):
+the strict Agent Skills check (:mod:`tether_skills_fs._validate`), which needs no profile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import tether
 from tether.skills import SkillProviderFactory
@@ -32,6 +36,9 @@ from ._settings import (
     Settings,
     SkillRoot,
 )
+
+if TYPE_CHECKING:
+    import click
 
 __all__ = (
     "CUSTOM_RANK",
@@ -64,3 +71,11 @@ def tether_skill_providers(settings: Settings) -> Iterable[SkillProviderFactory]
             name=PROVIDER_NAME, create=lambda control: FileSystemSkillProvider(settings)
         )
     ]
+
+
+@tether.hookimpl
+def tether_cli_commands() -> list[click.Command]:
+    """``tether skills validate`` (declared in the entry points as ``skills.validate``)."""
+    from ._command import validate_command
+
+    return [validate_command]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -21,15 +23,30 @@ from ._bundle import bundled_files
 from ._diagnose import diagnose
 from ._layout import SKILL_FILES
 from ._parse import ParsedSkill
-from ._scan import Fingerprint, fingerprint, read_skill, scan
+from ._scan import Fingerprint, RootState, fingerprint, quick_check, read_skill, scan, verify_root
 from ._settings import Settings
 
-__all__ = ("PROVIDER_NAME", "FileSystemSkillProvider")
+__all__ = ("FULL_CHECK_SECONDS", "PROVIDER_NAME", "FileSystemSkillProvider")
 
 #: The provider's name, and the plugin's.
 PROVIDER_NAME = "skills-fs"
-#: Fingerprints kept, one per working directory listed (the registry's cache holds as many).
-_FINGERPRINTS = 128
+#: Listings remembered, one per working directory (the registry's cache holds as many).
+_LISTINGS = 128
+#: How often at most ``changed`` also looks at every skill file (one ``stat`` each), to see
+#: files edited in place; in between it looks at the root folders only.
+FULL_CHECK_SECONDS = 5.0
+
+
+@dataclass(eq=False)
+class _Listing:
+    """What the provider remembers of its last ``list`` for one working directory."""
+
+    roots: list[RootState]
+    fingerprint: Fingerprint
+    checked: float
+    """When every skill file was last compared (the provider's clock)."""
+    stale: bool = False
+    """A loaded skill no longer matched what was listed."""
 
 
 class FileSystemSkillProvider:
@@ -39,12 +56,33 @@ class FileSystemSkillProvider:
     again (and lists the files beside it), so an edited body needs no invalidation;
     ``changed`` tells the registry, from ``stat`` alone, whether the last listing for a working
     directory is stale; ``diagnose`` gives ``tether check`` advice about the roots.
+
+    ``full_check_seconds`` is how often at most ``changed`` looks at every skill file (``0``:
+    on every call); ``clock`` measures it (``time.monotonic``).
     """
 
-    def __init__(self, settings: Settings | None = None, *, name: str = PROVIDER_NAME) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        name: str = PROVIDER_NAME,
+        full_check_seconds: float = FULL_CHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if (
+            isinstance(full_check_seconds, bool)
+            or not isinstance(full_check_seconds, int | float)
+            or not 0 <= full_check_seconds < float("inf")
+        ):
+            raise ValueError(
+                f"full_check_seconds must be a finite number >= 0, not {full_check_seconds!r} "
+                f"(FileSystemSkillProvider; the default is {FULL_CHECK_SECONDS})"
+            )
         self._settings = settings if settings is not None else Settings()
         self._name = name
-        self._fingerprints: OrderedDict[str, Fingerprint] = OrderedDict()
+        self._full_check = float(full_check_seconds)
+        self._clock = clock
+        self._listings: OrderedDict[str, _Listing] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -62,12 +100,13 @@ class FileSystemSkillProvider:
         Incomplete when a root or a skill file could not be read for a reason that may pass
         (permissions, I/O errors). Every entry left out is in ``skipped``, with the reason.
         """
+        started = self._clock()
         result = await anyio.to_thread.run_sync(partial(scan, self._settings, cwd, self._name))
         key = str(cwd)
-        self._fingerprints[key] = tuple(result.fingerprint)
-        self._fingerprints.move_to_end(key)
-        while len(self._fingerprints) > _FINGERPRINTS:
-            self._fingerprints.popitem(last=False)
+        self._listings[key] = _Listing(result.roots, tuple(result.fingerprint), started)
+        self._listings.move_to_end(key)
+        while len(self._listings) > _LISTINGS:
+            self._listings.popitem(last=False)
         return SkillObservation(
             candidates=tuple(result.candidates),
             complete=result.complete,
@@ -86,6 +125,13 @@ class FileSystemSkillProvider:
         if loaded is None:
             return None
         parsed, files = loaded
+        if (parsed.name, parsed.description, parsed.when_to_use, parsed.invocation) != (
+            candidate.name,
+            candidate.description,
+            candidate.when_to_use,
+            candidate.invocation,
+        ):
+            self._mark_stale(path)
         return SkillDefinition(
             name=parsed.name,
             description=parsed.description,
@@ -116,10 +162,43 @@ class FileSystemSkillProvider:
         ``roots`` that is missing or empty, skills laid out deeper than they are read."""
         return await anyio.to_thread.run_sync(diagnose, self._settings, cwd)
 
+    def _mark_stale(self, path: Path) -> None:
+        """A loaded skill differs from its listing: every listing of its root is stale."""
+        root = str(path.parent if path.name not in SKILL_FILES else path.parent.parent)
+        for listing in self._listings.values():
+            if any(state.path == root for state in listing.roots):
+                listing.stale = True
+
     async def changed(self, *, cwd: Path) -> bool:
-        """Whether the roots changed since the last ``list`` for ``cwd`` (``False`` if none)."""
-        previous = self._fingerprints.get(str(cwd))
-        if previous is None:
+        """Whether the roots changed since the last ``list`` for ``cwd`` (``False`` if none).
+
+        Every call: ``stat`` of each root folder and of each entry that gave no skill, in the
+        caller's thread (a skill added, removed or renamed changes its root folder); a root
+        whose folder changed, or changed too recently to trust, has its entries compared in a
+        worker thread. At most every ``full_check_seconds``: every skill file as well (an edit
+        in place changes no folder). A loaded skill whose file no longer matches its listing
+        makes the next call ``True``.
+        """
+        listing = self._listings.get(str(cwd))
+        if listing is None:
             return False
-        current = await anyio.to_thread.run_sync(fingerprint, self._settings, cwd)
-        return current != previous
+        if listing.stale:
+            return True
+        started = self._clock()
+        if started - listing.checked >= self._full_check:
+            current = await anyio.to_thread.run_sync(fingerprint, self._settings, cwd)
+            if current != listing.fingerprint:
+                return True
+            listing.checked = started
+            return False
+        doubtful = quick_check(listing.roots)
+        if doubtful is None:
+            return True
+        for index in doubtful:
+            state = await anyio.to_thread.run_sync(
+                verify_root, listing.roots[index], self._settings.max_skills_per_root
+            )
+            if state is None:
+                return True
+            listing.roots[index] = state
+        return False

@@ -1,8 +1,16 @@
 """Reading skill roots: the candidates, what was skipped and why, whether the read was whole,
-and a cheap fingerprint.
+and what it takes to tell later whether the read is stale.
 
-Runs in a worker thread. The layout is in :mod:`._layout`. Skill files are read through
-:func:`tether.skills.read_skill_file`: regular files only, at most ``max_skill_file_bytes``.
+Two ways to tell. The **fingerprint** records ``stat`` of every entry's skill file: exact, but
+one ``stat`` per skill. The **root states** record ``stat`` of each root folder and of the
+entries that gave no skill: a skill added, removed or renamed in a root changes the root
+folder's modification time, so :func:`quick_check` costs one ``stat`` per root (plus one or two
+per entry that is not a skill yet) however many skills there are. Editing a file in place
+changes no folder, so only the fingerprint sees that.
+
+Runs in a worker thread, except :func:`quick_check`. The layout is in :mod:`._layout`. Skill
+files are read through :func:`tether.skills.read_skill_file`: regular files only, at most
+``max_skill_file_bytes``.
 
 Every entry that is left out is logged and recorded (:class:`tether.skills.SkippedSkill`), so
 ``tether skills list`` can show it. A problem that stays until someone changes the files (bad
@@ -17,7 +25,9 @@ import errno
 import logging
 import os
 import stat
-from dataclasses import dataclass, field
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +44,17 @@ from ._parse import ParsedSkill, SkillFileInvalid, parse_skill
 from ._roots import Root, find_roots
 from ._settings import Settings
 
-__all__ = ("Fingerprint", "Scan", "fingerprint", "read_skill", "scan")
+__all__ = (
+    "MTIME_GRANULARITY_NS",
+    "Fingerprint",
+    "RootState",
+    "Scan",
+    "fingerprint",
+    "quick_check",
+    "read_skill",
+    "scan",
+    "verify_root",
+)
 
 log = logging.getLogger("tether.skills.fs")
 
@@ -44,8 +64,38 @@ _LOOP = "loop"
 #: Where the file cap is set, for the message of a file over it.
 _CAP_SETTING = "max_skill_file_bytes in [plugin.skills-fs]"
 
+#: A folder's modification time is trusted to reveal later changes only when it is at least
+#: this much older than the read of the folder's entries: a change within the same clock tick
+#: leaves the time as it was, and FAT keeps times to 2 seconds.
+MTIME_GRANULARITY_NS = 2_000_000_000
+
 #: Per root: (folder, per entry (name, (mtime_ns, size, inode) | None | "unreadable" | ...)).
 Fingerprint = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RootState:
+    """One root folder as a read saw it: what the per-turn check compares."""
+
+    path: str
+    mark: Any
+    """``stat`` of the folder (device, inode, mode, modification and change times), ``None``
+    when it was missing, or the failure mark."""
+    marks: Any
+    """The root's part of the fingerprint: per entry ``(name, mark)``, or the failure mark."""
+    open: tuple[tuple[tuple[str, ...], Any], ...]
+    """The entries that gave no skill (a folder without a skill file yet, a file that was
+    skipped): their skill files and the mark they had, checked on every turn."""
+    read_ns: int
+    """The wall clock (``time.time_ns``) just before the folder was read."""
+
+    @property
+    def trusted(self) -> bool:
+        """Whether an unchanged :attr:`mark` proves that no entry was added, removed or renamed
+        since the read: its modification time must be older than the read by more than
+        :data:`MTIME_GRANULARITY_NS`."""
+        mark = self.mark
+        return not isinstance(mark, tuple) or mark[3] <= self.read_ns - MTIME_GRANULARITY_NS
 
 
 @dataclass
@@ -56,6 +106,8 @@ class Scan:
     complete: bool = True
     fingerprint: list[tuple[str, Any]] = field(default_factory=list)
     skipped: list[SkippedSkill] = field(default_factory=list)
+    roots: list[RootState] = field(default_factory=list)
+    """Per root folder that was found, what :func:`quick_check` compares."""
 
     def skip(self, path: str, problem: str, remedy: str, *, name: str | None = None) -> None:
         """Leave out one entry: log it and record it."""
@@ -82,6 +134,23 @@ def _stat_mark(file: str) -> Any:
         return None
     except OSError as exc:
         return _LOOP if exc.errno == errno.ELOOP else _UNREADABLE
+
+
+def _folder_mark(folder: str) -> Any:
+    """What a root state records for ``folder``; ``None`` when it is missing."""
+    try:
+        status = os.stat(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return _LOOP if exc.errno == errno.ELOOP else _UNREADABLE
+    return (
+        status.st_dev,
+        status.st_ino,
+        status.st_mode,
+        status.st_mtime_ns,
+        status.st_ctime_ns,
+    )
 
 
 def _stat_first(files: tuple[str, ...]) -> Any:
@@ -153,31 +222,37 @@ def _parse(data: bytes, entry: Entry) -> ParsedSkill:
         ) from exc
 
 
+def _failure_mark(exc: OSError) -> Any:
+    """What a fingerprint records for a root that cannot be listed."""
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return None
+    return _LOOP if exc.errno == errno.ELOOP else _UNREADABLE
+
+
 def _root_failure(folder: Path, exc: OSError, result: Scan) -> None:
-    if isinstance(exc, FileNotFoundError):
-        result.fingerprint.append((str(folder), None))
-    elif isinstance(exc, NotADirectoryError):
+    result.fingerprint.append((str(folder), _failure_mark(exc)))
+    if isinstance(exc, NotADirectoryError):
         result.skip_root(str(folder), "it is not a folder", "point it at a folder")
-        result.fingerprint.append((str(folder), None))
     elif exc.errno == errno.ELOOP:
         result.skip_root(str(folder), LOOP, "fix the link, or point the root elsewhere")
-        result.fingerprint.append((str(folder), _LOOP))
-    else:
+    elif not isinstance(exc, FileNotFoundError):  # a missing root is no problem
         result.skip_root(
             str(folder),
             f"it could not be read ({exc.strerror or exc})",
             "check its permissions; its skills are missing from this catalog until it can be read",
         )
         result.complete = False
-        result.fingerprint.append((str(folder), _UNREADABLE))
 
 
 def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> None:
     limit = settings.max_skills_per_root
+    read_ns = time.time_ns()  # before the folder's mark: a later change is never missed
+    mark = _folder_mark(str(folder))
     try:
         entries, problems, total = list_entries(folder, limit)
     except OSError as exc:
         _root_failure(folder, exc, result)
+        result.roots.append(RootState(str(folder), mark, _failure_mark(exc), (), read_ns))
         return
     for problem in problems:
         result.skip(problem.path, problem.problem, problem.remedy, name=problem.name)
@@ -189,37 +264,52 @@ def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, resu
         )
     flat_base = DirectoryResources(path=str(folder))
     marks: list[tuple[str, Any]] = []
+    unlisted: list[tuple[tuple[str, ...], Any]] = []
     for entry in entries:
-        try:
-            found = _read_first(entry.files, settings.max_skill_file_bytes)
-        except SkillFileRefused as exc:
-            result.skip(exc.path, exc.problem, exc.remedy, name=entry.expected_name)
-            marks.append((entry.name, _stat_mark(exc.path)))
-            continue
-        except OSError as exc:
-            result.skip(
-                exc.filename or entry.path,
-                f"it could not be read ({exc.strerror or exc})",
-                "check its permissions; it is missing from this catalog until it can be read",
-                name=entry.expected_name,
-            )
-            result.complete = False
-            marks.append((entry.name, _UNREADABLE))
-            continue
-        if found is None:  # a folder that is not a skill, or an entry gone since
-            marks.append((entry.name, None))
-            continue
-        file, mark, data = found
-        marks.append((entry.name, mark))
-        try:
-            parsed = _parse(data, entry)
-        except SkillFileInvalid as exc:
-            result.skip(file, exc.problem, exc.remedy, name=entry.expected_name)
-            continue
-        for problem, remedy in parsed.notes:
-            log.warning("skill %s: %s; %s", file, problem, remedy)
-        result.candidates.append(_candidate(parsed, file, entry.flat, root, provider, flat_base))
-    result.fingerprint.append((str(folder), tuple(marks)))
+        listed = len(result.candidates)
+        marks.append((entry.name, _scan_entry(entry, root, settings, provider, result, flat_base)))
+        if len(result.candidates) == listed:
+            unlisted.append((entry.files, marks[-1][1]))
+    recorded = tuple(marks)
+    result.fingerprint.append((str(folder), recorded))
+    result.roots.append(RootState(str(folder), mark, recorded, tuple(unlisted), read_ns))
+
+
+def _scan_entry(
+    entry: Entry,
+    root: Root,
+    settings: Settings,
+    provider: str,
+    result: Scan,
+    flat_base: DirectoryResources,
+) -> Any:
+    """Read one entry into ``result`` (a candidate, or a skipped entry); returns its mark."""
+    try:
+        found = _read_first(entry.files, settings.max_skill_file_bytes)
+    except SkillFileRefused as exc:
+        result.skip(exc.path, exc.problem, exc.remedy, name=entry.expected_name)
+        return _stat_mark(exc.path)
+    except OSError as exc:
+        result.skip(
+            exc.filename or entry.path,
+            f"it could not be read ({exc.strerror or exc})",
+            "check its permissions; it is missing from this catalog until it can be read",
+            name=entry.expected_name,
+        )
+        result.complete = False
+        return _UNREADABLE
+    if found is None:  # a folder that is not a skill, or an entry gone since
+        return None
+    file, mark, data = found
+    try:
+        parsed = _parse(data, entry)
+    except SkillFileInvalid as exc:
+        result.skip(file, exc.problem, exc.remedy, name=entry.expected_name)
+        return mark
+    for problem, remedy in parsed.notes:
+        log.warning("skill %s: %s; %s", file, problem, remedy)
+    result.candidates.append(_candidate(parsed, file, entry.flat, root, provider, flat_base))
+    return mark
 
 
 def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
@@ -235,6 +325,15 @@ def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
     return result
 
 
+def _root_marks(folder: Path, limit: int) -> Any:
+    """The root's part of a fingerprint: per entry ``(name, mark)``, or the failure mark."""
+    try:
+        entries, _problems, _total = list_entries(folder, limit)
+    except OSError as exc:
+        return _failure_mark(exc)
+    return tuple((entry.name, _stat_first(entry.files)) for entry in entries)
+
+
 def fingerprint(settings: Settings, cwd: Path) -> Fingerprint:
     """What :func:`scan` would record, from names and ``stat`` alone (no file is read)."""
     marks: list[tuple[str, Any]] = []
@@ -242,17 +341,34 @@ def fingerprint(settings: Settings, cwd: Path) -> Fingerprint:
         if root.path is None:
             marks.append((root.label, None))
             continue
-        try:
-            entries, _problems, _total = list_entries(root.path, settings.max_skills_per_root)
-        except (FileNotFoundError, NotADirectoryError):
-            marks.append((str(root.path), None))
-            continue
-        except OSError as exc:
-            marks.append((str(root.path), _LOOP if exc.errno == errno.ELOOP else _UNREADABLE))
-            continue
-        files = [(entry.name, _stat_first(entry.files)) for entry in entries]
-        marks.append((str(root.path), tuple(files)))
+        marks.append((str(root.path), _root_marks(root.path, settings.max_skills_per_root)))
     return tuple(marks)
+
+
+def quick_check(roots: Sequence[RootState]) -> list[int] | None:
+    """In the caller's thread, a few ``stat`` calls: ``None`` when an entry that gave no skill
+    changed (a skill file appeared in a folder, a skipped file was replaced); otherwise the
+    indexes of the roots whose folder changed or whose mark cannot be trusted yet
+    (:attr:`RootState.trusted`), for :func:`verify_root`. Skill files are not looked at."""
+    doubtful: list[int] = []
+    for index, root in enumerate(roots):
+        for files, mark in root.open:
+            if _stat_first(files) != mark:
+                return None
+        if _folder_mark(root.path) != root.mark or not root.trusted:
+            doubtful.append(index)
+    return doubtful
+
+
+def verify_root(root: RootState, limit: int) -> RootState | None:
+    """Compare ``root``'s entries with what the read saw (one ``stat`` per entry); ``None`` when
+    they differ, else the state to keep, trusted from now on (a folder touched without a change
+    of entries: a hidden file come and gone, a permission set again)."""
+    read_ns = time.time_ns()
+    mark = _folder_mark(root.path)
+    if _root_marks(Path(root.path), limit) != root.marks:
+        return None
+    return replace(root, mark=mark, read_ns=read_ns)
 
 
 def read_skill(path: Path, max_bytes: int) -> ParsedSkill | None:

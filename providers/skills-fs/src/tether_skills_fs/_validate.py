@@ -1,8 +1,8 @@
 """A strict Agent Skills validator that reaches the verdict of the reference ``skills-ref``.
 
 The skill loaders are lenient (the Agent Skills client guide says to warn and load); this module
-is the strict side, behind ``tether skills validate``. It accepts exactly what ``skills-ref``
-0.1.1 (``skills_ref.validate``) accepts, on the same files:
+is the strict side, behind ``tether skills validate`` (:mod:`tether_skills_fs._command`). It
+accepts exactly what ``skills-ref`` 0.1.1 (``skills_ref.validate``) accepts, on the same files:
 
 - ``SKILL.md`` (or ``skill.md``) starts with ``---``; the frontmatter is the text up to the next
   ``---`` anywhere (``skills-ref`` splits on the string, not on lines);
@@ -48,7 +48,7 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
-from ._files import SkillFileRefused, read_skill_file
+from tether.skills import SkillFileRefused, read_skill_file
 
 __all__ = (
     "ALLOWED_FIELDS",

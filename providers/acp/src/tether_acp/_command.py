@@ -1,7 +1,8 @@
 """``tether acp``: serve an agent of the profile over the Agent Client Protocol on stdio.
 
-The server lives in the ``tether-acp`` distribution (``tether_acp._server``); the kernel only
-imports it when the command runs, so tether itself does not depend on the ACP SDK.
+tether-acp adds the command to the command line through the ``tether_cli_commands`` hook
+(declared in its entry points, group ``tether.commands``), so tether itself neither knows the
+server nor depends on the ACP SDK. The server is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from typing import Any
 
 import click
 
-from ._group import cli, load, profile_option, run_async
+from tether import ErrorCode, PluginError
+from tether.cli import load, profile_option, run_async
+
+__all__ = ("DISTRIBUTION", "acp_command")
 
 DISTRIBUTION = "tether-acp"
 
 
-@cli.command("acp")
+@click.command("acp")
 @profile_option
 @click.option("--agent", "agent_name", default=None, help="The agent preset to serve.")
 @click.option(
@@ -45,10 +49,8 @@ async def _serve(serve: Any, kernel: Any, agent_name: str | None, model_spec: st
 
 def _server() -> Any:
     """``tether_acp._server.serve``, or a PluginError saying how to install it."""
-    from ..errors import ErrorCode, PluginError
-
     try:
-        from tether_acp._server import serve
+        from ._server import serve
     except ModuleNotFoundError as exc:
         if exc.name not in ("tether_acp", "tether_acp._server"):
             raise _import_failed(exc) from exc
@@ -64,8 +66,6 @@ def _server() -> Any:
 
 
 def _import_failed(exc: ImportError) -> Exception:
-    from ..errors import ErrorCode, PluginError
-
     return PluginError(
         ErrorCode.PLUGIN_IMPORT_FAILED,
         f"tether acp could not import {DISTRIBUTION}: {type(exc).__name__}: {exc}",

@@ -1,0 +1,168 @@
+"""Tool calls: how an agent runs the calls of one model answer.
+
+Order: calls run in the order the model wrote them, except that a run of consecutive calls to
+``safe`` tools runs concurrently (:func:`run_in_batches`). Each call (:func:`run_tool`) is
+checked before its tool runs, and every refusal is a tool result the model reads:
+
+1. the delegation's call policy (``agent.tool_policy``) permits the name;
+2. the tool exists;
+3. its argument text was a JSON object (a model's unparseable text is quoted back);
+4. the arguments satisfy the tool's schema;
+5. a tool marked ``needs_approval`` is approved (:func:`approve`: the agent's ``approval``
+   policy, else the runtime's permission host);
+
+then the tool runs; an exception it raises is its error result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..models import ToolCall
+from ..store import ToolResult
+from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission
+from ._tools import ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ("QUOTED_ARGUMENTS", "approve", "invalid_arguments_error", "run_in_batches", "run_tool")
+
+
+async def run_in_batches(
+    agent: Agent, calls: Sequence[ToolCall], run: Callable[[ToolCall], Coroutine[Any, Any, None]]
+) -> None:
+    """``run(call)`` for each call, in order, except that consecutive calls to safe tools run
+    concurrently (all of a batch finish before the next call starts)."""
+    batch: list[ToolCall] = []
+    for call in [*calls, None]:
+        tool = agent.tools.get(call.name, agent) if call is not None else None
+        if call is not None and tool is not None and tool.safe:
+            batch.append(call)
+            continue
+        if len(batch) > 1:
+            async with anyio.create_task_group() as group:
+                for queued in batch:
+                    group.start_soon(run, queued)
+        elif batch:
+            await run(batch[0])
+        batch = []
+        if call is not None:
+            await run(call)
+
+
+async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
+    """Run one tool call of ``agent``'s: the checks in the module docstring's order, then the
+    tool. Every failure is a result the model reads (``is_error``), never an exception."""
+    tool = agent.tools.get(call.name, agent)
+    policy = agent.tool_policy
+    blocked = policy is not None and not policy.permits(call.name)
+    if tool is not None and blocked and not tool.keep_on_restrict:
+        return ToolResult(
+            tool_call_id=call.id,
+            name=call.name,
+            content=f'error: tool "{call.name}" is not available to this agent: the task '
+            "was delegated without it",
+            is_error=True,
+        )
+    if tool is None:
+        known = ", ".join(agent.tools.names(agent)) or "none"
+        return ToolResult(
+            tool_call_id=call.id,
+            name=call.name,
+            content=f'error: there is no tool "{call.name}"; available tools: {known}',
+            is_error=True,
+        )
+    if call.invalid_arguments is not None:
+        return ToolResult(
+            tool_call_id=call.id,
+            name=call.name,
+            content=invalid_arguments_error(call.invalid_arguments),
+            is_error=True,
+        )
+    problems = tool.argument_errors(call.arguments)
+    if problems:
+        return ToolResult(
+            tool_call_id=call.id,
+            name=call.name,
+            content="error: invalid arguments: " + "; ".join(problems),
+            is_error=True,
+        )
+    if tool.needs_approval:
+        refusal = await approve(agent, call)
+        if refusal is not None:
+            return ToolResult(tool_call_id=call.id, name=call.name, content=refusal, is_error=True)
+    try:
+        context = ToolContext(agent, call.id)
+        content = await tool.call(dict(call.arguments), context)
+    except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+        raise
+    except ToolError as exc:
+        return ToolResult(
+            tool_call_id=call.id, name=call.name, content=f"error: {exc}", is_error=True
+        )
+    except Exception as exc:
+        return ToolResult(
+            tool_call_id=call.id,
+            name=call.name,
+            content=f"error: {type(exc).__name__}: {exc}",
+            is_error=True,
+        )
+    return ToolResult(tool_call_id=call.id, name=call.name, content=content)
+
+
+async def approve(agent: Agent, call: ToolCall) -> str | None:
+    """``None`` when the call may run, else the error the model sees."""
+    if agent.approval == "allow":
+        return None
+    if agent.approval == "deny":
+        return (
+            f'error: tool "{call.name}" needs approval, and this agent may not ask for it '
+            "(its approvals are denied: it was delegated)"
+        )
+    arguments = json.dumps(call.arguments, ensure_ascii=False)[:300]
+    question = PermissionQuestion(
+        session=agent.session_id,
+        asker=f'agent "{agent.name or "default"}"',
+        title=f"{call.name}({arguments})",
+        kind=None,
+        options=TOOL_OPTIONS,
+        tool_call_id=call.id,
+    )
+    host = agent.runtime.permission_host if agent.runtime is not None else None
+    answer = await ask_permission(host, question)
+    if answer == "allow":
+        return None
+    if answer is None and host is None:
+        return f'error: tool "{call.name}" needs approval, and there is nobody to ask'
+    return f'error: tool "{call.name}" was not approved'
+
+
+#: How much of a call's invalid argument text its error result quotes back to the model.
+QUOTED_ARGUMENTS = 500
+
+
+def invalid_arguments_error(raw: str) -> str:
+    """The tool result for a call whose argument text is not a JSON object: what is wrong
+    with it (the JSON parser's words and position, or what it is instead), then the text."""
+    quoted = raw if len(raw) <= QUOTED_ARGUMENTS else raw[:QUOTED_ARGUMENTS] + "..."
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}" if "\n" in raw else f"column {exc.colno}"
+        at = " " if exc.msg.endswith(" at") else " at "  # "Unterminated string starting at"
+        why = f"the arguments are not valid JSON: {exc.msg}{at}{where}"
+    except (ValueError, RecursionError) as exc:
+        why = f"the arguments are not valid JSON: {exc}"
+    else:
+        kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(value), "null" if value is None else "a number"
+        )
+        why = f"the arguments must be a JSON object, not {kind}"
+    if not raw.strip():
+        why = "the arguments are empty (they must be a JSON object, {} for none)"
+    return f"error: {why}: {quoted}; call the tool again with a JSON object"

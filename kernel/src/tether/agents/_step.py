@@ -1,0 +1,256 @@
+"""One step of a turn: the limits, the request a step sends, the hooks before it, retries.
+
+The request builder (:func:`build_request`), the instruction check (:func:`changed_instructions`)
+and the pre-step hooks (:func:`pre_step_messages`) are used by a real turn and by
+:meth:`Agent.preview` (``tether context``) alike, so the preview can never disagree with the
+request a turn would send.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..errors import ErrorCode, ModelError
+from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall
+from ..store import ContextMessage, InstructionEvent, MessageSource, StopReason
+from ..store._events import replace_surrogates, replace_surrogates_in
+from ._instructions import DynamicInstruction, InstructionContext
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = (
+    "FINISH_TO_STOP",
+    "AgentLimits",
+    "PreStep",
+    "PreStepFunction",
+    "StepContext",
+    "build_request",
+    "changed_instructions",
+    "pre_step_messages",
+    "request_with_retries",
+    "retry_pause",
+    "storable_response",
+)
+
+log = logging.getLogger("tether.agents")
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    """Per-agent limits; hitting a step or token limit ends the turn with ``max-tokens``."""
+
+    max_steps: int = 50
+    """Model requests per turn."""
+    max_output_tokens: int | None = None
+    """Output tokens per turn, across its steps."""
+    model_retries: int = 8
+    """Retries of a recoverable model failure, per step (at most; ``retry_budget`` usually
+    ends them first)."""
+    retry_backoff: float = 0.5
+    """Pause before the first retry, in seconds; each further pause is twice as long (up to
+    ``retry_max_wait``), and each is drawn at random between half and all of that (jitter, so
+    that clients failing together do not retry together)."""
+    retry_max_wait: float = 30.0
+    """The longest single pause between retries, in seconds (unless the server asked for a
+    longer one with ``ModelError.retry_after``)."""
+    retry_budget: float = 60.0
+    """Seconds a step may spend waiting between retries, in all. A server's ``retry_after``
+    is honoured (waited at least) when it fits in what is left; when it does not, the turn
+    gives up at once, saying how long the server asked for."""
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a pre-step hook sees: the agent, the turn and step numbers, what started the turn."""
+
+    agent: Agent
+    turn: int
+    step: int
+    turn_message: str | None = None
+    """The text of the message that started this turn."""
+    turn_source: MessageSource | None = None
+    """Why that message entered the log (``kind = "user"`` for a person's message)."""
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The history so far (copied on access: hooks that do not look pay nothing)."""
+        return self.agent.messages
+
+
+#: A pre-step hook: returns messages to append before the step's model request (or nothing).
+PreStepFunction = Callable[[StepContext], "Awaitable[Iterable[Message] | None]"]
+
+
+@dataclass(frozen=True)
+class PreStep:
+    """A named pre-step hook; ``origin`` is recorded with every message it appends."""
+
+    origin: str
+    run: PreStepFunction
+
+
+#: The stop reason of a turn whose last answer finished so.
+FINISH_TO_STOP: dict[str, StopReason] = {
+    "stop": "completed",
+    "tool_calls": "completed",
+    "length": "max-tokens",
+    "refusal": "refusal",
+    "error": "error",
+}
+
+
+def storable_response(response: ModelResponse) -> ModelResponse:
+    """The response with every text a model wrote made storable (unchanged when it already is)."""
+    text = replace_surrogates(response.text)
+    calls = response.tool_calls
+    if calls and not all(is_ascii_call(call) for call in calls):
+        calls = tuple(
+            call.model_copy(
+                update={
+                    "name": replace_surrogates(call.name),
+                    "arguments": replace_surrogates_in(call.arguments),
+                    "invalid_arguments": None
+                    if call.invalid_arguments is None
+                    else replace_surrogates(call.invalid_arguments),
+                }
+            )
+            for call in calls
+        )
+    if text is response.text and calls is response.tool_calls:
+        return response
+    return response.model_copy(update={"text": text, "tool_calls": calls})
+
+
+def is_ascii_call(call: ToolCall) -> bool:
+    return (
+        call.name.isascii()
+        and (not call.arguments or json.dumps(call.arguments, ensure_ascii=False).isascii())
+        and (call.invalid_arguments is None or call.invalid_arguments.isascii())
+    )
+
+
+def build_request(
+    agent: Agent, messages: Sequence[Message], max_output_tokens: int | None
+) -> ModelRequest:
+    """The model request of a step of ``agent``'s: its base prompt and tool list (fixed for the
+    session) and ``messages``."""
+    return ModelRequest.model_construct(
+        system=agent.system,
+        messages=tuple(messages),
+        tools=agent.tools.schemas(agent),
+        max_output_tokens=max_output_tokens,
+        agent=agent.name,
+        session_label=agent.header.label,
+    )
+
+
+async def changed_instructions(
+    instructions: Sequence[DynamicInstruction],
+    values: dict[str, str],
+    context: InstructionContext,
+) -> list[InstructionEvent]:
+    """The instruction events whose value changed from ``values`` (the slots' current values);
+    a ``session`` instruction is resolved once per session."""
+    events: list[InstructionEvent] = []
+    for instruction in instructions:
+        if instruction.when == "session" and instruction.slug in values:
+            continue
+        value = await instruction.value(context)
+        if value is None or values.get(instruction.slug) == value:
+            continue
+        events.append(InstructionEvent(slug=instruction.slug, role=instruction.role, content=value))
+    return events
+
+
+async def pre_step_messages(
+    pre_steps: Sequence[PreStep], context: StepContext
+) -> list[ContextMessage]:
+    """What the pre-step hooks append before a step's request, in hook order (a message of
+    another role than ``system`` is sent as ``user``)."""
+    events: list[ContextMessage] = []
+    for pre_step in pre_steps:
+        for message in await pre_step.run(context) or ():
+            role = "system" if message.role == "system" else "user"
+            events.append(
+                ContextMessage(role=role, content=message.content, origin=pre_step.origin)
+            )
+    return events
+
+
+async def request_with_retries(
+    model: Model, request: ModelRequest, limits: AgentLimits
+) -> ModelResponse:
+    """``model``'s answer to ``request``, retrying recoverable failures within ``limits``
+    (:func:`retry_pause`); a failure that is not a :class:`ModelError` is wrapped in one."""
+    attempt = 0
+    waited = 0.0
+    while True:
+        try:
+            return await model.request(request)
+        except ModelError as exc:
+            if not exc.recoverable:
+                raise
+            pause = retry_pause(limits, attempt, waited, exc)
+            failure = str(exc)
+        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"model {model.name} failed: {type(exc).__name__}: {exc}",
+                remedy="a model adapter should raise tether.ModelError",
+            ) from exc
+        log.info("model %s failed (%s); retry %d in %.2fs", model.name, failure, attempt + 1, pause)
+        await anyio.sleep(pause)  # cancelling the turn interrupts the pause at once
+        waited += pause
+        attempt += 1
+
+
+def retry_pause(limits: AgentLimits, attempt: int, waited: float, error: ModelError) -> float:
+    """The pause before retry ``attempt + 1`` of a step that already waited ``waited``
+    seconds, after the recoverable ``error``; raises the ``ModelError`` that ends the turn
+    when no retry is left (the count, the budget, or a server asking for more than is left).
+    """
+    left = limits.retry_budget - waited
+    if attempt >= limits.model_retries:
+        raise _gave_up(error, f"gave up after {attempt} retries")
+    asked = error.retry_after
+    if asked is not None and asked > left:
+        raise _gave_up(
+            error,
+            f"the server asked to wait {asked:g} s before retrying, more than the "
+            f"{max(left, 0):g} s left of the retry budget ({limits.retry_budget:g} s, "
+            "AgentLimits.retry_budget); gave up at once",
+        )
+    if left <= 0:
+        raise _gave_up(
+            error, f"gave up after {attempt} retries and {waited:.1f} s of waiting (retry budget)"
+        )
+    delay = min(limits.retry_backoff * 2**attempt, limits.retry_max_wait)
+    delay *= 0.5 + random.random() / 2  # jitter: between half and all of it
+    if asked is not None:
+        delay = max(delay, asked)
+    return min(delay, left)
+
+
+def _gave_up(error: ModelError, why: str) -> ModelError:
+    """``error`` with ``why`` the retries ended, no longer recoverable."""
+    failure = ModelError(
+        error.code,
+        f"{error.message} ({why})",
+        file=error.file,
+        key=error.key,
+        plugin=error.plugin,
+        remedy=error.remedy,
+        where=error.where,
+    )
+    failure.__cause__ = error
+    return failure

@@ -1,0 +1,11 @@
+"""The runtime: the live half of tether (open agents, permission host, skills, subagents).
+
+See :class:`Runtime`. The kernel (:mod:`tether.kernel`) is what a profile loads to and never
+changes; a runtime is what one process does with it.
+"""
+
+from __future__ import annotations
+
+from ._runtime import Runtime, compose_agent
+
+__all__ = ("Runtime", "compose_agent")

@@ -1,0 +1,384 @@
+"""The runtime: what one process does with a frozen :class:`~tether.kernel.Kernel`.
+
+A kernel is the result of a profile (plugins, scopes, checked requirements) and never changes.
+Everything live sits here: the agents open in this process, who answers permission questions,
+the skill registry, the subagent service and the cache of agent presets. Agents receive their
+runtime (``agent.runtime``); plugins reach the services through it.
+
+    kernel = load_kernel("tether.toml")
+    async with Runtime.open(kernel, store) as runtime:
+        agent = await runtime.compose(agent="main")
+        await runtime.run_session(agent, ["hello"])
+
+``Runtime(kernel, store)`` without ``open`` is a runtime with no task group of its own: agents
+composed on it still run (each owns its task group), which is all a test or a one-shot script
+needs. ``open`` adds the task group background work runs in, and closes what it opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..agents import (
+    Agent,
+    AgentLimits,
+    AgentPreset,
+    PermissionHost,
+    Tool,
+    build_preset,
+    new_header,
+    resolve_agent_name,
+    resolve_preset_model,
+)
+from ..errors import ErrorCode, ModelError, PluginError, ProfileError, StoreError, TetherError
+from ..kernel import Kernel
+from ..models import Model
+from ..plugins import LoadedPlugin
+from ..scopes import Scope
+from ..skills import SkillProviderFactory, SkillRegistry
+from ..store import SessionHeader, SessionStore, StopReason
+from ..subagents import SubagentProvider, SubagentRuntime
+
+if TYPE_CHECKING:
+    from anyio import CancelScope
+
+__all__ = ("Runtime", "compose_agent")
+
+
+class Runtime:
+    """The live half of tether for one kernel in one process; see the module docstring."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        store: SessionStore | None = None,
+        *,
+        permission_host: PermissionHost | None = None,
+    ) -> None:
+        self.kernel = kernel
+        """The frozen result of the profile."""
+        self.store = store
+        """The session store agents composed here use unless told otherwise."""
+        self.live_agents: dict[str, Agent] = {}
+        """The agents open (inside ``async with``) in this process, by session id."""
+        self.permission_host: PermissionHost | None = permission_host
+        """Who answers permission questions (a tool that needs approval, an ACP child with
+        ``permission = "ask"``): the person at an interactive ``tether run``, the client of
+        ``tether acp``, or ``None`` (such calls are refused)."""
+        self._skills: SkillRegistry | None = None
+        self._subagents: SubagentRuntime | None = None
+        self._presets: dict[str | None, AgentPreset] = {}
+        self._known_tools: frozenset[str] | None = None
+        self._group: TaskGroup | None = None
+
+    # ------------------------------------------------------------------ lifetime
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        kernel: Kernel,
+        store: SessionStore | None = None,
+        *,
+        permission_host: PermissionHost | None = None,
+    ) -> AsyncGenerator[Runtime]:
+        """A runtime with a task group of its own, for ``async with``. Leaving it cancels the
+        background work started in it (:meth:`start_soon`). The store stays the caller's: it
+        is not closed here."""
+        runtime = cls(kernel, store, permission_host=permission_host)
+        async with anyio.create_task_group() as group:
+            runtime._group = group
+            try:
+                yield runtime
+            finally:
+                runtime._group = None
+                group.cancel_scope.cancel()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the runtime has a task group (inside ``Runtime.open``)."""
+        return self._group is not None
+
+    def start_soon(
+        self, function: Callable[..., Coroutine[Any, Any, object]], *args: object
+    ) -> None:
+        """Run ``function(*args)`` in the runtime's task group (inside ``Runtime.open``)."""
+        if self._group is None:
+            raise RuntimeError("start background work inside `async with Runtime.open(...)`")
+        self._group.start_soon(function, *args)
+
+    # ------------------------------------------------------------------ services
+
+    @property
+    def skills(self) -> SkillRegistry:
+        """The skill registry: every plugin instance's ``tether_skill_providers``, in its scope
+        layer. Built on first use, so a profile without skills pays nothing for them."""
+        if self._skills is None:
+            registry = SkillRegistry()
+            for scope in self.kernel.scopes():
+                for plugin in scope.plugins:
+                    for factory in plugin.collect("tether_skill_providers", SkillProviderFactory):
+                        _register_skill_provider(registry, plugin, scope, factory)
+            self._skills = registry
+        return self._skills
+
+    @property
+    def subagents(self) -> SubagentRuntime:
+        """The subagent service: every plugin instance's ``tether_subagent_providers``, by
+        name. Built on first use."""
+        if self._subagents is None:
+            service = SubagentRuntime(self.store)
+            for plugin in self.kernel.plugins:
+                for provider in plugin.collect("tether_subagent_providers", SubagentProvider):
+                    try:
+                        service.register_provider(provider)
+                    except TetherError as exc:
+                        raise type(exc)(
+                            exc.code,
+                            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
+                            plugin=plugin.name,
+                            remedy=exc.remedy,
+                        ) from exc
+            self._subagents = service
+        return self._subagents
+
+    @property
+    def delegates(self) -> bool:
+        """Whether some plugin offers subagent providers (children may exist to recover)."""
+        return any(p.implements("tether_subagent_providers") for p in self.kernel.plugins)
+
+    def preset(self, agent: str | None) -> AgentPreset:
+        """The agent preset ``agent`` (``None``: the global scope), built once per runtime: a
+        preset is fixed at load, like the base prompt it produces."""
+        cached = self._presets.get(agent)
+        if cached is None:
+            cached = self._presets[agent] = build_preset(self.kernel, agent)
+        return cached
+
+    def known_tool_names(self) -> frozenset[str]:
+        """The name of every tool some plugin instance offers, in any scope: what a tool filter
+        may name."""
+        if self._known_tools is None:
+            self._known_tools = frozenset(
+                tool.name
+                for plugin in self.kernel.plugins
+                for tool in plugin.collect("tether_tools", Tool)
+            )
+        return self._known_tools
+
+    # ------------------------------------------------------------------ agents
+
+    def agent(
+        self,
+        preset: AgentPreset,
+        header: SessionHeader,
+        store: SessionStore,
+        model: Model,
+        *,
+        limits: AgentLimits | None = None,
+        cwd: Path | None = None,
+        model_spec: str | None = None,
+    ) -> Agent:
+        """An agent of ``preset`` on the session ``header``, living in this runtime."""
+        return preset.agent(
+            header,
+            store,
+            model,
+            limits=limits,
+            cwd=cwd,
+            model_spec=model_spec,
+            runtime=self,
+        )
+
+    async def compose(
+        self,
+        *,
+        agent: str | None = None,
+        model: Model | str | None = None,
+        session_id: str | None = None,
+        label: str | None = None,
+        limits: AgentLimits | None = None,
+        record_model: bool = True,
+        store: SessionStore | None = None,
+    ) -> Agent:
+        """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
+        ``store`` (default: the runtime's). Use the result as ``async with agent:``.
+
+        A string ``model`` is a spec resolved relative to the current directory; ``None`` uses
+        the session's recorded model, else the agent's profile ``model``. The spec is recorded
+        in a new session's header; on a stored session a string ``model`` that differs from its
+        recorded one becomes its model when the agent takes the session, logged as a ``model``
+        descriptor with the old and new spec. A session written before tether recorded models
+        (header ``model`` None) keeps using the profile's model until one is given explicitly.
+        ``record_model=False`` uses ``model`` on a stored session without recording it (an
+        agent that only hosts others, as ``tether sessions send``'s).
+        """
+        store = store or self.store
+        if store is None:
+            raise StoreError(
+                ErrorCode.STORE_UNAVAILABLE,
+                "no session store to compose the agent on",
+                remedy="pass store=... or give the runtime a store",
+            )
+        kernel = self.kernel
+        header = await store.header(session_id) if session_id is not None else None
+        if header is not None:
+            # A stored session keeps its own agent preset; --agent may only confirm it.
+            if agent is not None and header.agent != agent:
+                raise ProfileError(
+                    ErrorCode.UNKNOWN_AGENT,
+                    f'session "{session_id}" runs agent {header.agent!r}, not {agent!r}',
+                    remedy=f"drop --agent or pass --agent {header.agent}",
+                )
+            name = resolve_agent_name(kernel, header.agent)
+        else:
+            name = resolve_agent_name(kernel, agent)
+        preset = self.preset(name)
+        spec: str | None = None  # the spec to record, when it is known
+        if model is not None and not isinstance(model, str):
+            resolved: Model = model
+        elif model is not None:
+            resolved = resolve_preset_model(preset, model, base=Path.cwd())
+            spec = model
+        elif header is not None and header.model not in (None, preset.model_spec):
+            # The session's own model, given as --model once: a relative path in it
+            # (function:, scripted:) is relative to the directory tether runs in.
+            try:
+                resolved = resolve_preset_model(preset, header.model, base=Path.cwd())
+            except ModelError as exc:
+                raise ModelError(
+                    exc.code,
+                    f'session "{header.id}" runs model "{header.model}", which cannot be used '
+                    f"here: {exc.message}",
+                    remedy=f"{exc.remedy + '; or ' if exc.remedy else ''}pass --model SPEC to "
+                    "continue the session on another model (recorded in the session)",
+                ) from exc
+        else:
+            # The profile's model (also when the session recorded that one): relative to the
+            # profile file that names it.
+            model_file = kernel.profile.file_of("agent", name, "model") if name else None
+            base = model_file.parent if model_file is not None else kernel.profile.folder
+            resolved = resolve_preset_model(preset, None, base=base)
+            if header is None:
+                spec = preset.model_spec
+        if header is None:
+            header = await store.create(new_header(agent=name, label=label, model=spec))
+        if not record_model and session_id is not None:
+            spec = None
+        return self.agent(preset, header, store, resolved, limits=limits, model_spec=spec)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def recover(self, agent: Agent) -> None:
+        """After a crash: the continuable children of ``agent`` that hold accepted, unrun
+        messages pick up again (nothing to do when no plugin delegates)."""
+        if self.delegates:
+            await self.subagents.continuation.recover(agent)
+
+    async def settle(self, agent: Agent) -> None:
+        """Wait until ``agent`` is quiet: idle, and its continuable children settled with the
+        turns their notices give."""
+        await agent.when_idle()
+        if self._subagents is not None:
+            await self._subagents.continuation.wait_quiet(agent)
+
+    async def deliver_mail(self, keeper: Agent, session_id: str) -> None:
+        """Hand the mail other processes posted to ``session_id`` to its agent here (or to the
+        subagent service, which restores a stored child under its open ancestor); mail for a
+        session this process does not drive is left for its owner. ``keeper`` is the agent
+        that found it."""
+        if self._subagents is not None:
+            await self._subagents.continuation.deliver_mail(keeper, session_id)
+            return
+        agent = keeper if session_id == keeper.session_id else self.live_agents.get(session_id)
+        if agent is not None:
+            await agent.collect_mail()
+
+    async def run_session(
+        self,
+        agent: Agent,
+        prompts: Sequence[str] = (),
+        *,
+        recover: bool = False,
+        stop: CancelScope | None = None,
+    ) -> StopReason:
+        """The one path a session runs by (``tether run``, ``tether sessions send``, the
+        examples, an embedding application): enter ``agent``, recover its children after a
+        crash (``recover``), send ``prompts`` in order, wait until quiet, leave. Returns the
+        stop reason of the last turn; a store fault that stopped the agent is raised.
+
+        ``stop`` (a cancel scope) cuts the work short, as Ctrl-C does: leaving the agent then
+        records the turn's end and ends the children it hosts without waiting for them.
+        """
+        async with agent:
+            with stop if stop is not None else nullcontext():
+                if recover:
+                    await self.recover(agent)
+                for prompt in prompts:
+                    await agent.followup(prompt)
+                await self.settle(agent)
+        if agent.fault is not None:
+            raise agent.fault
+        return agent.last_stop_reason
+
+
+async def compose_agent(
+    runtime: Runtime | Kernel,
+    store: SessionStore | None = None,
+    *,
+    agent: str | None = None,
+    model: Model | str | None = None,
+    session_id: str | None = None,
+    label: str | None = None,
+    limits: AgentLimits | None = None,
+    record_model: bool = True,
+) -> Agent:
+    """:meth:`Runtime.compose` as a function. A :class:`Kernel` gets a runtime of its own
+    (pass one :class:`Runtime` to agents that share live state: children, permission host)."""
+    if isinstance(runtime, Kernel):
+        runtime = Runtime(runtime, store)
+    return await runtime.compose(
+        agent=agent,
+        model=model,
+        session_id=session_id,
+        label=label,
+        limits=limits,
+        record_model=record_model,
+        store=store,
+    )
+
+
+def _register_skill_provider(
+    registry: SkillRegistry, plugin: LoadedPlugin, scope: Scope, factory: SkillProviderFactory
+) -> None:
+    """Register one factory's provider; a failure names the plugin that offered it."""
+    try:
+        registry.register_provider(
+            factory.create,
+            name=factory.name,
+            scope=None if scope.kind == "global" else scope,
+        )
+    except TetherError as exc:
+        raise type(exc)(
+            exc.code,
+            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
+            file=exc.file,
+            key=exc.key,
+            plugin=plugin.name,
+            remedy=exc.remedy,
+            where=exc.where,
+        ) from exc
+    except Exception as exc:
+        raise PluginError(
+            ErrorCode.PLUGIN_HOOK_FAILED,
+            f'plugin "{plugin.name}" ({plugin.entry.source}) failed to create skill provider '
+            f'"{factory.name}": {type(exc).__name__}: {exc}',
+            plugin=plugin.name,
+            remedy="fix the plugin or its settings (--debug shows the traceback)",
+        ) from exc

@@ -1,0 +1,156 @@
+"""One fold of a session's log: everything a reader rebuilds from it, in one pass.
+
+The log is the truth; an agent's memory of it is a fold. :func:`fold` is the only place that
+fold is written: restoring an agent, seeding a fork and recovering children after a crash all
+read the same :class:`SessionFold`, so they can never disagree about what a log means.
+
+* ``history``: the messages the model's next request starts from;
+* ``instructions``: the value of each dynamic instruction slot;
+* ``unclaimed``: messages accepted into the inbox that no turn claimed and nobody discarded;
+* ``open_turn``: the turn the log opened and never closed (the process stopped mid-turn);
+* ``completed``: how many events lead up to the last ``turn/end`` (what a fork copies);
+* ``setup``: the descriptors of the setup window (after the fork seed, before the first
+  message): what a delegated child's log pins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..models import Message, ToolCall
+from ._events import (
+    AssistantMessage,
+    ContextMessage,
+    DescriptorEvent,
+    Event,
+    InboxAccepted,
+    InboxDiscarded,
+    InstructionEvent,
+    MessageSource,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
+)
+
+__all__ = (
+    "OpenTurn",
+    "PendingMessage",
+    "SessionFold",
+    "event_to_message",
+    "fold",
+    "render_instruction",
+)
+
+
+def render_instruction(slug: str, content: str) -> str:
+    """The message text of a dynamic instruction's value."""
+    return f'<instruction slug="{slug}">\n{content}\n</instruction>'
+
+
+def event_to_message(event: Event) -> Message | None:
+    """The message a logged event contributes to the model's history, if any."""
+    match event:
+        case UserMessage(content=content):
+            return Message(role="user", content=content)
+        case AssistantMessage(content=content, tool_calls=calls):
+            return Message(role="assistant", content=content, tool_calls=calls)
+        case ToolResult(tool_call_id=call_id, name=name, content=content, is_error=is_error):
+            return Message(
+                role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error
+            )
+        case InstructionEvent(slug=slug, role=role, content=content):
+            return Message(role=role, content=render_instruction(slug, content))
+        case ContextMessage(role=role, content=content):
+            return Message(role=role, content=content)
+        case _:
+            return None
+
+
+@dataclass(frozen=True)
+class OpenTurn:
+    """A turn the log opened and never closed, and its calls that have no result."""
+
+    turn: int
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    """A message accepted into the inbox and not claimed (nor discarded) yet."""
+
+    message_id: str
+    content: str
+    source: MessageSource
+    delivery: Literal["turn", "step", "context"]
+
+
+@dataclass
+class SessionFold:
+    """What a log says, folded once; see the module docstring."""
+
+    length: int = 0
+    """How many events the log holds."""
+    turns: int = 0
+    """The number of the last turn the log opened."""
+    history: list[Message] = field(default_factory=lambda: list[Message]())
+    instructions: dict[str, str] = field(default_factory=lambda: dict[str, str]())
+    unclaimed: list[PendingMessage] = field(default_factory=lambda: list[PendingMessage]())
+    open_turn: OpenTurn | None = None
+    completed: int = 0
+    """How many events lead up to (and include) the last ``turn/end``."""
+    setup: dict[str, DescriptorEvent] = field(default_factory=lambda: dict[str, DescriptorEvent]())
+    """The first descriptor of each kind in the setup window."""
+
+    @property
+    def waiting(self) -> bool:
+        """Whether an unclaimed message would start (or join) a turn (not mere context)."""
+        return any(m.delivery != "context" for m in self.unclaimed)
+
+
+def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
+    """Fold ``log`` (a session's events, in order) once. ``seed_length`` is the header's:
+    events before it were copied from a parent (a fork seed), so the setup window starts
+    after them."""
+    result = SessionFold(length=len(log))
+    history = result.history
+    accepted: dict[str, PendingMessage] = {}
+    claimed: set[str] = set()
+    open_turn: int | None = None
+    open_calls: dict[str, ToolCall] = {}
+    in_setup = True
+    for index, event in enumerate(log):
+        message = event_to_message(event)
+        if message is not None:
+            history.append(message)
+        if in_setup and index >= seed_length:
+            if isinstance(event, UserMessage | InboxAccepted | TurnStarted):
+                in_setup = False
+            elif isinstance(event, DescriptorEvent):
+                result.setup.setdefault(event.kind, event)
+        match event:
+            case InboxAccepted(message_id=mid, content=content, source=source, delivery=how):
+                accepted[mid] = PendingMessage(mid, content, source, how)
+            case UserMessage(message_id=mid) | InboxDiscarded(message_id=mid):
+                claimed.add(mid)
+            case TurnStarted(turn=turn):
+                result.turns = turn
+                open_turn = turn
+            case TurnEnded():
+                open_turn = None
+                open_calls = {}
+                result.completed = index + 1
+            case AssistantMessage(tool_calls=calls):
+                open_calls = {call.id: call for call in calls}
+            case ToolResult(tool_call_id=call_id):
+                open_calls.pop(call_id, None)
+            case InstructionEvent(slug=slug, content=content):
+                result.instructions[slug] = content
+            case _:
+                pass
+    result.unclaimed = [item for mid, item in accepted.items() if mid not in claimed]
+    if open_turn is not None:
+        result.open_turn = OpenTurn(open_turn, tuple(open_calls.values()))
+    return result
