@@ -40,8 +40,10 @@ from typing import Any
 
 import anyio
 
-from tether.agents import Agent, new_header
+from tether import load_kernel
+from tether.agents import Agent
 from tether.models import FunctionModel, Model, ModelRequest
+from tether.runtime import Runtime
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 
 #: Issue 14's targets for the whole fresh turn, in µs.
@@ -56,11 +58,26 @@ def answer(request: ModelRequest) -> str:
     return "ok"
 
 
+#: One runtime per store, on a kernel of an empty profile, made once (as a peer's agent
+#: definition is made once): what each sample pays is the session and the agent.
+_RUNTIMES: dict[int, Runtime] = {}
+
+
+def runtime_for(store: SessionStore) -> Runtime:
+    runtime = _RUNTIMES.get(id(store))
+    if runtime is None:
+        folder = Path(tempfile.mkdtemp(prefix="tether-bench-"))
+        (folder / "tether.toml").write_text("[tether]\n", encoding="utf-8")
+        kernel = load_kernel(folder / "tether.toml", entry_points=False)
+        runtime = _RUNTIMES[id(store)] = Runtime(kernel, store)
+    return runtime
+
+
 async def new_agent(store: SessionStore, model: Model) -> Agent:
-    """A new session and its agent, not yet entered: the setup half of a peer's ``run()``.
+    """A new session and its agent, not yet entered: the setup half of a peer's ``run()``
+    (``runtime.compose``: the session is created, its agent composed from the preset).
     The one place to change when agents are made another way."""
-    header = await store.create(new_header(agent="main"))
-    return Agent(header=header, store=store, model=model)
+    return await runtime_for(store).compose(model=model)
 
 
 class Clock:

@@ -16,10 +16,13 @@ from ._instructions import (
     InstructionContext,
     load_instructions,
 )
+from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
 from ._step import AgentLimits, PreStep, StepContext
 from ._tools import Tool, ToolContext, ToolError, ToolFilter, ToolRegistry
 
 __all__ = (
+    "LEASE_RENEWAL",
+    "MAIL_POLL",
     "PARALLEL_TOOLS_SECTION",
     "Agent",
     "AgentLimits",
@@ -39,6 +42,7 @@ __all__ = (
     "ask_permission",
     "build_preset",
     "event_to_message",
+    "keep_sessions",
     "load_instructions",
     "new_header",
     "render_instruction",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -49,6 +48,7 @@ from ._approvals import ApprovalPolicy
 from ._calls import run_in_batches, run_tool
 from ._delegation import apply_pins, delegation_pins
 from ._instructions import DynamicInstruction, InstructionContext
+from ._keeper import keep_sessions
 from ._repair import closing_events
 from ._step import (
     FINISH_TO_STOP,
@@ -85,10 +85,6 @@ _NO_USAGE = Usage()
 MODEL_DESCRIPTOR = "model"
 #: How long teardown waits for the final log writes of a cancelled turn.
 TEARDOWN_TIMEOUT = 5.0
-#: How often the agent that keeps a process's sessions looks for posted mail, in seconds.
-MAIL_POLL = 0.05
-#: How often it renews the leases of the process's sessions, in seconds.
-LEASE_RENEWAL = 10.0
 
 
 @dataclass
@@ -107,22 +103,6 @@ def _storable_result(result: ToolResult) -> ToolResult:
     if content is result.content:
         return result
     return result.model_copy(update={"content": content})
-
-
-class _Already:
-    """An event that has happened: waiting on it returns at once (shared; never reset)."""
-
-    def is_set(self) -> bool:
-        return True
-
-    def set(self) -> None:
-        return None
-
-    async def wait(self) -> None:
-        return None
-
-
-_ALREADY: Any = _Already()
 
 
 def _leaves(group: BaseExceptionGroup) -> Iterable[BaseException]:
@@ -151,6 +131,7 @@ class Agent:
         scope: Scope | None = None,
         cwd: Path | None = None,
         model_spec: str | None = None,
+        new_session: bool = False,
     ) -> None:
         self.header = header
         self._model_spec = model_spec
@@ -183,15 +164,13 @@ class Agent:
         self._listeners: list[Callable[[Event], None]] = []
         self._group: TaskGroup | None = None
         self._jobs = 0
-        self._closing = False
         self._on_teardown: dict[object, Callable[[], None]] = {}
         self._on_idle: list[Callable[[], None]] = []
         self._tearing_down = False
         self._turn_scope: anyio.CancelScope | None = None
         self._runner_active = False
         self._parked = False
-        self._idle = _ALREADY  # idle until woken; fresh events are made when they are needed
-        self._wakeup = _ALREADY
+        self._idle: anyio.Event | None = None  # made only when someone waits for idle
         self._restored = False
         self._last_stop: StopReason = "completed"
         self._last_error: str | None = None
@@ -201,6 +180,7 @@ class Agent:
         self._unsaved: tuple[Event, ...] = ()
         self._told = 0  # how many of the unsaved events listeners have heard of
         self._leased = False
+        self._new_session = new_session
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -311,7 +291,8 @@ class Agent:
 
     async def __aenter__(self) -> Agent:
         if not self._restored:
-            await self.restore()
+            # A session its store just created (lease held, log empty) needs no reading.
+            await self.restore(log=() if self._new_session else None)
         elif not self._leased:
             await self._take_lease()  # a dormant agent entered again
         if self.runtime is not None:
@@ -329,11 +310,8 @@ class Agent:
             await attach(self)  # a session-bound model (a remote agent) opens its connection
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
-        self._closing = False
-        self._wakeup = anyio.Event()
-        self._group.start_soon(self._runner)
         if self._keeps_sessions():
-            self.start_job(self._keep_sessions)
+            self.start_job(keep_sessions, self.store, self._route_mail)
         if self._inbox:
             self._parked = True  # restored messages wait for the next waking message
         await self.collect_mail()  # posted while it was dormant: they run now
@@ -347,18 +325,16 @@ class Agent:
             self._turn_scope.cancel()
         if self._runner_active:
             # Let the cancelled turn record its end (turn/end, "cancelled" results) first.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
-                await self._idle.wait()
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + TEARDOWN_TIMEOUT):
+                await self.when_idle()
         if self._unsaved:
             with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                 await self._flush_held()
         for release in [*self._on_teardown.values()]:
             release()  # hosted children start their own teardown
         self._on_teardown.clear()
-        # The runner leaves on its own when it is idle; the group is cancelled only when
-        # something still runs in it (cancelling costs more than the rest of the teardown).
-        self._closing = True
-        self._wakeup.set()
+        # The group is cancelled only when something still runs in it (cancelling costs more
+        # than the rest of the teardown).
         if self._jobs or self._runner_active:
             self._group.cancel_scope.cancel()
         try:
@@ -371,7 +347,7 @@ class Agent:
         finally:
             self._group = None
             self._runner_active = False
-            self._idle.set()
+            self._set_idle()
             if self._leased:
                 self._leased = False
                 with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
@@ -395,31 +371,20 @@ class Agent:
         processes, and one keeper per tree is enough: the agent whose parent is not open here."""
         if not getattr(self.store, "durable", False):
             return False
+        runtime = self.runtime
+        if runtime is None:
+            return True
+        if runtime.keeps(self.store):
+            return False  # the runtime keeps the process's sessions (inside Runtime.open)
         parent = self.header.parent_session
-        return self.runtime is None or parent is None or parent not in self.runtime.live_agents
-
-    async def _keep_sessions(self) -> None:
-        renewed = anyio.current_time()
-        while True:
-            # Jittered: a fixed period can stay in step with another task's timer (anyio's
-            # wait_all_tasks_blocked polls every 0.1 s) and look busy at every one of its looks.
-            await anyio.sleep(MAIL_POLL * (0.75 + random.random() * 0.5))
-            try:
-                if anyio.current_time() - renewed >= LEASE_RENEWAL:
-                    await self.store.renew()
-                    renewed = anyio.current_time()
-                for session_id in await self.store.mail():
-                    await self._route_mail(session_id)
-            except TetherError as exc:
-                # The store is busy or refused: mail waits in the store for the next look.
-                log.warning("could not look for mail for %s: %s", self.session_id, exc)
+        return parent is None or parent not in runtime.live_agents
 
     async def _route_mail(self, session_id: str) -> None:
         """Hand the mail of ``session_id`` to its agent here (through the runtime, which
         restores a stored child under its open ancestor); mail for sessions this process does
         not drive is left for their owner."""
         if self.runtime is not None:
-            await self.runtime.deliver_mail(self, session_id)
+            await self.runtime.deliver_mail(self.store, session_id)
         elif session_id == self.session_id:
             await self.collect_mail()
 
@@ -609,9 +574,19 @@ class Agent:
         return item
 
     async def run(self, content: str, *, source: MessageSource | None = None) -> StopReason:
-        """``followup`` then wait until idle; the stop reason of the last turn."""
-        await self.followup(content, source=source)
-        await self.when_idle()
+        """``followup`` then wait until idle; the stop reason of the last turn.
+
+        When the agent is idle, the turn runs inline, in the caller's task (no task is started
+        for it): cancelling the caller then aborts the turn, which still records its end."""
+        self._require_open()
+        item = await self._accept(content, source or _USER_SOURCE, "turn")
+        self._inbox.append(item)
+        self._parked = False
+        if self._runner_active:
+            await self.when_idle()  # the running drain takes it
+        else:
+            self._runner_active = True
+            await self._drain()
         return self._last_stop
 
     @property
@@ -637,7 +612,16 @@ class Agent:
 
     async def when_idle(self) -> None:
         """Wait until no turn runs and no accepted message waits."""
+        if not self._runner_active:
+            return
+        if self._idle is None:
+            self._idle = anyio.Event()
         await self._idle.wait()
+
+    def _set_idle(self) -> None:
+        idle, self._idle = self._idle, None
+        if idle is not None:
+            idle.set()
 
     async def cancel(self, *, keep_inbox: bool = False) -> None:
         """Abort the running turn (stop reason ``aborted``).
@@ -676,32 +660,27 @@ class Agent:
             raise RuntimeError("use the agent inside `async with agent:` before sending to it")
         self._parked = False
         if self._runner_active:
-            return  # the runner looks at the inbox again before it goes idle
+            return  # the drain looks at the inbox again before it goes idle
         self._runner_active = True
-        self._idle = anyio.Event()
-        self._wakeup.set()
+        self._group.start_soon(self._drain)
 
-    async def _runner(self) -> None:
-        """The agent's one long-lived task: drains the inbox whenever it is woken."""
-        while True:
-            await self._wakeup.wait()
-            if self._closing:
-                return
-            self._wakeup = anyio.Event()
-            try:
-                while self._inbox and not self._parked:
-                    item = self._inbox.popleft()
-                    if item.source.kind == "notice":
-                        # Notices queued behind it join its turn's first step: an idle agent
-                        # told of many children's ends at once takes one turn, not one each.
-                        while self._inbox and self._inbox[0].source.kind == "notice":
-                            self._steering.append(self._inbox.popleft())
-                    await self._run_turn(item)
-            finally:
-                self._runner_active = False
-                self._idle.set()
-                for callback in [*self._on_idle]:
-                    callback()
+    async def _drain(self) -> None:
+        """Run the inbox's turns until it is empty or parked: in a task of the agent's group
+        (woken by a message), or inline in the caller's task (``run`` on an idle agent)."""
+        try:
+            while self._inbox and not self._parked:
+                item = self._inbox.popleft()
+                if item.source.kind == "notice":
+                    # Notices queued behind it join its turn's first step: an idle agent
+                    # told of many children's ends at once takes one turn, not one each.
+                    while self._inbox and self._inbox[0].source.kind == "notice":
+                        self._steering.append(self._inbox.popleft())
+                await self._run_turn(item)
+        finally:
+            self._runner_active = False
+            self._set_idle()
+            for callback in [*self._on_idle]:
+                callback()
 
     async def _commit_message(self, item: _InboxItem) -> None:
         await self._append(
@@ -744,69 +723,76 @@ class Agent:
         final: AssistantMessage | None = None
         pending_calls: tuple[ToolCall, ...] = ()
         claimed = False
-        with anyio.CancelScope() as scope:
-            self._turn_scope = scope
-            try:
-                # One batch opens the turn: turn/start, changed instructions, then the message
-                # that started it. Its user/message is the claim. The batch is stored with the
-                # first step's answer, in one commit: a crash before that re-queues the message
-                # (its unanswered model request changed nothing), and a one-step turn costs one
-                # commit, not three (each an fsync with synchronous = FULL).
-                instructions = await self._resolve_instructions(turn)
-                claim = UserMessage(
-                    message_id=item.message_id, content=item.content, source=item.source
-                )
-                self._defer(
-                    TurnStarted(turn=turn, message_id=item.message_id), *instructions, claim
-                )
-                for event in instructions:
-                    self._instruction_values[event.slug] = event.content
-                    self._history.append(event_to_message(event))  # type: ignore[arg-type]
-                self._history.append(Message(role="user", content=item.content))
-                claimed = True
-                while True:
-                    if steps >= self.limits.max_steps:
-                        stop = "max-tokens"
-                        break
-                    steps += 1
-                    await self._before_step(turn, steps)
-                    response = storable_response(await self._request(steps, usage))
-                    usage = response.usage if usage is _NO_USAGE else usage + response.usage
-                    message = AssistantMessage(
-                        content=response.text,
-                        tool_calls=response.tool_calls,
-                        usage=response.usage,
-                        finish_reason=response.finish_reason,
+        scope = anyio.CancelScope()
+        outer: BaseException | None = None
+        try:
+            with scope:
+                self._turn_scope = scope
+                try:
+                    # One batch opens the turn: turn/start, changed instructions, then the message
+                    # that started it. Its user/message is the claim. The batch is stored with the
+                    # first step's answer, in one commit: a crash before that re-queues the message
+                    # (its unanswered model request changed nothing), and a one-step turn costs one
+                    # commit, not three (each an fsync with synchronous = FULL).
+                    instructions = await self._resolve_instructions(turn)
+                    claim = UserMessage(
+                        message_id=item.message_id, content=item.content, source=item.source
                     )
-                    self._history.append(
-                        Message(
-                            role="assistant", content=response.text, tool_calls=response.tool_calls
+                    self._defer(
+                        TurnStarted(turn=turn, message_id=item.message_id), *instructions, claim
+                    )
+                    for event in instructions:
+                        self._instruction_values[event.slug] = event.content
+                        self._history.append(event_to_message(event))  # type: ignore[arg-type]
+                    self._history.append(Message(role="user", content=item.content))
+                    claimed = True
+                    while True:
+                        if steps >= self.limits.max_steps:
+                            stop = "max-tokens"
+                            break
+                        steps += 1
+                        await self._before_step(turn, steps)
+                        response = storable_response(await self._request(steps, usage))
+                        usage = response.usage if usage is _NO_USAGE else usage + response.usage
+                        message = AssistantMessage(
+                            content=response.text,
+                            tool_calls=response.tool_calls,
+                            usage=response.usage,
+                            finish_reason=response.finish_reason,
                         )
-                    )
-                    over_budget = (
-                        self.limits.max_output_tokens is not None
-                        and usage.output_tokens >= self.limits.max_output_tokens
-                    )
-                    if not response.tool_calls:
-                        stop = FINISH_TO_STOP.get(response.finish_reason, "error")
-                        final = message  # stored together with turn/end below
-                        break
-                    pending_calls = response.tool_calls
-                    await self._append(message, hold=True)
-                    await self._run_tools(response.tool_calls)
-                    pending_calls = ()
-                    if over_budget:
-                        stop = "max-tokens"
-                        break
-            except ModelError as exc:
-                stop, error = "error", str(exc)
-            except Exception as exc:
-                # A plugin's instruction resolver, pre-step hook or tool runner failed outside
-                # a tool call: the turn ends with "error" and says why; the agent lives on.
-                stop, error = "error", f"{type(exc).__name__}: {exc}"
-            finally:
-                self._turn_scope = None
-        if scope.cancelled_caught:
+                        self._history.append(
+                            Message(
+                                role="assistant",
+                                content=response.text,
+                                tool_calls=response.tool_calls,
+                            )
+                        )
+                        over_budget = (
+                            self.limits.max_output_tokens is not None
+                            and usage.output_tokens >= self.limits.max_output_tokens
+                        )
+                        if not response.tool_calls:
+                            stop = FINISH_TO_STOP.get(response.finish_reason, "error")
+                            final = message  # stored together with turn/end below
+                            break
+                        pending_calls = response.tool_calls
+                        await self._append(message, hold=True)
+                        await self._run_tools(response.tool_calls)
+                        pending_calls = ()
+                        if over_budget:
+                            stop = "max-tokens"
+                            break
+                except ModelError as exc:
+                    stop, error = "error", str(exc)
+                except Exception as exc:
+                    # A plugin's instruction resolver, pre-step hook or tool runner failed outside
+                    # a tool call: the turn ends with "error" and says why; the agent lives on.
+                    stop, error = "error", f"{type(exc).__name__}: {exc}"
+                finally:
+                    self._turn_scope = None
+        except anyio.get_cancelled_exc_class() as exc:
+            outer = exc  # the caller of an inline turn was cancelled: the turn is aborted
+        if scope.cancelled_caught or outer is not None:
             stop = "aborted"
         closing = self._closing_events(item, claimed, final, pending_calls)
         closing.append(
@@ -815,9 +801,10 @@ class Agent:
         self._last_stop = stop
         self._last_error = error
         try:
-            if scope.cancel_called:
+            if scope.cancel_called or outer is not None:
                 # A cancelled turn still records how it ended: shielded, and bounded in time.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                deadline = anyio.current_time() + TEARDOWN_TIMEOUT
+                with anyio.CancelScope(shield=True, deadline=deadline):
                     await self._append(*closing, hold=True)
             else:
                 await self._append(*closing, hold=True)
@@ -829,6 +816,9 @@ class Agent:
             self._fault = exc
             self._last_stop = "error"
             self._parked = True
+        if outer is not None:
+            self._parked = True  # what is queued waits for the next waking message
+            raise outer
 
     def _closing_events(
         self,

@@ -57,11 +57,14 @@ class AgentPreset:
         cwd: Path | None = None,
         model_spec: str | None = None,
         runtime: Runtime | None = None,
+        new_session: bool = False,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
         is logged), or ``None`` to leave the session's record as it is. ``runtime`` is where
-        the agent lives (its services: skills, subagents, the permission host)."""
+        the agent lives (its services: skills, subagents, the permission host).
+        ``new_session``: the store just created ``header`` (its lease held, its log empty), so
+        entering the agent reads nothing back."""
         return Agent(
             header=header,
             store=store,
@@ -75,6 +78,7 @@ class AgentPreset:
             scope=self.scope,
             cwd=cwd,
             model_spec=model_spec,
+            new_session=new_session,
         )
 
 

@@ -97,42 +97,45 @@ async def _run(
 
     store = profile_store(kernel.profile)
     try:
-        runtime = Runtime(kernel, store)
-        agent = await runtime.compose(agent=agent_name, model=model_spec, session_id=session_id)
-        terminal = Terminal(live=sys.stdout.isatty())
-        agent.listen(printer(agent, terminal, debug=debug))
-        _show_children(runtime, agent, terminal)
-        if sys.stdin.isatty():
-            runtime.permission_host = terminal.ask
-        stops: list[str] = []
-        # Turns this run starts (heard opening): a turn closed on restore (crash repair) is
-        # not one of them.
-        started: set[int] = set()
+        # The runtime keeps the process's sessions (one keeper: leases, posted mail).
+        async with Runtime.open(kernel, store) as runtime:
+            agent = await runtime.compose(agent=agent_name, model=model_spec, session_id=session_id)
+            terminal = Terminal(live=sys.stdout.isatty())
+            agent.listen(printer(agent, terminal, debug=debug))
+            _show_children(runtime, agent, terminal)
+            if sys.stdin.isatty():
+                runtime.permission_host = terminal.ask
+            stops: list[str] = []
+            # Turns this run starts (heard opening): a turn closed on restore (crash repair) is
+            # not one of them.
+            started: set[int] = set()
 
-        def record(event: Event) -> None:
-            if isinstance(event, TurnStarted):
-                started.add(event.turn)
-            elif isinstance(event, TurnEnded) and event.turn in started:
-                stops.append(event.stop_reason)
+            def record(event: Event) -> None:
+                if isinstance(event, TurnStarted):
+                    started.add(event.turn)
+                elif isinstance(event, TurnEnded) and event.turn in started:
+                    stops.append(event.stop_reason)
 
-        agent.listen(record)
-        # Ctrl-C aborts the turn and parks the queued prompts; leaving `async with agent`
-        # then records the turn's end and ends the children it hosts, without waiting for them.
-        interruption.on_interrupt(agent.interrupt)
-        # After a crash, children holding accepted, unrun messages pick up again; continuable
-        # children keep working after the last prompt, and the run waits for them to settle
-        # (and for the turns their notices give) instead of cutting them off.
-        await runtime.run_session(
-            agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
-        )
-        stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
-        if isinstance(agent.model, ScriptedModel) and not interruption.requested:
-            left = agent.model.remaining()
-            if left:
-                count = sum(left.values())
-                click.echo(f"note: the scripted model has {count} step(s) left unplayed", err=True)
-        click.echo(f"session {agent.session_id}")
-        await close_model(agent.model)
+            agent.listen(record)
+            # Ctrl-C aborts the turn and parks the queued prompts; leaving `async with agent`
+            # then records the turn's end and ends the children it hosts, without waiting for them.
+            interruption.on_interrupt(agent.interrupt)
+            # After a crash, children holding accepted, unrun messages pick up again; continuable
+            # children keep working after the last prompt, and the run waits for them to settle
+            # (and for the turns their notices give) instead of cutting them off.
+            await runtime.run_session(
+                agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
+            )
+            stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
+            if isinstance(agent.model, ScriptedModel) and not interruption.requested:
+                left = agent.model.remaining()
+                if left:
+                    count = sum(left.values())
+                    click.echo(
+                        f"note: the scripted model has {count} step(s) left unplayed", err=True
+                    )
+            click.echo(f"session {agent.session_id}")
+            await close_model(agent.model)
         return stop
     finally:
         await store.aclose()

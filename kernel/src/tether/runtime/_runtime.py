@@ -32,6 +32,7 @@ from ..agents import (
     PermissionHost,
     Tool,
     build_preset,
+    keep_sessions,
     new_header,
     resolve_agent_name,
     resolve_preset_model,
@@ -76,6 +77,7 @@ class Runtime:
         self._presets: dict[str | None, AgentPreset] = {}
         self._known_tools: frozenset[str] | None = None
         self._group: TaskGroup | None = None
+        self._kept: SessionStore | None = None
 
     # ------------------------------------------------------------------ lifetime
 
@@ -92,13 +94,24 @@ class Runtime:
         background work started in it (:meth:`start_soon`). The store stays the caller's: it
         is not closed here."""
         runtime = cls(kernel, store, permission_host=permission_host)
-        async with anyio.create_task_group() as group:
-            runtime._group = group
-            try:
-                yield runtime
-            finally:
-                runtime._group = None
-                group.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as group:
+                runtime._group = group
+                if store is not None and getattr(store, "durable", False):
+                    runtime._kept = store
+                    group.start_soon(runtime._keep, store)
+                try:
+                    yield runtime
+                finally:
+                    runtime._group = None
+                    group.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The block's own exception, as it was raised (the background work was only
+            # cancelled): not wrapped in a group the caller did not ask for.
+            leaves = _leaves(group)
+            if len(leaves) == 1 and not isinstance(leaves[0], anyio.get_cancelled_exc_class()):
+                raise leaves[0] from None
+            raise
 
     @property
     def is_open(self) -> bool:
@@ -184,8 +197,10 @@ class Runtime:
         limits: AgentLimits | None = None,
         cwd: Path | None = None,
         model_spec: str | None = None,
+        new_session: bool = False,
     ) -> Agent:
-        """An agent of ``preset`` on the session ``header``, living in this runtime."""
+        """An agent of ``preset`` on the session ``header``, living in this runtime
+        (``new_session``: the store just created ``header``; see ``AgentPreset.agent``)."""
         return preset.agent(
             header,
             store,
@@ -194,6 +209,7 @@ class Runtime:
             cwd=cwd,
             model_spec=model_spec,
             runtime=self,
+            new_session=new_session,
         )
 
     async def compose(
@@ -267,11 +283,14 @@ class Runtime:
             resolved = resolve_preset_model(preset, None, base=base)
             if header is None:
                 spec = preset.model_spec
+        created = header is None
         if header is None:
             header = await store.create(new_header(agent=name, label=label, model=spec))
         if not record_model and session_id is not None:
             spec = None
-        return self.agent(preset, header, store, resolved, limits=limits, model_spec=spec)
+        return self.agent(
+            preset, header, store, resolved, limits=limits, model_spec=spec, new_session=created
+        )
 
     # ------------------------------------------------------------------ sessions
 
@@ -288,17 +307,30 @@ class Runtime:
         if self._subagents is not None:
             await self._subagents.continuation.wait_quiet(agent)
 
-    async def deliver_mail(self, keeper: Agent, session_id: str) -> None:
-        """Hand the mail other processes posted to ``session_id`` to its agent here (or to the
-        subagent service, which restores a stored child under its open ancestor); mail for a
-        session this process does not drive is left for its owner. ``keeper`` is the agent
-        that found it."""
+    async def deliver_mail(self, store: SessionStore, session_id: str) -> None:
+        """Hand the mail other processes posted to ``session_id`` in ``store`` to its agent
+        here (or to the subagent service, which restores a stored child under its open
+        ancestor); mail for a session this process does not drive is left for its owner."""
         if self._subagents is not None:
-            await self._subagents.continuation.deliver_mail(keeper, session_id)
+            await self._subagents.continuation.deliver_mail(store, self.live_agents, session_id)
             return
-        agent = keeper if session_id == keeper.session_id else self.live_agents.get(session_id)
+        agent = self.live_agents.get(session_id)
         if agent is not None:
             await agent.collect_mail()
+
+    def keeps(self, store: SessionStore) -> bool:
+        """Whether this runtime keeps ``store``'s sessions for the process (inside
+        ``Runtime.open``, on a durable store): then no agent of it runs a keeper of its own."""
+        return self._group is not None and self._kept is store
+
+    async def _keep(self, store: SessionStore) -> None:
+        """The process's one keeper of ``store``'s sessions: renew their leases, deliver the
+        mail other processes post to them (see :func:`tether.agents.keep_sessions`)."""
+
+        async def deliver(session_id: str) -> None:
+            await self.deliver_mail(store, session_id)
+
+        await keep_sessions(store, deliver)
 
     async def run_session(
         self,
@@ -382,3 +414,13 @@ def _register_skill_provider(
             plugin=plugin.name,
             remedy="fix the plugin or its settings (--debug shows the traceback)",
         ) from exc
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found.extend(_leaves(exc))  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            found.append(exc)
+    return found

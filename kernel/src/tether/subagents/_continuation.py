@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +39,7 @@ from ..store import (
     InboxAccepted,
     MessageSource,
     SessionHeader,
+    SessionStore,
     ToolResult,
     UserMessage,
 )
@@ -562,15 +563,7 @@ class ContinuationManager:
 
     async def _ancestors(self, agent: Agent, header: SessionHeader) -> list[str]:
         """The durable parent chain of ``header``, nearest first (cycles stop the walk)."""
-        chain: list[str] = []
-        current = header
-        while current.parent_session is not None and current.parent_session not in chain:
-            chain.append(current.parent_session)
-            try:
-                current = await agent.store.header(current.parent_session)
-            except TetherError:
-                break
-        return chain
+        return await _ancestors_in(agent.store, header)
 
     # ------------------------------------------------------------------ interrupt, report
 
@@ -843,13 +836,13 @@ class ContinuationManager:
                 )
         return None
 
-    async def deliver_mail(self, host: Agent, session_id: str) -> None:
-        """Run what another process posted to ``session_id`` (``tether sessions send``, an
-        orphan's notice): a session open here takes it into its inbox; a stored child is
-        restored under its nearest ancestor open here and runs it. Mail for a session this
-        process does not drive is left for its owner."""
-        runtime = host.runtime
-        live = runtime.live_agents if runtime is not None else {}
+    async def deliver_mail(
+        self, store: SessionStore, live: Mapping[str, Agent], session_id: str
+    ) -> None:
+        """Run what another process posted to ``session_id`` in ``store`` (``tether sessions
+        send``, an orphan's notice): a session open here (``live``) takes it into its inbox; a
+        stored child is restored under its nearest ancestor open here and runs it. Mail for a
+        session this process does not drive is left for its owner."""
         activation = self._activations.get(session_id)
         if activation is not None:
             async with self._locks.setdefault(session_id, anyio.Lock()):
@@ -865,16 +858,16 @@ class ContinuationManager:
         if self._not_ours.get(session_id) == len(live):
             return  # looked already, and nothing opened or closed here since
         try:
-            header = await host.store.header(session_id)
+            header = await store.header(session_id)
         except TetherError:
             self._not_ours[session_id] = len(live)
             return
-        for ancestor in await self._ancestors(host, header):
+        for ancestor in await _ancestors_in(store, header):
             agent = live.get(ancestor)
             if agent is not None and not agent.tearing_down:
                 self._not_ours.pop(session_id, None)
                 await self.recover(agent, repair=False)
-                if await host.store.mailbox(session_id):
+                if await store.mailbox(session_id):
                     self._not_ours[session_id] = len(live)  # not a continuable child here
                 return
         self._not_ours[session_id] = len(live)
@@ -936,3 +929,17 @@ def _check_cancel(request: SubagentStartRequest, when: str) -> None:
             ErrorCode.SUBAGENT_CANCELLED,
             f"the delegation was cancelled {when} ({request.cancel.reason})",
         )
+
+
+async def _ancestors_in(store: SessionStore, header: SessionHeader) -> list[str]:
+    """The durable parent chain of ``header`` in ``store``, nearest first (cycles stop the
+    walk)."""
+    chain: list[str] = []
+    current = header
+    while current.parent_session is not None and current.parent_session not in chain:
+        chain.append(current.parent_session)
+        try:
+            current = await store.header(current.parent_session)
+        except TetherError:
+            break
+    return chain
