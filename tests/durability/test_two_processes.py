@@ -78,7 +78,7 @@ text = "I started a subagent."
 text = "The subagent is done."
 
 [[tasks.research.steps]]
-delay = 1.0
+delay = 3.0
 text = "first findings"
 
 [[tasks.research.steps]]
@@ -88,6 +88,8 @@ text = "deeper findings"
 
 
 def test_sessions_send_to_a_child_hosted_by_a_live_run_is_delivered_and_run_once(make_project):
+    # The child's first turn takes 3 s: time for `tether sessions send` to start and post while
+    # the run still drives it, even on a busy machine (after it, the run would be done).
     project = make_project()
     project.script(HOSTED)
     owner = project.start("run", "go")

@@ -3,7 +3,8 @@
 Read from the source with ``ast``: every ``import`` and ``from ... import`` of a ``tether``
 module, at module level or inside a function, except those under ``if TYPE_CHECKING:`` (which
 never run). An import of a package counts as an import of its ``__init__``; ``from pkg import
-name`` counts as an import of ``pkg.name`` when that is a module.
+name`` counts as an import of ``pkg.name`` when that is a module; importing a module counts as
+importing the packages above it too (their ``__init__`` runs first).
 """
 
 from __future__ import annotations
@@ -93,7 +94,25 @@ def imports_of(module: str) -> set[str]:
     return {name for name in found if name in MODULES and name != module}
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+def _with_packages(direct: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Importing ``a.b.c`` runs the ``__init__`` of ``a.b`` first: an edge to it too, unless it
+    is a package the importing module is in (its own package's ``__init__`` already runs) or a
+    lazy one (an ``__init__`` that imports nothing when it runs)."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in direct.items():
+        edges = set(targets)
+        for target in targets:
+            parts = target.split(".")
+            for n in range(2, len(parts)):
+                package = ".".join(parts[:n])
+                own = module == package or module.startswith(package + ".")
+                if package in MODULES and not own and direct[package]:
+                    edges.add(package)
+        graph[module] = edges
+    return graph
+
+
+GRAPH = _with_packages({module: imports_of(module) for module in MODULES})
 
 
 def _room(module: str) -> int | None:

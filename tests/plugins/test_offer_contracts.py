@@ -19,7 +19,9 @@ from tether.runtime import Runtime
 from tether.subagents import (
     ContinuablePlan,
     SubagentCapabilities,
+    SubagentRuntime,
     SubagentStartRequest,
+    declared_capabilities,
     start_local_child,
 )
 from tether.testing import make_runtime, write_profile
@@ -30,7 +32,7 @@ class Provider:
 
     inherits_parent_context = False
 
-    def __init__(self, name: str = "half", **capabilities: bool) -> None:
+    def __init__(self, name: str = "half", **capabilities: Any) -> None:
         self.name = name
         self.capabilities = SubagentCapabilities(**capabilities)
 
@@ -187,3 +189,59 @@ def test_the_contract_is_checked_before_a_tool_relies_on_the_offer(tmp_path):
 def test_first_party_providers_keep_their_offers(tmp_path):
     runtime = load(tmp_path, Plugin([Continuable()], offer("continuable")), ', "spawn"')
     assert runtime.subagents.get("spawn") is not None
+
+
+# ------------------------------------------------------------------ one declaration
+
+
+class ProvidersOnly:
+    """Hands providers over and offers nothing itself: its offers are derived."""
+
+    def __init__(self, *providers: Any) -> None:
+        self.providers = providers
+
+    @tether.hookimpl
+    def tether_subagent_providers(self) -> list[Any]:
+        return list(self.providers)
+
+
+def test_offers_are_derived_from_what_the_providers_declare(tmp_path):
+    runtime = load(
+        tmp_path,
+        ProvidersOnly(Continuable(depth_limit=True), Provider("other", persona=True)),
+    )
+    assert runtime.kernel.plugins[0].offers == (
+        offer("depth_limit", "continuable"),  # known as the plugin: the provider is "half"
+        offer("persona", name="other"),
+    )
+
+
+def test_a_derived_offer_meets_a_requirement_on_it(tmp_path):
+    plugins = {
+        "half": ProvidersOnly(Continuable(depth_limit=True)),
+        "subagent": tether_subagent_tools,
+    }
+    profile = write_profile(
+        tmp_path,
+        '[tether]\nplugins = ["half", "subagent"]\n\n'
+        '[plugin.subagent]\nprovider = "half"\nbackground = "continuable"\nmax_depth = 2\n',
+    )
+    runtime = make_runtime(profile, plugins)
+    assert runtime.subagents.get("half") is not None
+
+
+def test_declaring_continuable_without_prepare_continuable_fails_at_load(tmp_path):
+    text = violation(tmp_path, ProvidersOnly(Provider(continuable=True)))
+    assert "declares capabilities.continuable = True but has no async prepare_continuable" in (text)
+
+
+def test_registering_such_a_provider_in_code_fails_too():
+    with pytest.raises(PluginError) as caught:
+        SubagentRuntime().register_provider(Provider(continuable=True))
+    assert caught.value.code is ErrorCode.PLUGIN_CONTRACT_VIOLATION
+
+
+def test_a_provider_that_declares_continuable_false_starts_no_continuable_child():
+    provider = Continuable(continuable=False)
+    assert declared_capabilities(provider) == frozenset()
+    assert declared_capabilities(Continuable()) == frozenset({"continuable"})

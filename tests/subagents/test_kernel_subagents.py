@@ -12,7 +12,9 @@ from tether.subagents import SubagentCapabilities
 from tether.testing import make_runtime, write_profile
 from tether_spawn import SpawnProvider
 
-ALL = SubagentCapabilities(output_schema=True, depth_limit=True, tool_filter=True, persona=True)
+ALL = SubagentCapabilities(
+    output_schema=True, depth_limit=True, tool_filter=True, persona=True, continuable=True
+)
 
 
 def test_hook_tether_subagent_providers_registers_providers_in_kernel_subagents(tmp_path):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import tether_fork
-import tether_spawn
-from tether.subagents import SubagentCapabilities
+from tether.capabilities import SUBAGENT_PROVIDER, Offer
+from tether.subagents import SubagentCapabilities, declared_capabilities
 from tether.testing.subagent_provider_conformance import SubagentProviderConformance
 from tether.testing.subagents import LimitedProvider
 from tether_fork import ForkProvider
@@ -20,8 +19,8 @@ class TestSpawnProvider(SubagentProviderConformance):
 
     @pytest.fixture
     def offer(self):
-        (offer,) = tether_spawn.tether_offers()
-        return offer
+        # Derived from what the provider declares, as the kernel derives it at load.
+        return Offer(kind=SUBAGENT_PROVIDER, capabilities=declared_capabilities(SpawnProvider()))
 
 
 class TestForkProvider(SubagentProviderConformance):
@@ -31,8 +30,7 @@ class TestForkProvider(SubagentProviderConformance):
 
     @pytest.fixture
     def offer(self):
-        (offer,) = tether_fork.tether_offers()
-        return offer
+        return Offer(kind=SUBAGENT_PROVIDER, capabilities=declared_capabilities(ForkProvider()))
 
 
 class TestLimitedProvider(SubagentProviderConformance):

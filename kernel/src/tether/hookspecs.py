@@ -190,7 +190,7 @@ def tether_subagent_providers(settings: Any) -> Iterable[SubagentProvider]:  # t
     """Offer subagent providers (objects implementing :class:`tether.subagents.SubagentProvider`).
 
     :param settings: this instance's validated settings.
-    :return: an iterable of providers, registered by name in ``kernel.subagents``.
+    :return: an iterable of providers, registered by name in ``runtime.subagents``.
 
     Called once per plugin instance: at load when the instance offers a ``"subagent provider"``
     (its providers are checked against the offer, see ``tether_offers``), else when the

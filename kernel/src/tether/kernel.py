@@ -14,11 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .capabilities import Offer, Requirement
+from .capabilities import SUBAGENT_PROVIDER, Offer, Requirement
 from .errors import CapabilityError, ErrorCode, PluginError, ProfileError
 from .plugins import LoadedPlugin, PluginCatalog, PluginEntry, register_plugin
 from .profile import NAME_PATTERN, Profile, find_profile, format_loc, input_loc, load_profile
 from .scopes import Scope
+from .subagents._types import SubagentCapabilities, SubagentProvider, declared_capabilities
 
 __all__ = ("Kernel", "PluginSettings", "load_kernel")
 
@@ -186,6 +187,7 @@ def _load_layer(
         plugin = register_plugin(entry, obj, scope_id, file=file, key=key)
         plugin.settings = _validate_settings(profile, agent, plugin)
         plugin.offers = plugin.collect("tether_offers", Offer)
+        plugin.offers = (*plugin.offers, *_derived_offers(plugin))
         loaded.append(plugin)
     tables = profile.plugin if agent is None else profile.agent[agent].plugin
     for name in tables:
@@ -220,6 +222,35 @@ def _import(entry: PluginEntry, objects: dict[int, object], file: Any, key: str)
         ) from exc
     objects[cache_key] = obj
     return obj
+
+
+def _derived_offers(plugin: LoadedPlugin) -> tuple[Offer, ...]:
+    """The offers derived from what a plugin's subagent providers declare (their
+    ``capabilities``), for the providers no offer of its own names: a provider declares once.
+    Each derived offer is checked against its provider like any offer."""
+    if not plugin.implements("tether_subagent_providers"):
+        return ()
+    named = {
+        offer.name or plugin.name for offer in plugin.offers if offer.kind == SUBAGENT_PROVIDER
+    }
+    providers = plugin.collect("tether_subagent_providers", SubagentProvider)
+    derived: list[Offer] = []
+    for provider in providers:
+        if provider.name in named:
+            continue
+        if not isinstance(getattr(provider, "capabilities", None), SubagentCapabilities):
+            capabilities = frozenset[str]()  # the check below says what is wrong
+        else:
+            capabilities = declared_capabilities(provider)
+        derived.append(
+            Offer(
+                kind=SUBAGENT_PROVIDER,
+                name=None if provider.name == plugin.name else provider.name,
+                capabilities=capabilities,
+            )
+        )
+    plugin.check_offers(derived)
+    return tuple(derived)
 
 
 def _validate_settings(profile: Profile, agent: str | None, plugin: LoadedPlugin) -> Any:

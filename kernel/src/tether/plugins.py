@@ -329,10 +329,10 @@ class LoadedPlugin:
         if hook in _ONCE:
             self._handed[hook] = items
         if hook == "tether_offers":
-            self._check_offers(items)
+            self.check_offers(items)
         return items
 
-    def _check_offers(self, offers: Iterable[Any]) -> None:
+    def check_offers(self, offers: Iterable[Any]) -> None:
         """Each offer of a kind the kernel consumes must be kept by the objects the plugin
         hands over for it (``PLUGIN_CONTRACT_VIOLATION`` naming the offer and what is wrong)."""
         from .capabilities import offer_contract

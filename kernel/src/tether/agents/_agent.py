@@ -330,13 +330,14 @@ class Agent:
         if self._unsaved:
             with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                 await self._flush_held()
+        # The group is cancelled only when something still runs in it (cancelling costs more
+        # than the rest of the teardown), and before hosted children are told to stop: a job
+        # waiting for a child's end is cancelled, not woken by the end the teardown causes.
+        if self._jobs or self._runner_active:
+            self._group.cancel_scope.cancel()
         for release in [*self._on_teardown.values()]:
             release()  # hosted children start their own teardown
         self._on_teardown.clear()
-        # The group is cancelled only when something still runs in it (cancelling costs more
-        # than the rest of the teardown).
-        if self._jobs or self._runner_active:
-            self._group.cancel_scope.cancel()
         try:
             return await self._group.__aexit__(*exc_info)
         except BaseExceptionGroup as group:
@@ -654,6 +655,18 @@ class Agent:
         self._require_open()
         if self._inbox:
             self._wake()
+
+    async def run_parked(self) -> None:
+        """``resume`` in the caller's task: run the messages a restore or an interrupt left
+        parked, inline when the agent is idle (no task is started), and return once it is
+        idle. A host that has a task for the agent anyway (a hosted child) saves one."""
+        self._require_open()
+        self._parked = False
+        if self._runner_active:
+            await self.when_idle()
+        elif self._inbox:
+            self._runner_active = True
+            await self._drain()
 
     def _wake(self) -> None:
         if self._group is None:

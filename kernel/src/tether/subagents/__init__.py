@@ -3,43 +3,52 @@
 A child's failure resolves with a stop reason (``completed | aborted | error | max-tokens |
 refusal``); only an infrastructure fault raises. Lineage (``parent_session``, ``origin``,
 ``delegation_depth``, ``seed_length``) lives in the child's durable session header.
+
+The package imports its modules on first use of a name (as ``tether`` does): importing the
+delegation contract (``tether.subagents._types``), which the load-time capability check holds
+offers to, does not import the subagent service, the agents or the kernel.
 """
 
 from __future__ import annotations
 
-from ._child import (
-    CONTINUABLE_DESCRIPTOR,
-    DELEGATION_NOTE,
-    LocalChildRun,
-    compose_local_child,
-    final_output,
-    parse_structured,
-    restore_local_child,
-    start_local_child,
-)
-from ._continuation import (
-    ActivationState,
-    AgentEntry,
-    ContinuableStart,
-    ContinuationManager,
-    InterruptOutcome,
-    settlement_notice,
-)
-from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
-from ._runtime import SubagentRuntime, check_output_schema
-from ._types import (
-    CAPABILITIES,
-    AgentOptions,
-    CancelSignal,
-    Capability,
-    ContinuablePlan,
-    SubagentCapabilities,
-    SubagentEvent,
-    SubagentProvider,
-    SubagentResult,
-    SubagentRun,
-    SubagentStartRequest,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._child import (
+        CONTINUABLE_DESCRIPTOR,
+        LocalChildRun,
+        compose_local_child,
+        final_output,
+        parse_structured,
+        restore_local_child,
+        start_local_child,
+    )
+    from ._continuation import (
+        ActivationState,
+        AgentEntry,
+        ContinuableStart,
+        ContinuationManager,
+        InterruptOutcome,
+    )
+    from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
+    from ._runtime import SubagentRuntime, check_output_schema
+    from ._types import (
+        CAPABILITIES,
+        AgentOptions,
+        CancelSignal,
+        Capability,
+        ContinuablePlan,
+        ContinuableProvider,
+        SubagentCapabilities,
+        SubagentEvent,
+        SubagentProvider,
+        SubagentResult,
+        SubagentRun,
+        SubagentStartRequest,
+        declared_capabilities,
+    )
+    from .notices import DELEGATION_NOTE, settlement_notice
 
 __all__ = (
     "CAPABILITIES",
@@ -52,6 +61,7 @@ __all__ = (
     "CancelSignal",
     "Capability",
     "ContinuablePlan",
+    "ContinuableProvider",
     "ContinuableStart",
     "ContinuationManager",
     "InterruptOutcome",
@@ -66,6 +76,7 @@ __all__ = (
     "check_output_schema",
     "child_depth",
     "compose_local_child",
+    "declared_capabilities",
     "delegation_depth_of",
     "final_output",
     "parse_structured",
@@ -74,3 +85,52 @@ __all__ = (
     "start_local_child",
     "validate_depth",
 )
+
+_LAZY = {
+    "CONTINUABLE_DESCRIPTOR": "_child",
+    "DELEGATION_NOTE": "notices",
+    "LocalChildRun": "_child",
+    "compose_local_child": "_child",
+    "final_output": "_child",
+    "parse_structured": "_child",
+    "restore_local_child": "_child",
+    "start_local_child": "_child",
+    "ActivationState": "_continuation",
+    "AgentEntry": "_continuation",
+    "ContinuableStart": "_continuation",
+    "ContinuationManager": "_continuation",
+    "InterruptOutcome": "_continuation",
+    "settlement_notice": "notices",
+    "DEFAULT_MAX_DEPTH": "_depth",
+    "child_depth": "_depth",
+    "delegation_depth_of": "_depth",
+    "validate_depth": "_depth",
+    "SubagentRuntime": "_runtime",
+    "check_output_schema": "_runtime",
+    "CAPABILITIES": "_types",
+    "AgentOptions": "_types",
+    "CancelSignal": "_types",
+    "Capability": "_types",
+    "ContinuablePlan": "_types",
+    "SubagentCapabilities": "_types",
+    "SubagentEvent": "_types",
+    "SubagentProvider": "_types",
+    "SubagentResult": "_types",
+    "SubagentRun": "_types",
+    "SubagentStartRequest": "_types",
+    "ContinuableProvider": "_types",
+    "declared_capabilities": "_types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether.subagents' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

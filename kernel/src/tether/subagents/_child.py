@@ -29,13 +29,13 @@ from ..store import (
 )
 from ._depth import child_depth
 from ._types import SubagentResult, SubagentStartRequest
+from .notices import CONTINUABLE_NOTE, DELEGATION_NOTE
 
 if TYPE_CHECKING:
     from ..agents import Agent
 
 __all__ = (
     "CONTINUABLE_DESCRIPTOR",
-    "DELEGATION_NOTE",
     "LocalChildRun",
     "compose_local_child",
     "final_output",
@@ -44,18 +44,6 @@ __all__ = (
     "start_local_child",
 )
 
-#: The fixed note a child reads after anything it inherited.
-DELEGATION_NOTE = (
-    "You are a subagent: another agent delegated the task below to you. Your tools and "
-    "instructions were fixed when the task was delegated and cannot be widened, and any action "
-    "that would need approval is denied. Work on the task on your own; the agent that started "
-    "you sees only your final message, so make it a complete answer."
-)
-#: Added to a continuable child's delegation note.
-CONTINUABLE_NOTE = (
-    "You are a continuable subagent: after you answer, the agent that started you may send you "
-    "more work in this same conversation."
-)
 REPORT_HINT = " Use the report tool to tell it something before you finish."
 #: How many times an answer that breaks the output schema is sent back before the run fails.
 STRUCTURED_RETRIES = 2
@@ -111,10 +99,11 @@ class LocalChildRun:
 
     async def host_in(self, parent: Agent) -> None:
         """Open the child in a job of ``parent``'s (left when the parent is left) and wait
-        until it is open; what opening it raised is raised here."""
+        until it is open; what opening it raised is raised here. The job then runs the
+        child's accepted task in its own task (no task more per child)."""
         try:
             parent.start_job(self._host)
-            parent.on_teardown(self, self._release.set)
+            parent.on_teardown(self, self._stop)
         except RuntimeError:
             raise SubagentError(
                 ErrorCode.SUBAGENT_INVALID,
@@ -133,6 +122,7 @@ class LocalChildRun:
             with anyio.CancelScope(shield=True):
                 async with self._child:
                     self._ready.set()
+                    await self._child.run_parked()  # the accepted task, inline
                     await self._release.wait()
         except Exception as exc:  # reported to whoever waits; never crashes the parent
             self._host_error = exc
@@ -140,6 +130,11 @@ class LocalChildRun:
             self._request.parent.on_teardown(self, None)
             self._ready.set()
             self._hosted.set()
+
+    def _stop(self) -> None:
+        """The parent is being left: end the child's turn (it records its end) and leave."""
+        self._child.interrupt()
+        self._release.set()
 
     @property
     def id(self) -> str:
@@ -396,8 +391,7 @@ async def start_local_child(
     )
     # The task is accepted with the session; the child's history starts before it.
     run = LocalChildRun(child, request, len(child.messages))
-    await run.host_in(parent)
-    child.resume()  # run the accepted task
+    await run.host_in(parent)  # the host runs the accepted task
     return run
 
 

@@ -46,7 +46,8 @@ from ..store import (
 from ..store.replay import fold
 from ._child import CONTINUABLE_DESCRIPTOR, compose_local_child, final_output, restore_local_child
 from ._depth import child_depth
-from ._types import SubagentEvent
+from ._types import ContinuableProvider, SubagentEvent, declared_capabilities
+from .notices import settlement_notice
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -59,7 +60,6 @@ __all__ = (
     "ContinuableStart",
     "ContinuationManager",
     "InterruptOutcome",
-    "settlement_notice",
 )
 
 log = logging.getLogger("tether.subagents")
@@ -68,14 +68,6 @@ ActivationState = Literal["running", "waiting", "settled"]
 #: What :meth:`ContinuationManager.interrupt` did.
 InterruptOutcome = Literal["interrupted", "not-running", "settling", "not-live", "not-continuable"]
 
-#: The first line of a settlement notice, per stop reason of the child's last turn (dsh's texts).
-SUMMARIES = {
-    "completed": "finished and will do no further work unless you send it more.",
-    "aborted": "was stopped before it finished.",
-    "max-tokens": "ran out of room before it finished.",
-    "refusal": "declined the task.",
-    "error": "failed before it finished.",
-}
 #: How many events after a child's seed the continuable descriptor is looked for in (its setup
 #: window: the delegation descriptor, the continuable descriptor, the note, the first prompt).
 SETUP_WINDOW = 16
@@ -83,15 +75,6 @@ SETUP_WINDOW = 16
 DORMANT_AGENTS = 256
 #: How long a teardown waits for a child to record its end, in seconds.
 TEARDOWN_TIMEOUT = 10.0
-
-
-def settlement_notice(child_id: str, stop_reason: str, output: str) -> str:
-    """What the parent reads when a continuable child settles."""
-    summary = SUMMARIES.get(stop_reason, f"ended abnormally ({stop_reason}) before it finished.")
-    text = f"Background subagent {child_id} {summary}"
-    if output.strip():
-        return f"{text}\nIts closing message:\n{output}"
-    return f"{text}\nIt left no closing message."
 
 
 @dataclass(frozen=True)
@@ -200,7 +183,13 @@ class ContinuationManager:
         """Check, compose, host, and hand the first prompt to a continuable child."""
         runtime = self._runtime
         provider = runtime.check(name, request)
-        prepare = getattr(provider, "prepare_continuable", None)
+        # The one declaration: its capabilities (continuable: its prepare_continuable).
+        prepare = (
+            provider.prepare_continuable
+            if isinstance(provider, ContinuableProvider)
+            and "continuable" in declared_capabilities(provider)
+            else None
+        )
         if prepare is None:
             raise CapabilityError(
                 ErrorCode.UNSUPPORTED_CAPABILITY,

@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CapabilityError, ErrorCode, SubagentError
+from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError
 from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
 from ._types import (
+    ContinuableProvider,
     SubagentEvent,
     SubagentProvider,
     SubagentResult,
@@ -133,6 +134,14 @@ class SubagentRuntime:
         """Register ``provider``; returns its disposer. A listener that fails on
         ``provider-added`` rolls the registration back (and the error propagates)."""
         name = provider.name
+        if provider.capabilities.continuable and not isinstance(provider, ContinuableProvider):
+            raise PluginError(
+                ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+                f'subagent provider "{name}" declares capabilities.continuable = True but has no '
+                "prepare_continuable method",
+                remedy="add async def prepare_continuable(self, request) -> ContinuablePlan, or "
+                "leave continuable out of its capabilities",
+            )
         if name in self._providers:
             raise SubagentError(
                 ErrorCode.DUPLICATE_PROVIDER,

@@ -22,6 +22,7 @@ __all__ = (
     "CancelSignal",
     "Capability",
     "ContinuablePlan",
+    "ContinuableProvider",
     "SubagentCapabilities",
     "SubagentEvent",
     "SubagentProvider",
@@ -29,6 +30,7 @@ __all__ = (
     "SubagentRun",
     "SubagentStartRequest",
     "check_provider_offer",
+    "declared_capabilities",
 )
 
 Capability = Literal["output_schema", "depth_limit", "tool_filter", "persona"]
@@ -67,6 +69,9 @@ class SubagentCapabilities(BaseModel):
     """It restricts the child's tools."""
     persona: bool = False
     """It gives the child a persona (extra instructions)."""
+    continuable: bool | None = None
+    """It starts continuable children (it has ``async prepare_continuable``). ``None``, the
+    default, means: whether the provider has that method."""
 
     def missing(self, needed: tuple[Capability, ...]) -> Capability | None:
         """The first capability of ``needed`` (in :data:`CAPABILITIES` order) this lacks."""
@@ -203,6 +208,27 @@ class ContinuablePlan:
 
 
 @runtime_checkable
+class ContinuableProvider(Protocol):
+    """The optional part of a provider that starts continuable children."""
+
+    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan: ...
+
+
+def declared_capabilities(provider: SubagentProvider) -> frozenset[str]:
+    """What ``provider`` declares, as capability names (``continuable`` included when it is
+    declared, or left unset and the provider has ``prepare_continuable``): the one declaration
+    a provider's offer is derived from."""
+    declared = provider.capabilities
+    names = {name for name in CAPABILITIES if getattr(declared, name)}
+    continuable = declared.continuable
+    if continuable is None:
+        continuable = isinstance(provider, ContinuableProvider)
+    if continuable:
+        names.add("continuable")
+    return frozenset(names)
+
+
+@runtime_checkable
 class SubagentProvider(Protocol):
     """Starts children. An optional ``async prepare_continuable(request) -> ContinuablePlan``
     method is the continuable capability: its presence is what makes a provider able to start
@@ -255,6 +281,13 @@ def check_provider_offer(
         return (
             f"{what} has no async start method",
             "define async def start(self, request) -> SubagentRun",
+        )
+    if declared.continuable and not _is_async(getattr(provider, "prepare_continuable", None)):
+        return (
+            f"{what} declares capabilities.continuable = True but has no async "
+            "prepare_continuable method",
+            "add async def prepare_continuable(self, request) -> ContinuablePlan, or leave "
+            "continuable out of its capabilities",
         )
     for capability in (*CAPABILITIES, "continuable"):
         if capability not in offer.capabilities:

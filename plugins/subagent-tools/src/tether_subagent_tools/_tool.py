@@ -11,48 +11,12 @@ from tether.agents import Agent, Tool, ToolContext, ToolError
 from tether.errors import TetherError
 from tether.store import MessageSource
 from tether.subagents import SubagentResult, SubagentStartRequest
+from tether.subagents.notices import failure_text, notice_text
 
 if TYPE_CHECKING:
     from . import ToolSettings
 
 __all__ = ("delegation_tool", "failure_text", "notice_text")
-
-#: How a run that did not complete is described (dsh's texts).
-FAILURES = {
-    "aborted": "was cancelled",
-    "error": "failed",
-    "max-tokens": "hit its token limit before finishing",
-    "refusal": "declined the task",
-}
-NOTICE_ENDINGS = {
-    "completed": "finished",
-    "aborted": "was cancelled",
-    "error": "failed",
-    "max-tokens": "ran out of room before it finished",
-    "refusal": "declined the task",
-}
-
-
-def failure_text(result: SubagentResult) -> str:
-    """The error a foreground run that did not complete returns, with its partial output."""
-    what = FAILURES.get(result.stop_reason, f"ended abnormally ({result.stop_reason})")
-    text = f"subagent run {what}"
-    if result.diagnostic:
-        text += f": {result.diagnostic}"
-    if result.output.strip():
-        text += f"\nPartial output before the run ended:\n{result.output}"
-    return text
-
-
-def notice_text(job_id: str, result: SubagentResult) -> str:
-    """The notice the parent gets when a background job ends."""
-    ending = NOTICE_ENDINGS.get(result.stop_reason, f"ended abnormally ({result.stop_reason})")
-    text = f"Background subagent task {job_id} {ending}."
-    if result.diagnostic and result.stop_reason != "completed":
-        text += f" {result.diagnostic}"
-    if result.output.strip():
-        return text + f"\nIts closing message:\n{result.output}"
-    return text + "\nIt left no closing message."
 
 
 def _parameters(settings: ToolSettings) -> dict[str, Any]:

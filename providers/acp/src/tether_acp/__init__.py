@@ -53,7 +53,8 @@ __all__ = (
 class AcpProvider:
     """Children run by one external ACP agent."""
 
-    capabilities = SubagentCapabilities()  # nothing ACP can enforce on an external agent
+    # Nothing ACP can enforce on an external agent; its children are continuable.
+    capabilities = SubagentCapabilities(continuable=True)
     inherits_parent_context = False
 
     def __init__(self, spec: AcpAgentSettings) -> None:
@@ -103,16 +104,6 @@ def tether_subagent_providers(settings: Settings) -> list[AcpProvider]:
     # No check of the agents' programs here: this runs whenever a profile is loaded, and
     # reading stored sessions needs no agent. See AcpProvider.check.
     return [AcpProvider(spec) for spec in settings.agents]
-
-
-@tether.hookimpl
-def tether_offers(settings: Settings) -> list[tether.Offer]:
-    return [
-        tether.Offer(
-            kind="subagent provider", name=spec.name, capabilities=frozenset({"continuable"})
-        )
-        for spec in settings.agents
-    ]
 
 
 @tether.hookimpl

@@ -7,7 +7,6 @@ from tether.agents import Agent
 from tether.store import Event
 from tether.store.replay import fold
 from tether.subagents import (
-    CAPABILITIES,
     ContinuablePlan,
     LocalChildRun,
     SubagentCapabilities,
@@ -30,7 +29,7 @@ class ForkProvider:
 
     name = "fork"
     capabilities = SubagentCapabilities(
-        output_schema=True, depth_limit=True, tool_filter=True, persona=True
+        output_schema=True, depth_limit=True, tool_filter=True, persona=True, continuable=True
     )
     inherits_parent_context = True
 
@@ -45,12 +44,3 @@ class ForkProvider:
 @tether.hookimpl
 def tether_subagent_providers() -> list[ForkProvider]:
     return [ForkProvider()]
-
-
-@tether.hookimpl
-def tether_offers() -> list[tether.Offer]:
-    return [
-        tether.Offer(
-            kind="subagent provider", capabilities=frozenset((*CAPABILITIES, "continuable"))
-        )
-    ]

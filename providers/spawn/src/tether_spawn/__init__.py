@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import tether
 from tether.subagents import (
-    CAPABILITIES,
     ContinuablePlan,
     LocalChildRun,
     SubagentCapabilities,
@@ -20,7 +19,7 @@ class SpawnProvider:
 
     name = "spawn"
     capabilities = SubagentCapabilities(
-        output_schema=True, depth_limit=True, tool_filter=True, persona=True
+        output_schema=True, depth_limit=True, tool_filter=True, persona=True, continuable=True
     )
     inherits_parent_context = False
 
@@ -34,12 +33,3 @@ class SpawnProvider:
 @tether.hookimpl
 def tether_subagent_providers() -> list[SpawnProvider]:
     return [SpawnProvider()]
-
-
-@tether.hookimpl
-def tether_offers() -> list[tether.Offer]:
-    return [
-        tether.Offer(
-            kind="subagent provider", capabilities=frozenset((*CAPABILITIES, "continuable"))
-        )
-    ]
