@@ -20,7 +20,7 @@ ROOT = Path(tether.__file__).parent
 #: ``tether.subagents._types`` is the delegation contract, which the load-time capability check
 #: holds offers to, so it sits with the capabilities, below the subagent service.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tether._version", "tether.errors", "tether._files"),
+    ("tether._version", "tether.errors", "tether._files", "tether._exceptions"),
     ("tether.profile",),
     ("tether.models",),
     ("tether.store",),

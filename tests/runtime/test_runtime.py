@@ -164,6 +164,21 @@ async def test_the_blocks_own_exception_leaves_runtime_open_unwrapped(kernel):
         await body()
 
 
+async def test_the_blocks_own_exception_keeps_its_cause(kernel):
+    async def body() -> None:
+        async with Runtime.open(kernel, MemoryStore()) as runtime:
+            runtime.start_soon(anyio.sleep, 30)
+            try:
+                raise KeyError("inner")
+            except KeyError as exc:
+                raise ValueError("outer") from exc
+
+    with pytest.raises(ValueError, match="outer") as caught:
+        await body()
+    assert isinstance(caught.value.__cause__, KeyError)
+    assert caught.value.__suppress_context__
+
+
 async def test_background_work_needs_an_open_runtime(kernel):
     with pytest.raises(RuntimeError, match=r"Runtime\.open"):
         Runtime(kernel).start_soon(anyio.sleep, 1)

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
+from .._exceptions import leaves
 from ..errors import ErrorCode, ModelError, StoreError, SubagentError, TetherError
 from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from ..store import (
@@ -103,14 +104,6 @@ def _storable_result(result: ToolResult) -> ToolResult:
     if content is result.content:
         return result
     return result.model_copy(update={"content": content})
-
-
-def _leaves(group: BaseExceptionGroup) -> Iterable[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
 
 
 class Agent:
@@ -342,7 +335,7 @@ class Agent:
             return await self._group.__aexit__(*exc_info)
         except BaseExceptionGroup as group:
             body = exc_info[1]
-            if body is not None and all(e is body for e in _leaves(group)):
+            if body is not None and all(e is body for e in leaves(group)):
                 return False  # the block's own exception, unwrapped: it propagates as raised
             raise
         finally:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from .._exceptions import leaves
 from .._version import __version__
 from ._plugin_commands import PluginCommandGroup, declared_commands, plugin_name_of
 
@@ -167,16 +168,17 @@ def _reportable(exc: Exception) -> Exception | None:
     An exception group (what leaves a task group) is reported as its first TetherError, else
     its first exception; one that click handles itself is raised again for click.
     """
-    leaves = _leaves(exc)
-    failure = next((leaf for leaf in leaves if _is_tether_error(leaf)), leaves[0])
+    # An ExceptionGroup holds only Exceptions: the filter keeps every leaf.
+    found = [leaf for leaf in leaves(exc) if isinstance(leaf, Exception)] or [exc]
+    failure = next((leaf for leaf in found if _is_tether_error(leaf)), found[0])
     if isinstance(failure, click.ClickException | click.exceptions.Exit | click.Abort):
         return _for_click(exc, failure)
     if isinstance(failure, EOFError):  # click reports end of input as "Aborted!"
         return _for_click(exc, failure)
     if isinstance(failure, OSError) and failure.errno == errno.EPIPE:
         return _for_click(exc, failure)  # the reader went away: click exits quietly
-    if len(leaves) > 1:
-        failure.add_note(f"(and {len(leaves) - 1} more exception(s) at the same time)")
+    if len(found) > 1:
+        failure.add_note(f"(and {len(found) - 1} more exception(s) at the same time)")
     return failure
 
 
@@ -184,15 +186,6 @@ def _for_click(exc: Exception, leaf: Exception) -> None:
     if leaf is not exc:
         raise leaf
     return None
-
-
-def _leaves(exc: Exception) -> list[Exception]:
-    """The exceptions in ``exc`` when it is a group (an ``ExceptionGroup`` holds only
-    ``Exception``s), in order; else ``[exc]``."""
-    if isinstance(exc, ExceptionGroup):
-        group: ExceptionGroup[Exception] = exc
-        return [leaf for inner in group.exceptions for leaf in _leaves(inner)] or [exc]
-    return [exc]
 
 
 def _is_tether_error(exc: BaseException) -> bool:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from .._exceptions import leaves
 from ..agents import (
     Agent,
     AgentLimits,
@@ -108,9 +109,17 @@ class Runtime:
         except BaseExceptionGroup as group:
             # The block's own exception, as it was raised (the background work was only
             # cancelled): not wrapped in a group the caller did not ask for.
-            leaves = _leaves(group)
-            if len(leaves) == 1 and not isinstance(leaves[0], anyio.get_cancelled_exc_class()):
-                raise leaves[0] from None
+            found = leaves(group)
+            if len(found) == 1 and not isinstance(found[0], anyio.get_cancelled_exc_class()):
+                body = found[0]
+                # Raised as it was: its cause and context as the block left them.
+                context, cause = body.__context__, body.__cause__
+                suppress = body.__suppress_context__
+                try:
+                    raise body
+                finally:
+                    body.__context__, body.__cause__ = context, cause
+                    body.__suppress_context__ = suppress
             raise
 
     @property
@@ -414,13 +423,3 @@ def _register_skill_provider(
             plugin=plugin.name,
             remedy="fix the plugin or its settings (--debug shows the traceback)",
         ) from exc
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            found.extend(_leaves(exc))  # pyright: ignore[reportUnknownArgumentType]
-        else:
-            found.append(exc)
-    return found
