@@ -39,7 +39,7 @@ import anyio
 
 from tether import load_kernel
 from tether.agents import Agent, AgentLimits
-from tether.kernel import Kernel
+from tether.loading.kernel import Kernel
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 from tether.testing import write_profile

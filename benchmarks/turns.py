@@ -6,7 +6,8 @@
 * a one-step text turn on a fresh agent, ``FunctionModel``, in-memory store and SQLite store (a
   real file in a temporary folder), two ways:
   - whole: session + agent + enter + run + leave, what a peer's ``run()`` includes
-    (issue 14 targets: 80 µs memory, 200 µs SQLite);
+    (issue 14 targets: 80 µs memory, 200 µs SQLite), in a runtime opened once per process
+    (``Runtime.open``, as an application or ``tether run`` opens it);
   - turn only: ``await agent.run(prompt)`` on the entered agent (issue 3 budgets: 150 µs
     memory, 400 µs SQLite);
 * turn 1,000 of one long session against turn 1, both stores                (budget 1.5x)
@@ -26,6 +27,7 @@ steadier one on a busy machine, except where the figure waits on model latency (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import json
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -58,26 +61,24 @@ def answer(request: ModelRequest) -> str:
     return "ok"
 
 
-#: One runtime per store, on a kernel of an empty profile, made once (as a peer's agent
-#: definition is made once): what each sample pays is the session and the agent.
-_RUNTIMES: dict[int, Runtime] = {}
+@contextlib.asynccontextmanager
+async def opened(store: SessionStore) -> AsyncIterator[Runtime]:
+    """The process's runtime on ``store``, on a kernel of an empty profile, opened once (as a
+    peer's agent definition is made once, and as an application opens it once): what each
+    sample pays is the session and the agent. Inside ``Runtime.open`` one keeper renews the
+    leases of every session of the process, so an agent starts no task of its own for it."""
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as folder:
+        (Path(folder) / "tether.toml").write_text("[tether]\n", encoding="utf-8")
+        kernel = load_kernel(Path(folder) / "tether.toml", entry_points=False)
+        async with Runtime.open(kernel, store) as runtime:
+            yield runtime
 
 
-def runtime_for(store: SessionStore) -> Runtime:
-    runtime = _RUNTIMES.get(id(store))
-    if runtime is None:
-        folder = Path(tempfile.mkdtemp(prefix="tether-bench-"))
-        (folder / "tether.toml").write_text("[tether]\n", encoding="utf-8")
-        kernel = load_kernel(folder / "tether.toml", entry_points=False)
-        runtime = _RUNTIMES[id(store)] = Runtime(kernel, store)
-    return runtime
-
-
-async def new_agent(store: SessionStore, model: Model) -> Agent:
+async def new_agent(runtime: Runtime, model: Model) -> Agent:
     """A new session and its agent, not yet entered: the setup half of a peer's ``run()``
     (``runtime.compose``: the session is created, its agent composed from the preset).
     The one place to change when agents are made another way."""
-    return await runtime_for(store).compose(model=model)
+    return await runtime.compose(model=model)
 
 
 class Clock:
@@ -102,7 +103,7 @@ def _medians(samples: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
-async def fresh_turns(store: SessionStore, runs: int, warmup: int = 20) -> dict[str, Any]:
+async def fresh_turns(runtime: Runtime, runs: int, warmup: int = 20) -> dict[str, Any]:
     """Medians of one text turn, each on a fresh agent and session: whole, turn only, and the
     whole's parts (the session and agent made, entering, the turn, leaving)."""
     model = FunctionModel(answer)
@@ -115,7 +116,7 @@ async def fresh_turns(store: SessionStore, runs: int, warmup: int = 20) -> dict[
     }
     for n in range(warmup + runs):
         clock = Clock()
-        agent = await new_agent(store, model)
+        agent = await new_agent(runtime, model)
         create = clock.lap()
         async with agent:
             enter = clock.lap()
@@ -133,10 +134,10 @@ async def fresh_turns(store: SessionStore, runs: int, warmup: int = 20) -> dict[
     return {name: _medians(samples) for name, samples in parts.items()}
 
 
-async def long_session(store: SessionStore, turns: int) -> dict[str, Any]:
+async def long_session(runtime: Runtime, turns: int) -> dict[str, Any]:
     """Medians of turns 1-20 and of the last 20 of one ``turns``-long session."""
     model = FunctionModel(answer)
-    agent = await new_agent(store, model)
+    agent = await new_agent(runtime, model)
     samples: list[tuple[float, float]] = []
     async with agent:
         for _ in range(turns):
@@ -147,7 +148,7 @@ async def long_session(store: SessionStore, turns: int) -> dict[str, Any]:
     return {"first": _medians(samples[:20]), "last": _medians(samples[-20:])}
 
 
-async def concurrent_sessions(store: SessionStore, sessions: int, latency: float) -> dict[str, Any]:
+async def concurrent_sessions(runtime: Runtime, sessions: int, latency: float) -> dict[str, Any]:
     """``sessions`` agents each running one turn, all at once: the turns alone, and whole
     (creating the sessions and agents too)."""
 
@@ -157,7 +158,7 @@ async def concurrent_sessions(store: SessionStore, sessions: int, latency: float
 
     model = FunctionModel(slow)
     clock = Clock()
-    agents = [await new_agent(store, model) for _ in range(sessions)]
+    agents = [await new_agent(runtime, model) for _ in range(sessions)]
     setup = clock.lap()
 
     async def one(agent: Agent) -> None:
@@ -182,11 +183,14 @@ async def one_figure(figure: str, store_name: str, quick: bool) -> dict[str, Any
         )
         gc.collect()
         try:
-            if figure == "fresh":
-                return await fresh_turns(store, 300 if quick else 2000)
-            if figure == "long":
-                return await long_session(store, 300 if quick else 1000)
-            walls = [await concurrent_sessions(store, 1000, 0.05) for _ in range(1 if quick else 3)]
+            async with opened(store) as runtime:
+                if figure == "fresh":
+                    return await fresh_turns(runtime, 300 if quick else 2000)
+                if figure == "long":
+                    return await long_session(runtime, 300 if quick else 1000)
+                walls = [
+                    await concurrent_sessions(runtime, 1000, 0.05) for _ in range(1 if quick else 3)
+                ]
             return {
                 part: {
                     clock: statistics.median(w[part][clock] for w in walls)
@@ -267,16 +271,17 @@ def profile(store_name: str, runs: int = 3000) -> None:
     async def turns(folder: Path) -> None:
         store = MemoryStore() if store_name == "memory" else SQLiteStore(folder / "s.db")
         model = FunctionModel(answer)
-        for n in range(runs + 50):
-            if n == 50:  # after imports and first-use caches
-                gc.callbacks.append(collector)
-                profiler.enable()
-            agent = await new_agent(store, model)
-            async with agent:
-                await agent.run("hi")
-            model.requests.clear()
-        profiler.disable()
-        gc.callbacks.remove(collector)
+        async with opened(store) as runtime:
+            for n in range(runs + 50):
+                if n == 50:  # after imports and first-use caches
+                    gc.callbacks.append(collector)
+                    profiler.enable()
+                agent = await new_agent(runtime, model)
+                async with agent:
+                    await agent.run("hi")
+                model.requests.clear()
+            profiler.disable()
+            gc.callbacks.remove(collector)
         await store.aclose()
 
     collected = [0.0, 0.0]  # seconds in the collector, start of the current collection

@@ -83,7 +83,7 @@ def show(event: object) -> None:
 
 async def main() -> None:
     kernel = load_kernel(HERE / "tether.toml", entry_points=True)
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     runtime = Runtime(kernel, store)
     runtime.subagents.on_event(
         lambda e: (

@@ -444,7 +444,7 @@ def test_without_tether_acp_the_command_says_how_to_install_it(tmp_path, monkeyp
 @asynccontextmanager
 async def in_process(profile: Path) -> AsyncIterator[tuple[TetherAcpAgent, Recorder]]:
     runtime = make_runtime(profile)
-    store = profile_store(runtime.kernel.profile)
+    store = profile_store(runtime.kernel)
     client = Recorder()
     try:
         async with anyio.create_task_group() as host:
@@ -594,7 +594,7 @@ async def test_a_tether_profile_delegates_to_tether_acp_of_another_profile(tmp_p
         return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
 
     runtime = make_runtime(parent_profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
-    store = profile_store(runtime.kernel.profile)
+    store = profile_store(runtime.kernel)
     try:
         with anyio.fail_after(TIMEOUT):
             parent = await compose_agent(runtime, store, model=FunctionModel(parent_model))

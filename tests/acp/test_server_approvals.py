@@ -81,7 +81,7 @@ def profile(folder: Path) -> Path:
 @pytest.mark.parametrize(("choice", "result"), [("allow", "deleted notes.md"), (None, "error")])
 async def test_a_tool_that_needs_approval_asks_the_acp_client(tmp_path, choice, result):
     runtime = make_runtime(profile(tmp_path))
-    store = profile_store(runtime.kernel.profile)
+    store = profile_store(runtime.kernel)
     client = Approver(choice)
     try:
         with anyio.fail_after(10):
@@ -117,7 +117,7 @@ async def test_a_turn_no_prompt_streams_announces_the_call_before_asking(tmp_pat
     # A turn that no session/prompt started (as a child's notice gives): nothing streams its
     # tool calls, so the server announces the call itself, asks, and closes it when refused.
     runtime = make_runtime(profile(tmp_path))
-    store = profile_store(runtime.kernel.profile)
+    store = profile_store(runtime.kernel)
     client = Approver(choice)
     try:
         with anyio.fail_after(10):

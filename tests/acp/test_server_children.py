@@ -72,7 +72,7 @@ def runtime(folder: Path) -> Any:
 async def test_session_load_of_a_child_keeps_its_narrowed_tools(tmp_path):
     with anyio.fail_after(20):
         k = runtime(tmp_path)
-        store = profile_store(k.kernel.profile)
+        store = profile_store(k.kernel)
         try:
             async with anyio.create_task_group() as host:
                 server = TetherAcpAgent(Runtime(k.kernel, store), host=host)
@@ -89,7 +89,7 @@ async def test_session_load_of_a_child_keeps_its_narrowed_tools(tmp_path):
 
         # Another connection (and runtime, as after a restart) loads the child itself.
         k = runtime(tmp_path)
-        store = profile_store(k.kernel.profile)
+        store = profile_store(k.kernel)
         client = Recorder()
         try:
             async with anyio.create_task_group() as host:

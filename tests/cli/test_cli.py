@@ -150,5 +150,6 @@ def test_check_fails_on_an_unknown_store_spec(runner, tmp_path):
     assert result.exit_code == 2
     assert result.stderr == (
         f"ERROR: unknown session store 'postgres://db' ({path.resolve()}, [tether] store); "
-        'use "sqlite:PATH" (durable) or "memory" [STORE_SPEC_INVALID]\n'
+        'known stores: "sqlite:PATH" (one SQLite file, durable), "memory" (nothing survives the '
+        "process); a plugin in [tether] plugins can offer others [STORE_SPEC_INVALID]\n"
     )

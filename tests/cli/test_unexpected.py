@@ -53,8 +53,8 @@ def test_a_bug_in_tether_is_one_unexpected_error_line(command):
     assert result.exit_code == 2
     assert re.fullmatch(
         r"ERROR: unexpected error: TypeError: unsupported operand type\(s\) for /: 'int' and "
-        r"'PosixPath' \(raised in tether\.store, line \d+\); this is a bug in tether: run the "
-        r"command again with --debug to see the traceback and report it to tether's "
+        r"'PosixPath' \(raised in tether\.store\._plugin, line \d+\); this is a bug in tether: "
+        r"run the command again with --debug to see the traceback and report it to tether's "
         r"maintainers \[UNEXPECTED_ERROR\]\n",
         result.stderr,
     ), result.stderr

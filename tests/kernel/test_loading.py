@@ -7,7 +7,11 @@ import pytest
 import tether
 from tether import PluginCatalog, PluginEntry, PluginError, load_kernel
 from tether.errors import ErrorCode
+from tether.loading import BUILTIN_PLUGINS
 from tether.testing import make_kernel
+
+#: Every global layer ends with the built-in plugins.
+BUILTIN = list(BUILTIN_PLUGINS)
 
 
 class Settings(tether.PluginSettings):
@@ -45,12 +49,12 @@ def test_only_plugins_the_profile_names_are_imported(tether_profile):
     path = tether_profile('[tether]\nplugins = ["b"]\n')
     kernel = load_kernel(path, catalog=catalog)
     assert imported == ["b"]
-    assert [p.name for p in kernel.plugins] == ["b"]
+    assert [p.name for p in kernel.plugins] == ["b", *BUILTIN]
 
 
 def test_inline_plugin_loads_like_an_installed_one(tether_kernel):
     kernel = tether_kernel('[tether]\nplugins = ["thing"]\n', {"thing": NoSettings()})
-    (plugin,) = kernel.plugins
+    plugin = kernel.plugins[0]
     assert plugin.entry.source == "inline plugin"
     assert plugin.hooks == ("tether_offers",)
     assert plugin.offers == (tether.Offer(kind="thing"),)
@@ -228,7 +232,7 @@ def test_a_conflict_on_a_name_the_profile_does_not_use_is_harmless(tether_profil
         [entry("spawn", NoSettings(), dist=d) for d in ("a", "b")] + [entry("ok", NoSettings())]
     )
     kernel = load_kernel(tether_profile('[tether]\nplugins = ["ok"]\n'), catalog=catalog)
-    assert [p.name for p in kernel.plugins] == ["ok"]
+    assert [p.name for p in kernel.plugins] == ["ok", *BUILTIN]
 
 
 def test_a_plugin_listed_twice_in_one_layer_is_rejected(tether_profile):
@@ -430,7 +434,7 @@ def test_plugin_dirs_make_local_files_plugins_imported_only_when_named(tmp_path,
     (folder / "_helper.py").write_text("raise RuntimeError('not a plugin')\n")
     path = tether_profile('[tether]\nplugins = ["local_offer"]\nplugin_dirs = ["plugins"]\n')
     kernel = make_kernel(path)
-    (plugin,) = kernel.plugins
+    plugin = kernel.plugins[0]
     assert plugin.entry.source == f"local plugin {folder / 'local_offer.py'}"
     assert plugin.offers[0].kind == "local thing"
     assert kernel.catalog.names() == ["local_offer", "never"]
@@ -497,7 +501,7 @@ def test_a_local_plugin_imports_a_helper_next_to_it(tmp_path, tether_profile):
 def test_a_local_plugin_conflicting_with_an_installed_one_says_rename(tmp_path, tether_profile):
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "spawn.py").write_text("")
-    from tether.plugins import local_entries
+    from tether.loading.catalog import local_entries
 
     catalog = PluginCatalog(
         [

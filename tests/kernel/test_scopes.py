@@ -6,7 +6,11 @@ import pytest
 
 import tether
 from tether import Scope
+from tether.loading import BUILTIN_PLUGINS
 from tether.testing import make_kernel
+
+#: Every global layer ends with the built-in plugins.
+BUILTIN = list(BUILTIN_PLUGINS)
 
 
 class Named:
@@ -30,7 +34,7 @@ def kernel(tether_profile):
 
 
 def test_global_layer_holds_the_top_level_plugins_in_profile_order(kernel):
-    assert [p.name for p in kernel.global_scope.plugins] == ["a", "b"]
+    assert [p.name for p in kernel.global_scope.plugins] == ["a", "b", *BUILTIN]
     assert kernel.global_scope.chain() == (kernel.global_scope,)
 
 
@@ -54,13 +58,14 @@ def test_visible_plugins_list_each_name_once_nearest_first(kernel):
         ("b", "agent:main"),
         ("c", "agent:main"),
         ("a", "global"),
+        *((name, "global") for name in BUILTIN),
     ]
 
 
 def test_an_agent_without_plugins_sees_the_global_layer(kernel):
     helper = kernel.agent_scope("helper")
     assert helper.plugins == ()
-    assert [p.name for p in helper.visible_plugins()] == ["a", "b"]
+    assert [p.name for p in helper.visible_plugins()] == ["a", "b", *BUILTIN]
 
 
 def test_a_child_scope_extends_its_parents_chain(kernel):
@@ -73,7 +78,7 @@ def test_a_child_scope_extends_its_parents_chain(kernel):
 
 def test_layers_yield_each_scope_with_its_own_plugins(kernel):
     layers = [(s.id, [p.name for p in ps]) for s, ps in kernel.agent_scope("main").layers()]
-    assert layers == [("agent:main", ["b", "c"]), ("global", ["a", "b"])]
+    assert layers == [("agent:main", ["b", "c"]), ("global", ["a", "b", *BUILTIN])]
 
 
 def test_only_the_global_scope_has_no_parent(kernel):

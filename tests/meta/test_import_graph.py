@@ -17,21 +17,20 @@ import tether
 ROOT = Path(tether.__file__).parent
 
 #: The kernel's rooms, bottom first: a module imports from its own room and the rooms below.
-#: ``tether.subagents._types`` is the delegation contract, which the load-time capability check
-#: holds offers to, so it sits with the capabilities, below the subagent service.
+#: ``tether.loading`` spans rooms: reading text files and profiles sits at the bottom (model
+#: scripts read TOML the same way), the catalog, registration and capability check above the
+#: store, and ``load_kernel`` above them. ``tether.subagents._types`` is the delegation
+#: contract, which the load-time capability check holds offers to, so it sits with the
+#: capabilities, below the subagent service. ``tether.hookspecs`` imports nothing of tether when
+#: it runs, so the built-in plugins of ``tether.models`` and ``tether.store`` can mark their
+#: hooks with it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tether._version", "tether.errors", "tether._files", "tether._exceptions"),
-    ("tether.profile",),
+    ("tether.hookspecs", "tether.loading.text", "tether.loading.profile"),
     ("tether.models",),
     ("tether.store",),
-    (
-        "tether.plugins",
-        "tether.scopes",
-        "tether.capabilities",
-        "tether.hookspecs",
-        "tether.subagents._types",
-    ),
-    ("tether.kernel",),
+    ("tether.loading", "tether.subagents._types"),
+    ("tether.loading.kernel",),
     ("tether.skills",),
     ("tether.agents",),
     ("tether.subagents",),

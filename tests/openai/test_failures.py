@@ -95,7 +95,8 @@ async def test_a_long_server_message_is_capped_and_the_body_kept(server):
     assert len(line) < MAX_ERROR_CHARS + 250
     assert "--debug shows the body" in line
     assert "\n" not in line
-    body: str = error.body  # type: ignore[attr-defined]
+    body = error.body
+    assert body is not None
     assert "Value is not callable" in body
     assert len(body) > 1500
     assert any("Value is not callable" in note for note in error.__notes__)
@@ -164,7 +165,7 @@ async def test_a_200_that_is_not_json_keeps_the_body(server):
     error = await failure(server.url)
     assert error.recoverable is False
     assert "not a chat completion" in error.message
-    assert error.body == "<html>hi</html>"  # type: ignore[attr-defined]
+    assert error.body == "<html>hi</html>"
 
 
 async def test_the_whole_body_is_logged_at_debug_level(server, caplog):

@@ -25,7 +25,12 @@ def _venv(factory: pytest.TempPathFactory, label: str, names: tuple[str, ...]) -
 @pytest.fixture(scope="session")
 def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv that sees the workspace's packages and has the fixture plugins installed."""
-    names = ("tether-fixture-hello", "tether-fixture-broken", "tether-fixture-subagent")
+    names = (
+        "tether-fixture-hello",
+        "tether-fixture-broken",
+        "tether-fixture-subagent",
+        "tether-fixture-store",
+    )
     return _venv(tmp_path_factory, "plugin-venv", names)
 
 

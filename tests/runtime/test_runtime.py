@@ -215,3 +215,57 @@ async def test_a_caller_cancelled_during_an_inline_turn_aborts_it_and_the_log_st
     log = await events(store, agent.session_id)
     assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["aborted", "completed"]
     assert log_problems(log) == []
+
+
+async def test_run_on_an_idle_agent_stores_its_message_with_the_turns_first_answer(kernel):
+    # Nobody is told the message was accepted before run() returns: acceptance, claim and the
+    # answer are one commit. A message sent otherwise is accepted before it is acknowledged.
+    store = MemoryStore()
+    seen: list[list[str]] = []
+
+    async def answer(request: ModelRequest) -> str:
+        seen.append([e.type for e in await events(store, agent.session_id)])
+        return "ok"
+
+    agent = await compose_agent(kernel, store, model=FunctionModel(answer))
+    async with agent:
+        assert await agent.run("inline") == "completed"
+        assert seen == [[]]  # nothing of the turn was stored while the model answered
+        await agent.followup("queued")
+        acknowledged = await events(store, agent.session_id)
+        assert isinstance(acknowledged[-1], InboxAccepted)
+        assert acknowledged[-1].content == "queued"
+        await agent.when_idle()
+    log = await events(store, agent.session_id)
+    assert [type(e).__name__ for e in log[:6]] == [
+        "InboxAccepted",
+        "TurnStarted",
+        "UserMessage",
+        "AssistantMessage",
+        "TurnEnded",
+        "InboxAccepted",
+    ]
+    assert log_problems(log) == []
+
+
+async def test_mail_posted_to_a_session_created_a_moment_ago_runs_once_it_is_open(kernel, tmp_path):
+    # Entering a new session reads nothing back; the process's keeper finds the mail.
+    store, other = SQLiteStore(tmp_path / "s.db"), SQLiteStore(tmp_path / "s.db")
+    try:
+        async with Runtime.open(kernel, store) as runtime:
+            agent = await runtime.compose(model=FunctionModel(lambda r: "answered"))
+            await other.post(
+                agent.session_id,
+                InboxAccepted(message_id="msg_early", content="early", source=MessageSource()),
+            )
+            async with agent:
+                with anyio.fail_after(10):
+                    while agent.turns < 1:
+                        await anyio.sleep(0.01)
+                await agent.when_idle()
+        log = await events(store, agent.session_id)
+        assert [e.content for e in log if isinstance(e, UserMessage)] == ["early"]
+        assert log_problems(log) == []
+    finally:
+        await store.aclose()
+        await other.aclose()

@@ -162,14 +162,14 @@ async def test_a_refused_newer_file_is_left_as_it_was(tmp_path):
 
 
 def test_the_default_store_lives_next_to_the_profile_not_its_base(tmp_path):
-    from tether import load_profile
+    from tether import load_kernel
     from tether.store import profile_store
 
     (tmp_path / "team").mkdir()
     (tmp_path / "team" / "base.toml").write_text("[tether]\nplugins = []\n")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "tether.toml").write_text('extends = "../team/base.toml"\n')
-    store = profile_store(load_profile(tmp_path / "app" / "tether.toml"))
+    store = profile_store(load_kernel(tmp_path / "app" / "tether.toml"))
     assert isinstance(store, SQLiteStore)
     assert store.path == tmp_path / "app" / ".tether" / "sessions.db"
     anyio.run(store.aclose)

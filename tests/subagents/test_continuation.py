@@ -627,10 +627,12 @@ async def test_report_is_refused_while_the_activation_closes(runtime, store):
     async with parent:
         started = await start(parent)
         await gate.entered.wait()
-        manager._activations[started.child_id].closing = True  # the admission cutoff
+        activation = manager._activations.get(started.child_id)  # pyright: ignore[reportPrivateUsage]  (white-box)
+        assert activation is not None
+        activation.closing = True  # the admission cutoff
         with pytest.raises(SubagentError) as caught:
-            await manager.report(manager.live(started.child_id), "too late")
-        manager._activations[started.child_id].closing = False
+            await manager.report(activation.agent, "too late")
+        activation.closing = False
         gate.open()
         await settled(runtime, started.child_id)
     assert caught.value.code is ErrorCode.ACTIVATION_CLOSING

@@ -56,7 +56,7 @@ def started_id(parent) -> str:
 
 async def quiet(runtime, parent):
     manager = runtime.subagents.continuation
-    await wait_for(lambda: not manager._activations)
+    await wait_for(lambda: not manager._activations)  # pyright: ignore[reportPrivateUsage]  (white-box)
     await parent.when_idle()
 
 

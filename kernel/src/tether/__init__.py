@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .capabilities import Offer, Requirement
     from .errors import (
         AgentError,
         CapabilityError,
@@ -26,10 +25,13 @@ if TYPE_CHECKING:
         TetherError,
     )
     from .hookspecs import hookimpl
-    from .kernel import Kernel, PluginSettings, load_kernel
-    from .plugins import LoadedPlugin, PluginCatalog, PluginEntry
-    from .profile import Profile, ProfilePath, load_profile
-    from .scopes import Scope
+    from .loading.capabilities import Offer, Requirement
+    from .loading.catalog import PluginCatalog, PluginEntry
+    from .loading.kernel import Kernel, load_kernel
+    from .loading.profile import Profile, ProfilePath, load_profile
+    from .loading.registration import LoadedPlugin
+    from .loading.scopes import Scope
+    from .loading.settings import PluginSettings
 
 __all__ = (
     "AgentError",
@@ -59,8 +61,8 @@ __all__ = (
 )
 
 _LAZY = {
-    "Offer": "capabilities",
-    "Requirement": "capabilities",
+    "Offer": "loading.capabilities",
+    "Requirement": "loading.capabilities",
     "AgentError": "errors",
     "CapabilityError": "errors",
     "ModelError": "errors",
@@ -72,16 +74,16 @@ _LAZY = {
     "ProfileError": "errors",
     "TetherError": "errors",
     "hookimpl": "hookspecs",
-    "Kernel": "kernel",
-    "PluginSettings": "kernel",
-    "load_kernel": "kernel",
-    "LoadedPlugin": "plugins",
-    "PluginCatalog": "plugins",
-    "PluginEntry": "plugins",
-    "Profile": "profile",
-    "ProfilePath": "profile",
-    "load_profile": "profile",
-    "Scope": "scopes",
+    "Kernel": "loading.kernel",
+    "PluginSettings": "loading.settings",
+    "load_kernel": "loading.kernel",
+    "LoadedPlugin": "loading.registration",
+    "PluginCatalog": "loading.catalog",
+    "PluginEntry": "loading.catalog",
+    "Profile": "loading.profile",
+    "ProfilePath": "loading.profile",
+    "load_profile": "loading.profile",
+    "Scope": "loading.scopes",
 }
 
 

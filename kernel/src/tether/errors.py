@@ -216,6 +216,9 @@ class ModelError(TetherError):
     retrying (an HTTP ``Retry-After`` header, say), or ``None`` when it did not say. The turn
     loop waits at least that long before the next attempt, or gives up at once when the wait
     would exceed its remaining retry budget (``AgentLimits.retry_budget``).
+
+    ``body`` is what the model's server answered, whole, when a plugin keeps it (an HTTP error
+    page, say), for debugging; ``None`` otherwise.
     """
 
     def __init__(
@@ -225,10 +228,12 @@ class ModelError(TetherError):
         *,
         recoverable: bool = False,
         retry_after: float | None = None,
+        body: str | None = None,
         **place: Unpack[_ErrorPlace],
     ) -> None:
         self.recoverable = recoverable
         self.retry_after = retry_after
+        self.body = body
         super().__init__(code, message, **place)
 
 

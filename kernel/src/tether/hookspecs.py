@@ -15,7 +15,8 @@ How tether calls hooks (read this before writing one):
 
 Sections follow the lifecycle: *load* hooks run while the profile is being composed, before any
 agent exists. The *command line* hook is apart: it runs without a profile, when a user types a
-command a plugin adds.
+command a plugin adds. The kernel's own model providers and session stores are built-in plugins
+(``tether.models``, ``tether.store``) that implement these hooks like any other plugin.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .agents import DynamicInstruction, PreStep, Tool
-    from .capabilities import Offer, Requirement
+    from .loading.capabilities import Offer, Requirement
     from .models import ModelProvider
     from .skills import SkillProviderFactory
+    from .store import StoreProvider
     from .subagents import SubagentProvider
 
 __all__ = ("PROJECT_NAME", "hookimpl", "hookspec")
@@ -101,6 +103,25 @@ def tether_requires(settings: Any) -> Iterable[Requirement]:  # type: ignore[emp
     """
 
 
+@hookspec
+def tether_store_providers(settings: Any) -> Iterable[StoreProvider]:  # type: ignore[empty-body]
+    """Offer session stores: ``StoreProvider(prefix, open, description, argument)`` opens the
+    store of the spec ``PREFIX:REST`` (or the bare ``PREFIX`` when ``argument`` is ``None``).
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.store.StoreProvider`.
+
+    Called once per plugin instance of the global layer (the store is the whole profile's;
+    instances in an agent's layer are not asked), at load, after the requirements are checked:
+    the profile's ``[tether] store`` (default ``sqlite:.tether/sessions.db``) must name a prefix
+    some provider offers, with an argument exactly when the provider takes one, or startup
+    stops with ``STORE_SPEC_INVALID`` listing the known stores. The first provider of a prefix
+    wins, in profile order; the built-in plugin ``tether.store`` (``sqlite``, ``memory``) comes
+    last. ``open(rest, base)`` is called only when a command opens the store and must return a
+    :class:`tether.store.SessionStore` (else ``PLUGIN_CONTRACT_VIOLATION``).
+    """
+
+
 # --------------------------------------------------------------------------------------------
 # Agents: called when an agent is composed for a session (``tether run``, ``tether context``,
 # a delegated child), once per plugin instance visible from the agent's scope.
@@ -129,9 +150,10 @@ def tether_model_providers(settings: Any) -> Iterable[ModelProvider]:  # type: i
     :param settings: this instance's validated settings.
     :return: an iterable of :class:`tether.models.ModelProvider`.
 
-    The kernel provides ``function`` and ``scripted``; the nearest plugin offering a prefix
-    wins. A spec whose prefix nobody provides fails with ``MODEL_SPEC_UNKNOWN`` listing the
-    known prefixes (or the plugin to add, for a first-party prefix).
+    The built-in plugin ``tether.models`` offers ``function`` and ``scripted``; the nearest
+    plugin offering a prefix wins, and the built-in plugin comes after every plugin of the
+    global layer. A spec whose prefix nobody provides fails with ``MODEL_SPEC_UNKNOWN`` listing
+    the known prefixes (or the plugin to add, for a first-party prefix).
     """
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import time
 from collections import deque
@@ -65,9 +66,9 @@ from ._step import (
 from ._tools import ToolFilter, ToolRegistry
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
+    from ..loading.kernel import Kernel
+    from ..loading.scopes import Scope
     from ..runtime import Runtime
-    from ..scopes import Scope
 
 __all__ = ("Agent", "new_header")
 
@@ -109,6 +110,51 @@ def _storable_result(result: ToolResult) -> ToolResult:
 class Agent:
     """One agent running one session. Use as ``async with``; see the module docstring."""
 
+    # Slots: thousands of live children each hold one agent, and an instance dict costs more.
+    __slots__ = (
+        "__weakref__",
+        "_cwd",
+        "_fault",
+        "_group",
+        "_history",
+        "_idle",
+        "_inbox",
+        "_injected",
+        "_instruction_values",
+        "_jobs",
+        "_last_error",
+        "_last_stop",
+        "_leased",
+        "_listeners",
+        "_log_length",
+        "_model_spec",
+        "_new_session",
+        "_on_idle",
+        "_on_teardown",
+        "_parked",
+        "_restored",
+        "_runner_active",
+        "_steering",
+        "_tearing_down",
+        "_told",
+        "_turn_item",
+        "_turn_scope",
+        "_turns",
+        "_unsaved",
+        "approval",
+        "header",
+        "instructions",
+        "limits",
+        "model",
+        "pre_steps",
+        "runtime",
+        "scope",
+        "store",
+        "system",
+        "tool_policy",
+        "tools",
+    )
+
     def __init__(
         self,
         *,
@@ -133,8 +179,8 @@ class Agent:
         ``runtime.subagents``, ``runtime.permission_host``); ``None`` for a bare agent."""
         self.scope = scope
         """The agent's scope: registries resolve through its chain."""
-        self.cwd = cwd or Path.cwd()
-        """The working directory its tools and skill providers act in."""
+        # The process's working directory now, as a string: a Path is made on first use.
+        self._cwd: Path | str = cwd if cwd is not None else os.getcwd()
         self.approval: ApprovalPolicy = "ask"
         """Whether tools marked ``needs_approval`` run: ``ask`` the kernel's permission host
         (refused without one), ``allow``, or ``deny`` (a delegated child's, pinned)."""
@@ -180,6 +226,19 @@ class Agent:
     @property
     def session_id(self) -> str:
         return self.header.id
+
+    @property
+    def cwd(self) -> Path:
+        """The working directory its tools and skill providers act in (the process's when the
+        agent was made, unless it was given one)."""
+        cwd = self._cwd
+        if isinstance(cwd, str):
+            cwd = self._cwd = Path(cwd)
+        return cwd
+
+    @cwd.setter
+    def cwd(self, value: Path) -> None:
+        self._cwd = value
 
     @property
     def kernel(self) -> Kernel | None:
@@ -283,9 +342,12 @@ class Agent:
         self._leased = True
 
     async def __aenter__(self) -> Agent:
-        if not self._restored:
+        fresh = not self._restored and self._new_session
+        if fresh:
             # A session its store just created (lease held, log empty) needs no reading.
-            await self.restore(log=() if self._new_session else None)
+            await self.restore(log=())
+        elif not self._restored:
+            await self.restore()
         elif not self._leased:
             await self._take_lease()  # a dormant agent entered again
         if self.runtime is not None:
@@ -307,7 +369,10 @@ class Agent:
             self.start_job(keep_sessions, self.store, self._route_mail)
         if self._inbox:
             self._parked = True  # restored messages wait for the next waking message
-        await self.collect_mail()  # posted while it was dormant: they run now
+        if not fresh:
+            # Posted while it was dormant: they run now. (Mail posted to a session created a
+            # moment ago is found by the process's keeper on its next round.)
+            await self.collect_mail()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
@@ -344,7 +409,12 @@ class Agent:
             self._set_idle()
             if self._leased:
                 self._leased = False
-                with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                if anyio.current_effective_deadline() == -math.inf:
+                    # Left because the task is cancelled: release anyway, shielded and bounded.
+                    deadline = anyio.current_time() + TEARDOWN_TIMEOUT
+                    with anyio.CancelScope(shield=True, deadline=deadline):
+                        await self._release_lease()
+                else:
                     await self._release_lease()
             detach = getattr(self.model, "detach", None)
             if detach is not None:
@@ -558,13 +628,8 @@ class Agent:
         self, content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
     ) -> _InboxItem:
         """Record a message durably before it is acknowledged; its claim comes later."""
-        content = replace_surrogates(content)
-        item = _InboxItem(_new_id("msg"), content, source)
-        await self._append(
-            InboxAccepted(
-                message_id=item.message_id, content=content, source=source, delivery=delivery
-            )
-        )
+        item, accepted = _acceptance(content, source, delivery)
+        await self._append(accepted)
         return item
 
     async def run(self, content: str, *, source: MessageSource | None = None) -> StopReason:
@@ -573,12 +638,19 @@ class Agent:
         When the agent is idle, the turn runs inline, in the caller's task (no task is started
         for it): cancelling the caller then aborts the turn, which still records its end."""
         self._require_open()
-        item = await self._accept(content, source or _USER_SOURCE, "turn")
-        self._inbox.append(item)
-        self._parked = False
+        source = source or _USER_SOURCE
         if self._runner_active:
+            self._inbox.append(await self._accept(content, source, "turn"))
+            self._parked = False
             await self.when_idle()  # the running drain takes it
         else:
+            # Nobody is told the message was accepted before its turn ends, so its acceptance
+            # is stored with the turn's first answer, in the commit that stores its claim: a
+            # crash before that commit loses the call whole, as a crash before it would have.
+            item, accepted = _acceptance(content, source, "turn")
+            self._defer(accepted)
+            self._inbox.append(item)
+            self._parked = False
             self._runner_active = True
             await self._drain()
         return self._last_stop
@@ -919,6 +991,18 @@ class Agent:
             self._history.append(event_to_message(result))  # type: ignore[arg-type]
 
         await run_in_batches(self, calls, run)
+
+
+def _acceptance(
+    content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
+) -> tuple[_InboxItem, InboxAccepted]:
+    """A message for the inbox and the event that records its acceptance."""
+    content = replace_surrogates(content)
+    item = _InboxItem(_new_id("msg"), content, source)
+    accepted = InboxAccepted(
+        message_id=item.message_id, content=content, source=source, delivery=delivery
+    )
+    return item, accepted
 
 
 def new_header(

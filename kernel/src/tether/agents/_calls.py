@@ -151,7 +151,7 @@ def invalid_arguments_error(raw: str) -> str:
     with it (the JSON parser's words and position, or what it is instead), then the text."""
     quoted = raw if len(raw) <= QUOTED_ARGUMENTS else raw[:QUOTED_ARGUMENTS] + "..."
     try:
-        value = json.loads(raw)
+        value: object = json.loads(raw)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}" if "\n" in raw else f"column {exc.colno}"
         at = " " if exc.msg.endswith(" at") else " at "  # "Unterminated string starting at"
@@ -159,9 +159,13 @@ def invalid_arguments_error(raw: str) -> str:
     except (ValueError, RecursionError) as exc:
         why = f"the arguments are not valid JSON: {exc}"
     else:
-        kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-            type(value), "null" if value is None else "a number"
-        )
+        kinds: dict[type, str] = {
+            dict: "an object",
+            list: "an array",
+            str: "a string",
+            bool: "a boolean",
+        }
+        kind = kinds.get(type(value), "null" if value is None else "a number")
         why = f"the arguments must be a JSON object, not {kind}"
     if not raw.strip():
         why = "the arguments are empty (they must be a JSON object, {} for none)"

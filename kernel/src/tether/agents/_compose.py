@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError, ErrorCode, ModelError, ProfileError
-from ..kernel import Kernel
-from ..models import BUILTIN_MODEL_PROVIDERS, Model, ModelProvider, resolve_model
-from ..plugins import LoadedPlugin
-from ..scopes import Scope
+from ..loading.kernel import Kernel
+from ..loading.registration import LoadedPlugin
+from ..loading.scopes import Scope
+from ..models import Model, ModelProvider, resolve_model
 from ..store import SessionHeader, SessionStore
 from ._agent import Agent
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
@@ -140,7 +140,7 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         tools=tools,
         instructions=tuple(instructions),
         pre_steps=tuple(pre_steps),
-        model_providers=(*providers, *BUILTIN_MODEL_PROVIDERS),
+        model_providers=tuple(providers),
         model_spec=table.model if table is not None else None,
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentError, ErrorCode, StoreError
 from ..store import DescriptorEvent, SessionHeader
@@ -81,10 +81,10 @@ def delegation_pins(
     else:
         # Oldest logs: the parent's narrowing and the delegation's filter, enforced when a
         # tool is called (which tools were in the list is not known).
-        overrides = data.get("parent_overrides") or {}
+        overrides: object = data.get("parent_overrides") or {}
         if not isinstance(overrides, dict):
             raise _corrupt(header, "parent_overrides", overrides, "a table")
-        overrides_data: dict[str, Any] = overrides
+        overrides_data = cast("dict[str, Any]", overrides)
         tools = _names(header, "parent_overrides.tools", overrides_data.get("tools"))
         policy = _policy(header, "parent_overrides.tool_policy", overrides_data.get("tool_policy"))
         tool_filter = _policy(header, "tool_filter", data.get("tool_filter"))
@@ -108,21 +108,21 @@ def apply_pins(agent: Agent, pins: DelegationPins) -> None:
         )
 
 
-def _names(header: SessionHeader, key: str, value: Any) -> tuple[str, ...] | None:
+def _names(header: SessionHeader, key: str, value: object) -> tuple[str, ...] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+    items = cast("list[object]", value) if isinstance(value, list) else None
+    if items is None or not all(isinstance(name, str) for name in items):
         raise _corrupt(header, key, value, "a list of tool names")
-    names: list[str] = value
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(cast("list[str]", items)))
 
 
-def _policy(header: SessionHeader, key: str, value: Any) -> ToolFilter | None:
+def _policy(header: SessionHeader, key: str, value: object) -> ToolFilter | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise _corrupt(header, key, value, 'a table {"allow": [...] | null, "deny": [...]}')
-    data: dict[str, Any] = value
+    data = cast("dict[str, Any]", value)
     allow = _names(header, f"{key}.allow", data.get("allow"))
     deny = _names(header, f"{key}.deny", data.get("deny", [])) or ()
     try:

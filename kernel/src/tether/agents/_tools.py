@@ -6,7 +6,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -64,6 +64,10 @@ class Tool:
     """When given, the tool is in an agent's tool list (and callable) only while
     ``available(agent)`` is true, e.g. the delegation tool while its provider is registered.
     It is asked before every model request, so it must be cheap."""
+    _validator: Any = field(default=None, init=False, repr=False, compare=False)
+    """The parameters' jsonschema validator (jsonschema's validators are untyped)."""
+    _flat: _FlatSchema | None = field(default=None, init=False, repr=False, compare=False)
+    _is_async: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.match(self.name):
@@ -78,9 +82,9 @@ class Tool:
                 f'tool "{self.name}" parameters must be a JSON Schema with "type": "object"',
                 remedy='wrap the arguments in {"type": "object", "properties": {...}}',
             )
-        try:
-            import jsonschema  # imported when a tool exists: a profile without tools skips it
+        import jsonschema  # imported when a tool exists: a profile without tools skips it
 
+        try:
             jsonschema.Draft202012Validator.check_schema(dict(self.parameters))
         except jsonschema.SchemaError as exc:
             raise AgentError(
@@ -102,10 +106,10 @@ class Tool:
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
         """Why ``arguments`` do not match the schema (empty when they do)."""
-        flat: _FlatSchema | None = self._flat  # type: ignore[attr-defined]
+        flat = self._flat
         if flat is not None and flat.accepts(arguments):
             return []  # the common case, without jsonschema's descent
-        validator: Any = self._validator  # type: ignore[attr-defined]
+        validator = self._validator
         return [
             f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
             for error in validator.iter_errors(dict(arguments))
@@ -119,7 +123,7 @@ class Tool:
         it: the call is abandoned at once, the function finishes in its thread and its result
         is dropped.
         """
-        if not self._is_async:  # type: ignore[attr-defined]
+        if not self._is_async:
             # The hop costs tens of microseconds; a turn that cannot stop costs more.
             result = await anyio.to_thread.run_sync(
                 self.run, arguments, context, abandon_on_cancel=True
@@ -128,7 +132,9 @@ class Tool:
             result = self.run(arguments, context)
         if inspect.isawaitable(result):
             result = await result
-        return result if isinstance(result, str) else str(result)
+        # A tool that returns something else than its contract's text is shown as its str().
+        outcome = cast(object, result)
+        return outcome if isinstance(outcome, str) else str(outcome)
 
 
 @dataclass(frozen=True)
@@ -335,15 +341,19 @@ def _flat_schema(schema: Mapping[str, Any]) -> _FlatSchema | None:
         return None
     types: dict[str, tuple[type, ...]] = {}
     enums: dict[str, tuple[Any, ...]] = {}
-    for name, prop in properties.items():
-        if not isinstance(prop, Mapping) or not prop.keys() <= _FLAT_PROPERTY_KEYS:
+    for name, value in cast("Mapping[str, object]", properties).items():
+        if not isinstance(value, Mapping):
+            return None
+        prop = cast("Mapping[str, object]", value)
+        if not prop.keys() <= _FLAT_PROPERTY_KEYS:
             return None
         kind = prop.get("type")
         if not isinstance(kind, str) or kind not in _FLAT_TYPES:
             return None
         types[name] = _FLAT_TYPES[kind]
-        if "enum" in prop:
-            if not isinstance(prop["enum"], list):
+        enum = prop.get("enum")
+        if enum is not None or "enum" in prop:
+            if not isinstance(enum, list):
                 return None
-            enums[name] = tuple(prop["enum"])
-    return _FlatSchema(types, enums, frozenset(required), closed=not additional)
+            enums[name] = tuple(cast("list[object]", enum))
+    return _FlatSchema(types, enums, frozenset(cast("list[str]", required)), closed=not additional)

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from ..errors import TetherError
-    from ..kernel import Kernel
-    from ..plugins import PluginCatalog
+    from ..loading.catalog import PluginCatalog
+    from ..loading.kernel import Kernel
 
 __all__ = (
     "INTERRUPTED_STATUS",
@@ -148,7 +148,7 @@ def load(profile: Path | None, catalog: PluginCatalog | None = None) -> Kernel:
     The kernel is remembered for the command, so that an exception raised later in one of its
     plugins' code is reported as that plugin's.
     """
-    from ..kernel import load_kernel
+    from ..loading.kernel import load_kernel
 
     kernel = load_kernel(profile, catalog=catalog)
     ctx = click.get_current_context(silent=True)
@@ -290,7 +290,7 @@ def plugin_modules(kernel: Kernel | None) -> dict[str, tuple[str, str]]:
     try:
         from importlib import metadata
 
-        from ..plugins import ENTRY_POINT_GROUP
+        from ..loading.catalog import ENTRY_POINT_GROUP
 
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist

@@ -122,7 +122,7 @@ def plugin_name_of(command: DeclaredCommand) -> str:
     commands without being a profile plugin)."""
     from importlib import metadata
 
-    from ..plugins import ENTRY_POINT_GROUP
+    from ..loading.catalog import ENTRY_POINT_GROUP
 
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist
@@ -180,7 +180,8 @@ def _commands_of(entry: DeclaredCommand, name: str) -> tuple[click.Command, ...]
     if key in _HANDED:
         return _HANDED[key]
     from ..errors import ErrorCode, PluginError, TetherError
-    from ..plugins import PluginEntry, register_plugin
+    from ..loading.catalog import PluginEntry
+    from ..loading.registration import register_plugin
 
     dist = entry.distribution or "the plugin"
     try:

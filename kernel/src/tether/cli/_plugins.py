@@ -12,10 +12,11 @@ from ..errors import TetherError
 from ._group import TEXT, cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
-    from ..plugins import LoadedPlugin, PluginCatalog
+    from ..loading.catalog import PluginCatalog, PluginEntry
+    from ..loading.kernel import Kernel
+    from ..loading.registration import LoadedPlugin
+    from ..loading.scopes import Scope
     from ..runtime import Runtime
-    from ..scopes import Scope
 
 __all__ = ("ProbingModel", "composition_tree")
 
@@ -38,13 +39,20 @@ MAX_SKIPPED_SHOWN = 5
 @cli.command()
 @profile_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def plugins(profile: Path | None, as_json: bool) -> None:
+@click.option(
+    "--all",
+    "with_builtin",
+    is_flag=True,
+    help="Also list the built-in plugins (the kernel's own model providers and stores).",
+)
+def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
     """List every installed plugin, whether the profile loads it, and its hooks.
 
     Without --profile the profile is tether.toml in the current directory if there is one;
-    without any profile nothing is loaded and nothing is imported.
+    without any profile nothing is loaded and nothing is imported. The built-in plugins, which
+    every profile loads, are listed with --all.
     """
-    from ..plugins import PluginCatalog
+    from ..loading.catalog import PluginCatalog
 
     kernel = None
     if profile is not None or Path("tether.toml").is_file():
@@ -52,7 +60,8 @@ def plugins(profile: Path | None, as_json: bool) -> None:
         catalog = kernel.catalog
     else:
         catalog = PluginCatalog.discover()
-    rows = [_plugin_row(entry, kernel, catalog) for entry in catalog.entries()]
+    entries = catalog.entries(builtin=with_builtin)
+    rows = [_plugin_row(entry, kernel, catalog) for entry in entries]
     if as_json:
         document = {
             "profile": str(kernel.profile.path) if kernel and kernel.profile.path else None,
@@ -72,7 +81,9 @@ def plugins(profile: Path | None, as_json: bool) -> None:
     table = [
         (
             row["name"],
-            row["distribution"] or ("inline" if row["value"] == "<inline>" else "local"),
+            "built-in"
+            if row["builtin"]
+            else row["distribution"] or ("inline" if row["value"] == "<inline>" else "local"),
             row["version"] or "-",
             ", ".join(row["scopes"]) if row["loaded"] else "no",
             ", ".join(row["hooks"]) if row["hooks"] is not None else "-",
@@ -85,13 +96,16 @@ def plugins(profile: Path | None, as_json: bool) -> None:
         click.echo("  ".join([*cells, str(line[-1])]).rstrip())
 
 
-def _plugin_row(entry: Any, kernel: Kernel | None, catalog: PluginCatalog) -> dict[str, Any]:
+def _plugin_row(
+    entry: PluginEntry, kernel: Kernel | None, catalog: PluginCatalog
+) -> dict[str, Any]:
     instances = [p for p in kernel.plugins if p.entry is entry] if kernel else []
     return {
         "name": entry.name,
         "distribution": entry.distribution,
         "version": entry.version,
         "value": entry.value,
+        "builtin": entry.builtin,
         "loaded": bool(instances),
         "conflict": len(catalog.get(entry.name)) > 1,
         "scopes": [p.scope_id for p in instances],
@@ -132,16 +146,10 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     Without --model nothing goes online. With --model SPEC the model is made (a missing key is
     an error) and, when it can (an HTTP model), asked whether its endpoint answers.
     """
-    from ..profile import check_store_spec
     from ..runtime import Runtime
 
-    kernel = load(profile)
+    kernel = load(profile)  # the store spec is checked here, with everything else
     runtime = Runtime(kernel)
-    try:
-        check_store_spec(kernel.profile.tether.store)
-    except TetherError as exc:
-        file = kernel.profile.file_of("tether", "store")
-        raise type(exc)(exc.code, exc.message, file=file, key=exc.key, remedy=exc.remedy) from exc
     # Build the registries only when some plugin feeds them: a broken provider fails here, and
     # a profile without skills or subagents does not pay for their imports.
     skills = any(p.implements("tether_skill_providers") for p in kernel.plugins)
@@ -165,8 +173,9 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
 
         for warning in run_async(_skill_warnings, runtime):
             click.echo(f"warning: {printable(warning)}", err=True)
-    count = len(kernel.plugins)
-    requirements = sum(len(p.requirements) for p in kernel.plugins)
+    instances = [p for p in kernel.plugins if not p.entry.builtin]
+    count = len(instances)
+    requirements = sum(len(p.requirements) for p in instances)
     click.echo(
         f"ok: {count} plugin instance{'s' if count != 1 else ''} in "
         f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
@@ -239,7 +248,9 @@ def _check_agents(kernel: Kernel) -> None:
 
 
 def composition_tree(kernel: Kernel) -> list[str]:
-    """The lines ``tether check`` prints: the profile, then each scope and its plugins."""
+    """The lines ``tether check`` prints: the profile, then each scope and the plugins the
+    profile names in it (the built-in plugins every profile loads are ``tether plugins
+    --all``'s)."""
     profile = kernel.profile
     lines = [f"profile {profile.path}"]
     lines += [f"  extends {path}" for path in profile.files[1:]]
@@ -250,10 +261,11 @@ def composition_tree(kernel: Kernel) -> list[str]:
             if table.model:
                 title += f"  model={table.model}"
         lines.append(title)
-        if not scope.plugins:
+        named = [plugin for plugin in scope.plugins if not plugin.entry.builtin]
+        if not named:
             lines.append("  (no plugins)")
-        for index, plugin in enumerate(scope.plugins):
-            last = index == len(scope.plugins) - 1
+        for index, plugin in enumerate(named):
+            last = index == len(named) - 1
             lines.append(f"  {'└─' if last else '├─'} {_describe(plugin)}")
             pad = "     " if last else "  │  "
             for offer in plugin.offers:

@@ -95,7 +95,7 @@ async def _run(
     from ..runtime import Runtime
     from ..store import TurnEnded, TurnStarted, profile_store
 
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     try:
         # The runtime keeps the process's sessions (one keeper: leases, posted mail).
         async with Runtime.open(kernel, store) as runtime:
@@ -376,7 +376,7 @@ async def _context(
         find_model_provider(model_spec, preset.model_providers)  # an unknown spec is an error
     placeholder = FunctionModel(lambda request: "", name=spec)  # never called
     if session_id is not None:
-        store = profile_store(kernel.profile)
+        store = profile_store(kernel)
         try:
             agent = await runtime.compose(
                 agent=agent_name, model=placeholder, session_id=session_id, store=store

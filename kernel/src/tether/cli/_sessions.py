@@ -53,7 +53,7 @@ def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
 async def _headers(kernel: Any, limit: int) -> list[Any]:
     from ..store import profile_store
 
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     try:
         return await store.sessions(limit=limit)
     finally:
@@ -85,7 +85,7 @@ def show_session(profile: Path | None, session_id: str, as_json: bool) -> None:
 async def _session(kernel: Any, session_id: str) -> tuple[Any, list[Any]]:
     from ..store import profile_store
 
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     try:
         return await store.header(session_id), await store.events(session_id)
     finally:
@@ -148,7 +148,7 @@ async def _send(
     from ..store import TurnEnded, profile_store
     from ._run import close_model, debugging, printer
 
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     try:
         owner, posted = await _post_to_owner(store, child_id, message)
         if owner is not None:
@@ -338,7 +338,7 @@ def tree_session(
 async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]]:
     from ..store import profile_store
 
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     try:
         root = await store.header(session_id)
         children: dict[str, list[Any]] = {}

@@ -17,8 +17,8 @@ from ._group import cli, load, profile_option, run_async
 from ._plugin_commands import PluginCommandGroup
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
-    from ..scopes import Scope
+    from ..loading.kernel import Kernel
+    from ..loading.scopes import Scope
     from ..skills import SkillCandidate, SkillCatalog, SkillDefinition, SkippedSkill
 
 #: How many near names an unknown ``skills show NAME`` suggests.

@@ -1,14 +1,14 @@
 """Models: the ``Model`` protocol, message types, ``FunctionModel`` and ``ScriptedModel``.
 
-Specs are ``provider:name`` strings. The kernel itself provides ``function:module:fn`` and
-``scripted:PATH``; plugins add more through the ``tether_model_providers`` hook.
+Specs are ``provider:name`` strings, made by the model providers plugins offer through the
+``tether_model_providers`` hook. The kernel's built-in plugin ``tether.models`` (``_plugin.py``)
+offers ``function:module:fn`` and ``scripted:PATH``, loaded like any other plugin.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ._function import FunctionModel, function_model_from_spec
+from ._plugin import BUILTIN_MODEL_PROVIDERS
 from ._protocol import (
     FIRST_PARTY_MODEL_PREFIXES,
     Model,
@@ -47,16 +47,4 @@ __all__ = (
     "find_model_provider",
     "function_model_from_spec",
     "resolve_model",
-)
-
-
-def _scripted(name: str, base: Path) -> ScriptedModel:
-    path = Path(name).expanduser()
-    return ScriptedModel.from_file(path if path.is_absolute() else base / path)
-
-
-#: Model providers the kernel ships: ``function:`` and ``scripted:``.
-BUILTIN_MODEL_PROVIDERS: tuple[ModelProvider, ...] = (
-    ModelProvider("function", function_model_from_spec, "a Python callable module:function"),
-    ModelProvider("scripted", _scripted, "a TOML/JSON script of steps"),
 )

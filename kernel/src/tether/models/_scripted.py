@@ -37,7 +37,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ErrorCode, ModelError
-from ..profile import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
+from ..loading.text import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
 from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
 
 __all__ = ("ScriptStep", "ScriptedModel")

@@ -1,6 +1,6 @@
 """The runtime: the live half of tether (open agents, permission host, skills, subagents).
 
-See :class:`Runtime`. The kernel (:mod:`tether.kernel`) is what a profile loads to and never
+See :class:`Runtime`. The kernel (:mod:`tether.loading`) is what a profile loads to and never
 changes; a runtime is what one process does with it.
 """
 

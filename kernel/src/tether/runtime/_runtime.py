@@ -1,4 +1,4 @@
-"""The runtime: what one process does with a frozen :class:`~tether.kernel.Kernel`.
+"""The runtime: what one process does with a frozen :class:`~tether.loading.Kernel`.
 
 A kernel is the result of a profile (plugins, scopes, checked requirements) and never changes.
 Everything live sits here: the agents open in this process, who answers permission questions,
@@ -39,10 +39,10 @@ from ..agents import (
     resolve_preset_model,
 )
 from ..errors import ErrorCode, ModelError, PluginError, ProfileError, StoreError, TetherError
-from ..kernel import Kernel
+from ..loading.kernel import Kernel
+from ..loading.registration import LoadedPlugin
+from ..loading.scopes import Scope
 from ..models import Model
-from ..plugins import LoadedPlugin
-from ..scopes import Scope
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import SessionHeader, SessionStore, StopReason
 from ..subagents import SubagentProvider, SubagentRuntime

@@ -6,8 +6,8 @@ skills come before providers of equal rank), then the provider's own order, and 
 every loser inside a layer is logged with its source. Catalogs are cached per (cwd, scope chain,
 revision); every mutation bumps the revision, drops the cache and emits a change event.
 
-A layer is keyed by its scope's :attr:`~tether.scopes.Scope.path`, so two ``Scope`` objects for
-the same place in the tree (an agent composed twice) share one layer.
+A layer is keyed by its scope's :attr:`~tether.loading.scopes.Scope.path`, so two ``Scope``
+objects for the same place in the tree (an agent composed twice) share one layer.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from ..scopes import Scope
+    from ..loading.scopes import Scope
 
 __all__ = (
     "DEFAULT_CACHE_ENTRIES",
@@ -74,17 +74,21 @@ class SkillCatalog:
     complete: bool
     """False when a provider failed or said its observation is partial, or the catalog kept
     changing while it was collected: such a catalog is never cached."""
-    candidates: dict[str, SkillCandidate] = field(repr=False, default_factory=dict)
+    candidates: dict[str, SkillCandidate] = field(
+        repr=False, default_factory=dict[str, SkillCandidate]
+    )
     """Per winning name, the candidate that won."""
-    shadowed: dict[str, tuple[SkillCandidate, ...]] = field(repr=False, default_factory=dict)
+    shadowed: dict[str, tuple[SkillCandidate, ...]] = field(
+        repr=False, default_factory=dict[str, tuple[SkillCandidate, ...]]
+    )
     """Per winning name, the candidates it beat (same layer or farther layers)."""
-    layers: dict[str, str] = field(repr=False, default_factory=dict)
+    layers: dict[str, str] = field(repr=False, default_factory=dict[str, str])
     """Per winning name, the scope layer it came from."""
     skipped: tuple[SkippedSkill, ...] = field(repr=False, default=())
     """What the providers found but left out, and why (farthest layer first), each with its
     provider's name."""
     sources: dict[str, _ProviderSlot | _RuntimeSkill] = field(
-        repr=False, compare=False, default_factory=dict
+        repr=False, compare=False, default_factory=dict[str, "_ProviderSlot | _RuntimeSkill"]
     )
     """Per winning name, the registration it came from (the registry's own bookkeeping)."""
 
@@ -137,8 +141,8 @@ class _RuntimeSkill:
 
 @dataclass(eq=False)
 class _Layer:
-    providers: dict[str, _ProviderSlot] = field(default_factory=dict)
-    runtime: dict[str, _RuntimeSkill] = field(default_factory=dict)
+    providers: dict[str, _ProviderSlot] = field(default_factory=dict[str, _ProviderSlot])
+    runtime: dict[str, _RuntimeSkill] = field(default_factory=dict[str, _RuntimeSkill])
 
 
 @dataclass(frozen=True)
@@ -174,11 +178,8 @@ class SkillRegistry:
     """Skills by scope layer; see the module docstring for the resolution rules."""
 
     def __init__(self, *, cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
-        if (
-            isinstance(cache_entries, bool)
-            or not isinstance(cache_entries, int)
-            or cache_entries < 1
-        ):
+        size = cast(object, cache_entries)  # a caller's value is checked, not trusted
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise SkillError(
                 ErrorCode.SKILL_INVALID,
                 f"the skill catalog cache size must be an integer >= 1, not {cache_entries!r}",
@@ -259,7 +260,7 @@ class SkillRegistry:
         """
         key = _layer_key(scope)
         where = f"scope {key}"
-        if not isinstance(name, str) or not name:
+        if not isinstance(cast(object, name), str) or not name:  # checked, not trusted
             raise SkillError(
                 ErrorCode.SKILL_PROVIDER_INVALID,
                 f"skill provider name {name!r} is not a non-empty string",
@@ -276,7 +277,8 @@ class SkillRegistry:
         self._check_unique(name, key)
         control = SkillProviderControl(self, key, name)
         try:
-            provider = create(control)
+            # A plugin's factory: what it returns is checked, not trusted.
+            provider = cast(object, create(control))
         except TetherError:
             raise
         except Exception as exc:
@@ -346,7 +348,7 @@ class SkillRegistry:
         key = _layer_key(scope)
         if isinstance(skill, SkillDefinition):
             definition = skill
-        elif isinstance(skill, Mapping):
+        elif isinstance(cast(object, skill), Mapping):  # a caller's value: checked, not trusted
             data = dict(skill)
             data.setdefault("source", RUNTIME_PROVIDER)
             if data.get("provider") is None:
@@ -478,7 +480,8 @@ class SkillRegistry:
             if not isinstance(provider, SkillProviderDiagnostics):
                 continue
             try:
-                lines = await provider.diagnose(cwd=cwd)
+                # A plugin's answer: each line is checked, not trusted.
+                lines = cast("Sequence[object]", await provider.diagnose(cwd=cwd))
                 advice = [line for line in lines if isinstance(line, str)]
             except Exception as exc:
                 advice = [f"its diagnose() failed: {_describe(exc)}"]
@@ -510,7 +513,8 @@ class SkillRegistry:
         if not self.holds(origin):  # disposed since this (uncached) catalog was collected
             return None
         try:
-            definition = await origin.provider.get(candidate, cwd=cwd)
+            # A plugin's answer: checked, not trusted.
+            definition = cast(object, await origin.provider.get(candidate, cwd=cwd))
         except ValidationError as exc:
             raise SkillError(
                 ErrorCode.SKILL_PROVIDER_INVALID,

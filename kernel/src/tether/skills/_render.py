@@ -9,7 +9,7 @@ folder.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..errors import ErrorCode, SkillError
 from ._types import (
@@ -71,7 +71,9 @@ def escape_text(value: str) -> str:
 
 
 def _hints(skill: RenderableSkill) -> tuple[str, str]:
-    base = skill.resource_base
+    # Any object can be a RenderableSkill (a model_construct()ed definition, a provider's own
+    # class): its base is checked, not trusted.
+    base = cast(object, skill.resource_base)
     if base is None:
         return (
             f'Resources for this skill are managed by provider "{escape_text(skill.provider)}".',

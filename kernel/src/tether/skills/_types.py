@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -146,7 +146,7 @@ class SkillCandidate(SkillSummary):
 
 def _tuple(value: object) -> object:
     # Strict mode takes only a tuple; a provider naturally builds a list.
-    return tuple(value) if isinstance(value, list) else value
+    return tuple(cast("list[object]", value)) if isinstance(value, list) else value
 
 
 class BundledFiles(_Frozen):

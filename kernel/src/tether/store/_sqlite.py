@@ -14,6 +14,7 @@ processes reach a session's driver through its mailbox (``mailbox`` table).
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import time
@@ -56,11 +57,20 @@ _HEADER_COLUMNS = (
 )
 _LEASE_COLUMNS = "host, pid, started, token, expires_at"
 _RELEASE = "DELETE FROM leases WHERE session_id = ? AND token = ?"
-# One statement: the lease check and the insert cannot be split by another writer (fencing).
-_FENCED_INSERT = (
-    "INSERT INTO events SELECT ?, ?, ?, ? "
-    "WHERE EXISTS (SELECT 1 FROM leases WHERE session_id = ? AND token = ?)"
-)
+#: Appends of up to this many events are one statement; longer ones (a fork's seed) one
+#: transaction (a statement has at most 999 parameters on older SQLite builds).
+_ONE_STATEMENT_ROWS = 32
+
+
+@functools.lru_cache(maxsize=_ONE_STATEMENT_ROWS)
+def _fenced_insert(rows: int) -> str:
+    """One statement inserting ``rows`` events if this store holds the session's lease: the
+    lease check and the insert cannot be split by another writer (fencing)."""
+    values = ", ".join(["(?, ?, ?, ?)"] * rows)
+    return (
+        f"INSERT INTO events SELECT * FROM (VALUES {values}) "
+        "WHERE EXISTS (SELECT 1 FROM leases WHERE session_id = ? AND token = ?)"
+    )
 
 
 class SQLiteStore:
@@ -121,10 +131,11 @@ class SQLiteStore:
                     _header_row(header),
                 )
                 self._insert_lease(header.id)
-                self._db.executemany(
-                    "INSERT INTO events VALUES (?, ?, ?, ?)",
-                    [(header.id, seq, kind, data) for seq, (kind, data) in enumerate(datas, 1)],
-                )
+                if datas:
+                    self._db.executemany(
+                        "INSERT INTO events VALUES (?, ?, ?, ?)",
+                        [(header.id, seq, kind, data) for seq, (kind, data) in enumerate(datas, 1)],
+                    )
         except sqlite3.IntegrityError:
             raise StoreError(
                 ErrorCode.SESSION_EXISTS,
@@ -228,15 +239,18 @@ class SQLiteStore:
 
     def _append(self, session_id: str, datas: list[tuple[str, str]]) -> int:
         first = self._seq(session_id)
+        count = len(datas)
+        if not count:
+            return first - 1
         try:
-            if len(datas) == 1:  # the common case: one statement, the lease checked inside it
-                kind, data = datas[0]
-                params = (session_id, first, kind, data, session_id, self.owner.token)
-                if self._db.execute(_FENCED_INSERT, params).rowcount == 1:
-                    self._next_seq[session_id] = first + 1
-                    return first
-            elif not datas:
-                return first - 1
+            if count <= _ONE_STATEMENT_ROWS:
+                # The common case: one statement (one commit), the lease checked inside it.
+                params = [v for n, row in enumerate(datas) for v in (session_id, first + n, *row)]
+                params += (session_id, self.owner.token)
+                if self._db.execute(_fenced_insert(count), params).rowcount == count:
+                    self._next_seq[session_id] = first + count
+                    return first + count - 1
+            # Not ours (or not any more): the transaction claims a free lease, or says why not.
             with self._transaction():
                 if not self._holds(session_id):
                     self._claim(session_id)  # takes a free lease, refuses another owner's

@@ -63,6 +63,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN model TEXT;
     """,
+    # 4: no index of leases by token. The table holds only the leases held now, so renewing a
+    # process's leases scans a few rows, while the index cost every lease taken and given
+    # back (each session's create and release) a second B-tree write.
+    """
+    DROP INDEX leases_by_token;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

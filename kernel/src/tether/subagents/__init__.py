@@ -15,23 +15,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._child import (
-        CONTINUABLE_DESCRIPTOR,
-        LocalChildRun,
-        compose_local_child,
-        final_output,
-        parse_structured,
-        restore_local_child,
-        start_local_child,
-    )
-    from ._continuation import (
-        ActivationState,
-        AgentEntry,
-        ContinuableStart,
-        ContinuationManager,
-        InterruptOutcome,
-    )
+    from ._activation import ActivationState
+    from ._child import LocalChildRun, final_output, parse_structured, start_local_child
+    from ._continuation import ContinuableStart, ContinuationManager, InterruptOutcome
     from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
+    from ._kit import CONTINUABLE_DESCRIPTOR, compose_local_child, restore_local_child
+    from ._listing import AgentEntry
     from ._runtime import SubagentRuntime, check_output_schema
     from ._types import (
         CAPABILITIES,
@@ -40,12 +29,14 @@ if TYPE_CHECKING:
         Capability,
         ContinuablePlan,
         ContinuableProvider,
+        SettlingRun,
         SubagentCapabilities,
         SubagentEvent,
         SubagentProvider,
         SubagentResult,
         SubagentRun,
         SubagentStartRequest,
+        check_provider_offer,
         declared_capabilities,
     )
     from .notices import DELEGATION_NOTE, settlement_notice
@@ -66,6 +57,7 @@ __all__ = (
     "ContinuationManager",
     "InterruptOutcome",
     "LocalChildRun",
+    "SettlingRun",
     "SubagentCapabilities",
     "SubagentEvent",
     "SubagentProvider",
@@ -74,6 +66,7 @@ __all__ = (
     "SubagentRuntime",
     "SubagentStartRequest",
     "check_output_schema",
+    "check_provider_offer",
     "child_depth",
     "compose_local_child",
     "declared_capabilities",
@@ -87,24 +80,22 @@ __all__ = (
 )
 
 _LAZY = {
-    "CONTINUABLE_DESCRIPTOR": "_child",
-    "DELEGATION_NOTE": "notices",
+    "ActivationState": "_activation",
     "LocalChildRun": "_child",
-    "compose_local_child": "_child",
     "final_output": "_child",
     "parse_structured": "_child",
-    "restore_local_child": "_child",
     "start_local_child": "_child",
-    "ActivationState": "_continuation",
-    "AgentEntry": "_continuation",
     "ContinuableStart": "_continuation",
     "ContinuationManager": "_continuation",
     "InterruptOutcome": "_continuation",
-    "settlement_notice": "notices",
     "DEFAULT_MAX_DEPTH": "_depth",
     "child_depth": "_depth",
     "delegation_depth_of": "_depth",
     "validate_depth": "_depth",
+    "CONTINUABLE_DESCRIPTOR": "_kit",
+    "compose_local_child": "_kit",
+    "restore_local_child": "_kit",
+    "AgentEntry": "_listing",
     "SubagentRuntime": "_runtime",
     "check_output_schema": "_runtime",
     "CAPABILITIES": "_types",
@@ -112,14 +103,18 @@ _LAZY = {
     "CancelSignal": "_types",
     "Capability": "_types",
     "ContinuablePlan": "_types",
+    "ContinuableProvider": "_types",
+    "SettlingRun": "_types",
     "SubagentCapabilities": "_types",
     "SubagentEvent": "_types",
     "SubagentProvider": "_types",
     "SubagentResult": "_types",
     "SubagentRun": "_types",
     "SubagentStartRequest": "_types",
-    "ContinuableProvider": "_types",
+    "check_provider_offer": "_types",
     "declared_capabilities": "_types",
+    "DELEGATION_NOTE": "notices",
+    "settlement_notice": "notices",
 }
 
 

@@ -1,50 +1,41 @@
-"""A local child agent: composed in its setup window, run in its own session, disposed.
+"""A one-shot local child: composed in its setup window, run in its own session, disposed.
 
 Both in-process providers (spawn and fork) use :func:`start_local_child`; they differ in the
 seed (fork copies the parent's completed turns) and in how a tool filter is applied (fork keeps
-the parent's tool list byte-identical for prompt-cache reuse and refuses filtered calls).
+the parent's tool list byte-identical for prompt-cache reuse and refuses filtered calls). The
+child is composed with the local-child kit (:mod:`tether.subagents._kit`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..agents import new_header, resolve_preset_model
-from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
 from ..errors import ErrorCode, SubagentError
-from ..store import (
-    ContextMessage,
-    DescriptorEvent,
-    Event,
-    InboxAccepted,
-    InboxDiscarded,
-    MessageSource,
-)
-from ._depth import child_depth
+from ..store import Event, InboxAccepted, MessageSource
+from ._kit import compose_local_child
 from ._types import SubagentResult, SubagentStartRequest
-from .notices import CONTINUABLE_NOTE, DELEGATION_NOTE
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..models import Message, Model
 
 __all__ = (
-    "CONTINUABLE_DESCRIPTOR",
     "LocalChildRun",
-    "compose_local_child",
     "final_output",
+    "new_message_id",
     "parse_structured",
-    "restore_local_child",
     "start_local_child",
 )
 
-REPORT_HINT = " Use the report tool to tell it something before you finish."
+log = logging.getLogger("tether.subagents")
+
 #: How many times an answer that breaks the output schema is sent back before the run fails.
 STRUCTURED_RETRIES = 2
 #: How long ``dispose()`` waits for a cancelled child to record its end, in seconds.
@@ -53,7 +44,7 @@ DISPOSE_TIMEOUT = 10.0
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```\s*$", re.DOTALL)
 
 
-def final_output(messages: Sequence[Any]) -> str:
+def final_output(messages: Sequence[Message]) -> str:
     """The last non-empty assistant message's text (usage-only, empty ones skipped)."""
     for message in reversed(messages):
         if message.role == "assistant" and message.content.strip():
@@ -61,7 +52,7 @@ def final_output(messages: Sequence[Any]) -> str:
     return ""
 
 
-def parse_structured(text: str, schema: Any) -> tuple[Any, list[str]]:
+def parse_structured(text: str, schema: Mapping[str, Any]) -> tuple[Any, list[str]]:
     """``(value, problems)``: the JSON in ``text`` (a fenced block is accepted) and what is
     wrong with it against ``schema`` (empty when valid)."""
     body = text.strip()
@@ -77,30 +68,44 @@ def parse_structured(text: str, schema: Any) -> tuple[Any, list[str]]:
     validator = jsonschema.Draft202012Validator(schema)
     problems = [
         f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
-        for error in validator.iter_errors(value)
+        # typeshed's deprecated two-argument overload of iter_errors is untyped
+        for error in validator.iter_errors(value)  # pyright: ignore[reportUnknownMemberType]
     ]
     return value, problems
 
 
 class LocalChildRun:
-    """A child agent running in this process, hosted by a task its parent agent owns (so the
-    parent's teardown also ends the child). ``dispose()`` may be called from any task."""
+    """A child agent running in this process, hosted by one task its parent agent owns (so the
+    parent's teardown also ends the child). The host enters the child, runs its task, settles
+    its result (output-schema retries included), hands it to an ``on_settled`` callback if one
+    was given, and keeps the child open until it is disposed. ``dispose()`` may be called from
+    any task but the callback's.
+
+    A live child holds few waitable objects: an Event is made only while someone waits (for the
+    child to open, for its result, for its host to leave, or the host for its release)."""
 
     def __init__(self, child: Agent, request: SubagentStartRequest, history_start: int) -> None:
         self._child = child
         self._request = request
         self._history_start = history_start
-        self._disposed = False
         self._result: SubagentResult | None = None
-        self._release = anyio.Event()
-        self._ready = anyio.Event()
-        self._hosted = anyio.Event()
         self._host_error: BaseException | None = None
+        self._hosting = False
+        self._opened: anyio.Event | None = None
+        self._released = False  # disposed or stopped: the host may leave once settled
+        self._release: anyio.Event | None = None
+        self._settled: anyio.Event | None = None  # result() callers before the result
+        self._gone: anyio.Event | None = None  # dispose() waiting for the host to leave
+        self._on_settled: Callable[[SubagentResult], Awaitable[None]] | None = None
+        self._calling_back = False
+        self._stopped = False
+        self._disposed = False
 
     async def host_in(self, parent: Agent) -> None:
         """Open the child in a job of ``parent``'s (left when the parent is left) and wait
         until it is open; what opening it raised is raised here. The job then runs the
         child's accepted task in its own task (no task more per child)."""
+        self._opened = anyio.Event()
         try:
             parent.start_job(self._host)
             parent.on_teardown(self, self._stop)
@@ -110,7 +115,11 @@ class LocalChildRun:
                 f'agent "{parent.session_id}" is not running, so it cannot host a child',
                 remedy="delegate from inside `async with agent:`",
             ) from None
-        await self._ready.wait()
+        self._hosting = True
+        # A callback, not a watcher task: one task fewer per child.
+        self._request.cancel.on_cancel(self._child.interrupt)
+        await self._opened.wait()
+        self._opened = None
         if self._host_error is not None:
             raise self._host_error
 
@@ -121,20 +130,56 @@ class LocalChildRun:
         try:
             with anyio.CancelScope(shield=True):
                 async with self._child:
-                    self._ready.set()
+                    _set(self._opened)
                     await self._child.run_parked()  # the accepted task, inline
-                    await self._release.wait()
+                    self._result = await self._settle()
+                    _set(self._settled)
+                    await self._serve()
         except Exception as exc:  # reported to whoever waits; never crashes the parent
             self._host_error = exc
         finally:
             self._request.parent.on_teardown(self, None)
-            self._ready.set()
-            self._hosted.set()
+            self._hosting = False
+            for event in (self._opened, self._settled, self._gone):
+                _set(event)
+
+    async def _serve(self) -> None:
+        """Settled: call the ``on_settled`` callback (then leave: the run is disposed), or
+        keep the child open until it is disposed or its parent is left."""
+        while True:
+            callback, self._on_settled = self._on_settled, None
+            if callback is not None and not self._stopped and self._result is not None:
+                self._released = self._calling_back = True
+                try:
+                    await callback(self._result)
+                except Exception:
+                    log.exception("the on_settled callback of child %s failed", self.id)
+                finally:
+                    self._calling_back = False
+                self._disposed = True
+                return
+            if self._released:
+                return
+            self._release = anyio.Event()
+            await self._release.wait()
 
     def _stop(self) -> None:
         """The parent is being left: end the child's turn (it records its end) and leave."""
+        self._stopped = True
         self._child.interrupt()
-        self._release.set()
+        self._released = True
+        _set(self._release)
+
+    def on_settled(self, callback: Callable[[SubagentResult], Awaitable[None]]) -> bool:
+        """Await ``callback(result)`` in the run's own task once the result is known (at once
+        if it is), then dispose of the child: the run needs no task of the caller's to be
+        waited for. Not called when the parent is left first. ``False`` when the run has ended
+        already (its result is there for :meth:`result`)."""
+        if not self._hosting or self._released:
+            return False
+        self._on_settled = callback
+        _set(self._release)
+        return True
 
     @property
     def id(self) -> str:
@@ -145,16 +190,19 @@ class LocalChildRun:
         return self._child
 
     async def result(self) -> SubagentResult:
-        if self._result is None:
-            self._result = await self._settle()
-        return self._result
+        if self._result is None and self._hosting:
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
+        if self._result is not None:
+            return self._result
+        if self._host_error is not None:
+            raise self._host_error
+        return SubagentResult(output="", stop_reason="aborted")  # disposed before it settled
 
     async def _settle(self) -> SubagentResult:
-        child, request = self._child, self._request
-        # A callback, not a watcher task: one task fewer per child.
-        request.cancel.on_cancel(child.interrupt)
         result = await self._until_answered()
-        if request.cancel.cancelled and result.stop_reason == "completed":
+        if self._request.cancel.cancelled and result.stop_reason == "completed":
             return result.model_copy(update={"stop_reason": "aborted"})
         return result
 
@@ -174,7 +222,7 @@ class LocalChildRun:
             value, problems = parse_structured(output, schema)
             if not problems:
                 return SubagentResult(output=output, structured=value, stop_reason="completed")
-            if attempt == STRUCTURED_RETRIES:
+            if attempt == STRUCTURED_RETRIES or self._released:
                 return SubagentResult(
                     output=output,
                     stop_reason="error",
@@ -195,174 +243,20 @@ class LocalChildRun:
         if self._disposed:
             return
         self._disposed = True
+        if self._calling_back:
+            return  # the callback's own task: the run is disposed once the callback returns
         with anyio.CancelScope(shield=True), anyio.move_on_after(DISPOSE_TIMEOUT):
             await self._child.cancel()
-            self._release.set()
-            await self._hosted.wait()
+            self._released = True
+            _set(self._release)
+            if self._hosting:
+                self._gone = anyio.Event()
+                await self._gone.wait()
 
 
-async def compose_local_child(
-    request: SubagentStartRequest,
-    *,
-    provider: str,
-    seed: Sequence[Event] = (),
-    keep_tool_list: bool = False,
-    continuable: bool = False,
-    model: Any = None,
-    model_route: str | None = None,
-    first_prompt: InboxAccepted | None = None,
-) -> Agent:
-    """The setup window: create the child's session and log, and return its agent, restored
-    and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
-    rebuilds the child from) follows the delegation descriptor."""
-    parent = request.parent
-    runtime = parent.runtime
-    if runtime is None:
-        raise SubagentError(
-            ErrorCode.SUBAGENT_INVALID,
-            f'agent "{parent.session_id}" was composed without a runtime, so it cannot delegate',
-            remedy="compose agents with tether.runtime.compose_agent",
-        )
-    depth = child_depth(parent, request.max_depth)
-    # The parent agent preset's plugins first: the child is that preset in a child scope.
-    preset = runtime.preset(parent.name)
-    options = request.agent_options
-    remote = model is not None
-    if model_route is None and options is not None:
-        model_route = options.model
-    if model is None:
-        model = parent.model
-        if model_route is not None:
-            model = resolve_preset_model(preset, model_route)
-    limits = _limits(parent.limits, options.max_output_tokens if options else None)
-    # The parent's explicit overrides, snapshotted now: a child starts from the parent's own
-    # tools and call policy (a delegated parent's narrowing carries down), never the preset's.
-    overrides: dict[str, Any] = {}
-    if parent.tools.names() != preset.tools.names():
-        overrides["tools"] = parent.tools.names()
-    if parent.tool_policy is not None:
-        overrides["tool_policy"] = parent.tool_policy.as_data()
-    tools = parent.tools
-    policy = parent.tool_policy
-    if request.tool_filter is not None:
-        # A name no plugin offers is a misspelling; a name an ancestor's delegation already
-        # took away (or this agent never had) is narrowed again, which changes nothing.
-        known = runtime.known_tool_names()
-        if not keep_tool_list:
-            # A scoped restrict(): a new registry for this child; the parent's stays as it is.
-            tools = tools.restrict(request.tool_filter, known=known)
-        else:
-            request.tool_filter.check_names([*known, *tools.names()], available=tools.names())
-            policy = request.tool_filter.narrow(policy)
-    if continuable:
-        tools = _with_kept_tools(tools, parent.tools)
-    seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
-    header = new_header(
-        agent=parent.name,
-        label=request.label,
-        parent_session=parent.session_id,
-        origin="subagent",
-        delegation_depth=depth,
-        seed_length=len(seed),
-        model=None if remote else (model_route or parent.model_spec),
-    )
-    setup: list[Event] = [*seed]
-    # The delegated policy, snapshotted now and recorded in the child's own log: what every
-    # route that continues the child restores it with (tether.agents applies it on restore).
-    setup.append(
-        DescriptorEvent(
-            kind=DELEGATION_DESCRIPTOR,
-            version=1,
-            data={
-                "provider": provider,
-                "parent_session": parent.session_id,
-                "approval": "deny",
-                "parent_overrides": overrides,
-                "max_depth": request.max_depth,
-                "tool_filter": _filter_data(request),
-                "persona": request.persona,
-                "output_schema": request.output_schema,
-                "tools": tools.names(),
-                "policy": policy.as_data() if policy is not None else None,
-            },
-        )
-    )
-    if continuable:
-        setup.append(
-            DescriptorEvent(
-                kind=CONTINUABLE_DESCRIPTOR,
-                version=1,
-                data={
-                    "mode": "continuable",
-                    "provider": provider,
-                    "label": request.label,
-                    "model": model_route,
-                    "max_output_tokens": limits.max_output_tokens,
-                    "persona": request.persona,
-                    "tool_filter": _filter_data(request),
-                    "tools": tools.names() if tools is not preset.tools else None,
-                    "policy": policy.as_data() if policy is not None else None,
-                    "max_depth": request.max_depth,
-                },
-            )
-        )
-    note = DELEGATION_NOTE
-    if request.persona:
-        note += f"\n\nYour persona for this task:\n{request.persona}"
-    if policy is not None:
-        allowed = policy.as_data()
-        note += f"\n\nOnly these tools are yours to call for this task: {json.dumps(allowed)}."
-    if request.output_schema is not None:
-        note += (
-            "\n\nEnd with a final answer that is only JSON valid against this JSON Schema:\n"
-            + json.dumps(request.output_schema)
-        )
-    if continuable:
-        # A child behind a provider-supplied model (a remote agent) cannot call our tools.
-        hint = REPORT_HINT if tools.get("report") and not remote else ""
-        note += "\n\n" + CONTINUABLE_NOTE + hint
-    setup.append(ContextMessage(role="user", content=note, origin="delegation"))
-    if first_prompt is not None:
-        setup.append(first_prompt)  # accepted with the session: one durable step
-    # The session and its setup window are created together: never half a child.
-    await parent.store.create(header, setup)
-    try:
-        child = preset.agent(
-            header, parent.store, model, limits=limits, cwd=parent.cwd, runtime=runtime
-        )
-        child.tools = tools
-        child.scope = (parent.scope or runtime.kernel.global_scope).child(header.id)
-        child.tool_policy = policy
-        child.approval = "deny"  # pinned by the delegation (recorded as approval: deny above)
-        await child.restore(log=setup)  # just written: no need to read it back
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await parent.store.delete(header.id)  # nobody was told of it: leave nothing
-        raise
-    return child
-
-
-async def restore_local_child(parent: Agent, header: Any, descriptor: DescriptorEvent) -> Agent:
-    """A continuable child rebuilt from its own log (a cold restore), restored and not yet
-    entered. The provider is not called: the descriptor says everything the setup window
-    decided (its model and budget here; its tools, their policy and its approvals are pinned
-    by its ``delegation`` descriptor, which ``Agent.restore`` applies), and the log holds the
-    rest."""
-    runtime = parent.runtime
-    assert runtime is not None
-    data = descriptor.data
-    preset = runtime.preset(header.agent)
-    model = parent.model
-    if data.get("model"):
-        model = resolve_preset_model(preset, data["model"])
-    limits = _limits(parent.limits, data.get("max_output_tokens"))
-    child = preset.agent(
-        header, parent.store, model, limits=limits, cwd=parent.cwd, runtime=runtime
-    )
-    child.scope = (parent.scope or runtime.kernel.global_scope).child(header.id)
-    child.approval = "deny"
-    await child.restore()
-    return child
+def _set(event: anyio.Event | None) -> None:
+    if event is not None:
+        event.set()
 
 
 async def start_local_child(
@@ -371,7 +265,7 @@ async def start_local_child(
     provider: str,
     seed: Sequence[Event] = (),
     keep_tool_list: bool = False,
-    model: Any = None,
+    model: Model | None = None,
 ) -> LocalChildRun:
     """Compose the child (its setup window), accept its first prompt, return its run.
     ``model`` replaces the child's model (a provider whose children are remote agents)."""
@@ -398,21 +292,3 @@ async def start_local_child(
 def new_message_id() -> str:
     """An inbox message id, as agents make them."""
     return f"msg_{os.urandom(8).hex()}"
-
-
-def _limits(limits: Any, max_output_tokens: int | None) -> Any:
-    if max_output_tokens is None:
-        return limits
-    return dataclasses.replace(limits, max_output_tokens=max_output_tokens)
-
-
-def _with_kept_tools(tools: Any, parent_tools: Any) -> Any:
-    """``tools`` plus the parent's tools a filter does not remove (``report``)."""
-    missing = [t for t in parent_tools if t.keep_on_restrict and tools.get(t.name) is None]
-    if not missing:
-        return tools
-    return type(tools)([*tools, *missing])
-
-
-def _filter_data(request: SubagentStartRequest) -> dict[str, Any] | None:
-    return request.tool_filter.as_data() if request.tool_filter is not None else None

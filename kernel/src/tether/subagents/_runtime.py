@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError
 from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
 from ._types import (
     ContinuableProvider,
+    SettlingRun,
     SubagentEvent,
     SubagentProvider,
     SubagentResult,
@@ -69,6 +70,19 @@ class _ObservedRun:
         finally:
             self._end("aborted")
 
+    def on_settled(self, callback: Callable[[SubagentResult], Awaitable[None]]) -> bool:
+        """The provider's run's ``on_settled`` (:class:`SettlingRun`), reporting the end first;
+        ``False`` when the provider's run has none, or has ended already."""
+        run = self._run
+        if not isinstance(run, SettlingRun):
+            return False
+
+        async def settled(result: SubagentResult) -> None:
+            self._end(result.stop_reason)
+            await callback(result)
+
+        return run.on_settled(settled)
+
     def _end(self, stop_reason: str) -> None:
         if self._ended:
             return
@@ -100,12 +114,12 @@ class SubagentRuntime:
     def __init__(self, store: SessionStore | None = None) -> None:
         self.store = store
         self._providers: dict[str, SubagentProvider] = {}
-        self._listeners: list[Callable[[SubagentEvent], Any]] = []
+        self._listeners: list[Callable[[SubagentEvent], object]] = []
         self._continuation: ContinuationManager | None = None
 
     # ------------------------------------------------------------ providers and events
 
-    def on_event(self, listener: Callable[[SubagentEvent], Any]) -> Callable[[], None]:
+    def on_event(self, listener: Callable[[SubagentEvent], object]) -> Callable[[], None]:
         """Call ``listener(event)`` on every lifecycle edge; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
@@ -268,9 +282,10 @@ class SubagentRuntime:
         return found
 
 
-def check_output_schema(schema: Any) -> None:
+def check_output_schema(schema: object) -> None:
     """An output schema must be a valid JSON Schema whose root is an object."""
-    if not isinstance(schema, dict) or schema.get("type") != "object":
+    root = cast("Mapping[str, Any]", schema) if isinstance(schema, dict) else None
+    if root is None or root.get("type") != "object":
         raise SubagentError(
             ErrorCode.INVALID_OUTPUT_SCHEMA,
             'an output schema must be a JSON Schema object with "type": "object" at its root',
@@ -279,7 +294,7 @@ def check_output_schema(schema: Any) -> None:
     import jsonschema
 
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.Draft202012Validator.check_schema(root)
     except jsonschema.SchemaError as exc:
         raise SubagentError(
             ErrorCode.INVALID_OUTPUT_SCHEMA,

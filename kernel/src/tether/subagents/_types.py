@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -14,7 +14,8 @@ from ..store import Event, StopReason
 
 if TYPE_CHECKING:
     from ..agents import Agent, ToolFilter
-    from ..capabilities import Offer
+    from ..loading.capabilities import Offer
+    from ..models import Model
 
 __all__ = (
     "CAPABILITIES",
@@ -23,6 +24,7 @@ __all__ = (
     "Capability",
     "ContinuablePlan",
     "ContinuableProvider",
+    "SettlingRun",
     "SubagentCapabilities",
     "SubagentEvent",
     "SubagentProvider",
@@ -193,6 +195,17 @@ class SubagentRun(Protocol):
     async def dispose(self) -> None: ...
 
 
+@runtime_checkable
+class SettlingRun(SubagentRun, Protocol):
+    """The optional part of a run that hands its result to a callback in its own task, so the
+    caller needs no task of its own to wait for it (a background delegation's notice)."""
+
+    def on_settled(self, callback: Callable[[SubagentResult], Awaitable[None]]) -> bool:
+        """Await ``callback(result)`` once the result is known, then dispose of the child;
+        ``False`` when the run has ended already (use :meth:`SubagentRun.result`)."""
+        ...
+
+
 @dataclass(frozen=True)
 class ContinuablePlan:
     """What ``prepare_continuable`` decides for a continuable child before it is composed."""
@@ -201,7 +214,7 @@ class ContinuablePlan:
     """Events the child's session starts with (a fork's copy of the parent's turns)."""
     keep_tool_list: bool = False
     """Keep the parent's tool list byte-identical and enforce a tool filter at call time."""
-    model: Any = None
+    model: Model | None = None
     """The child's model, when the provider supplies it (a remote agent behind a model)."""
     model_route: str | None = None
     """The model spec recorded for a cold restore, which resolves it again (``acp:NAME``)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
+    from ..loading.kernel import Kernel
     from ..runtime import Runtime
 
 _AUTOLOAD_ENV = "TETHER_DISABLE_PLUGIN_AUTOLOAD"

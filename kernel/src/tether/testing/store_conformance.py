@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,7 +56,7 @@ def _message(n: int, content: str = "hello") -> InboxAccepted:
 
 
 @asynccontextmanager
-async def _second(reopen: Callable[[], SessionStore] | None) -> AsyncIterator[SessionStore]:
+async def _second(reopen: Callable[[], SessionStore] | None) -> AsyncGenerator[SessionStore]:
     """Another store object on the same storage (another owner), closed afterwards."""
     if reopen is None:
         pytest.skip("this store has no second instance on one storage (no reopen fixture)")

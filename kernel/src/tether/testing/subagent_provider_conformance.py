@@ -28,22 +28,26 @@ import anyio
 import pytest
 
 from ..agents import Agent
-from ..capabilities import Offer
 from ..errors import CapabilityError, ErrorCode, ModelError, SubagentError
+from ..loading.capabilities import Offer
 from ..models import FunctionModel, ModelRequest
 from ..runtime import compose_agent
 from ..store import MemoryStore
 from ..subagents import (
     SubagentCapabilities,
     SubagentProvider,
+    SubagentResult,
     SubagentRun,
     SubagentRuntime,
     SubagentStartRequest,
+    check_provider_offer,
 )
-from ..subagents._types import check_provider_offer
 from ._kernel import make_kernel, write_profile
 
 __all__ = ("SubagentProviderConformance", "conformance_model")
+
+#: The ``make_parent`` fixture: builds a parent agent, not yet entered.
+_ParentFactory = Callable[[], Awaitable[Agent]]
 
 _PROFILE = """
 [tether]
@@ -70,7 +74,7 @@ class SubagentProviderConformance:
     """Behaviours every ``SubagentProvider`` must have; one test per behaviour."""
 
     @pytest.fixture
-    def make_parent(self, tmp_path: Path) -> Callable[[], Awaitable[Agent]]:
+    def make_parent(self, tmp_path: Path) -> _ParentFactory:
         """A factory for a parent agent (not yet entered) that delegates to the provider."""
         kernel = make_kernel(write_profile(tmp_path, _PROFILE))
 
@@ -95,7 +99,7 @@ class SubagentProviderConformance:
 
     async def _run(
         self, runtime: SubagentRuntime, provider: SubagentProvider, request: SubagentStartRequest
-    ) -> tuple[SubagentRun, object]:
+    ) -> tuple[SubagentRun, SubagentResult]:
         run = await runtime.start(provider.name, request)
         try:
             with anyio.fail_after(10):
@@ -119,18 +123,24 @@ class SubagentProviderConformance:
         assert check_provider_offer(offer, offer.name or provider.name, [provider]) is None
 
     async def test_a_completed_child_resolves_with_its_last_message(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         parent = await make_parent()
         async with parent:
             _, result = await self._run(
                 runtime, provider, SubagentStartRequest(prompt="hello", parent=parent)
             )
-        assert result.stop_reason == "completed"  # type: ignore[attr-defined]
-        assert result.output == "conformance answer"  # type: ignore[attr-defined]
+        assert result.stop_reason == "completed"
+        assert result.output == "conformance answer"
 
     async def test_a_local_run_is_identified_by_its_child_session(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         parent = await make_parent()
         async with parent:
@@ -146,17 +156,23 @@ class SubagentProviderConformance:
         assert header.delegation_depth == parent.header.delegation_depth + 1
 
     async def test_a_child_failure_resolves_with_its_stop_reason(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         parent = await make_parent()
         async with parent:
             _, result = await self._run(
                 runtime, provider, SubagentStartRequest(prompt="FAIL please", parent=parent)
             )
-        assert result.stop_reason == "error"  # type: ignore[attr-defined]
+        assert result.stop_reason == "error"
 
     async def test_a_cancel_after_start_resolves_as_aborted(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         parent = await make_parent()
         async with parent:
@@ -172,7 +188,10 @@ class SubagentProviderConformance:
         assert result.stop_reason == "aborted"
 
     async def test_dispose_is_idempotent_and_leaves_the_child_idle(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         parent = await make_parent()
         async with parent:
@@ -186,7 +205,10 @@ class SubagentProviderConformance:
                 assert run.local_agent.status == "idle"
 
     async def test_a_cancel_before_start_starts_nothing(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         parent = await make_parent()
         async with parent:
@@ -198,7 +220,10 @@ class SubagentProviderConformance:
             assert await parent.store.sessions(parent=parent.session_id) == []
 
     async def test_output_schema_yields_the_structured_value(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         if not provider.capabilities.output_schema:
             pytest.skip("no output_schema capability")
@@ -210,10 +235,13 @@ class SubagentProviderConformance:
                 provider,
                 SubagentStartRequest(prompt="JSON please", parent=parent, output_schema=schema),
             )
-        assert result.structured == {"answer": "ok"}  # type: ignore[attr-defined]
+        assert result.structured == {"answer": "ok"}
 
     async def test_depth_limit_refuses_a_child_beyond_max_depth(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
         if not provider.capabilities.depth_limit:
             pytest.skip("no depth_limit capability")
@@ -225,20 +253,24 @@ class SubagentProviderConformance:
         assert caught.value.code == ErrorCode.SUBAGENT_DEPTH_EXCEEDED
 
     async def test_an_undeclared_capability_is_refused_before_start(
-        self, provider, runtime, make_parent
+        self,
+        provider: SubagentProvider,
+        runtime: SubagentRuntime,
+        make_parent: _ParentFactory,
     ) -> None:
-        missing = [c for c in ("output_schema", "persona") if not getattr(provider.capabilities, c)]
-        if not missing:
+        capabilities = provider.capabilities
+        if capabilities.output_schema and capabilities.persona:
             pytest.skip("declares every capability this test can ask for")
         parent = await make_parent()
-        options = {
-            "output_schema": {"type": "object"},
-            "persona": "a careful reviewer",
-        }
         async with parent:
-            request = SubagentStartRequest(
-                prompt="hello", parent=parent, **{missing[0]: options[missing[0]]}
-            )
+            if not capabilities.output_schema:
+                request = SubagentStartRequest(
+                    prompt="hello", parent=parent, output_schema={"type": "object"}
+                )
+            else:
+                request = SubagentStartRequest(
+                    prompt="hello", parent=parent, persona="a careful reviewer"
+                )
             with pytest.raises(CapabilityError) as caught:
                 await runtime.start(provider.name, request)
         assert caught.value.code == ErrorCode.UNSUPPORTED_CAPABILITY

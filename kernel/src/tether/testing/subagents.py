@@ -11,8 +11,8 @@ capabilities through ``tether_offers``, so the load-time negotiation of a delega
 
 from __future__ import annotations
 
-from ..capabilities import Offer
 from ..hookspecs import hookimpl
+from ..loading.capabilities import Offer
 from ..subagents import (
     CAPABILITIES,
     LocalChildRun,

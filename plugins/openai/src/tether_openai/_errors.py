@@ -6,9 +6,10 @@ import email.utils
 import json
 import math
 import time
-from typing import Any
 
 import httpx
+
+from ._json import json_object
 
 __all__ = (
     "MAX_ERROR_CHARS",
@@ -55,17 +56,19 @@ def error_text(response: httpx.Response) -> str:
     """The server's ``error.message`` (or the start of the body), capped, on one line."""
     text = ""
     try:
-        data: Any = response.json()
+        data: object = response.json()
     except (ValueError, UnicodeDecodeError):
         data = None
-    if isinstance(data, dict):
-        error: Any = data.get("error")  # pyright: ignore[reportUnknownMemberType]
-        if isinstance(error, dict) and error.get("message"):  # pyright: ignore[reportUnknownMemberType]
-            text = str(error["message"])  # pyright: ignore[reportUnknownArgumentType]
+    body = json_object(data)
+    if body is not None:
+        error = body.get("error")
+        details = json_object(error)
+        if details is not None and details.get("message"):
+            text = str(details["message"])
         elif isinstance(error, str):
             text = error
-        elif isinstance(data.get("message"), str):  # pyright: ignore[reportUnknownMemberType]
-            text = str(data["message"])  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(body.get("message"), str):
+            text = str(body["message"])
     if not text:
         text = response.text.strip() or response.reason_phrase or "(no body)"
     text = " ".join(text.split())
@@ -79,13 +82,13 @@ def is_context_overflow(response: httpx.Response) -> bool:
     if response.status_code not in (400, 413, 422):
         return False
     try:
-        data: Any = response.json()
+        data: object = response.json()
     except (ValueError, UnicodeDecodeError):
         data = None
-    if isinstance(data, dict):
-        error: Any = data.get("error")  # pyright: ignore[reportUnknownMemberType]
-        if isinstance(error, dict) and error.get("code") in _OVERFLOW_CODES:  # pyright: ignore[reportUnknownMemberType]
-            return True
+    body = json_object(data)
+    error = json_object(body.get("error")) if body is not None else None
+    if error is not None and error.get("code") in _OVERFLOW_CODES:
+        return True
     body = response.text.lower()
     return any(words in body for words in _OVERFLOW_WORDS)
 

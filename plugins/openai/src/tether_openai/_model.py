@@ -234,6 +234,6 @@ def _attach_body(error: ModelError, response: httpx.Response) -> None:
     """Keep the whole body: as ``error.body``, as a note (``--debug`` prints it) and in the
     debug log."""
     body = body_note(response)
-    error.body = body  # type: ignore[attr-defined]
+    error.body = body
     error.add_note(f"response body ({response.status_code}):\n{body}")
     logger.debug("%s: HTTP %s body: %s", error.message, response.status_code, body)

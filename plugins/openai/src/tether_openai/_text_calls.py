@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any, Literal
 
+from ._json import json_array, json_object
+
 __all__ = ("TextCallFormat", "parse_text_calls")
 
 TextCallFormat = Literal["json", "xml"]
@@ -41,16 +43,18 @@ def parse_text_calls(text: str, form: TextCallFormat) -> list[tuple[str, dict[st
 
 def _json_calls(block: str) -> list[tuple[str, dict[str, Any]]]:
     try:
-        data = json.loads(block.strip())
+        data: object = json.loads(block.strip())
     except json.JSONDecodeError:
         return []
-    items: list[Any] = data if isinstance(data, list) else [data]  # pyright: ignore[reportUnknownVariableType]
+    items = json_array(data)
     calls: list[tuple[str, dict[str, Any]]] = []
-    for item in items:
-        if not isinstance(item, dict):
+    for value in items if items is not None else [data]:
+        item = json_object(value)
+        if item is None:
             continue
-        if isinstance(item.get("function"), dict):  # {"type": "function", "function": {...}}
-            item = item["function"]
+        function = json_object(item.get("function"))
+        if function is not None:  # {"type": "function", "function": {...}}
+            item = function
         name = item.get("name")
         arguments = item.get("arguments", item.get("parameters", {}))
         if isinstance(arguments, str):
@@ -58,8 +62,9 @@ def _json_calls(block: str) -> list[tuple[str, dict[str, Any]]]:
                 arguments = json.loads(arguments)
             except json.JSONDecodeError:
                 continue
-        if isinstance(name, str) and name and isinstance(arguments, dict):
-            calls.append((name, arguments))  # pyright: ignore[reportUnknownArgumentType]
+        fields = json_object(arguments)
+        if isinstance(name, str) and name and fields is not None:
+            calls.append((name, fields))
     return calls
 
 

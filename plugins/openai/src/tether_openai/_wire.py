@@ -7,14 +7,15 @@ import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from tether.models import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from tether.models import FinishReason, Message, ModelRequest, ModelResponse, ToolCall, Usage
 
+from ._json import json_array, json_object
 from ._text_calls import TextCallFormat, parse_text_calls
 
 __all__ = ("FINISH_REASONS", "NotAChatCompletion", "encode_messages", "parse_response")
 
 #: Finish reasons of the API -> tether's.
-FINISH_REASONS = {
+FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",
@@ -84,19 +85,20 @@ def parse_response(
     ``text_calls`` set and no structured call in the message, calls written in the text are
     parsed (only for the tools in ``tool_names``) and the text is kept as the content.
     """
-    if not isinstance(data, dict):
+    body = json_object(data)
+    if body is None:
         raise NotAChatCompletion(f"the body is a JSON {type(data).__name__}, not an object")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
+    choices = json_array(body.get("choices"))
+    if not choices:
         raise NotAChatCompletion("it has no choices")
-    choice = choices[0]
-    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+    choice = json_object(choices[0])
+    message = json_object(choice.get("message")) if choice is not None else None
+    if choice is None or message is None:
         raise NotAChatCompletion("choices[0] has no message object")
-    message: dict[str, Any] = choice["message"]
     content = _content_text(message.get("content"))
-    prefix = _id_prefix(data)
-    raw_calls = message.get("tool_calls") or []
-    if not isinstance(raw_calls, list):
+    prefix = _id_prefix(body)
+    raw_calls = json_array(message.get("tool_calls") or [])
+    if raw_calls is None:
         raise NotAChatCompletion("choices[0].message.tool_calls is not a list")
     calls = [_tool_call(call, index, prefix) for index, call in enumerate(raw_calls)]
     finish = FINISH_REASONS.get(str(choice.get("finish_reason") or "stop"), "stop")
@@ -109,13 +111,9 @@ def parse_response(
             finish = "tool_calls"
     if message.get("refusal"):
         finish = "refusal"
-    usage = data.get("usage") or {}
-    if not isinstance(usage, dict):
-        usage = {}
-    details = usage.get("prompt_tokens_details") or {}
-    cached = (details.get("cached_tokens") if isinstance(details, dict) else None) or usage.get(
-        "prompt_cache_hit_tokens"
-    )
+    usage = json_object(body.get("usage")) or {}
+    details = json_object(usage.get("prompt_tokens_details")) or {}
+    cached = details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens")
     return ModelResponse(
         text=content or str(message.get("refusal") or ""),
         tool_calls=tuple(calls),
@@ -124,29 +122,37 @@ def parse_response(
             output_tokens=_count(usage.get("completion_tokens")),
             cached_input_tokens=_count(cached),
         ),
-        finish_reason=finish,  # type: ignore[arg-type]
+        finish_reason=finish,
     )
 
 
-def _content_text(content: Any) -> str | None:
+def _content_text(content: object) -> str | None:
     """The content string; a list of parts (``[{"type": "text", "text": ...}]``, which some
     servers send) is joined."""
     if content is None or isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
-        if all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in parts):
-            return "".join(str(p.get("text", "")) for p in parts)
+    parts = json_array(content)
+    if parts is not None:
+        texts = [_part_text(part) for part in parts]
+        if all(text is not None for text in texts):
+            return "".join(text or "" for text in texts)
     raise NotAChatCompletion(
         f"choices[0].message.content is a JSON {type(content).__name__}, not a string"
     )
 
 
-def _count(value: Any) -> int:
+def _part_text(part: object) -> str | None:
+    """A content part's text (``""`` when it has none); ``None`` when it is no text part."""
+    fields = json_object(part)
+    text = fields.get("text", "") if fields is not None else None
+    return text if isinstance(text, str) else None
+
+
+def _count(value: object) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def _id_prefix(data: dict[str, Any]) -> str:
+def _id_prefix(data: dict[str, object]) -> str:
     """``call_<response id>``, or a digest of the body when the server sent no id."""
     response_id = data.get("id")
     if isinstance(response_id, str) and response_id:
@@ -155,38 +161,36 @@ def _id_prefix(data: dict[str, Any]) -> str:
     return f"call_{digest[:16]}"
 
 
-def _tool_call(call: Any, index: int, prefix: str) -> ToolCall:
+def _tool_call(call: object, index: int, prefix: str) -> ToolCall:
     where = f"choices[0].message.tool_calls[{index}]"
-    if not isinstance(call, dict):
+    fields = json_object(call)
+    if fields is None:
         raise NotAChatCompletion(f"{where} is not an object")
-    function = call.get("function")
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+    function = json_object(fields.get("function"))
+    name = function.get("name") if function is not None else None
+    if function is None or not isinstance(name, str):
         raise NotAChatCompletion(f"{where} has no function name")
-    call_id = call.get("id")
+    call_id = fields.get("id")
     if not isinstance(call_id, str) or not call_id:
         call_id = f"{prefix}_{index}"
     raw = function.get("arguments")
-    invalid = None
-    if isinstance(raw, dict):  # some servers send the object itself, not its JSON text
-        arguments: Any = raw
+    invalid: str | None = None
+    arguments: dict[str, object] | None
+    if (given := json_object(raw)) is not None:  # some servers send the object itself
+        arguments = given
     elif raw is None or raw == "":
         arguments = {}
     elif isinstance(raw, str):
         try:
-            arguments = json.loads(raw)
+            arguments = json_object(json.loads(raw))
         except json.JSONDecodeError:
             arguments = None
-        if not isinstance(arguments, dict):
+        if arguments is None:
             invalid = raw
     else:
         arguments, invalid = None, json.dumps(raw, ensure_ascii=False)
-    if not isinstance(arguments, dict):
+    if arguments is None:
         # The model wrote arguments that are not a JSON object: the turn loop answers the call
         # with an error result and does not run the tool.
         arguments, invalid = {}, invalid if invalid is not None else str(raw)
-    return ToolCall(
-        id=call_id,
-        name=function["name"],
-        arguments=arguments,  # pyright: ignore[reportUnknownArgumentType]
-        invalid_arguments=invalid,
-    )
+    return ToolCall(id=call_id, name=name, arguments=arguments, invalid_arguments=invalid)

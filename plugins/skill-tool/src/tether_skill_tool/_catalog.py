@@ -80,7 +80,7 @@ def recover_published(messages: tuple[Message, ...]) -> Entries | None:
             return ()
         if INITIAL_INTRO not in body and REPLACEMENT_INTRO not in body:
             continue
-        entries = []
+        entries: list[tuple[str, str]] = []
         inside = False
         for line in body.splitlines():
             if line == "<available_skills>":
@@ -152,7 +152,7 @@ class InvocationStep:
         ):
             return None
         names = list(dict.fromkeys(m[2] for m in GESTURE.finditer(context.turn_message)))
-        messages = []
+        messages: list[Message] = []
         for name in names:
             definition = await agent.runtime.skills.get(name, scope=agent.scope, cwd=agent.cwd)
             if definition is not None and definition.invocation.user_invocable:

@@ -10,7 +10,7 @@ import anyio
 from tether.agents import Agent, Tool, ToolContext, ToolError
 from tether.errors import TetherError
 from tether.store import MessageSource
-from tether.subagents import SubagentResult, SubagentStartRequest
+from tether.subagents import SettlingRun, SubagentResult, SubagentStartRequest
 from tether.subagents.notices import failure_text, notice_text
 
 if TYPE_CHECKING:
@@ -131,11 +131,21 @@ def delegation_tool(settings: ToolSettings) -> Tool:
 async def _background(
     agent: Agent, runtime: Any, provider: str, request: SubagentStartRequest
 ) -> str:
-    """Start a job the parent owns; it delivers a notice when the child ends."""
+    """Start the child; a notice reaches the parent when it ends. A run that settles in its
+    own task (``SettlingRun``: spawn's and fork's) calls back; otherwise a job the parent owns
+    waits for it."""
     try:
         child = await runtime.start(provider, request)
     except TetherError as exc:
         raise ToolError(str(exc)) from exc
+
+    async def notify(result: SubagentResult) -> None:
+        await agent.steer(
+            notice_text(child.id, result), source=MessageSource(kind="notice", sender=child.id)
+        )
+
+    if isinstance(child, SettlingRun) and child.on_settled(notify):
+        return f"started background subagent task {child.id}"
 
     async def job() -> None:
         try:
@@ -148,9 +158,7 @@ async def _background(
             result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
         with anyio.CancelScope(shield=True):
             await child.dispose()
-        await agent.steer(
-            notice_text(child.id, result), source=MessageSource(kind="notice", sender=child.id)
-        )
+        await notify(result)
 
     agent.start_job(job)
     return f"started background subagent task {child.id}"

@@ -32,18 +32,19 @@ import signal
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
 from tether.errors import ErrorCode, ModelError
-from tether.models import ModelRequest, ModelResponse
+from tether.models import FinishReason, ModelRequest, ModelResponse
 from tether.store import DescriptorEvent
 
 from ._client import ChildClient
 from ._settings import command_problem
 
 if TYPE_CHECKING:
+    from acp import RequestError
     from acp.client.connection import ClientSideConnection
     from acp.schema import InitializeResponse
 
@@ -62,7 +63,7 @@ SESSION_DESCRIPTOR = "acp/session"
 #: The descriptor kind of the text an agent streamed in a turn that ended without its answer.
 PARTIAL_DESCRIPTOR = "acp/partial"
 #: ACP stop reason -> tether finish reason (``cancelled`` is handled where it happens).
-FINISH = {
+FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
     "max_tokens": "length",
     "max_turn_requests": "length",
@@ -564,7 +565,7 @@ class AcpModel:
                     f"{self.name}: the ACP agent cancelled the turn itself",
                 )
             await self._record_turn(client)
-            return ModelResponse(text=client.text(), finish_reason=FINISH.get(stop, "error"))  # type: ignore[arg-type]
+            return ModelResponse(text=client.text(), finish_reason=FINISH.get(stop, "error"))
         await self._record_turn(client, unfinished="error")
         await self.close()  # the process is gone or broken: a later turn starts anew
         if answer is None:
@@ -616,7 +617,7 @@ class AcpModel:
     # ------------------------------------------------------------------ diagnostics
 
     def _diagnostic(self) -> str:
-        parts = []
+        parts: list[str] = []
         process = self._process
         if process is not None and process.returncode is not None:
             parts.append(f"exit status {process.returncode}")
@@ -630,16 +631,17 @@ class AcpModel:
 _WARM: dict[tuple[str, str], AcpModel] = {}
 
 
-def _rpc_reason(error: Any) -> str:
+def _rpc_reason(error: RequestError) -> str:
     """A JSON-RPC error as one line: its message, code, and the ``data`` that says why."""
     text = f"{error} ({error.code})"
-    data = error.data
+    data: object = error.data  # whatever JSON the agent sent
     if data is None or data == {} or data == "":
         return text
     if isinstance(data, dict):
-        details = [data.get(key) for key in ("details", "reason", "message")]  # type: ignore[union-attr]
+        data = cast("dict[object, object]", data)  # parsed JSON: any keys, any values
+        details = [data.get(key) for key in ("details", "reason", "message")]
         detail = next((d for d in details if isinstance(d, str) and d), None)
-        if detail is not None and len(data) == 1:  # type: ignore[arg-type]
+        if detail is not None and len(data) == 1:
             return f"{text}: {detail[:ERROR_DATA_CHARS]}"
     if isinstance(data, str):
         return f"{text}: {data[:ERROR_DATA_CHARS]}"

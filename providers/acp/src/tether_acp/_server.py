@@ -84,14 +84,20 @@ import anyio
 import pydantic
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
     CancelNotification,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    PermissionOptionKind,
     PromptCapabilities,
     PromptResponse,
     StopReason,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolKind,
+    UserMessageChunk,
 )
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -115,7 +121,7 @@ from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
 
 if TYPE_CHECKING:
     from tether.agents import Agent
-    from tether.kernel import Kernel
+    from tether.loading.kernel import Kernel
 
 __all__ = ("PROTOCOL_VERSION", "TetherAcpAgent", "serve")
 
@@ -132,6 +138,9 @@ _PERSON = frozenset({"user", "followup", "steer"})
 
 #: The notifications a client may send, and their parameters.
 _NOTIFICATIONS = {"session/cancel": CancelNotification}
+
+#: The ``session/update`` payloads this server sends.
+_Update = UserMessageChunk | AgentMessageChunk | ToolCallStart | ToolCallProgress
 
 #: Where derived message ids live (``uuid5`` of the session, turn and place).
 _MESSAGE_IDS = uuid.UUID("5b0f4f5e-8d0e-4a8e-9c7c-7e7468657468")
@@ -332,7 +341,7 @@ class TetherAcpAgent:
         announced as a ``tool_call`` of its own first, and closed with the answer."""
         call_id = f"permission-{uuid.uuid4().hex}"
         title = f"{question.title} ({question.asker}, session {question.session})"
-        kind = cast(Any, question.kind)
+        kind = cast("ToolKind | None", question.kind)  # ACP's kinds; pydantic checks it
         await self._notify(
             session.id, acp.start_tool_call(call_id, title, kind=kind, status="pending")
         )
@@ -361,11 +370,14 @@ class TetherAcpAgent:
             tool_call=ToolCallUpdate(
                 tool_call_id=call_id,
                 title=f"{question.title} ({question.asker}, session {question.session})",
-                kind=question.kind,  # type: ignore[arg-type]
+                # ACP's kinds (tether's own questions use them too); pydantic checks them.
+                kind=cast("ToolKind | None", question.kind),
                 status="pending",
             ),
             options=[
-                PermissionOption(option_id=option_id, name=name, kind=kind)  # type: ignore[arg-type]
+                PermissionOption(
+                    option_id=option_id, name=name, kind=cast(PermissionOptionKind, kind)
+                )
                 for option_id, name, kind in question.options
             ],
         )
@@ -382,7 +394,7 @@ class TetherAcpAgent:
             return None
         return choice
 
-    async def _notify(self, session_id: str, update: Any) -> None:
+    async def _notify(self, session_id: str, update: _Update) -> None:
         """Send a ``session/update``; once the client is gone, updates are dropped."""
         try:
             await self._client.session_update(session_id=session_id, update=update)
@@ -691,7 +703,7 @@ class _MessageIds:
         return str(uuid.uuid5(_MESSAGE_IDS, f"{self._session}/{self._turn}/{self._count}"))
 
 
-def _tool_calls(message: AssistantMessage) -> list[Any]:
+def _tool_calls(message: AssistantMessage) -> list[ToolCallStart]:
     return [
         acp.start_tool_call(
             call.id, call.name, status="in_progress", raw_input=dict(call.arguments)
@@ -700,7 +712,7 @@ def _tool_calls(message: AssistantMessage) -> list[Any]:
     ]
 
 
-def _tool_result(result: ToolResult) -> Any:
+def _tool_result(result: ToolResult) -> ToolCallProgress:
     return acp.update_tool_call(
         result.tool_call_id,
         status="failed" if result.is_error else "completed",
@@ -708,12 +720,12 @@ def _tool_result(result: ToolResult) -> Any:
     )
 
 
-def _updates(event: Event, ids: _MessageIds) -> list[Any]:
+def _updates(event: Event, ids: _MessageIds) -> list[_Update]:
     """What a prompt streams for an event the agent logged."""
     message_id = ids.next(event)
     match event:
         case AssistantMessage(content=content):
-            text = []
+            text: list[_Update] = []
             if content:
                 chunk = acp.update_agent_message_text(content)
                 # Each of tether's messages is whole: its own id tells a client where one
@@ -727,7 +739,7 @@ def _updates(event: Event, ids: _MessageIds) -> list[Any]:
             return []
 
 
-def _replay(event: Event, ids: _MessageIds) -> list[Any]:
+def _replay(event: Event, ids: _MessageIds) -> list[_Update]:
     """What ``session/load`` replays for a stored event."""
     match event:
         case UserMessage(content=content, source=source) if source.kind in _PERSON:
@@ -786,7 +798,7 @@ async def serve(
     from tether.store import profile_store
 
     _check(kernel, agent_name, model_spec)
-    store = profile_store(kernel.profile)
+    store = profile_store(kernel)
     try:
         sink, source = streams if streams is not None else await _stdio()
         async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as host:

@@ -34,7 +34,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -297,7 +297,7 @@ class LineGuard:
                 _salvage(line.decode("utf-8", "replace")),
             ) from None
         try:
-            value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
+            value: object = json.loads(text, parse_constant=_not_json, parse_float=_finite)
         except (ValueError, RecursionError) as exc:
             raise _Reject(
                 PARSE_ERROR,
@@ -308,14 +308,15 @@ class LineGuard:
             raise _Reject(
                 INVALID_REQUEST,
                 f"{where} is a JSON-RPC batch (an array); ACP takes one message per line",
-                *map(_envelope_of, value),  # pyright: ignore[reportUnknownArgumentType]
+                *map(_envelope_of, cast("list[object]", value)),
             )
         if not isinstance(value, dict):
             raise _Reject(
                 INVALID_REQUEST,
                 f"{where} is JSON but not a JSON-RPC message (an object): {_shown(value)}",
             )
-        return self._check_message(value, where)  # pyright: ignore[reportUnknownArgumentType]
+        # Parsed JSON: an object's keys are strings.
+        return self._check_message(cast("dict[str, Any]", value), where)
 
     def _check_message(self, message: dict[str, Any], where: str) -> dict[str, Any] | None:
         envelope = _envelope_of(message)
@@ -429,11 +430,10 @@ def _valid_id(value: object) -> bool:
 
 
 def _valid_error(error: object) -> bool:
-    return (
-        isinstance(error, dict)
-        and isinstance(error.get("code"), int)  # pyright: ignore[reportUnknownMemberType]
-        and isinstance(error.get("message"), str)  # pyright: ignore[reportUnknownMemberType]
-    )
+    if not isinstance(error, dict):
+        return False
+    fields = cast("dict[str, object]", error)  # parsed JSON: an object's keys are strings
+    return isinstance(fields.get("code"), int) and isinstance(fields.get("message"), str)
 
 
 def _key(request_id: object) -> str:
@@ -481,7 +481,7 @@ def _envelope_of(value: object) -> _Envelope:
     """The id, method and kind of a parsed message (anything else has none)."""
     if not isinstance(value, dict):
         return _Envelope()
-    message: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    message = cast("dict[str, object]", value)  # parsed JSON: an object's keys are strings
     return _Envelope(
         message.get("id", _MISSING),
         message.get("method", _MISSING),
@@ -520,11 +520,12 @@ def _encode(message: dict[str, Any]) -> bytes:
     return (text + "\n").encode("ascii")
 
 
-def _finite_only(value: Any) -> Any:
+def _finite_only(value: object) -> object:
+    # An answer is any mapping, sequence or value a handler built.
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite_only(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        return {k: _finite_only(v) for k, v in cast("dict[object, object]", value).items()}
     if isinstance(value, list | tuple):
-        return [_finite_only(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return [_finite_only(v) for v in cast("list[object] | tuple[object, ...]", value)]
     return value

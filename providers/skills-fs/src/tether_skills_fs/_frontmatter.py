@@ -16,7 +16,8 @@ out, within a budget, so nothing downstream ever walks an exploding value.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Collection
+from typing import Any, cast
 
 import yaml
 from frontmatter.default_handlers import YAMLHandler
@@ -188,11 +189,13 @@ def expansion_problem(data: Any, size: int) -> tuple[str, str] | None:
                 "contains itself through an alias)",
                 "flatten it and write the values out without aliases (*name)",
             )
-        children: list[Any] | None = None
+        # Parsed YAML: containers of anything.
+        children: list[object] | None = None
         if isinstance(value, dict):
-            children = [part for pair in value.items() for part in pair]  # pyright: ignore[reportUnknownVariableType]
+            pairs = cast("dict[object, object]", value).items()
+            children = [part for pair in pairs for part in pair]
         elif isinstance(value, list | tuple | set | frozenset):
-            children = list(value)  # pyright: ignore[reportUnknownArgumentType]
+            children = list(cast("Collection[object]", value))
         elif isinstance(value, str | bytes):
             chars += len(value)
         if children is not None:

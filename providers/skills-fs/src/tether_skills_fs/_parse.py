@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import reprlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tether.skills import SKILL_NAME_MAX, InvocationPolicy, is_skill_name
 
@@ -195,7 +195,7 @@ def _load_yaml(frontmatter: str, notes: list[tuple[str, str]]) -> dict[str, Any]
             "its frontmatter is not a mapping of keys to values",
             "write key: value lines between the --- fences",
         )
-    return data  # pyright: ignore[reportUnknownVariableType]
+    return cast("dict[str, Any]", data)  # parsed YAML: a mapping, read by string keys
 
 
 def _name(data: dict[str, Any], expected: str, flat: bool, notes: list[tuple[str, str]]) -> str:
@@ -266,7 +266,7 @@ def _switch_tables(data: dict[str, Any]) -> list[tuple[str, dict[Any, Any]]]:
     tables: list[tuple[str, dict[Any, Any]]] = [("", data)]
     metadata = data.get("metadata")
     if isinstance(metadata, dict):
-        tables.append(("metadata.", metadata))  # pyright: ignore[reportUnknownArgumentType]
+        tables.append(("metadata.", cast("dict[Any, Any]", metadata)))  # parsed YAML
     return tables
 
 
@@ -322,7 +322,8 @@ def _metadata(data: dict[str, Any], notes: list[tuple[str, str]]) -> dict[str, A
             ("its metadata is not a mapping (ignored)", "write metadata as key: value lines")
         )
         return None
-    return {str(key): value for key, value in raw.items()}
+    mapping = cast("dict[object, Any]", raw)  # parsed YAML: any keys, any values
+    return {str(key): value for key, value in mapping.items()}
 
 
 def parse_skill(text: str, *, expected_name: str, flat: bool) -> ParsedSkill:

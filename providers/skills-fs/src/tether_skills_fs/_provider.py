@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import anyio.to_thread
 
@@ -69,10 +70,11 @@ class FileSystemSkillProvider:
         full_check_seconds: float = FULL_CHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        seconds = cast(object, full_check_seconds)  # a caller's value is checked, not trusted
         if (
-            isinstance(full_check_seconds, bool)
-            or not isinstance(full_check_seconds, int | float)
-            or not 0 <= full_check_seconds < float("inf")
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds < float("inf")
         ):
             raise ValueError(
                 f"full_check_seconds must be a finite number >= 0, not {full_check_seconds!r} "

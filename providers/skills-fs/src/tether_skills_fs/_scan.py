@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from tether.skills import (
     DirectoryResources,
@@ -59,8 +59,9 @@ __all__ = (
 log = logging.getLogger("tether.skills.fs")
 
 #: What a fingerprint records for a root or file that could not be read, or is a loop.
-_UNREADABLE = "unreadable"
-_LOOP = "loop"
+_Failure = Literal["unreadable", "loop"]
+_UNREADABLE: _Failure = "unreadable"
+_LOOP: _Failure = "loop"
 #: Where the file cap is set, for the message of a file over it.
 _CAP_SETTING = "max_skill_file_bytes in [plugin.skills-fs]"
 
@@ -69,8 +70,19 @@ _CAP_SETTING = "max_skill_file_bytes in [plugin.skills-fs]"
 #: leaves the time as it was, and FAT keeps times to 2 seconds.
 MTIME_GRANULARITY_NS = 2_000_000_000
 
-#: Per root: (folder, per entry (name, (mtime_ns, size, inode) | None | "unreadable" | ...)).
-Fingerprint = tuple[tuple[str, Any], ...]
+#: A file as ``stat`` saw it: ``(mtime_ns, size, inode)`` for a regular file,
+#: ``("special", file type, inode)`` for anything else.
+_FileMark = tuple[int, int, int] | tuple[str, int, int]
+#: An entry's mark: its skill file's, ``None`` when it has none, or the failure mark.
+_EntryMark = _FileMark | _Failure | None
+#: A root folder's mark: ``(device, inode, mode, mtime_ns, ctime_ns)``, ``None`` when it is
+#: missing, or the failure mark.
+_FolderMark = tuple[int, int, int, int, int] | _Failure | None
+#: A root's part of the fingerprint: per entry ``(name, mark)``; ``None`` when the root is
+#: missing, or the failure mark.
+_RootMarks = tuple[tuple[str, _EntryMark], ...] | _Failure | None
+#: Per root: ``(folder, its part)``; a root that was not found is recorded by its label.
+Fingerprint = tuple[tuple[str, _RootMarks], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +90,12 @@ class RootState:
     """One root folder as a read saw it: what the per-turn check compares."""
 
     path: str
-    mark: Any
+    mark: _FolderMark
     """``stat`` of the folder (device, inode, mode, modification and change times), ``None``
     when it was missing, or the failure mark."""
-    marks: Any
+    marks: _RootMarks
     """The root's part of the fingerprint: per entry ``(name, mark)``, or the failure mark."""
-    open: tuple[tuple[tuple[str, ...], Any], ...]
+    open: tuple[tuple[tuple[str, ...], _EntryMark], ...]
     """The entries that gave no skill (a folder without a skill file yet, a file that was
     skipped): their skill files and the mark they had, checked on every turn."""
     read_ns: int
@@ -102,11 +114,11 @@ class RootState:
 class Scan:
     """One read of every root."""
 
-    candidates: list[SkillCandidate] = field(default_factory=list)
+    candidates: list[SkillCandidate] = field(default_factory=list[SkillCandidate])
     complete: bool = True
-    fingerprint: list[tuple[str, Any]] = field(default_factory=list)
-    skipped: list[SkippedSkill] = field(default_factory=list)
-    roots: list[RootState] = field(default_factory=list)
+    fingerprint: list[tuple[str, _RootMarks]] = field(default_factory=list[tuple[str, _RootMarks]])
+    skipped: list[SkippedSkill] = field(default_factory=list[SkippedSkill])
+    roots: list[RootState] = field(default_factory=list[RootState])
     """Per root folder that was found, what :func:`quick_check` compares."""
 
     def skip(self, path: str, problem: str, remedy: str, *, name: str | None = None) -> None:
@@ -120,13 +132,13 @@ class Scan:
         self.skipped.append(SkippedSkill(path=label, reason=f"{problem}; {remedy}"))
 
 
-def _file_mark(status: os.stat_result) -> Any:
+def _file_mark(status: os.stat_result) -> _FileMark:
     if stat.S_ISREG(status.st_mode):
         return (status.st_mtime_ns, status.st_size, status.st_ino)
     return ("special", stat.S_IFMT(status.st_mode), status.st_ino)
 
 
-def _stat_mark(file: str) -> Any:
+def _stat_mark(file: str) -> _EntryMark:
     """What a scan records for ``file``, from ``stat`` alone; ``None`` when it is missing."""
     try:
         return _file_mark(os.stat(file))
@@ -136,7 +148,7 @@ def _stat_mark(file: str) -> Any:
         return _LOOP if exc.errno == errno.ELOOP else _UNREADABLE
 
 
-def _folder_mark(folder: str) -> Any:
+def _folder_mark(folder: str) -> _FolderMark:
     """What a root state records for ``folder``; ``None`` when it is missing."""
     try:
         status = os.stat(folder)
@@ -153,7 +165,7 @@ def _folder_mark(folder: str) -> Any:
     )
 
 
-def _stat_first(files: tuple[str, ...]) -> Any:
+def _stat_first(files: tuple[str, ...]) -> _EntryMark:
     """The mark of the first of ``files`` that exists, as :func:`_read_first` records it."""
     for file in files:
         mark = _stat_mark(file)
@@ -162,7 +174,7 @@ def _stat_first(files: tuple[str, ...]) -> Any:
     return None
 
 
-def _read_first(files: tuple[str, ...], max_bytes: int) -> tuple[str, Any, bytes] | None:
+def _read_first(files: tuple[str, ...], max_bytes: int) -> tuple[str, _FileMark, bytes] | None:
     """(file, mark, bytes) of the first file that exists.
 
     :raises SkillFileRefused: the file is there but is not read (kept in ``files``' order).
@@ -222,7 +234,7 @@ def _parse(data: bytes, entry: Entry) -> ParsedSkill:
         ) from exc
 
 
-def _failure_mark(exc: OSError) -> Any:
+def _failure_mark(exc: OSError) -> _Failure | None:
     """What a fingerprint records for a root that cannot be listed."""
     if isinstance(exc, FileNotFoundError | NotADirectoryError):
         return None
@@ -263,8 +275,8 @@ def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, resu
             "raise max_skills_per_root in [plugin.skills-fs]",
         )
     flat_base = DirectoryResources(path=str(folder))
-    marks: list[tuple[str, Any]] = []
-    unlisted: list[tuple[tuple[str, ...], Any]] = []
+    marks: list[tuple[str, _EntryMark]] = []
+    unlisted: list[tuple[tuple[str, ...], _EntryMark]] = []
     for entry in entries:
         listed = len(result.candidates)
         marks.append((entry.name, _scan_entry(entry, root, settings, provider, result, flat_base)))
@@ -282,7 +294,7 @@ def _scan_entry(
     provider: str,
     result: Scan,
     flat_base: DirectoryResources,
-) -> Any:
+) -> _EntryMark:
     """Read one entry into ``result`` (a candidate, or a skipped entry); returns its mark."""
     try:
         found = _read_first(entry.files, settings.max_skill_file_bytes)
@@ -325,7 +337,7 @@ def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
     return result
 
 
-def _root_marks(folder: Path, limit: int) -> Any:
+def _root_marks(folder: Path, limit: int) -> _RootMarks:
     """The root's part of a fingerprint: per entry ``(name, mark)``, or the failure mark."""
     try:
         entries, _problems, _total = list_entries(folder, limit)
@@ -336,7 +348,7 @@ def _root_marks(folder: Path, limit: int) -> Any:
 
 def fingerprint(settings: Settings, cwd: Path) -> Fingerprint:
     """What :func:`scan` would record, from names and ``stat`` alone (no file is read)."""
-    marks: list[tuple[str, Any]] = []
+    marks: list[tuple[str, _RootMarks]] = []
     for root in find_roots(settings, cwd):
         if root.path is None:
             marks.append((root.label, None))

@@ -38,11 +38,13 @@ import os
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 from yaml import tokens
 from yaml.composer import Composer
+from yaml.events import Event, ScalarEvent
+from yaml.nodes import Node
 from yaml.parser import Parser
 from yaml.reader import Reader
 from yaml.resolver import Resolver
@@ -681,7 +683,19 @@ class _StrictLoader(Reader, Scanner, Parser, Composer, Resolver):
         Resolver.__init__(self)
         self.depth = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    if TYPE_CHECKING:
+        # What PyYAML 6 defines but its stubs leave unannotated, for the members used here.
+        def dispose(self) -> None: ...
+        def update(self, length: int) -> None: ...
+        def peek(self, index: int = 0) -> str: ...
+        def scan_line_break(self) -> str: ...
+        def peek_token(self) -> tokens.Token: ...
+        def peek_event(self) -> Event: ...
+        def parse_implicit_document_start(self) -> Event: ...
+        def parse_block_mapping_value(self) -> Event: ...
+        def process_empty_scalar(self, mark: Any) -> ScalarEvent: ...
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         # PyYAML composes recursively: a deep enough nesting would overflow Python's stack.
         self.depth += 1
         try:
@@ -738,22 +752,25 @@ class _StrictLoader(Reader, Scanner, Parser, Composer, Resolver):
                 while self.peek() in _BLANK:
                     self.forward()
 
-    def parse_document_end(self) -> Any:
+    def parse_document_end(self) -> Event:
         # YAML 1.2 (ruamel): after a document's end anything but the end of the stream starts
         # another document, so a second "..." is an error; PyYAML skips it.
-        event = Parser.parse_document_end(self)
+        # PyYAML's stubs leave Parser's methods unannotated: the types are PyYAML's own.
+        event = cast(Event, Parser.parse_document_end(self))  # pyright: ignore[reportUnknownMemberType]
         self.state = self.parse_implicit_document_start
         return event
 
-    def parse_block_mapping_key(self) -> Any:
+    def parse_block_mapping_key(self) -> Event:
         # YAML 1.2 (ruamel): ": value" with no key is an entry whose key is empty.
         if not self.check_token(tokens.KeyToken) and self.check_token(tokens.ValueToken):
             self.state = self.parse_block_mapping_value
             return self.process_empty_scalar(self.peek_token().start_mark)
-        return Parser.parse_block_mapping_key(self)
+        # PyYAML's stubs leave Parser's methods unannotated: the types are PyYAML's own.
+        return cast(Event, Parser.parse_block_mapping_key(self))  # pyright: ignore[reportUnknownMemberType]
 
-    def check_token(self, *choices: Any) -> bool:
-        found = Scanner.check_token(self, *choices)
+    def check_token(self, *choices: type[tokens.Token]) -> bool:
+        # PyYAML's stubs leave Scanner's methods unannotated: the types are PyYAML's own.
+        found = cast(bool, Scanner.check_token(self, *choices))  # pyright: ignore[reportUnknownMemberType]
         if self.tokens:
             _refuse(self.tokens[0])
         return found

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from .plugins import LoadedPlugin
+    from .registration import LoadedPlugin
 
 __all__ = ("Scope", "ScopeKind")
 

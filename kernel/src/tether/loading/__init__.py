@@ -1,0 +1,129 @@
+"""Loading: from a profile file to a frozen :class:`Kernel`, checked before anything runs.
+
+One job per module, in the order startup walks them:
+
+* :mod:`~tether.loading.text`: small text files and the TOML in them (shared with model
+  scripts and instructions files);
+* :mod:`~tether.loading.profile`: the profile model, ``extends`` merging, ``ProfilePath``, the
+  name grammar;
+* :mod:`~tether.loading.catalog`: every plugin that could be loaded (built-in, installed,
+  local, inline), by name, importing nothing;
+* :mod:`~tether.loading.registration`: one plugin instance in a pluggy manager of its own,
+  its hooks checked against the specs;
+* :mod:`~tether.loading.settings`: each instance's settings table, validated;
+* :mod:`~tether.loading.scopes`: the layers instances live in and the chain through them;
+* :mod:`~tether.loading.capabilities`: offers, requirements and the check between them;
+* :mod:`~tether.loading.kernel`: :func:`load_kernel`, the whole walk, and the :class:`Kernel`.
+
+The names below are imported on first use (a module ``__getattr__``), so importing one module
+of the package (a model script reads :mod:`~tether.loading.text`) imports no other.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
+    from .catalog import (
+        AUTOLOAD_ENV,
+        BUILTIN_PLUGINS,
+        ENTRY_POINT_GROUP,
+        FIRST_PARTY_PLUGINS,
+        PluginCatalog,
+        PluginEntry,
+    )
+    from .kernel import Kernel, load_kernel
+    from .profile import (
+        DEFAULT_PROFILE_NAME,
+        NAME_PATTERN,
+        AgentTable,
+        Profile,
+        ProfilePath,
+        TetherTable,
+        find_profile,
+        load_profile,
+        profile_from_dict,
+    )
+    from .registration import TRACE_ENV, LoadedPlugin, register_plugin
+    from .scopes import Scope, ScopeKind
+    from .settings import PluginSettings
+    from .text import TextFileError
+
+__all__ = (
+    "AUTOLOAD_ENV",
+    "BUILTIN_PLUGINS",
+    "DEFAULT_PROFILE_NAME",
+    "ENTRY_POINT_GROUP",
+    "FIRST_PARTY_PLUGINS",
+    "NAME_PATTERN",
+    "SUBAGENT_PROVIDER",
+    "TRACE_ENV",
+    "AgentTable",
+    "Kernel",
+    "LoadedPlugin",
+    "Offer",
+    "OfferContract",
+    "PluginCatalog",
+    "PluginEntry",
+    "PluginSettings",
+    "Profile",
+    "ProfilePath",
+    "Requirement",
+    "Scope",
+    "ScopeKind",
+    "TetherTable",
+    "TextFileError",
+    "find_profile",
+    "load_kernel",
+    "load_profile",
+    "offer_contract",
+    "profile_from_dict",
+    "register_plugin",
+)
+
+_LAZY = {
+    "SUBAGENT_PROVIDER": "capabilities",
+    "Offer": "capabilities",
+    "OfferContract": "capabilities",
+    "Requirement": "capabilities",
+    "offer_contract": "capabilities",
+    "AUTOLOAD_ENV": "catalog",
+    "BUILTIN_PLUGINS": "catalog",
+    "ENTRY_POINT_GROUP": "catalog",
+    "FIRST_PARTY_PLUGINS": "catalog",
+    "PluginCatalog": "catalog",
+    "PluginEntry": "catalog",
+    "Kernel": "kernel",
+    "load_kernel": "kernel",
+    "DEFAULT_PROFILE_NAME": "profile",
+    "NAME_PATTERN": "profile",
+    "AgentTable": "profile",
+    "Profile": "profile",
+    "ProfilePath": "profile",
+    "TetherTable": "profile",
+    "find_profile": "profile",
+    "load_profile": "profile",
+    "profile_from_dict": "profile",
+    "TRACE_ENV": "registration",
+    "LoadedPlugin": "registration",
+    "register_plugin": "registration",
+    "Scope": "scopes",
+    "ScopeKind": "scopes",
+    "PluginSettings": "settings",
+    "TextFileError": "text",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether.loading' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,36 @@
+"""The built-in plugin ``tether.models``: the ``function:`` and ``scripted:`` model providers.
+
+Every kernel loads it in its global layer, after the profile's plugins, exactly as it loads an
+installed plugin (see :data:`tether.loading.BUILTIN_PLUGINS`): a plugin that offers
+``function`` or ``scripted`` itself, in any layer an agent sees, wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..hookspecs import hookimpl
+from ._function import function_model_from_spec
+from ._protocol import ModelProvider
+from ._scripted import ScriptedModel
+
+__all__ = ("BUILTIN_MODEL_PROVIDERS", "tether_model_providers")
+
+
+def _scripted(name: str, base: Path) -> ScriptedModel:
+    path = Path(name).expanduser()
+    return ScriptedModel.from_file(path if path.is_absolute() else base / path)
+
+
+#: The model providers of the built-in plugin: ``function:`` and ``scripted:``.
+BUILTIN_MODEL_PROVIDERS: tuple[ModelProvider, ...] = (
+    ModelProvider("function", function_model_from_spec, "a Python callable module:function"),
+    ModelProvider("scripted", _scripted, "a TOML/JSON script of steps"),
+)
+
+
+@hookimpl
+def tether_model_providers() -> Iterable[ModelProvider]:
+    """The built-in model providers."""
+    return BUILTIN_MODEL_PROVIDERS

@@ -1,0 +1,383 @@
+"""The local-child kit: what a local child agent is made of, and the two ways to make one.
+
+A new child is composed in its setup window (:func:`compose_local_child`); a stored continuable
+child is restored cold from its own log (:func:`restore_local_child`). Both describe the child
+as a :class:`ChildSpec` and make its agent with :meth:`ChildSpec.agent`, and the continuable
+descriptor a cold restore reads is written and read by that same class, so a child restored
+cold is made exactly as it was composed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..agents import (
+    AgentLimits,
+    AgentPreset,
+    ApprovalPolicy,
+    ToolFilter,
+    ToolRegistry,
+    new_header,
+    resolve_preset_model,
+)
+from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
+from ..errors import ErrorCode, StoreError, SubagentError
+from ..store import (
+    ContextMessage,
+    DescriptorEvent,
+    Event,
+    InboxAccepted,
+    InboxDiscarded,
+    SessionHeader,
+    SessionStore,
+    UserMessage,
+)
+from ._depth import child_depth
+from ._types import SubagentStartRequest
+from .notices import CONTINUABLE_NOTE, DELEGATION_NOTE
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..loading.scopes import Scope
+    from ..models import Model
+    from ..runtime import Runtime
+
+__all__ = (
+    "CONTINUABLE_DESCRIPTOR",
+    "SETUP_WINDOW",
+    "ChildSpec",
+    "compose_local_child",
+    "find_continuable_descriptor",
+    "restore_local_child",
+)
+
+#: Added to a continuable child's note when it has the ``report`` tool.
+REPORT_HINT = " Use the report tool to tell it something before you finish."
+#: How many events after a child's seed the continuable descriptor is looked for in (its setup
+#: window: the delegation descriptor, the continuable descriptor, the note, the first prompt).
+SETUP_WINDOW = 16
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """How a local child agent is made: the parts its setup window decided.
+
+    A new child's spec comes from its delegation (:meth:`of`, then the delegation's tools); a
+    stored continuable child's from its continuable descriptor (:meth:`restored`). Either way
+    :meth:`agent` makes the agent, so both ways give the same child.
+    """
+
+    provider: str
+    """The subagent provider that started the child."""
+    runtime: Runtime
+    """The runtime the child lives in (its host's)."""
+    preset: AgentPreset
+    """The agent preset the child is (its parent's)."""
+    store: SessionStore
+    """The store of the child's session (its host's)."""
+    cwd: Path
+    """The working directory of its tools (its host's)."""
+    scope: Scope
+    """The scope the child's own scope is made in (its host's)."""
+    model: Model
+    """The model the child talks to."""
+    model_route: str | None
+    """The model spec a cold restore resolves again; ``None``: the host's model."""
+    limits: AgentLimits
+    """The child's limits: its host's, with the delegation's output-token budget."""
+    tools: ToolRegistry
+    """The child's tools. A restored child starts from its preset's, which its log's
+    ``delegation`` descriptor narrows to what was delegated (``Agent.restore`` applies it)."""
+    policy: ToolFilter | None = None
+    """The call-time policy over those tools (a fork keeps its parent's tool list)."""
+    approval: ApprovalPolicy = "deny"
+    """Whether tools that need approval run: ``deny`` for every delegated child (nobody is
+    asked on its behalf)."""
+
+    @classmethod
+    def of(
+        cls,
+        host: Agent,
+        agent: str | None,
+        *,
+        provider: str,
+        model_route: str | None = None,
+        model: Model | None = None,
+        max_output_tokens: int | None = None,
+        tools: ToolRegistry | None = None,
+        policy: ToolFilter | None = None,
+    ) -> ChildSpec:
+        """A child of the preset ``agent`` run under ``host`` (the agent it is composed or
+        restored under): ``model`` is the provider's own (a remote agent), else the model of
+        ``model_route``, else the host's; ``tools`` default to the preset's."""
+        runtime = host.runtime
+        if runtime is None:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                f'agent "{host.session_id}" was composed without a runtime, so it cannot delegate',
+                remedy="compose agents with tether.runtime.compose_agent",
+            )
+        preset = runtime.preset(agent)
+        if model is None:
+            model = host.model
+            if model_route is not None:
+                model = resolve_preset_model(preset, model_route)
+        limits = host.limits
+        if max_output_tokens is not None:
+            limits = dataclasses.replace(limits, max_output_tokens=max_output_tokens)
+        return cls(
+            provider=provider,
+            runtime=runtime,
+            preset=preset,
+            store=host.store,
+            cwd=host.cwd,
+            scope=host.scope or runtime.kernel.global_scope,
+            model=model,
+            model_route=model_route,
+            limits=limits,
+            tools=tools if tools is not None else preset.tools,
+            policy=policy,
+        )
+
+    @classmethod
+    def restored(cls, host: Agent, header: SessionHeader, descriptor: DescriptorEvent) -> ChildSpec:
+        """The spec of the stored continuable child ``header`` restored under ``host``, as
+        its continuable descriptor (:meth:`continuable_descriptor`) recorded it."""
+        data = descriptor.data
+        route = data.get("model")
+        budget = data.get("max_output_tokens")
+        if route is not None and not isinstance(route, str):
+            raise _corrupt(header, "model", route, "a model spec")
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0
+        ):
+            raise _corrupt(header, "max_output_tokens", budget, "a positive integer")
+        return cls.of(
+            host,
+            header.agent,
+            provider=str(data.get("provider", "")),
+            model_route=route,
+            max_output_tokens=budget,
+        )
+
+    def agent(self, header: SessionHeader) -> Agent:
+        """The child's agent on the session ``header``: not restored, not entered."""
+        child = self.preset.agent(
+            header, self.store, self.model, limits=self.limits, cwd=self.cwd, runtime=self.runtime
+        )
+        child.tools = self.tools
+        child.scope = self.scope.child(header.id)
+        child.tool_policy = self.policy
+        child.approval = self.approval
+        return child
+
+    def delegation_descriptor(self, request: SubagentStartRequest) -> DescriptorEvent:
+        """What the delegation allowed the child, recorded in its own log: what every route
+        that continues the child restores it with (``tether.agents`` applies it on restore).
+        ``parent_overrides`` snapshots the parent's own narrowing of its preset."""
+        parent = request.parent
+        overrides: dict[str, Any] = {}
+        if parent.tools.names() != self.preset.tools.names():
+            overrides["tools"] = parent.tools.names()
+        if parent.tool_policy is not None:
+            overrides["tool_policy"] = parent.tool_policy.as_data()
+        return DescriptorEvent(
+            kind=DELEGATION_DESCRIPTOR,
+            version=1,
+            data={
+                "provider": self.provider,
+                "parent_session": parent.session_id,
+                "approval": self.approval,
+                "parent_overrides": overrides,
+                "max_depth": request.max_depth,
+                "tool_filter": _filter_data(request),
+                "persona": request.persona,
+                "output_schema": request.output_schema,
+                "tools": self.tools.names(),
+                "policy": self.policy.as_data() if self.policy is not None else None,
+            },
+        )
+
+    def continuable_descriptor(self, request: SubagentStartRequest) -> DescriptorEvent:
+        """What a cold restore rebuilds a continuable child from (:meth:`restored`)."""
+        return DescriptorEvent(
+            kind=CONTINUABLE_DESCRIPTOR,
+            version=1,
+            data={
+                "mode": "continuable",
+                "provider": self.provider,
+                "label": request.label,
+                "model": self.model_route,
+                "max_output_tokens": self.limits.max_output_tokens,
+                "persona": request.persona,
+                "tool_filter": _filter_data(request),
+                "tools": self.tools.names() if self.tools is not self.preset.tools else None,
+                "policy": self.policy.as_data() if self.policy is not None else None,
+                "max_depth": request.max_depth,
+            },
+        )
+
+
+async def compose_local_child(
+    request: SubagentStartRequest,
+    *,
+    provider: str,
+    seed: Sequence[Event] = (),
+    keep_tool_list: bool = False,
+    continuable: bool = False,
+    model: Model | None = None,
+    model_route: str | None = None,
+    first_prompt: InboxAccepted | None = None,
+) -> Agent:
+    """The setup window: create the child's session and log, and return its agent, restored
+    and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
+    rebuilds the child from) follows the delegation descriptor."""
+    parent = request.parent
+    depth = child_depth(parent, request.max_depth)
+    options = request.agent_options
+    if model_route is None and options is not None:
+        model_route = options.model
+    # The child is the parent agent preset in a child scope, with the parent's own tools and
+    # call policy (a delegated parent's narrowing carries down), never the preset's.
+    spec = ChildSpec.of(
+        parent,
+        parent.name,
+        provider=provider,
+        model_route=model_route,
+        model=model,
+        max_output_tokens=options.max_output_tokens if options else None,
+        tools=parent.tools,
+        policy=parent.tool_policy,
+    )
+    spec = _delegated_tools(spec, request, keep_tool_list=keep_tool_list, continuable=continuable)
+    remote = model is not None
+    seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
+    header = new_header(
+        agent=parent.name,
+        label=request.label,
+        parent_session=parent.session_id,
+        origin="subagent",
+        delegation_depth=depth,
+        seed_length=len(seed),
+        model=None if remote else (model_route or parent.model_spec),
+    )
+    setup: list[Event] = [*seed, spec.delegation_descriptor(request)]
+    if continuable:
+        setup.append(spec.continuable_descriptor(request))
+    setup.append(
+        ContextMessage(
+            role="user",
+            content=_note(request, spec, continuable=continuable, remote=remote),
+            origin="delegation",
+        )
+    )
+    if first_prompt is not None:
+        setup.append(first_prompt)  # accepted with the session: one durable step
+    # The session and its setup window are created together: never half a child.
+    await parent.store.create(header, setup)
+    try:
+        child = spec.agent(header)
+        await child.restore(log=setup)  # just written: no need to read it back
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await parent.store.delete(header.id)  # nobody was told of it: leave nothing
+        raise
+    return child
+
+
+async def restore_local_child(
+    parent: Agent, header: SessionHeader, descriptor: DescriptorEvent
+) -> Agent:
+    """A continuable child rebuilt from its own log (a cold restore) under ``parent`` (an
+    open agent on its parent chain), restored and not yet entered. The provider is not called:
+    the descriptor says everything the setup window decided (its model and budget here; its
+    tools, their policy and its approvals are pinned by its ``delegation`` descriptor, which
+    ``Agent.restore`` applies), and the log holds the rest."""
+    child = ChildSpec.restored(parent, header, descriptor).agent(header)
+    await child.restore()
+    return child
+
+
+async def find_continuable_descriptor(
+    store: SessionStore, header: SessionHeader
+) -> DescriptorEvent | None:
+    """The continuable descriptor of the session ``header``: the first one after its seed,
+    in its setup window (``None``: not a continuable child)."""
+    window = await store.events(header.id, after=header.seed_length, limit=SETUP_WINDOW)
+    for stored in window:
+        event = stored.event
+        if isinstance(event, DescriptorEvent) and event.kind == CONTINUABLE_DESCRIPTOR:
+            if event.version == 1 and event.data.get("mode") == "continuable":
+                return event
+            return None
+        if isinstance(event, UserMessage | InboxAccepted):
+            return None  # the setup window is over: a descriptor after this is not one
+    return None
+
+
+def _delegated_tools(
+    spec: ChildSpec, request: SubagentStartRequest, *, keep_tool_list: bool, continuable: bool
+) -> ChildSpec:
+    """``spec`` with the delegation's tool filter applied to its tools: a scoped
+    ``restrict()`` (a new registry for this child; the parent's stays as it is), or, with
+    ``keep_tool_list``, a call-time policy over an unchanged tool list. A continuable child
+    keeps the parent's tools a filter does not remove (``report``)."""
+    tools, policy = spec.tools, spec.policy
+    if request.tool_filter is not None:
+        # A name no plugin offers is a misspelling; a name an ancestor's delegation already
+        # took away (or this agent never had) is narrowed again, which changes nothing.
+        known = spec.runtime.known_tool_names()
+        if not keep_tool_list:
+            tools = tools.restrict(request.tool_filter, known=known)
+        else:
+            request.tool_filter.check_names([*known, *tools.names()], available=tools.names())
+            policy = request.tool_filter.narrow(policy)
+    if continuable:
+        parent_tools = request.parent.tools
+        kept = [t for t in parent_tools if t.keep_on_restrict and tools.get(t.name) is None]
+        if kept:
+            tools = ToolRegistry([*tools, *kept])
+    return dataclasses.replace(spec, tools=tools, policy=policy)
+
+
+def _note(
+    request: SubagentStartRequest, spec: ChildSpec, *, continuable: bool, remote: bool
+) -> str:
+    """The delegation note the child reads after anything it inherited."""
+    note = DELEGATION_NOTE
+    if request.persona:
+        note += f"\n\nYour persona for this task:\n{request.persona}"
+    if spec.policy is not None:
+        allowed = spec.policy.as_data()
+        note += f"\n\nOnly these tools are yours to call for this task: {json.dumps(allowed)}."
+    if request.output_schema is not None:
+        note += (
+            "\n\nEnd with a final answer that is only JSON valid against this JSON Schema:\n"
+            + json.dumps(request.output_schema)
+        )
+    if continuable:
+        # A child behind a provider-supplied model (a remote agent) cannot call our tools.
+        hint = REPORT_HINT if spec.tools.get("report") and not remote else ""
+        note += "\n\n" + CONTINUABLE_NOTE + hint
+    return note
+
+
+def _filter_data(request: SubagentStartRequest) -> dict[str, list[str] | None] | None:
+    return request.tool_filter.as_data() if request.tool_filter is not None else None
+
+
+def _corrupt(header: SessionHeader, key: str, value: object, expected: str) -> StoreError:
+    return StoreError(
+        ErrorCode.SESSION_CORRUPT,
+        f'the continuable descriptor of session "{header.id}" is not readable: {key} is '
+        f"{value!r:.80}, not {expected}",
+        remedy="the log was written by another program; restore it from a backup or start a "
+        "new session",
+    )
