@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import importlib
 import linecache
 import sys
 import tempfile
@@ -39,8 +38,8 @@ import anyio
 
 from tether import load_kernel
 from tether.agents import Agent, AgentLimits
-from tether.loading.kernel import Kernel
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import Runtime
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 from tether.testing import write_profile
 
@@ -97,27 +96,7 @@ class Gate:
         await self.open.wait()
 
 
-def open_services(kernel: Kernel, store: SessionStore) -> tuple[Any, Any]:
-    """``(compose, subagents)``: how this kernel composes an agent on ``store`` and where its
-    subagent lifecycle events are heard. Issue 14 moves both from the kernel into a runtime
-    (``tether.runtime.Runtime``); this is the one place that knows, and the fallback to the
-    kernel's own services goes once the runtime has landed."""
-    try:
-        runtime_api: Any = importlib.import_module("tether.runtime")
-    except ImportError:
-        agents: Any = importlib.import_module("tether.agents")
-
-        async def compose_on_kernel(**options: Any) -> Agent:
-            return await agents.compose_agent(kernel, store, **options)
-
-        return compose_on_kernel, kernel.subagents  # pyright: ignore[reportAttributeAccessIssue]
-    runtime = runtime_api.Runtime(kernel, store)
-    return runtime.compose, runtime.subagents
-
-
-async def compose_parent(
-    kernel: Kernel, store: SessionStore, gate: Gate
-) -> tuple[Agent, dict[str, int]]:
+async def compose_parent(runtime: Runtime, gate: Gate) -> tuple[Agent, dict[str, int]]:
     """The parent agent (its model answers ``start N`` with N background delegations; its
     children's requests wait on ``gate``) and a count of ended children."""
     ended = {"count": 0}
@@ -135,10 +114,9 @@ async def compose_parent(
         if getattr(event, "kind", None) == "end":
             ended["count"] += 1
 
-    compose, subagents = open_services(kernel, store)
-    subagents.on_event(on_event)
+    runtime.subagents.on_event(on_event)
     limits = AgentLimits(max_steps=10_000)
-    agent = await compose(model=FunctionModel(answer), limits=limits)
+    agent = await runtime.compose(model=FunctionModel(answer), limits=limits)
     return agent, ended
 
 
@@ -189,17 +167,28 @@ def _type_name(obj: object) -> str:
 BOOKKEEPING = frozenset({__file__, tracemalloc.__file__})
 
 
+def settle() -> None:
+    """Collect until nothing changes: a tuple is untracked (no longer scanned, nor counted here)
+    only once what it holds is, so nested ones need a pass each. With the runtime's collector
+    thresholds few collections run by themselves, so the census runs them."""
+    count = -1
+    while count != (count := len(gc.get_objects())):
+        gc.collect()
+
+
 class Census:
     """What the garbage collector tracks and tracemalloc traces at one moment."""
 
     def __init__(self) -> None:
-        gc.collect()
+        # The snapshot first: its traces are tuples the collector tracks until a collection
+        # passes over them, so one taken after the count would count as new objects.
+        self.snapshot = tracemalloc.take_snapshot()
+        settle()
         objects = gc.get_objects()
         self.count = len(objects)
         self.ids = {id(o) for o in objects}
         del objects
         self.traced = tracemalloc.get_traced_memory()[0]
-        self.snapshot = tracemalloc.take_snapshot()
 
 
 def _bookkeeping(obj: object) -> bool:
@@ -251,34 +240,35 @@ async def measure(store_name: str, children: int, top: int, frames: int) -> dict
         else:
             store = SQLiteStore(folder / "s.db")
         gate = Gate()
-        agent, ended = await compose_parent(kernel, store, gate)
-        async with agent:
-            # Warm-up: imports, the preset cache, the subagent runtime, pydantic's validators.
-            await _delegate_round(agent, gate, 4)
-            await _finish_round(agent, gate, ended, 4)
-            tracemalloc.start(frames)
-            before = Census()
-            await _delegate_round(agent, gate, children)
-            gc.collect()
-            traced = tracemalloc.get_traced_memory()[0] - before.traced
-            snapshot = tracemalloc.take_snapshot()
-            live = gc.get_objects()
-            count = len(live)
-            new = [o for o in live if id(o) not in before.ids]
-            del live
-            kept = [o for o in new if not _bookkeeping(o)]
-            added = count - before.count - (len(new) - len(kept))
-            new = kept
-            del kept
-            sites = _attribute(new)
-            by_type = Counter(_type_name(o) for o in new)
-            by_site = Counter(sites.values())
-            by_type_site = Counter((_type_name(o), sites[id(o)]) for o in new)
-            del new, sites
-            tracemalloc.stop()
-            bytes_by_site = _bytes_by_site(before, snapshot)
-            del snapshot
-            await _finish_round(agent, gate, ended, 4 + children)
+        async with Runtime.open(kernel, store) as runtime:
+            agent, ended = await compose_parent(runtime, gate)
+            async with agent:
+                # Warm-up: imports, the preset cache, the subagent runtime, pydantic's validators.
+                await _delegate_round(agent, gate, 4)
+                await _finish_round(agent, gate, ended, 4)
+                tracemalloc.start(frames)
+                before = Census()
+                await _delegate_round(agent, gate, children)
+                snapshot = tracemalloc.take_snapshot()  # before the count (see Census)
+                settle()
+                traced = tracemalloc.get_traced_memory()[0] - before.traced
+                live = gc.get_objects()
+                count = len(live)
+                new = [o for o in live if id(o) not in before.ids]
+                del live
+                kept = [o for o in new if not _bookkeeping(o)]
+                added = count - before.count - (len(new) - len(kept))
+                new = kept
+                del kept
+                sites = _attribute(new)
+                by_type = Counter(_type_name(o) for o in new)
+                by_site = Counter(sites.values())
+                by_type_site = Counter((_type_name(o), sites[id(o)]) for o in new)
+                del new, sites
+                tracemalloc.stop()
+                bytes_by_site = _bytes_by_site(before, snapshot)
+                del snapshot
+                await _finish_round(agent, gate, ended, 4 + children)
         await store.aclose()
     return {
         "children": children,

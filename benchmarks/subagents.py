@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import os
 import statistics
@@ -37,16 +36,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from tether import load_kernel
-from tether.agents import Agent, AgentLimits
-from tether.loading.kernel import Kernel
+from tether.agents import AgentLimits
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from tether.runtime import Runtime
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 from tether.testing import write_profile
 
@@ -83,28 +81,6 @@ def _delegate(background: bool = False, count: int = 1) -> ModelResponse:
         for n in range(count)
     )
     return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
-
-
-Compose = Callable[..., Awaitable[Agent]]
-
-
-def open_services(kernel: Kernel, store: SessionStore) -> tuple[Compose, Any]:
-    """``(compose, subagents)``: how this kernel composes an agent on ``store`` (keyword
-    arguments ``model`` and ``limits``) and where its subagent lifecycle events are heard.
-    Issue 14 moves both from the kernel into a runtime (``tether.runtime.Runtime``); this is the
-    one place that knows, and the fallback to the kernel's own services goes once the runtime
-    has landed."""
-    try:
-        runtime_api: Any = importlib.import_module("tether.runtime")
-    except ImportError:
-        agents: Any = importlib.import_module("tether.agents")
-
-        async def compose_on_kernel(**options: Any) -> Agent:
-            return await agents.compose_agent(kernel, store, **options)
-
-        return compose_on_kernel, kernel.subagents  # pyright: ignore[reportAttributeAccessIssue]
-    runtime = runtime_api.Runtime(kernel, store)
-    return runtime.compose, runtime.subagents
 
 
 class Clock:
@@ -164,20 +140,20 @@ async def round_trips(folder: Path, store: SessionStore, runs: int) -> dict[str,
         last = request.messages[-1]
         return "parent answer" if last.role == "tool" else _delegate()
 
-    compose, _ = open_services(kernel, store)
     whole: list[dict[str, float]] = []
     turn: list[dict[str, float]] = []
-    for n in range(runs + 10):  # the first ten warm caches up
-        clock = Clock()
-        agent = await compose(model=FunctionModel(answer))
-        async with agent:
-            setup = clock.lap()
-            await agent.run("go")
-            run = clock.lap()
-        leave = clock.lap()
-        if n >= 10:
-            turn.append(run)
-            whole.append(_add(setup, run, leave))
+    async with Runtime.open(kernel, store) as runtime:  # once per process, as tether run does
+        for n in range(runs + 10):  # the first ten warm caches up
+            clock = Clock()
+            agent = await runtime.compose(model=FunctionModel(answer))
+            async with agent:
+                setup = clock.lap()
+                await agent.run("go")
+                run = clock.lap()
+            leave = clock.lap()
+            if n >= 10:
+                turn.append(run)
+                whole.append(_add(setup, run, leave))
     return {"whole": _medians(whole), "turn": _medians(turn)}
 
 
@@ -212,20 +188,21 @@ async def background(folder: Path, count: int, latency: float) -> dict[str, Any]
     before = _rss_mb()
     with CollectorClock() as collector:
         clock = Clock()
-        compose, subagents = open_services(kernel, MemoryStore())
-        subagents.on_event(on_event)
-        limits = AgentLimits(max_steps=10_000)
-        agent = await compose(model=FunctionModel(answer), limits=limits)
-        async with agent:
-            setup = clock.lap()
-            gc_before = collector.seconds
-            await agent.followup("start them all")
-            await ended.wait()
-            children = clock.lap()
-            gc_children = collector.seconds - gc_before
-            memory = _rss_mb() - before
-            await agent.when_idle()
-        leave = clock.lap()
+        # Opened as tether run opens it: the collector tuned while it is open.
+        async with Runtime.open(kernel, MemoryStore()) as runtime:
+            runtime.subagents.on_event(on_event)
+            limits = AgentLimits(max_steps=10_000)
+            agent = await runtime.compose(model=FunctionModel(answer), limits=limits)
+            async with agent:
+                setup = clock.lap()
+                gc_before = collector.seconds
+                await agent.followup("start them all")
+                await ended.wait()
+                children = clock.lap()
+                gc_children = collector.seconds - gc_before
+                memory = _rss_mb() - before
+                await agent.when_idle()
+            leave = clock.lap()
     whole = _add(setup, children, leave)
     return {
         "children": children,
@@ -250,12 +227,12 @@ async def fork_prefix(folder: Path) -> dict[str, Any]:
             return _delegate()
         return "parent answer"
 
-    compose, _ = open_services(kernel, MemoryStore())
-    agent = await compose(model=FunctionModel(answer))
-    async with agent:
-        await agent.run("first question")
-        await agent.run("second question")
-        await agent.run("now delegate")
+    async with Runtime.open(kernel, MemoryStore()) as runtime:
+        agent = await runtime.compose(model=FunctionModel(answer))
+        async with agent:
+            await agent.run("first question")
+            await agent.run("second question")
+            await agent.run("now delegate")
     parent = next(r for r in requests if r.messages[-1].content == "now delegate")
     child = next(r for r in requests if r.session_label is not None)
     completed = len(parent.messages) - 1  # the delegating turn's own message is not inherited

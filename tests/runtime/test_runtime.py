@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import anyio
 import pytest
 
@@ -9,7 +11,7 @@ import tether_spawn
 import tether_subagent_tools
 from tether.errors import ErrorCode, StoreError
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
-from tether.runtime import Runtime, compose_agent
+from tether.runtime import RUNTIME_THRESHOLDS, Runtime, compose_agent
 from tether.store import (
     InboxAccepted,
     MemoryStore,
@@ -269,3 +271,40 @@ async def test_mail_posted_to_a_session_created_a_moment_ago_runs_once_it_is_ope
     finally:
         await store.aclose()
         await other.aclose()
+
+
+@pytest.fixture
+def default_collector():
+    """The process's thresholds, put back whatever a test does."""
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield
+    gc.set_threshold(*saved)
+
+
+async def test_an_open_runtime_tunes_the_collector_and_the_last_one_out_restores_it(
+    kernel, default_collector
+):
+    async with Runtime.open(kernel, MemoryStore()):
+        assert gc.get_threshold() == RUNTIME_THRESHOLDS
+        async with Runtime.open(kernel, MemoryStore()):
+            assert gc.get_threshold() == RUNTIME_THRESHOLDS
+        assert gc.get_threshold() == RUNTIME_THRESHOLDS  # the first is still open
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+async def test_thresholds_someone_set_while_it_was_open_stay(kernel, default_collector):
+    async with Runtime.open(kernel, MemoryStore()):
+        gc.set_threshold(100_000, 5, 5)  # the application's own choice
+    assert gc.get_threshold() == (100_000, 5, 5)
+
+
+async def test_a_runtime_told_not_to_leaves_the_collector_alone(kernel, default_collector):
+    async with Runtime.open(kernel, MemoryStore(), tune_collector=False):
+        assert gc.get_threshold() == (700, 10, 10)
+    gc.disable()
+    try:
+        async with Runtime.open(kernel, MemoryStore()):
+            assert gc.get_threshold() == (700, 10, 10)  # a disabled collector stays as it is
+    finally:
+        gc.enable()

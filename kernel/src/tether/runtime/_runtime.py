@@ -46,6 +46,7 @@ from ..models import Model
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import SessionHeader, SessionStore, StopReason
 from ..subagents import SubagentProvider, SubagentRuntime
+from ._collector import tuned_collector
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -90,22 +91,21 @@ class Runtime:
         store: SessionStore | None = None,
         *,
         permission_host: PermissionHost | None = None,
+        tune_collector: bool = True,
     ) -> AsyncGenerator[Runtime]:
         """A runtime with a task group of its own, for ``async with``. Leaving it cancels the
         background work started in it (:meth:`start_soon`). The store stays the caller's: it
-        is not closed here."""
+        is not closed here.
+
+        With ``tune_collector`` (the default) the garbage collector runs at
+        :data:`tether.runtime.RUNTIME_THRESHOLDS` while the runtime is open, which keeps
+        thousands of live children linear in cost (see ``tether/runtime/_collector.py``); pass
+        ``False`` when the application manages the collector itself."""
         runtime = cls(kernel, store, permission_host=permission_host)
         try:
-            async with anyio.create_task_group() as group:
-                runtime._group = group
-                if store is not None and getattr(store, "durable", False):
-                    runtime._kept = store
-                    group.start_soon(runtime._keep, store)
-                try:
+            with tuned_collector() if tune_collector else nullcontext():
+                async with runtime._opened():
                     yield runtime
-                finally:
-                    runtime._group = None
-                    group.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The block's own exception, as it was raised (the background work was only
             # cancelled): not wrapped in a group the caller did not ask for.
@@ -121,6 +121,21 @@ class Runtime:
                     body.__context__, body.__cause__ = context, cause
                     body.__suppress_context__ = suppress
             raise
+
+    @asynccontextmanager
+    async def _opened(self) -> AsyncGenerator[None]:
+        """The task group, and the keeper of a durable store."""
+        store = self.store
+        async with anyio.create_task_group() as group:
+            self._group = group
+            if store is not None and getattr(store, "durable", False):
+                self._kept = store
+                group.start_soon(self._keep, store)
+            try:
+                yield
+            finally:
+                self._group = None
+                group.cancel_scope.cancel()
 
     @property
     def is_open(self) -> bool:
