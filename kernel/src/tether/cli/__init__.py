@@ -14,7 +14,11 @@ free-text arguments. An exception it raises becomes the same ERROR line as a bui
 
 from __future__ import annotations
 
-from . import _plugins, _run, _sessions, _skills  # noqa: F401  (each registers its commands)
+# Each of these registers its commands on import (``X as X``: imported for that alone).
+from . import _plugins as _plugins
+from . import _run as _run
+from . import _sessions as _sessions
+from . import _skills as _skills
 from ._group import TEXT, cli, load, profile_option, run_async
 from ._plugin_commands import COMMANDS_ENTRY_POINT_GROUP
 

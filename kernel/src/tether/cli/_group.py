@@ -97,7 +97,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
         logging.getLogger("tether").setLevel(logging.DEBUG)
 
 
-class _Text(click.ParamType):
+class _Text(click.ParamType):  # pyright: ignore[reportMissingTypeArgument]
     """A text argument: refused, before anything runs, when it is not valid UTF-8.
 
     On a POSIX system an argument is bytes; Python decodes the bytes that are not UTF-8 into

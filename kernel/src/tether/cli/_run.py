@@ -141,6 +141,10 @@ async def _run(
         await store.aclose()
 
 
+def _echo(text: str, nl: bool) -> None:
+    click.echo(text, nl=nl)
+
+
 class Terminal:
     """The terminal ``tether run`` shows its children on and asks its permission questions on.
 
@@ -163,7 +167,7 @@ class Terminal:
     ) -> None:
         self.live = live
         self._read = read
-        self._write = write or (lambda text, nl: click.echo(text, nl=nl))
+        self._write: Callable[[str, bool], None] = write or _echo
         self._lock: anyio.Lock | None = None  # made on first use, inside the event loop
         self.asking = False
         """Whether a question is open (waiting for its answer)."""
@@ -405,10 +409,10 @@ async def _context(
     history_tokens = sum(estimate_tokens(m.content) for m in history)
     tools_tokens = sum(t["tokens"] for t in tools)
     total = (
-        sum(b["tokens"] for b in system)
+        sum(estimate_tokens(text) for text in request.system)
         + tools_tokens
         + history_tokens
-        + sum(m["tokens"] for m in pending_rows)
+        + sum(estimate_tokens(m.content) for m in pending)
     )
     return {
         "agent": name,

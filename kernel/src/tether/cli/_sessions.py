@@ -345,7 +345,7 @@ async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]
         seen = {root.id}
         frontier = [root.id]
         while frontier:
-            next_frontier = []
+            next_frontier: list[str] = []
             for parent in frontier:
                 found = [h for h in await store.sessions(parent=parent) if h.id not in seen]
                 found.sort(key=lambda h: (h.created_at, h.id))

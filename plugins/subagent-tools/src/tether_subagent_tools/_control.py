@@ -78,7 +78,7 @@ def render_entries(entries: list[AgentEntry], total: int, offset: int, descendan
     """The lines ``list_agents`` returns (dsh's format, plus a paging footer)."""
     if total == 0:
         return "(no subagents)"
-    lines = []
+    lines: list[str] = []
     for entry in entries:
         state = f"[{entry.status}]" if entry.status else f"[diagnostic: {entry.diagnostic}]"
         line = f"{entry.id} {state}"
