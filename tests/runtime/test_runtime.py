@@ -308,3 +308,20 @@ async def test_a_runtime_told_not_to_leaves_the_collector_alone(kernel, default_
             assert gc.get_threshold() == (700, 10, 10)  # a disabled collector stays as it is
     finally:
         gc.enable()
+
+
+async def test_mail_posted_to_a_new_session_on_a_store_without_a_keeper_runs_on_entering(kernel):
+    # A memory store has no keeper (nobody else can post to it): entering reads the mail.
+    store = MemoryStore()
+    runtime = Runtime(kernel, store)
+    agent = await runtime.compose(model=FunctionModel(lambda r: "answered"))
+    await store.post(
+        agent.session_id,
+        InboxAccepted(message_id="msg_early", content="early", source=MessageSource()),
+    )
+    async with agent:
+        with anyio.fail_after(10):
+            await agent.when_idle()
+    log = await events(store, agent.session_id)
+    assert [e.content for e in log if isinstance(e, UserMessage)] == ["early"]
+    assert log_problems(log) == []

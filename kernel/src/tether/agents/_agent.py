@@ -369,9 +369,10 @@ class Agent:
             self.start_job(keep_sessions, self.store, self._route_mail)
         if self._inbox:
             self._parked = True  # restored messages wait for the next waking message
-        if not fresh:
-            # Posted while it was dormant: they run now. (Mail posted to a session created a
-            # moment ago is found by the process's keeper on its next round.)
+        if not fresh or not getattr(self.store, "durable", False):
+            # Posted while it was dormant: they run now. A durable store's session created a
+            # moment ago skips the read (a query): the process's keeper, which every agent on
+            # a durable store has, finds its mail on its next round.
             await self.collect_mail()
         return self
 
