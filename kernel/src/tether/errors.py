@@ -15,7 +15,8 @@
     │                     read-only or cannot be opened, a lowered depth
     ├── ModelError        a model spec that resolves to nothing, a missing setting, a request
     │                     that failed, a bad or unmatched script
-    ├── AgentError        an agent that cannot be composed: instructions, tools, filters
+    ├── AgentError        an agent that cannot be composed: instructions, tools, filters,
+    │                     a tool source (an MCP server) that cannot list its tools
     ├── SkillError        a skill or skill provider that breaks the contract
     └── SubagentError     a delegation that cannot start or a child that cannot be addressed:
                           provider, depth, schema, authority, persistence
@@ -90,6 +91,7 @@ class ErrorCode(StrEnum):
     INSTRUCTIONS_INVALID = "INSTRUCTIONS_INVALID"
     TOOL_INVALID = "TOOL_INVALID"
     TOOL_FILTER_INVALID = "TOOL_FILTER_INVALID"
+    TOOL_SOURCE_FAILED = "TOOL_SOURCE_FAILED"
     SKILL_INVALID = "SKILL_INVALID"
     SKILL_PATH_NOT_FOUND = "SKILL_PATH_NOT_FOUND"
     UNKNOWN_SKILL = "UNKNOWN_SKILL"

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import click
     from pydantic import BaseModel
 
-    from .agents import DynamicInstruction, PreStep, Tool
+    from .agents import DynamicInstruction, PreStep, Tool, ToolSource
     from .loading.capabilities import Offer, Requirement
     from .models import ModelProvider
     from .skills import SkillProviderFactory
@@ -140,6 +140,27 @@ def tether_tools(settings: Any) -> Iterable[Tool]:  # type: ignore[empty-body]
     (``TOOL_INVALID``). The tool list is fixed when the agent is composed and stays
     byte-identical for the session, except for tools given ``available=``: those are listed
     only while ``available(agent)`` is true.
+    """
+
+
+@hookspec
+def tether_tool_sources(settings: Any) -> Iterable[ToolSource]:  # type: ignore[empty-body]
+    """Offer tool sources: tools that exist while something runs (an MCP server's), listed
+    when an agent is composed rather than at load.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.agents.ToolSource`.
+
+    Called once per plugin instance when its scope's agent preset is built. Each time the
+    runtime composes an agent that sees the instance, it awaits ``list_tools(runtime)`` of
+    every source (concurrently) and merges the tools into the instance's layer with its
+    ``tether_tools``: the same rules apply (nearest layer wins a name, two offers of one name
+    in one layer are ``TOOL_INVALID``), checked at compose. The agent's tool list is then
+    fixed for its session, like every other tool. A source that cannot list fails the
+    compose (``TOOL_SOURCE_FAILED`` unless it raises a :class:`tether.TetherError` of its
+    own). ``eager`` sources are listed when ``Runtime.open`` opens and by ``tether check``.
+    A delegated child takes its parent's tools as they were composed; a continuable child
+    restored cold lists the sources again.
     """
 
 

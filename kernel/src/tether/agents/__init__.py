@@ -18,7 +18,7 @@ from ._instructions import (
 )
 from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
 from ._step import AgentLimits, PreStep, StepContext
-from ._tools import Tool, ToolContext, ToolError, ToolFilter, ToolRegistry
+from ._tools import Tool, ToolContext, ToolError, ToolFilter, ToolRegistry, ToolSource
 
 __all__ = (
     "LEASE_RENEWAL",
@@ -39,6 +39,7 @@ __all__ = (
     "ToolError",
     "ToolFilter",
     "ToolRegistry",
+    "ToolSource",
     "ask_permission",
     "build_preset",
     "event_to_message",

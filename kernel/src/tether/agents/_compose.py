@@ -20,7 +20,7 @@ from ..store import SessionHeader, SessionStore
 from ._agent import Agent
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._step import AgentLimits, PreStep
-from ._tools import Tool, ToolRegistry
+from ._tools import Tool, ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -46,6 +46,17 @@ class AgentPreset:
     pre_steps: tuple[PreStep, ...]
     model_providers: tuple[ModelProvider, ...]
     model_spec: str | None
+    tool_layers: tuple[ToolLayer, ...] = ()
+    """The plugins' tools per scope layer, nearest first (what ``tools`` merges)."""
+    tool_sources: tuple[SourceLayer, ...] = ()
+    """The plugins' tool sources per scope layer, nearest first: listed at compose
+    (:meth:`tether.runtime.Runtime.tools`) and merged into the layer's tools."""
+
+    @property
+    def has_tool_sources(self) -> bool:
+        """Whether some plugin in the scope offers tool sources (the tool list is made at
+        compose, not here)."""
+        return any(self.tool_sources)
 
     def agent(
         self,
@@ -58,19 +69,21 @@ class AgentPreset:
         model_spec: str | None = None,
         runtime: Runtime | None = None,
         new_session: bool = False,
+        tools: ToolRegistry | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
         is logged), or ``None`` to leave the session's record as it is. ``runtime`` is where
         the agent lives (its services: skills, subagents, the permission host).
         ``new_session``: the store just created ``header`` (its lease held, its log empty), so
-        entering the agent reads nothing back."""
+        entering the agent reads nothing back. ``tools``: the list the runtime composed from
+        the preset's tools and tool sources (default: the preset's tools)."""
         return Agent(
             header=header,
             store=store,
             model=model,
             system=self.system,
-            tools=self.tools,
+            tools=self.tools if tools is None else tools,
             instructions=self.instructions,
             pre_steps=self.pre_steps,
             limits=limits,
@@ -102,6 +115,10 @@ def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
     )
 
 
+ToolLayer = tuple[tuple[str, Tool], ...]
+SourceLayer = tuple[tuple[str, ToolSource], ...]
+
+
 def _collect(plugins: Iterable[LoadedPlugin], hook: str, kind: type[Any]) -> list[tuple[str, Any]]:
     return [(plugin.name, item) for plugin in plugins for item in plugin.collect(hook, kind)]
 
@@ -110,7 +127,11 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     """Collect an agent's parts from the plugins visible in its scope (``None``: the global
     scope). Pure; :meth:`tether.runtime.Runtime.preset` builds each preset once."""
     scope = kernel.global_scope if agent is None else kernel.agent_scope(agent)
-    layers = [_collect(plugins, "tether_tools", Tool) for _, plugins in scope.layers()]
+    layers: list[ToolLayer] = []
+    sources: list[SourceLayer] = []
+    for _, plugins in scope.layers():
+        layers.append(tuple(_collect(plugins, "tether_tools", Tool)))
+        sources.append(tuple(_collect(plugins, "tether_tool_sources", ToolSource)))
     tools = ToolRegistry.from_layers(layers)
     visible = scope.visible_plugins()
     providers = [p for _, p in _collect(visible, "tether_model_providers", ModelProvider)]
@@ -130,7 +151,7 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         text = load_instructions(table.instructions)
         if text:
             system.append(text)
-    if len(tools):
+    if len(tools) or any(sources):
         system.append(PARALLEL_TOOLS_SECTION)
     return AgentPreset(
         name=agent,
@@ -142,6 +163,8 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         pre_steps=tuple(pre_steps),
         model_providers=tuple(providers),
         model_spec=table.model if table is not None else None,
+        tool_layers=tuple(layers),
+        tool_sources=tuple(sources),
     )
 
 

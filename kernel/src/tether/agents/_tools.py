@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -15,9 +15,10 @@ from ..errors import AgentError, ErrorCode
 from ..models import ToolSchema
 
 if TYPE_CHECKING:
+    from ..runtime import Runtime
     from ._agent import Agent
 
-__all__ = ("Tool", "ToolContext", "ToolError", "ToolFilter", "ToolRegistry")
+__all__ = ("Tool", "ToolContext", "ToolError", "ToolFilter", "ToolRegistry", "ToolSource")
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -135,6 +136,31 @@ class Tool:
         # A tool that returns something else than its contract's text is shown as its str().
         outcome = cast(object, result)
         return outcome if isinstance(outcome, str) else str(outcome)
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    """Tools that exist while something runs (an MCP server), listed when an agent is composed.
+
+    ``list_tools(runtime)`` returns the source's tools as they are now. The runtime calls it
+    each time it composes an agent that sees the source (:meth:`tether.runtime.Runtime.tools`)
+    and merges the result into that agent's tool list, in the layer of the plugin instance
+    that offered the source; the agent's list then stays fixed for its session. A source
+    returns the *same* sequence object while its tools are unchanged, and the runtime reuses
+    the merged list (composing stays cheap); a new object is a new list for agents composed
+    from then on. It raises a :class:`tether.TetherError` when it cannot list (the compose
+    fails with it); anything else is reported as ``TOOL_SOURCE_FAILED``.
+
+    ``eager`` sources are listed as soon as :meth:`tether.runtime.Runtime.open` opens (in its
+    task group; a failure there is kept for the first compose to raise) and by
+    ``tether check``; the others on first use.
+    """
+
+    name: str
+    """Names the source in errors and listings (``mcp:time``)."""
+    list_tools: Callable[[Runtime], Awaitable[Sequence[Tool]]] = field(repr=False)
+    eager: bool = False
+    description: str = ""
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,11 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
         _check_agents(kernel)
     for line in composition_tree(kernel):
         click.echo(line)
+    failed = False
+    if runtime.eager_tool_sources():
+        for line, ok in run_async(_list_eager_sources, kernel):
+            click.echo(line, err=not ok)
+            failed = failed or not ok
     if model_spec is not None:
         click.echo(run_async(_probe_model, kernel, model_spec, agent_name))
     if skills:
@@ -176,11 +181,34 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     instances = [p for p in kernel.plugins if not p.entry.builtin]
     count = len(instances)
     requirements = sum(len(p.requirements) for p in instances)
+    if failed:
+        raise SystemExit(2)
     click.echo(
         f"ok: {count} plugin instance{'s' if count != 1 else ''} in "
         f"{len(kernel.scopes())} scope{'s' if len(kernel.scopes()) != 1 else ''}, "
         f"{requirements} requirement{'s' if requirements != 1 else ''} met"
     )
+
+
+async def _list_eager_sources(kernel: Kernel) -> list[tuple[str, bool]]:
+    """Each eager tool source listed (an MCP server started with ``start = "eager"``): a line
+    with its tool count, or the ``ERROR:`` line of its failure."""
+    from ..errors import TetherError
+    from ..runtime import Runtime
+
+    lines: list[tuple[str, bool]] = []
+    async with Runtime.open(kernel, tune_collector=False) as runtime:
+        for owner, source in runtime.eager_tool_sources():
+            try:
+                tools = await runtime.list_tool_source(owner, source)
+            except TetherError as exc:
+                lines.append((f"ERROR: {exc}", False))
+            else:
+                count = len(tools)
+                lines.append(
+                    (f"tool source {source.name}: {count} tool{'s' if count != 1 else ''}", True)
+                )
+    return lines
 
 
 async def _probe_model(kernel: Kernel, spec: str, agent: str | None) -> str:

@@ -394,7 +394,8 @@ async def _context(
     else:
         store = MemoryStore()
         header = await store.create(new_header(agent=name))
-        agent = runtime.agent(preset, header, store, placeholder)
+        tools = await runtime.tools(preset)  # tool sources (MCP servers) list theirs now
+        agent = runtime.agent(preset, header, store, placeholder, tools=tools)
         request, pending = await agent.preview(prompt)
     history = request.messages[: len(request.messages) - len(pending)]
     tools = [

@@ -18,9 +18,9 @@ needs. ``open`` adds the task group background work runs in, and closes what it 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -32,13 +32,23 @@ from ..agents import (
     AgentPreset,
     PermissionHost,
     Tool,
+    ToolRegistry,
+    ToolSource,
     build_preset,
     keep_sessions,
     new_header,
     resolve_agent_name,
     resolve_preset_model,
 )
-from ..errors import ErrorCode, ModelError, PluginError, ProfileError, StoreError, TetherError
+from ..errors import (
+    AgentError,
+    ErrorCode,
+    ModelError,
+    PluginError,
+    ProfileError,
+    StoreError,
+    TetherError,
+)
 from ..loading.kernel import Kernel
 from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
@@ -52,6 +62,9 @@ if TYPE_CHECKING:
     from anyio import CancelScope
 
 __all__ = ("Runtime", "compose_agent")
+
+#: What each tool source listed, in order.
+_Listed = tuple[Sequence[Tool], ...]
 
 
 class Runtime:
@@ -78,6 +91,8 @@ class Runtime:
         self._subagents: SubagentRuntime | None = None
         self._presets: dict[str | None, AgentPreset] = {}
         self._known_tools: frozenset[str] | None = None
+        self._listed_tools: frozenset[str] = frozenset()
+        self._composed_tools: dict[str | None, tuple[_Listed, ToolRegistry]] = {}
         self._group: TaskGroup | None = None
         self._kept: SessionStore | None = None
 
@@ -131,6 +146,8 @@ class Runtime:
             if store is not None and getattr(store, "durable", False):
                 self._kept = store
                 group.start_soon(self._keep, store)
+            for source in self.eager_tool_sources():
+                group.start_soon(self._warm, source)
             try:
                 yield
             finally:
@@ -199,15 +216,70 @@ class Runtime:
         return cached
 
     def known_tool_names(self) -> frozenset[str]:
-        """The name of every tool some plugin instance offers, in any scope: what a tool filter
-        may name."""
+        """The name of every tool some plugin instance offers, in any scope, and of every tool
+        a tool source has listed in this runtime: what a tool filter may name."""
         if self._known_tools is None:
             self._known_tools = frozenset(
                 tool.name
                 for plugin in self.kernel.plugins
                 for tool in plugin.collect("tether_tools", Tool)
             )
-        return self._known_tools
+        return self._known_tools | self._listed_tools
+
+    def eager_tool_sources(self) -> list[tuple[str, ToolSource]]:
+        """``(plugin, source)`` for every eager tool source of every scope, in profile order."""
+        return [
+            (plugin.name, source)
+            for plugin in self.kernel.plugins
+            if plugin.implements("tether_tool_sources")
+            for source in plugin.collect("tether_tool_sources", ToolSource)
+            if source.eager
+        ]
+
+    async def tools(self, preset: AgentPreset, extra: Sequence[ToolSource] = ()) -> ToolRegistry:
+        """The tool list an agent of ``preset`` gets when composed now: the preset's tools,
+        with what each of its tool sources lists now merged into its layer (see
+        :class:`tether.agents.ToolSource`). Without tool sources, the preset's own list.
+        ``extra`` sources (a session's own, as ``tether acp`` passes its client's MCP
+        servers) join the nearest layer.
+
+        The sources are listed concurrently; the first that fails (in scope order) is raised.
+        While every source returns the same sequence as last time, the list is the same
+        :class:`ToolRegistry` object too."""
+        if not preset.has_tool_sources and not extra:
+            return preset.tools
+        own = [("session", source) for source in extra]
+        sources = [*own, *(pair for layer in preset.tool_sources for pair in layer)]
+        listed = await _list_sources(self, sources)
+        cached = None if extra else self._composed_tools.get(preset.name)
+        if cached is not None and all(a is b for a, b in zip(cached[0], listed, strict=True)):
+            return cached[1]
+        found = iter(listed)
+        layers: list[list[tuple[str, Tool]]] = []
+        dynamic_layers = list(preset.tool_sources) or [()]
+        static_layers = list(preset.tool_layers) or [()]
+        for index, (static, dynamic) in enumerate(zip(static_layers, dynamic_layers, strict=True)):
+            layer = list(static)
+            for owner, source in [*(own if index == 0 else ()), *dynamic]:
+                layer.extend((f"{owner} ({source.name})", tool) for tool in next(found))
+            layers.append(layer)
+        registry = ToolRegistry.from_layers(layers)
+        if not extra:  # a session's own sources are its alone: not kept
+            self._composed_tools[preset.name] = (listed, registry)
+        self._listed_tools = self._listed_tools | {tool.name for tools in listed for tool in tools}
+        return registry
+
+    async def list_tool_source(self, owner: str, source: ToolSource) -> Sequence[Tool]:
+        """What ``source`` (offered by the plugin ``owner``) lists now, checked: a failure is
+        its own :class:`tether.TetherError` or ``TOOL_SOURCE_FAILED``; a result that is not a
+        sequence of tools is ``PLUGIN_CONTRACT_VIOLATION``."""
+        return await _list_source(self, owner, source)
+
+    async def _warm(self, pair: tuple[str, ToolSource]) -> None:
+        """List an eager source once the runtime opens; a failure waits for the first compose
+        (which lists again and raises it)."""
+        with suppress(Exception):  # the compose that needs the tools reports it
+            await _list_source(self, *pair)
 
     # ------------------------------------------------------------------ agents
 
@@ -222,9 +294,11 @@ class Runtime:
         cwd: Path | None = None,
         model_spec: str | None = None,
         new_session: bool = False,
+        tools: ToolRegistry | None = None,
     ) -> Agent:
         """An agent of ``preset`` on the session ``header``, living in this runtime
-        (``new_session``: the store just created ``header``; see ``AgentPreset.agent``)."""
+        (``new_session``: the store just created ``header``; see ``AgentPreset.agent``;
+        ``tools``: what :meth:`tools` composed, default the preset's own)."""
         return preset.agent(
             header,
             store,
@@ -234,6 +308,7 @@ class Runtime:
             model_spec=model_spec,
             runtime=self,
             new_session=new_session,
+            tools=tools,
         )
 
     async def compose(
@@ -246,9 +321,12 @@ class Runtime:
         limits: AgentLimits | None = None,
         record_model: bool = True,
         store: SessionStore | None = None,
+        tool_sources: Sequence[ToolSource] = (),
     ) -> Agent:
         """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
         ``store`` (default: the runtime's). Use the result as ``async with agent:``.
+        ``tool_sources``: sources of this agent alone (merged into its nearest layer), on top
+        of its preset's.
 
         A string ``model`` is a spec resolved relative to the current directory; ``None`` uses
         the session's recorded model, else the agent's profile ``model``. The spec is recorded
@@ -307,13 +385,22 @@ class Runtime:
             resolved = resolve_preset_model(preset, None, base=base)
             if header is None:
                 spec = preset.model_spec
+        # Before the session exists: a failure leaves none.
+        tools = await self.tools(preset, tool_sources)
         created = header is None
         if header is None:
             header = await store.create(new_header(agent=name, label=label, model=spec))
         if not record_model and session_id is not None:
             spec = None
         return self.agent(
-            preset, header, store, resolved, limits=limits, model_spec=spec, new_session=created
+            preset,
+            header,
+            store,
+            resolved,
+            limits=limits,
+            model_spec=spec,
+            new_session=created,
+            tools=tools,
         )
 
     # ------------------------------------------------------------------ sessions
@@ -408,6 +495,64 @@ async def compose_agent(
         record_model=record_model,
         store=store,
     )
+
+
+async def _list_sources(
+    runtime: Runtime, sources: Sequence[tuple[str, ToolSource]]
+) -> tuple[Sequence[Tool], ...]:
+    """What each source lists, concurrently; the first failure in order is raised."""
+    if len(sources) == 1:
+        return (await _list_source(runtime, *sources[0]),)
+    results: list[Sequence[Tool] | BaseException] = [()] * len(sources)
+
+    async def one(index: int) -> None:
+        try:
+            results[index] = await _list_source(runtime, *sources[index])
+        except Exception as exc:
+            results[index] = exc
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(sources)):
+            group.start_soon(one, index)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return tuple(result for result in results if not isinstance(result, BaseException))
+
+
+async def _list_source(runtime: Runtime, owner: str, source: ToolSource) -> Sequence[Tool]:
+    """One source's tools, checked; a failure that is not a tether error is named."""
+    try:
+        listed = await source.list_tools(runtime)
+    except TetherError:
+        raise
+    except Exception as exc:
+        raise AgentError(
+            ErrorCode.TOOL_SOURCE_FAILED,
+            f'tool source "{source.name}" of plugin "{owner}" could not list its tools: '
+            f"{type(exc).__name__}: {exc}",
+            plugin=owner,
+            remedy="fix the source's settings, or what it runs (--debug shows the traceback)",
+        ) from exc
+    items = cast(object, listed)
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise PluginError(
+            ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+            f'tool source "{source.name}" of plugin "{owner}" listed {type(items).__name__}, '
+            "not a sequence of tether.agents.Tool",
+            plugin=owner,
+            remedy="return a list or tuple of Tool from list_tools",
+        )
+    for item in cast(Sequence[object], items):
+        if not isinstance(item, Tool):
+            raise PluginError(
+                ErrorCode.PLUGIN_CONTRACT_VIOLATION,
+                f'tool source "{source.name}" of plugin "{owner}" listed '
+                f"{type(item).__name__}, not a tether.agents.Tool",
+                plugin=owner,
+                remedy="return a list or tuple of Tool from list_tools",
+            )
+    return cast(Sequence[Tool], items)
 
 
 def _register_skill_provider(

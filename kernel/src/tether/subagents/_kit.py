@@ -147,9 +147,17 @@ class ChildSpec:
         )
 
     @classmethod
-    def restored(cls, host: Agent, header: SessionHeader, descriptor: DescriptorEvent) -> ChildSpec:
+    def restored(
+        cls,
+        host: Agent,
+        header: SessionHeader,
+        descriptor: DescriptorEvent,
+        *,
+        tools: ToolRegistry | None = None,
+    ) -> ChildSpec:
         """The spec of the stored continuable child ``header`` restored under ``host``, as
-        its continuable descriptor (:meth:`continuable_descriptor`) recorded it."""
+        its continuable descriptor (:meth:`continuable_descriptor`) recorded it; ``tools``:
+        its preset's tools as the runtime composes them now (default: the preset's own)."""
         data = descriptor.data
         route = data.get("model")
         budget = data.get("max_output_tokens")
@@ -165,6 +173,7 @@ class ChildSpec:
             provider=str(data.get("provider", "")),
             model_route=route,
             max_output_tokens=budget,
+            tools=tools,
         )
 
     def agent(self, header: SessionHeader) -> Agent:
@@ -300,7 +309,11 @@ async def restore_local_child(
     the descriptor says everything the setup window decided (its model and budget here; its
     tools, their policy and its approvals are pinned by its ``delegation`` descriptor, which
     ``Agent.restore`` applies), and the log holds the rest."""
-    child = ChildSpec.restored(parent, header, descriptor).agent(header)
+    runtime = parent.runtime
+    # Its preset's tools as composed now (tool sources listed again), which its log's
+    # delegation descriptor then narrows to what was delegated.
+    tools = await runtime.tools(runtime.preset(header.agent)) if runtime is not None else None
+    child = ChildSpec.restored(parent, header, descriptor, tools=tools).agent(header)
     await child.restore()
     return child
 

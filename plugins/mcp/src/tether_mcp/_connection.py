@@ -1,0 +1,447 @@
+"""One MCP server in one runtime: started once, shared by every agent, restarted once when it dies.
+
+Inside ``Runtime.open`` a server is *hosted*: one owner task in the runtime's task group enters
+the SDK's ``Client`` (which must be entered and left in one task), keeps it while the runtime
+is open, and leaves it when the runtime closes (the SDK then closes the server's stdin, waits
+two seconds and kills its process tree, shielded from cancellation). Requests are sent from the
+callers' own tasks, so cancelling a turn cancels its request (the SDK tells the server).
+
+Outside ``Runtime.open`` (a bare ``Runtime``, ``tether context``) there is no task group to host
+a server in, so each listing and each call starts the server for that request alone.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar, cast
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    CallToolResult,
+    Implementation,
+    ListToolsResult,
+    Tool,
+    ToolListChangedNotification,
+)
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+import tether
+from tether.agents import ToolError
+
+from ._settings import ServerSettings, expand
+
+if TYPE_CHECKING:
+    from tether.runtime import Runtime
+
+__all__ = ("Connection", "ServerUnavailable", "State")
+
+State = Literal["stopped", "starting", "ready", "failed", "exited", "closed"]
+#: How much of a server's standard error an error message quotes (its end).
+STDERR_TAIL = 1_500
+#: Pages of ``tools/list`` read at most (a server that pages forever is cut here).
+MAX_PAGES = 100
+
+_T = TypeVar("_T")
+_CLIENT_INFO = Implementation(name="tether", version="0.1.0")
+
+
+class ServerUnavailable(Exception):
+    """The server could not be started or reached; the text says why (with its stderr tail)."""
+
+
+class Connection:
+    """The live state of one server entry (by :meth:`ServerSettings.connection_key`) in one
+    runtime. :meth:`tools` and :meth:`call` start it when needed."""
+
+    def __init__(self, config: ServerSettings, runtime: Runtime | None) -> None:
+        self.config = config
+        self.name = config.name
+        self._runtime = runtime
+        self.state: State = "stopped"
+        self.failure: str | None = None
+        """Why the last start failed, or why the server exited."""
+        self.listing: tuple[Tool, ...] | None = None
+        """The server's tools as last listed (a new tuple whenever they change)."""
+        self.version = 0
+        """Counts listings that differed from the one before (``list_changed``)."""
+        self.starts = 0
+        self._restart_allowed = True
+        self._client: Client | None = None
+        self._started: anyio.Event | None = None
+        self._closing: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._relist: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def hosted(self) -> bool:
+        """Whether the server lives in a runtime's task group (else: one start per request)."""
+        runtime = self._runtime
+        return runtime is not None and runtime.is_open
+
+    async def tools(self) -> tuple[Tool, ...]:
+        """The server's tools, starting it if it is not running."""
+        if not self.hosted:
+            if self.listing is None:
+                self.listing = await self._once(_list_all)
+            return self.listing
+        await self._ready()
+        assert self.listing is not None
+        return self.listing
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Call ``tool`` (the server's own name); a failure to reach the server, a timeout
+        or the server exiting mid-call is a :class:`tether.agents.ToolError` saying so."""
+        timeout = self.config.timeout
+        try:
+            if not self.hosted:
+
+                async def request(client: Client) -> CallToolResult:
+                    return await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+
+                return await self._once(request)
+            client = await self._ready()
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        except ServerUnavailable as exc:
+            raise ToolError(str(exc)) from None
+        except MCPError as exc:
+            raise ToolError(self._call_error(tool, exc)) from None
+        self._restart_allowed = True  # it answered: a later exit may be restarted again
+        return result
+
+    async def catalog(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names of the server's resources (their URIs) and prompts, for ``tether mcp
+        list``: empty when the server does not offer them."""
+
+        async def read(client: Client) -> tuple[tuple[str, ...], tuple[str, ...]]:
+            capabilities = client.server_capabilities
+            resources: tuple[str, ...] = ()
+            prompts: tuple[str, ...] = ()
+            if capabilities.resources is not None:
+                listed = await client.list_resources()
+                resources = tuple(str(resource.uri) for resource in listed.resources)
+            if capabilities.prompts is not None:
+                found = await client.list_prompts()
+                prompts = tuple(prompt.name for prompt in found.prompts)
+            return resources, prompts
+
+        if not self.hosted:
+            return await self._once(read)
+        return await read(await self._ready())
+
+    def close(self) -> None:
+        """Stop the server (the runtime closing does this too)."""
+        if self._closing is not None:
+            self._closing.set()
+        self.state = "closed" if self.state != "failed" else self.state
+
+    # ------------------------------------------------------------------ hosting
+
+    async def _ready(self) -> Client:
+        """The running server's client: started (or restarted once) when needed."""
+        while True:
+            if self.state == "ready" and self._client is not None:
+                return self._client
+            if self.state == "closed":
+                raise ServerUnavailable(
+                    f'the MCP server "{self.name}" was stopped with its runtime'
+                )
+            if self.state != "starting":
+                if self.state == "exited":
+                    if not self._restart_allowed:
+                        raise ServerUnavailable(
+                            f'the MCP server "{self.name}" exited again after its restart, '
+                            f"before answering a call ({self.failure}); fix the server and "
+                            "start tether again"
+                        )
+                    self._restart_allowed = False
+                self._begin()
+            started = self._started
+            assert started is not None
+            await started.wait()
+            if self.state != "ready":
+                raise ServerUnavailable(self.failure or f'the MCP server "{self.name}" stopped')
+
+    def _begin(self) -> None:
+        runtime = self._runtime
+        assert runtime is not None
+        self.state = "starting"
+        self.failure = None
+        self._started = anyio.Event()
+        self._closing = anyio.Event()
+        self.starts += 1
+        runtime.start_soon(self._own, self._started, self._closing)
+
+    async def _own(self, started: anyio.Event, closing: anyio.Event) -> None:
+        """The owner task: start the server, hold it until it exits or the runtime closes."""
+        scope = self._scope = anyio.CancelScope()
+        errlog = _errlog()
+        try:
+            with scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._watchdog, started, scope, errlog)
+                    try:
+                        async with self._connect(errlog, closing.set, group) as client:
+                            self.listing = await _list_all(client)
+                            self._client = client
+                            self.state = "ready"
+                            started.set()
+                            await closing.wait()
+                    except Exception as exc:
+                        if not started.is_set():
+                            self.failure = self._start_error(exc, errlog)
+                    finally:
+                        group.cancel_scope.cancel()
+        finally:
+            self._client = None
+            self._relist = None
+            if not started.is_set():
+                self.state = "failed"
+                self.failure = self.failure or self._start_error(None, errlog)
+                started.set()
+            elif self.state == "ready":
+                self.state = "exited"
+                self.failure = f"it exited{_tail(errlog)}"
+            errlog.close()
+
+    async def _watchdog(self, started: anyio.Event, scope: anyio.CancelScope, errlog: TextIO):
+        with anyio.move_on_after(self.config.startup_timeout):
+            await started.wait()
+            return
+        self.failure = (
+            f'the MCP server "{self.name}" did not start within '
+            f"{self.config.startup_timeout:g} s (startup_timeout){_tail(errlog)}"
+        )
+        scope.cancel()
+
+    # ------------------------------------------------------------------ transport
+
+    @asynccontextmanager
+    async def _connect(
+        self,
+        errlog: TextIO,
+        on_exit: Callable[[], None],
+        group: anyio.abc.TaskGroup | None,
+    ) -> AsyncGenerator[Client]:
+        """The SDK client, entered (handshake done): its read stream tells ``on_exit`` when
+        the server closes the connection; a ``tools/list_changed`` lists again in ``group``."""
+        config = self.config
+        async with AsyncExitStack() as stack:
+            if config.command is not None:
+                env = {key: expand(value, f"env {key}") for key, value in config.env.items()}
+                params = StdioServerParameters(
+                    command=config.command,
+                    args=list(config.args),
+                    env=env or None,
+                    cwd=config.cwd,
+                )
+                transport = stdio_client(params, errlog=errlog)
+            else:
+                import httpx2
+
+                assert config.url is not None
+                headers = {
+                    key: expand(value, f"header {key}") for key, value in config.headers.items()
+                }
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(
+                        headers=headers,
+                        timeout=httpx2.Timeout(config.startup_timeout, read=config.timeout),
+                    )
+                )
+                transport = streamable_http_client(config.url, http_client=http)
+            client_box: list[Client] = []
+
+            async def on_message(message: object) -> None:
+                changed = isinstance(message, ToolListChangedNotification)
+                if changed and group is not None and client_box:
+                    group.start_soon(self._list_again, client_box[0])
+
+            client = Client(
+                _watched(transport, on_exit),
+                mode="legacy",
+                read_timeout_seconds=config.timeout,
+                message_handler=on_message,
+                client_info=_CLIENT_INFO,
+            )
+            entered = await stack.enter_async_context(client)
+            client_box.append(entered)
+            yield entered
+
+    async def _once(self, request: Callable[[Client], Awaitable[_T]]) -> _T:
+        """``request`` on the server started for it alone (no runtime task group to host the
+        server in); the server is stopped again afterwards."""
+        errlog = _errlog()
+        outcome: list[_T] = []
+        failure: list[Exception] = []
+        entered = False
+        try:
+            with anyio.move_on_after(self.config.startup_timeout + self.config.timeout) as timer:
+                async with self._connect(errlog, lambda: None, None) as client:
+                    entered = True
+                    try:  # caught here: through the SDK's task groups it would come wrapped
+                        outcome.append(await request(client))
+                    except Exception as exc:
+                        failure.append(exc)
+        except Exception as exc:
+            if entered:
+                raise
+            self.failure = self._start_error(exc, errlog)
+            raise ServerUnavailable(self.failure) from None
+        finally:
+            errlog.close()
+        if failure:
+            raise failure[0]
+        if timer.cancelled_caught or not outcome:
+            raise ServerUnavailable(
+                f'the MCP server "{self.name}" did not start and answer within '
+                f"{self.config.startup_timeout + self.config.timeout:g} s"
+            )
+        return outcome[0]
+
+    async def _list_again(self, client: Client) -> None:
+        """A ``tools/list_changed``: list again; a different list is a new version."""
+        try:
+            listing = await _list_all(client)
+        except Exception:
+            return  # the next notification (or a restart) lists again
+        old = self.listing
+        if old is None or [t.model_dump() for t in old] != [t.model_dump() for t in listing]:
+            self.listing = listing
+            self.version += 1
+
+    # ------------------------------------------------------------------ errors
+
+    def _start_error(self, exc: BaseException | None, errlog: TextIO) -> str:
+        config = self.config
+        what = (
+            f"`{config.command} {' '.join(config.args)}`".replace(" `", "`")
+            if config.command is not None
+            else config.url
+        )
+        cause = _cause(exc) if exc is not None else "it stopped before the handshake"
+        return f'the MCP server "{self.name}" ({what}) could not start: {cause}{_tail(errlog)}'
+
+    def _call_error(self, tool: str, exc: MCPError) -> str:
+        if exc.code == CONNECTION_CLOSED:
+            return (
+                f'the MCP server "{self.name}" closed the connection during the call to {tool} '
+                "(it exited or was stopped); the call may or may not have happened; the server "
+                "is started again for the next call"
+            )
+        if exc.code == REQUEST_TIMEOUT:
+            return (
+                f'the MCP server "{self.name}" did not answer {tool} within '
+                f"{self.config.timeout:g} s (its timeout setting); the request was cancelled"
+            )
+        return f'the MCP server "{self.name}" refused the call to {tool}: {exc.error.message}'
+
+
+def _watched(transport: Any, on_exit: Callable[[], None]) -> Any:
+    """``transport`` whose read stream calls ``on_exit`` at its end (the server closed)."""
+
+    @asynccontextmanager
+    async def watched() -> AsyncGenerator[tuple[Any, Any]]:
+        async with transport as (read_stream, write_stream):
+            yield _WatchedStream(read_stream, on_exit), write_stream
+
+    return watched()
+
+
+class _WatchedStream:
+    """A read stream that reports its end (the SDK reads ``last_context`` off it too)."""
+
+    def __init__(self, stream: Any, on_exit: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_exit = on_exit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_exit()
+            raise
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stream.aclose()
+
+
+async def _list_all(client: Client) -> tuple[Tool, ...]:
+    """Every page of ``tools/list``."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page: ListToolsResult = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tuple(tools)
+
+
+def _errlog() -> TextIO:
+    """Where a server's standard error goes: a real file (the process needs a descriptor)."""
+    return cast(TextIO, tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+
+
+def _tail(errlog: TextIO) -> str:
+    """The end of what the server wrote on standard error, as ``; its stderr ended: ...``."""
+    try:
+        fd = errlog.fileno()
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, STDERR_TAIL, max(0, size - STDERR_TAIL))
+    except (OSError, ValueError):
+        return ""
+    text = data.decode("utf-8", "replace").strip()
+    if not text:
+        return ""
+    cut = "..." if size > STDERR_TAIL else ""
+    return f"; its stderr ended: {cut}{text}"
+
+
+def _first(group: BaseException) -> BaseException | None:
+    inner = cast(tuple[BaseException, ...], getattr(group, "exceptions", ()))
+    return inner[0] if inner else None
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost useful reason in ``error`` (the SDK nests failures in exception groups)."""
+    exc = error
+    while (inner := _first(exc)) is not None:
+        exc = inner
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return f"{exc.strerror}: {exc.filename or ''}".rstrip(": ") + " (command not found?)"
+    if isinstance(exc, MCPError):
+        if exc.code == CONNECTION_CLOSED:
+            return "it closed the connection during the handshake"
+        return f"the handshake failed: {exc.error.message}"
+    if isinstance(exc, tether.TetherError | ServerUnavailable):
+        return str(exc)
+    kind = exc.__class__.__name__
+    return f"{kind}: {exc!s}"

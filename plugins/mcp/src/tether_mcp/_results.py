@@ -1,0 +1,99 @@
+"""An MCP tool result as the text a tether tool returns.
+
+tether's messages carry text, so every content block becomes text: text as it is, an embedded
+text resource inside a ``<resource>`` block, and what text cannot hold (an image, audio, a
+binary resource) as a one-line note with its type and size. Structured content is kept: it
+follows the text as JSON unless a text block already says exactly it (the MCP spec asks
+servers to send both). The whole is cut at ``max_chars`` with a note saying what was cut.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from tether.agents import ToolError
+
+__all__ = ("render_result",)
+
+
+def render_result(result: CallToolResult, *, max_chars: int, label: str) -> str:
+    """The text the model sees for ``result`` of the tool ``label``; an error result is
+    raised as a :class:`ToolError` with the same text."""
+    parts: list[str] = [_block(block) for block in result.content]
+    structured = result.structured_content
+    if structured is not None and not _said(parts, structured):
+        parts.append("structured content:\n" + json.dumps(structured, ensure_ascii=False))
+    text = "\n".join(part for part in parts if part) or "(no content)"
+    text = _cap(text, max_chars, label)
+    if result.is_error:
+        raise ToolError(text)
+    return text
+
+
+def _block(block: Any) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent):
+        return _note("image", block.mime_type, block.data)
+    if isinstance(block, AudioContent):
+        return _note("audio", block.mime_type, block.data)
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, TextResourceContents):
+            mime = f' type="{resource.mime_type}"' if resource.mime_type else ""
+            return f'<resource uri="{resource.uri}"{mime}>\n{resource.text}\n</resource>'
+        return _note(f"resource {resource.uri}", resource.mime_type, resource.blob)
+    if isinstance(block, ResourceLink):
+        mime = f", {block.mime_type}" if block.mime_type else ""
+        return f"[resource link: {block.name} <{block.uri}>{mime}]"
+    return f"[{type(block).__name__} content: not shown]"
+
+
+def _note(what: str, mime: str | None, data: str) -> str:
+    """One line for content the model cannot be shown as text."""
+    size = _decoded_size(data)
+    return (
+        f"[{what}: {mime or 'unknown type'}, {size:,} bytes: not shown (tether passes text only)]"
+    )
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except ValueError:
+        return len(data)
+
+
+def _said(parts: list[str], structured: dict[str, Any]) -> bool:
+    """Whether a text block already holds ``structured`` as JSON."""
+    for part in parts:
+        stripped = part.strip()
+        if not stripped.startswith(("{", "[")):
+            continue
+        try:
+            if json.loads(stripped) == structured:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _cap(text: str, max_chars: int, label: str) -> str:
+    if len(text) <= max_chars:
+        return text
+    return (
+        text[:max_chars] + f"\n[cut: the result of {label} was {len(text):,} characters; the first "
+        f"{max_chars:,} are shown (max_result_chars)]"
+    )

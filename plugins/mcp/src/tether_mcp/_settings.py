@@ -1,0 +1,151 @@
+"""``[plugin.mcp]``: the MCP servers of one scope layer, each a ``[[plugin.mcp.servers]]`` entry."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+import tether
+
+__all__ = (
+    "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_STARTUP_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "SEPARATOR",
+    "ServerSettings",
+    "Settings",
+    "expand",
+)
+
+#: Between a server's name and its tool's name in the tool name the model sees.
+SEPARATOR = "__"
+#: Seconds a server has to start and answer the handshake and its first tool listing.
+DEFAULT_STARTUP_TIMEOUT = 30.0
+#: Seconds one request (a tool call, a listing) may take.
+DEFAULT_TIMEOUT = 60.0
+#: A tool result reaches the model cut after this many characters, with a note.
+DEFAULT_MAX_RESULT_CHARS = 40_000
+
+#: A server's name: letters, digits, ``-`` and single ``_`` (``__`` separates it from its tools).
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand(value: str, where: str) -> str:
+    """``value`` with each ``${NAME}`` replaced by the environment variable ``NAME``; a
+    variable that is not set is a ``ValueError`` naming ``where``."""
+
+    def one(found: re.Match[str]) -> str:
+        name = found[1]
+        if name not in os.environ:
+            raise ValueError(f"{where} uses ${{{name}}}, which is not set in the environment")
+        return os.environ[name]
+
+    return _VARIABLE.sub(one, value)
+
+
+class ServerSettings(BaseModel):
+    """One ``[[plugin.mcp.servers]]`` entry: a server started with ``command`` (stdio) or
+    reached at ``url`` (streamable HTTP)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=40)
+    """Names the server; its tools are ``NAME__TOOL`` (see docs/mcp.md)."""
+    command: str | None = None
+    """stdio: the program to start (looked up on ``PATH``)."""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    """stdio: variables set for the server, over a small inherited set (``HOME``, ``PATH``,
+    ``USER``, ...); ``${NAME}`` in a value is read from tether's environment at start."""
+    cwd: tether.ProfilePath | None = None
+    """stdio: the server's working directory (relative to the profile's folder)."""
+    url: str | None = None
+    """Streamable HTTP: the server's endpoint (``http://127.0.0.1:8000/mcp``)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP: headers sent with every request (``${NAME}`` expanded, as in ``env``)."""
+    include: tuple[str, ...] | None = None
+    """Only these of the server's tools (its own names, without the prefix)."""
+    exclude: tuple[str, ...] = ()
+    """None of these."""
+    needs_approval: bool | tuple[str, ...] = False
+    """``true``: every tool of the server asks the agent's approval policy first; a list: only
+    these tools (their own names)."""
+    trust_read_only: bool = True
+    """A tool the server annotates ``readOnlyHint`` runs in parallel with the step's other
+    safe calls; ``false`` runs every tool of the server one at a time."""
+    start: Literal["lazy", "eager"] = "lazy"
+    """``lazy``: started when an agent that sees it is first composed; ``eager``: when the
+    runtime opens, and connected to by ``tether check``."""
+    startup_timeout: float = Field(default=DEFAULT_STARTUP_TIMEOUT, gt=0, le=600)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=3600)
+    """Seconds one tool call may take; then it fails (and the server is told to cancel)."""
+    max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=1_000)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                f"server name {value!r} must be letters, digits, '-' and single '_' (no '__', "
+                "which separates a server from its tools), starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"url {value!r} must start with http:// or https://")
+        return value
+
+    @model_validator(mode="after")
+    def _transport(self) -> Self:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f'server "{self.name}" needs exactly one of command (stdio) or url (HTTP)'
+            )
+        if self.url is not None and (self.args or self.env or self.cwd is not None):
+            raise ValueError(f'server "{self.name}": args, env and cwd are for command servers')
+        if self.command is not None and self.headers:
+            raise ValueError(f'server "{self.name}": headers are for url servers')
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def approves(self, tool: str) -> bool:
+        """Whether ``tool`` (the server's own name) needs approval."""
+        if isinstance(self.needs_approval, bool):
+            return self.needs_approval
+        return tool in self.needs_approval
+
+    def connection_key(self) -> tuple[object, ...]:
+        """What makes two entries one server process: how it is started or reached (not its
+        filters, approvals or limits)."""
+        return (
+            self.command,
+            self.args,
+            tuple(sorted(self.env.items())),
+            str(self.cwd) if self.cwd is not None else None,
+            self.url,
+            tuple(sorted(self.headers.items())),
+        )
+
+
+class Settings(tether.PluginSettings):
+    """``[plugin.mcp]`` (or ``[agent.NAME.plugin.mcp]``)."""
+
+    servers: tuple[ServerSettings, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        names = [server.name for server in self.servers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"server name(s) given twice in one layer: {', '.join(twice)}")
+        return self
