@@ -1,4 +1,4 @@
-"""Tool sources (``tether_tool_sources``): tools listed when an agent is composed, in their layer."""
+"""Tool sources (``tether_tool_sources``): tools listed at compose, merged into their layer."""
 
 from __future__ import annotations
 
