@@ -154,8 +154,7 @@ async def test_a_source_that_fails_is_named_and_leaves_no_session(tether_kernel)
         await Runtime(kernel, store).compose(agent="main", model=FunctionModel(lambda r: "ok"))
     assert caught.value.code == ErrorCode.TOOL_SOURCE_FAILED
     assert str(caught.value).startswith(
-        'tool source "flaky" of plugin "inner" could not list its tools: ValueError: server '
-        "said no"
+        'tool source "flaky" of plugin "inner" could not list its tools: ValueError: server said no'
     )
     assert str(caught.value).endswith("[TOOL_SOURCE_FAILED]")
     assert await store.sessions() == []

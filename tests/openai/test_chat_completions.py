@@ -220,3 +220,46 @@ async def test_a_turn_end_to_end_through_the_plugin_with_a_retry(server, tmp_pat
         },
         {"role": "tool", "tool_call_id": "call_1_9a2b", "content": "launch.md"},
     ]
+
+
+async def test_images_of_tool_results_follow_the_steps_tool_messages(server):
+    from tether.models import ImagePart
+
+    server.queue("deepseek_text.json")
+    calls = (
+        ToolCall(id="c1", name="chart", arguments={}),
+        ToolCall(id="c2", name="read_note", arguments={}),
+    )
+    request = ModelRequest(
+        messages=(
+            Message(role="user", content="Show the chart"),
+            Message(role="assistant", content="", tool_calls=calls),
+            Message(
+                role="tool",
+                content="[image: image/png, 3 bytes]",
+                tool_call_id="c1",
+                name="chart",
+                images=(ImagePart(mime_type="image/png", data="AAAA"),),
+            ),
+            Message(role="tool", content="a note", tool_call_id="c2", name="read_note"),
+            Message(role="user", content="And?"),
+        )
+    )
+    model = ChatCompletionsModel(
+        "openai:gpt-4o", "gpt-4o", base_url=server.url, api_key="sk-test", images=True
+    )
+    assert model.accepts_images
+    await model.request(request)
+    await model.aclose()
+    (sent,) = server.requests
+    roles = [m["role"] for m in sent["body"]["messages"]]
+    # The tool messages stay together after their assistant message; the images come after.
+    assert roles == ["user", "assistant", "tool", "tool", "user", "user"]
+    assert sent["body"]["messages"][4] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "The images of chart:"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ],
+    }
+    assert sent["body"]["messages"][2]["content"] == "[image: image/png, 3 bytes]"

@@ -7,6 +7,7 @@ if it ever returns (the test checks that it did not).
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,10 @@ NAP = 30.0
 
 
 def _started(name: str, context: ToolContext) -> None:
-    print(f"[{name} {context.call_id} started]", flush=True)
+    # One write of the whole line: print() writes the text and the newline apart, so two
+    # tools starting in two threads at once could run their lines together.
+    sys.stdout.write(f"[{name} {context.call_id} started]\n")
+    sys.stdout.flush()
 
 
 def _finished(context: ToolContext) -> str:

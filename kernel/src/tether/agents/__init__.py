@@ -18,7 +18,15 @@ from ._instructions import (
 )
 from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
 from ._step import AgentLimits, PreStep, StepContext
-from ._tools import Tool, ToolContext, ToolError, ToolFilter, ToolRegistry, ToolSource
+from ._tools import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolFilter,
+    ToolOutput,
+    ToolRegistry,
+    ToolSource,
+)
 
 __all__ = (
     "LEASE_RENEWAL",
@@ -38,6 +46,7 @@ __all__ = (
     "ToolContext",
     "ToolError",
     "ToolFilter",
+    "ToolOutput",
     "ToolRegistry",
     "ToolSource",
     "ask_permission",

@@ -143,6 +143,7 @@ class Agent:
         "_unsaved",
         "approval",
         "header",
+        "holds_images",
         "instructions",
         "limits",
         "model",
@@ -195,6 +196,9 @@ class Agent:
         self.pre_steps = tuple(pre_steps)
         self.limits = limits or AgentLimits()
         self._history: list[Message] = []
+        self.holds_images = False
+        """Whether a message of its history carries images (a tool returned some): then a
+        model that takes no images reads a note in their place (``build_request``)."""
         self._instruction_values: dict[str, str] = {}
         self._turns = 0
         self._inbox: deque[_InboxItem] = deque()
@@ -308,6 +312,7 @@ class Agent:
             apply_pins(self, pins)
         self._log_length = folded.length
         self._history.extend(folded.history)
+        self.holds_images = self.holds_images or any(m.images for m in folded.history)
         self._instruction_values.update(folded.instructions)
         self._turns = folded.turns
         for pending in folded.unclaimed:
@@ -990,6 +995,8 @@ class Agent:
             # Durable as soon as it exists: a crash while a sibling still runs keeps it.
             await self._append(result, hold=True)
             self._history.append(event_to_message(result))  # type: ignore[arg-type]
+            if result.images:
+                self.holds_images = True
 
         await run_in_batches(self, calls, run)
 

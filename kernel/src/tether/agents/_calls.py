@@ -25,7 +25,7 @@ import anyio
 from ..models import ToolCall
 from ..store import ToolResult
 from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission
-from ._tools import ToolContext, ToolError
+from ._tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -111,6 +111,10 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
             name=call.name,
             content=f"error: {type(exc).__name__}: {exc}",
             is_error=True,
+        )
+    if isinstance(content, ToolOutput) and content.images:
+        return ToolResult(
+            tool_call_id=call.id, name=call.name, content=str(content), images=content.images
         )
     return ToolResult(tool_call_id=call.id, name=call.name, content=content)
 

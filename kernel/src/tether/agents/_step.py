@@ -141,7 +141,10 @@ def build_request(
     agent: Agent, messages: Sequence[Message], max_output_tokens: int | None
 ) -> ModelRequest:
     """The model request of a step of ``agent``'s: its base prompt and tool list (fixed for the
-    session) and ``messages``."""
+    session) and ``messages``. A model that does not take images (``accepts_images``, false
+    unless it says so) reads a note in their place."""
+    if agent.holds_images and not getattr(agent.model, "accepts_images", False):
+        messages = [text_only(message) if message.images else message for message in messages]
     return ModelRequest.model_construct(
         system=agent.system,
         messages=tuple(messages),
@@ -150,6 +153,14 @@ def build_request(
         agent=agent.name,
         session_label=agent.header.label,
     )
+
+
+def text_only(message: Message) -> Message:
+    """``message`` without its images, and a note saying they are not shown."""
+    count = len(message.images)
+    note = f"[{count} image{'s' if count != 1 else ''} not shown: this model reads text only]"
+    content = f"{message.content}\n{note}" if message.content else note
+    return message.model_copy(update={"images": (), "content": content})
 
 
 async def changed_instructions(

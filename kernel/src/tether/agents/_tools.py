@@ -12,13 +12,21 @@ import anyio
 import anyio.to_thread
 
 from ..errors import AgentError, ErrorCode
-from ..models import ToolSchema
+from ..models import ImagePart, ToolSchema
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
     from ._agent import Agent
 
-__all__ = ("Tool", "ToolContext", "ToolError", "ToolFilter", "ToolRegistry", "ToolSource")
+__all__ = (
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolFilter",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolSource",
+)
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -28,6 +36,23 @@ ToolFunction = Callable[[dict[str, Any], "ToolContext"], "Awaitable[str] | str"]
 class ToolError(Exception):
     """Raise from a tool to fail the call with exactly this text (the model sees
     ``error: TEXT``); any other exception is shown with its type name."""
+
+
+class ToolOutput(str):
+    """A tool's text with images next to it: return ``ToolOutput(text, images=[...])`` from a
+    tool's ``run`` (it is a ``str``, so everything that reads results as text still does).
+
+    The images are logged with the result and shown to models that take images
+    (``accepts_images``); other models read the text and a note saying how many images they
+    are not shown. Write the text so that it stands alone (what each image is).
+    """
+
+    images: tuple[ImagePart, ...]
+
+    def __new__(cls, text: str, images: Iterable[ImagePart] = ()) -> ToolOutput:
+        output = super().__new__(cls, text)
+        output.images = tuple(images)
+        return output
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ._protocol import (
 from ._scripted import ScriptedModel, ScriptStep
 from ._types import (
     FinishReason,
+    ImagePart,
     Message,
     ModelRequest,
     ModelResponse,
@@ -33,6 +34,7 @@ __all__ = (
     "FIRST_PARTY_MODEL_PREFIXES",
     "FinishReason",
     "FunctionModel",
+    "ImagePart",
     "Message",
     "Model",
     "ModelProvider",

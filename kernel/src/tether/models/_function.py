@@ -24,8 +24,12 @@ class FunctionModel:
     failing provider. Every request it saw is kept in :attr:`requests` for assertions.
     """
 
-    def __init__(self, function: ModelFunction, *, name: str | None = None) -> None:
+    def __init__(
+        self, function: ModelFunction, *, name: str | None = None, accepts_images: bool = False
+    ) -> None:
         self._function = function
+        self.accepts_images = accepts_images
+        """Whether requests carry images (``Message.images``); else a note stands in."""
         self._is_async = inspect.iscoroutinefunction(function)
         self.name = name or f"function:{getattr(function, '__qualname__', 'anonymous')}"
         self.requests: list[ModelRequest] = []

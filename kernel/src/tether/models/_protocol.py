@@ -34,6 +34,11 @@ class Model(Protocol):
     (timeouts, rate limits, server errors), with ``retry_after`` when the server said how long
     to wait; the turn loop retries it with backoff, within ``AgentLimits.retry_budget``, without
     redoing committed steps.
+
+    A model that takes images says so with an attribute ``accepts_images = True``: its requests
+    then carry the images of tool results (``Message.images``). Without it (the default), each
+    message with images reaches the model as its text and a note saying how many images are
+    not shown.
     """
 
     @property

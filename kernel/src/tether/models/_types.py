@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = (
     "FinishReason",
+    "ImagePart",
     "Message",
     "ModelRequest",
     "ModelResponse",
@@ -36,6 +37,16 @@ class ToolCall(_Frozen):
     an error result the model sees, and the tool does not run."""
 
 
+class ImagePart(_Frozen):
+    """An image a message carries next to its text (a tool's result, say): base64 ``data``
+    of type ``mime_type``. Only models that say they take images see it (``Model``'s
+    ``accepts_images``); the others read a note in the text instead."""
+
+    mime_type: str
+    data: str
+    """The image, base64-encoded."""
+
+
 class Message(_Frozen):
     """One message of a conversation, in the shape chat models share."""
 
@@ -49,6 +60,8 @@ class Message(_Frozen):
     """Tool messages: the tool's name."""
     is_error: bool = False
     """Tool messages: the tool failed and ``content`` says how."""
+    images: tuple[ImagePart, ...] = ()
+    """Images that come with the text (a tool's result); see :class:`ImagePart`."""
 
 
 class ToolSchema(_Frozen):

@@ -5,10 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 from pydantic_core import PydanticSerializationError
 
-from ..models._types import FinishReason, ToolCall, Usage
+from ..models._types import FinishReason, ImagePart, ToolCall, Usage
 
 __all__ = (
     "AssistantMessage",
@@ -102,6 +109,16 @@ class ToolResult(_Frozen):
     name: str
     content: str
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
+    """Images the tool returned with its text (``tether.agents.ToolOutput``); stored only
+    when there are some, so a log without images reads as it always did."""
+
+    @model_serializer(mode="wrap")
+    def _without_no_images(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.images:
+            data.pop("images", None)
+        return data
 
 
 class InstructionEvent(_Frozen):

@@ -57,9 +57,16 @@ def event_to_message(event: Event) -> Message | None:
             return Message(role="user", content=content)
         case AssistantMessage(content=content, tool_calls=calls):
             return Message(role="assistant", content=content, tool_calls=calls)
-        case ToolResult(tool_call_id=call_id, name=name, content=content, is_error=is_error):
+        case ToolResult(
+            tool_call_id=call_id, name=name, content=content, is_error=is_error, images=images
+        ):
             return Message(
-                role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error
+                role="tool",
+                content=content,
+                tool_call_id=call_id,
+                name=name,
+                is_error=is_error,
+                images=images,
             )
         case InstructionEvent(slug=slug, role=role, content=content):
             return Message(role=role, content=render_instruction(slug, content))

@@ -77,7 +77,7 @@ class Connection:
         self._started: anyio.Event | None = None
         self._closing: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
-        self._relist: Callable[[], None] | None = None
+        self._http_status: str | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -154,6 +154,10 @@ class Connection:
                 raise ServerUnavailable(
                     f'the MCP server "{self.name}" was stopped with its runtime'
                 )
+            if self.state == "failed" and not self._restart_allowed:
+                raise ServerUnavailable(  # its restart failed: not tried again and again
+                    f"{self.failure}; it exited before, and its restart failed"
+                )
             if self.state != "starting":
                 if self.state == "exited":
                     if not self._restart_allowed:
@@ -184,12 +188,24 @@ class Connection:
         """The owner task: start the server, hold it until it exits or the runtime closes."""
         scope = self._scope = anyio.CancelScope()
         errlog = _errlog()
+        ended = anyio.Event()  # the server closed the connection (it exited)
+
+        def server_ended() -> None:
+            ended.set()
+            if self._started is started and self.state == "ready":
+                # At once, not when the transport is torn down: no call gets the dead client
+                # from now on, and the next one restarts the server.
+                self.state = "exited"
+                self._client = None
+                self.failure = f"it exited{_tail(errlog)}"
+            closing.set()
+
         try:
             with scope:
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._watchdog, started, scope, errlog)
                     try:
-                        async with self._connect(errlog, closing.set, group) as client:
+                        async with self._connect(errlog, server_ended, group) as client:
                             self.listing = await _list_all(client)
                             self._client = client
                             self.state = "ready"
@@ -201,15 +217,17 @@ class Connection:
                     finally:
                         group.cancel_scope.cancel()
         finally:
-            self._client = None
-            self._relist = None
+            mine = self._started is started  # else a restart owns the connection now
+            if mine:
+                self._client = None
             if not started.is_set():
                 self.state = "failed"
                 self.failure = self.failure or self._start_error(None, errlog)
                 started.set()
-            elif self.state == "ready":
-                self.state = "exited"
-                self.failure = f"it exited{_tail(errlog)}"
+            elif mine and self.state == "ready":
+                # Cancelled (the runtime closed) or stopped: not a crash.
+                self.state = "exited" if ended.is_set() else "closed"
+                self.failure = f"it exited{_tail(errlog)}" if ended.is_set() else None
             errlog.close()
 
     async def _watchdog(self, started: anyio.Event, scope: anyio.CancelScope, errlog: TextIO):
@@ -236,7 +254,10 @@ class Connection:
         config = self.config
         async with AsyncExitStack() as stack:
             if config.command is not None:
-                env = {key: expand(value, f"env {key}") for key, value in config.env.items()}
+                env = {
+                    key: expand(value, f"env {key}") if config.expand_variables else value
+                    for key, value in config.env.items()
+                }
                 params = StdioServerParameters(
                     command=config.command,
                     args=list(config.args),
@@ -249,10 +270,18 @@ class Connection:
 
                 assert config.url is not None
                 headers = {
-                    key: expand(value, f"header {key}") for key, value in config.headers.items()
+                    key: expand(value, f"header {key}") if config.expand_variables else value
+                    for key, value in config.headers.items()
                 }
+                self._http_status = None
+
+                async def record(response: httpx2.Response) -> None:
+                    if response.status_code >= 400:
+                        self._http_status = f"HTTP {response.status_code} {response.reason_phrase}"
+
                 http = await stack.enter_async_context(
                     httpx2.AsyncClient(
+                        event_hooks={"response": [record]},
                         headers=headers,
                         timeout=httpx2.Timeout(config.startup_timeout, read=config.timeout),
                     )
@@ -268,7 +297,9 @@ class Connection:
             client = Client(
                 _watched(transport, on_exit),
                 mode="legacy",
-                read_timeout_seconds=config.timeout,
+                # Calls pass their own timeout; this one bounds the handshake and listings,
+                # which startup_timeout bounds too (a slow start is not a slow call).
+                read_timeout_seconds=max(config.timeout, config.startup_timeout),
                 message_handler=on_message,
                 client_info=_CLIENT_INFO,
             )
@@ -310,7 +341,8 @@ class Connection:
     async def _list_again(self, client: Client) -> None:
         """A ``tools/list_changed``: list again; a different list is a new version."""
         try:
-            listing = await _list_all(client)
+            with anyio.fail_after(self.config.timeout):
+                listing = await _list_all(client)
         except Exception:
             return  # the next notification (or a restart) lists again
         old = self.listing
@@ -328,6 +360,8 @@ class Connection:
             else config.url
         )
         cause = _cause(exc) if exc is not None else "it stopped before the handshake"
+        if self._http_status is not None:
+            cause += f" ({self._http_status})"
         return f'the MCP server "{self.name}" ({what}) could not start: {cause}{_tail(errlog)}'
 
     def _call_error(self, tool: str, exc: MCPError) -> str:

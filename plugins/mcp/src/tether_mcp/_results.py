@@ -1,10 +1,12 @@
 """An MCP tool result as the text a tether tool returns.
 
-tether's messages carry text, so every content block becomes text: text as it is, an embedded
-text resource inside a ``<resource>`` block, and what text cannot hold (an image, audio, a
-binary resource) as a one-line note with its type and size. Structured content is kept: it
-follows the text as JSON unless a text block already says exactly it (the MCP spec asks
-servers to send both). The whole is cut at ``max_chars`` with a note saying what was cut.
+Every content block becomes text: text as it is, an embedded text resource inside a
+``<resource>`` block, an image as a one-line placeholder with its type and size *and* the image
+itself next to the text (a :class:`tether.agents.ToolOutput`: models that take images see it,
+the others read a note), and what neither can hold (audio, a binary resource) as a one-line
+note. Structured content is kept: it follows the text as JSON unless a text block already says
+exactly it (the MCP spec asks servers to send both). The text is cut at ``max_chars`` with a
+note saying what was cut.
 """
 
 from __future__ import annotations
@@ -23,15 +25,24 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from tether.agents import ToolError
+from tether.agents import ToolError, ToolOutput
+from tether.models import ImagePart
 
 __all__ = ("render_result",)
 
 
-def render_result(result: CallToolResult, *, max_chars: int, label: str) -> str:
-    """The text the model sees for ``result`` of the tool ``label``; an error result is
-    raised as a :class:`ToolError` with the same text."""
-    parts: list[str] = [_block(block) for block in result.content]
+def render_result(
+    result: CallToolResult, *, max_chars: int, label: str, max_image_bytes: int = 5_000_000
+) -> str:
+    """The text the model sees for ``result`` of the tool ``label`` (a ``ToolOutput`` when it
+    has images); an error result is raised as a :class:`ToolError` with the same text."""
+    images: list[ImagePart] = []
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, ImageContent):
+            parts.append(_image(block, images, max_image_bytes))
+        else:
+            parts.append(_block(block))
     structured = result.structured_content
     if structured is not None and not _said(parts, structured):
         parts.append("structured content:\n" + json.dumps(structured, ensure_ascii=False))
@@ -39,14 +50,24 @@ def render_result(result: CallToolResult, *, max_chars: int, label: str) -> str:
     text = _cap(text, max_chars, label)
     if result.is_error:
         raise ToolError(text)
-    return text
+    return ToolOutput(text, images) if images else text
+
+
+def _image(block: ImageContent, images: list[ImagePart], max_bytes: int) -> str:
+    """The placeholder line of an image; the image joins ``images`` unless it is too big."""
+    size = _decoded_size(block.data)
+    if size > max_bytes:
+        return (
+            f"[image: {block.mime_type}, {size:,} bytes: not shown, larger than "
+            f"max_image_bytes ({max_bytes:,})]"
+        )
+    images.append(ImagePart(mime_type=block.mime_type, data=block.data))
+    return f"[image: {block.mime_type}, {size:,} bytes]"
 
 
 def _block(block: Any) -> str:
     if isinstance(block, TextContent):
         return block.text
-    if isinstance(block, ImageContent):
-        return _note("image", block.mime_type, block.data)
     if isinstance(block, AudioContent):
         return _note("audio", block.mime_type, block.data)
     if isinstance(block, EmbeddedResource):
@@ -77,7 +98,14 @@ def _decoded_size(data: str) -> int:
 
 
 def _said(parts: list[str], structured: dict[str, Any]) -> bool:
-    """Whether a text block already holds ``structured`` as JSON."""
+    """Whether a text block already holds ``structured``: as JSON, or, for an object of one
+    key (the SDKs wrap a plain result so: ``{"result": ...}``, ``{"content": ...}``), as its
+    value."""
+    if len(structured) == 1:
+        (value,) = structured.values()
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if any(part.strip() == text.strip() for part in parts):
+            return True
     for part in parts:
         stripped = part.strip()
         if not stripped.startswith(("{", "[")):

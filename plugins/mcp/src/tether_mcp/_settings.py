@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 import tether
 
 __all__ = (
+    "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_STARTUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
@@ -28,6 +29,8 @@ DEFAULT_STARTUP_TIMEOUT = 30.0
 DEFAULT_TIMEOUT = 60.0
 #: A tool result reaches the model cut after this many characters, with a note.
 DEFAULT_MAX_RESULT_CHARS = 40_000
+#: An image a tool returns reaches the model up to this size (decoded), else a note.
+DEFAULT_MAX_IMAGE_BYTES = 5_000_000
 
 #: A server's name: letters, digits, ``-`` and single ``_`` (``__`` separates it from its tools).
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
@@ -74,6 +77,9 @@ class ServerSettings(BaseModel):
     needs_approval: bool | tuple[str, ...] = False
     """``true``: every tool of the server asks the agent's approval policy first; a list: only
     these tools (their own names)."""
+    expand_variables: bool = True
+    """``${NAME}`` in ``env`` and ``headers`` values is read from tether's environment;
+    ``false`` takes the values as written (``tether acp`` so passes its client's servers)."""
     trust_read_only: bool = True
     """A tool the server annotates ``readOnlyHint`` runs in parallel with the step's other
     safe calls; ``false`` runs every tool of the server one at a time."""
@@ -84,6 +90,9 @@ class ServerSettings(BaseModel):
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=3600)
     """Seconds one tool call may take; then it fails (and the server is told to cancel)."""
     max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=1_000)
+    max_image_bytes: int = Field(default=DEFAULT_MAX_IMAGE_BYTES, ge=0)
+    """An image larger than this (decoded) is a note, not an image; ``0``: images are always
+    notes."""
 
     @field_validator("name")
     @classmethod

@@ -75,6 +75,7 @@ class McpCall:
     tool: str
     label: str
     max_chars: int
+    max_image_bytes: int
     listing: tuple[McpTool, ...] = field(repr=False)
     """The server's listing the tool was built from (what the change notice compares)."""
     version: int = 0
@@ -82,7 +83,9 @@ class McpCall:
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         """The tool's function (a coroutine function, so tether awaits it on the loop)."""
         result = await self.connection.call(self.tool, arguments)
-        return render_result(result, max_chars=self.max_chars, label=self.label)
+        return render_result(
+            result, max_chars=self.max_chars, label=self.label, max_image_bytes=self.max_image_bytes
+        )
 
 
 class ServerSource:
@@ -113,7 +116,9 @@ class ServerSource:
                 plugin=self._owner,
                 where=f'plugin "{self._owner}", server "{self.config.name}"',
                 remedy="fix the server's command, url or settings; `tether mcp list` shows "
-                "every server's status",
+                "every server's status"
+                if self._owner == "mcp"
+                else "fix the server's command, url or settings",
             ) from None
         built = self._built.get(runtime)
         if built is not None and built[0] is listing:
@@ -160,6 +165,7 @@ def build_tools(
             tool=remote.name,
             label=name,
             max_chars=config.max_result_chars,
+            max_image_bytes=config.max_image_bytes,
             listing=listing,
             version=connection.version,
         )

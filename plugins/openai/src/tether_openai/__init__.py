@@ -66,6 +66,10 @@ class Endpoint(BaseModel):
     tool_calls_in_text: Literal["json", "xml"] | None = None
     """Parse tool calls a model writes as text: ``json`` (a fenced JSON object) or ``xml``
     (``<tool_call>`` / ``<function=...>`` tags); off by default."""
+    images: bool = False
+    """The server's models take images: a tool result's images (an MCP server's, say) are sent
+    as ``image_url`` parts of a user message after the step's tool messages. Off: the model
+    reads a note instead. On for the ``openai`` preset."""
 
     def options(self, settings: Settings) -> dict[str, Any]:
         """The :class:`ChatCompletionsModel` keywords for this endpoint under ``settings``."""
@@ -78,12 +82,13 @@ class Endpoint(BaseModel):
             "tool_call_content": self.tool_call_content,
             "tool_choice": None if self.tool_choice == "omit" else "auto",
             "tool_calls_in_text": self.tool_calls_in_text,
+            "images": self.images,
         }
 
 
 #: Endpoints every profile gets; a settings endpoint of the same name replaces one.
 PRESETS: dict[str, Endpoint] = {
-    "openai": Endpoint(base_url="https://api.openai.com/v1", api_key_env=API_KEY_ENV),
+    "openai": Endpoint(base_url="https://api.openai.com/v1", api_key_env=API_KEY_ENV, images=True),
     "deepseek": Endpoint(base_url="https://api.deepseek.com", api_key_env="DEEPSEEK_API_KEY"),
 }
 

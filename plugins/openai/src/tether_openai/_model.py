@@ -61,9 +61,12 @@ class ChatCompletionsModel:
         tool_call_content: ToolCallContent = "empty",
         tool_choice: Literal["auto"] | None = "auto",
         tool_calls_in_text: TextCallFormat | None = None,
+        images: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.name = name
+        self.accepts_images = images
+        """Whether requests carry the images of tool results (as ``image_url`` parts)."""
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"

@@ -38,8 +38,31 @@ def encode_messages(
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": block} for block in request.system
     ]
-    messages += [_message(m, tool_call_content) for m in request.messages]
+    images: list[dict[str, Any]] = []  # of the tool messages just sent
+    for message in request.messages:
+        if images and message.role != "tool":
+            messages.append(_images_message(images))
+            images = []
+        messages.append(_message(message, tool_call_content))
+        if message.images:
+            images.append({"type": "text", "text": f"The images of {message.name or 'a tool'}:"})
+            images.extend(
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"},
+                }
+                for image in message.images
+            )
+    if images:
+        messages.append(_images_message(images))
     return messages
+
+
+def _images_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tool results' images, as the user message after the step's tool messages (a tool
+    message of Chat Completions holds text only, and the tool messages of one step must follow
+    their assistant message without a break)."""
+    return {"role": "user", "content": parts}
 
 
 def _message(message: Message, tool_call_content: ToolCallContent) -> dict[str, Any]:

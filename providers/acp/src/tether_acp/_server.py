@@ -8,6 +8,8 @@ the profile's agents over the Agent Client Protocol, version 1:
 * ``session/new``: a new stored session of the agent; its ACP session id is the tether session
   id, so ``tether sessions show ID`` and ``tether run --session ID`` find it. ``cwd`` must be
   an absolute path to a directory (the spec's rule), else the answer is "invalid params".
+  ``mcpServers`` (stdio and ``http`` entries) become tool sources of the session's agent alone,
+  through tether-mcp (:mod:`tether_acp._mcp`); a server that does not start fails the request.
 * ``session/load``: reopens a stored session as ``tether run --session`` does (a turn a crash
   left open is closed first, and continuable children holding unrun messages are recovered) and
   replays its conversation as ``session/update`` notifications before answering: the person's
@@ -59,8 +61,8 @@ that id, and closed with the answer (``completed`` when allowed, ``failed`` when
 go to this connection's client as ``session/request_permission`` on the session at the root of
 the asker's chain, and the answer comes back down; a client that fails to answer refuses.
 
-Not done: MCP servers the client offers (ignored), ``session/list``, and the unstable
-``session/close`` / ``resume`` / ``fork``.
+Not done: ``sse`` and ``acp`` MCP server entries (skipped with a warning), ``session/list``,
+and the unstable ``session/close`` / ``resume`` / ``fork``.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOptionKind,
     PromptCapabilities,
@@ -117,6 +120,7 @@ from tether.store import (
     UserMessage,
 )
 
+from ._mcp import client_tool_sources, mcp_available
 from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
 
 if TYPE_CHECKING:
@@ -439,7 +443,11 @@ class TetherAcpAgent:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
-                load_session=True, prompt_capabilities=PromptCapabilities()
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(),
+                # The client's HTTP MCP servers are passed on when tether-mcp is installed
+                # (stdio ones are every agent's to take).
+                mcp_capabilities=McpCapabilities(http=mcp_available()),
             ),
             agent_info=Implementation(name="tether", title="tether", version=__version__),
         )
@@ -450,14 +458,22 @@ class TetherAcpAgent:
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         directory = _working_directory(cwd)
-        session = await self._open(None, directory)
+        session = await self._open(None, directory, mcp_servers)
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
         directory = _working_directory(cwd)
-        session = self._sessions.get(session_id) or await self._open(session_id, directory)
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = await self._open(session_id, directory, mcp_servers)
+        elif mcp_servers:
+            log.warning(
+                "session/load of %s, which is open: its tools stay as they are (the MCP servers"
+                " of this request are not used)",
+                session_id,
+            )
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
@@ -468,12 +484,16 @@ class TetherAcpAgent:
                 await self._notify(session.id, update)
         return LoadSessionResponse()
 
-    async def _open(self, session_id: str | None, cwd: Path) -> _Session:
+    async def _open(self, session_id: str | None, cwd: Path, mcp_servers: Any = None) -> _Session:
+        """Compose and hold the agent of ``session_id`` (``None``: a new session), with the
+        MCP servers the client names as tool sources of its own (:mod:`tether_acp._mcp`)."""
+        sources = client_tool_sources(mcp_servers, cwd)  # invalid params: nothing started
         try:
             agent = await self.runtime.compose(
                 agent=self.agent_name,
                 model=self.model_spec,
                 session_id=session_id,
+                tool_sources=sources,
             )
         except TetherError as exc:
             raise _request_error(exc) from None
