@@ -192,3 +192,25 @@ async def test_eager_sources_are_listed_when_the_runtime_opens(tether_kernel):
         # The eager failure waits for the compose that needs the tools.
         with pytest.raises(AgentError, match="not yet"):
             await opened.compose(agent="main", model=FunctionModel(lambda r: "ok"))
+
+
+async def test_a_sessions_own_sources_form_the_nearest_layer(tether_kernel):
+    """``compose(tool_sources=...)`` (an ACP client's MCP servers): a layer of their own,
+    nearest, so one of their tools hides a profile tool of the same name, whatever layer the
+    profile's is in; the list is the session's alone (not kept for the next compose)."""
+    profile_source = Listing("profile", tool("shared", "profile"), tool("theirs"))
+    kernel = tether_kernel(
+        '[tether]\nplugins = ["outer"]\nstore = "memory"\n', {"outer": Sources(profile_source)}
+    )
+    runtime = Runtime(kernel, MemoryStore())
+    own = Listing("client", tool("shared", "client"))
+    model = FunctionModel(lambda r: "ok")
+    agent = await runtime.compose(model=model, tool_sources=[own.source])
+    assert agent.tools.names() == ["shared", "theirs"]
+    shared = agent.tools.get("shared")
+    assert shared is not None
+    assert await shared.run({}, None) == "client"  # type: ignore[arg-type]
+    plain = await runtime.compose(model=model)
+    shared = plain.tools.get("shared")
+    assert shared is not None
+    assert await shared.run({}, None) == "profile"  # type: ignore[arg-type]

@@ -1,9 +1,9 @@
 """A small streamable-HTTP MCP server, built on the ``mcp`` SDK, that wants a bearer token.
 
-Run as ``python http_server.py TOKEN``: it listens on 127.0.0.1, on a port the system picks,
-prints ``PORT <n>`` on standard output once it listens, and serves MCP at ``/mcp``. Every HTTP
-request must carry ``Authorization: Bearer TOKEN``; any other is answered 401 before it reaches
-MCP. Its tools:
+Run as ``python http_server.py TOKEN [PORT]``: it listens on 127.0.0.1, on PORT or a port the
+system picks, prints ``PORT <n>`` on standard output once it listens, and serves MCP at
+``/mcp``. Every HTTP request must carry ``Authorization: Bearer TOKEN``; any other is answered
+401 before it reaches MCP. Its tools:
 
 - ``whoami()``: the ``Authorization`` header the request carried (what the client sent);
 - ``add(a, b)``: the sum, as text (annotated read-only).
@@ -52,10 +52,10 @@ def guarded(token: str) -> Any:
     return guard
 
 
-async def serve(token: str) -> None:
+async def serve(token: str, port: int = 0) -> None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
+    listener.bind(("127.0.0.1", port))
     listener.listen(64)
     config = uvicorn.Config(guarded(token), log_level="warning", lifespan="on")
     print(f"PORT {listener.getsockname()[1]}", flush=True)
@@ -63,4 +63,4 @@ async def serve(token: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(serve, sys.argv[1])
+    anyio.run(serve, sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)

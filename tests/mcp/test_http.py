@@ -146,3 +146,64 @@ async def test_a_header_naming_an_unset_variable_fails_the_compose_saying_which(
     assert "header Authorization uses ${TOKEN}, which is not set in the environment" in (
         error.message
     )
+
+
+def start_server(port: int = 0) -> tuple[subprocess.Popen[str], int]:
+    """http_server.py on ``port`` (0: any), once it listens."""
+    server = subprocess.Popen(
+        [sys.executable, str(HTTP_SERVER), TOKEN, str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert server.stdout is not None
+    deadline = time.monotonic() + PATIENCE
+    line = ""
+    with selectors.DefaultSelector() as selector:
+        selector.register(server.stdout, selectors.EVENT_READ)
+        while not line and time.monotonic() < deadline and server.poll() is None:
+            if selector.select(timeout=0.5):
+                line = server.stdout.readline()
+    if not line.startswith("PORT "):
+        server.kill()
+        server.communicate(timeout=10)
+        pytest.fail(f"http_server.py did not start on port {port}: {line!r}")
+    return server, int(line.split()[1])
+
+
+def stop_server(server: subprocess.Popen[str]) -> None:
+    server.kill()
+    server.communicate(timeout=10)
+
+
+async def test_an_http_server_that_restarted_is_reached_again_without_a_failed_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A restarted HTTP server no longer knows tether's session (404) and refuses before it
+    runs anything: tether connects again and sends the call once more."""
+    monkeypatch.setenv("TOKEN", TOKEN)
+    server, port = start_server()
+    try:
+        kernel, store = load(http_profile(tmp_path, f"http://127.0.0.1:{port}/mcp"))
+        model = script(
+            calls(call("web__add", a=1, b=2)),
+            says("first"),
+            calls(call("web__add", a=3, b=4)),
+            says("second"),
+        )
+        async with Runtime.open(kernel, store) as runtime:
+            agent = await runtime.compose(agent="main", model=model)
+            async with agent:
+                assert await agent.run("1 + 2") == "completed"
+                stop_server(server)
+                server, _ = start_server(port)  # the same address, a new process
+                assert await agent.run("3 + 4") == "completed"
+            (connection,) = connections(runtime)
+            assert (connection.starts, connection.state) == (2, "ready")
+    finally:
+        stop_server(server)
+    first, second = tool_messages(agent)
+    assert first.content.splitlines()[0] == "1 + 2 = 3"
+    assert second.content.splitlines()[0] == "3 + 4 = 7"
+    assert not second.is_error

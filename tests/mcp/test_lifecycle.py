@@ -5,10 +5,12 @@ found among this test process's children in /proc, killed with SIGKILL."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
 import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tether.agents import ToolError
 from tether.errors import AgentError, ErrorCode
 from tether.loading import Kernel
 from tether.runtime import Runtime
@@ -133,6 +136,22 @@ async def test_a_connection_reads_closed_after_its_runtime_closes(
         assert connection.state == "ready"
     assert connection.state == "closed"
     assert connection.failure is None
+    # An agent that outlives its runtime does not start a server per call behind its back.
+    with pytest.raises(ToolError, match='"everything" was stopped with its runtime'):
+        await connection.call("echo", {"message": "late"})
+    assert child_pids(EVERYTHING) == []
+
+
+async def test_a_closed_runtime_with_mcp_servers_is_freed(tmp_path: Path, everything: list[str]):
+    """The plugin keeps its connections per runtime without keeping the runtime alive."""
+    kernel, store = load(write_profile(tmp_path, [stdio("everything", everything)]))
+    async with Runtime.open(kernel, store) as runtime:
+        agent = await runtime.compose(agent="main", model=script())
+        await runtime.run_session(agent, [])
+    gone_runtime = weakref.ref(runtime)
+    del runtime, agent
+    gc.collect()
+    assert gone_runtime() is None
 
 
 # ---------------------------------------------------------------------------- crashes

@@ -310,7 +310,7 @@ async def test_a_write_that_needs_approval_runs_only_when_the_policy_allows(
         assert question.title.startswith("files__write_file(")
 
 
-async def test_include_and_exclude_choose_the_tools_of_one_shared_server(
+async def test_include_and_exclude_choose_the_tools_of_each_entry(
     tmp_path: Path, filesystem: Callable[..., list[str]]
 ):
     argv = filesystem(tmp_path)
@@ -319,10 +319,12 @@ async def test_include_and_exclude_choose_the_tools_of_one_shared_server(
     kernel, store = load(write_profile(tmp_path, [reader, writer]))
     async with Runtime.open(kernel, store) as runtime:
         agent = await runtime.compose(agent="main", model=script())
-        (connection,) = connections(runtime)  # both entries start the server the same way
-        assert connection.starts == 1
-        assert connection.listing is not None
-        offered = [tool.name for tool in connection.listing]
+        # Two entries (two names) are two servers, each started once, even with one command:
+        # each one's errors and change notices name it.
+        first, second = connections(runtime)
+        assert (first.name, first.starts, second.name, second.starts) == ("reader", 1, "writer", 1)
+        assert second.listing is not None
+        offered = [tool.name for tool in second.listing]
     names = agent.tools.names()
     # include keeps the server's order, not the setting's.
     assert [n for n in names if n.startswith("reader__")] == [

@@ -177,8 +177,8 @@ class ToolSource:
     fails with it); anything else is reported as ``TOOL_SOURCE_FAILED``.
 
     ``eager`` sources are listed as soon as :meth:`tether.runtime.Runtime.open` opens (in its
-    task group; a failure there is kept for the first compose to raise) and by
-    ``tether check``; the others on first use.
+    task group; a failure there is dropped, and the first compose that needs the source lists
+    it again and raises what fails then) and by ``tether check``; the others on first use.
     """
 
     name: str

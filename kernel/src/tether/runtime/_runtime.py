@@ -241,7 +241,7 @@ class Runtime:
         with what each of its tool sources lists now merged into its layer (see
         :class:`tether.agents.ToolSource`). Without tool sources, the preset's own list.
         ``extra`` sources (a session's own, as ``tether acp`` passes its client's MCP
-        servers) join the nearest layer.
+        servers) form a layer of their own, nearest of all.
 
         The sources are listed concurrently; the first that fails (in scope order) is raised.
         While every source returns the same sequence as last time, the list is the same
@@ -249,18 +249,21 @@ class Runtime:
         if not preset.has_tool_sources and not extra:
             return preset.tools
         own = [("session", source) for source in extra]
-        sources = [*own, *(pair for layer in preset.tool_sources for pair in layer)]
+        layered = list(preset.tool_sources) or [()]
+        static = list(preset.tool_layers) or [()]
+        if extra:  # a layer of their own, nearest: they hide a profile tool of one name
+            layered.insert(0, tuple(own))
+            static.insert(0, ())
+        sources = [pair for layer in layered for pair in layer]
         listed = await _list_sources(self, sources)
         cached = None if extra else self._composed_tools.get(preset.name)
         if cached is not None and all(a is b for a, b in zip(cached[0], listed, strict=True)):
             return cached[1]
         found = iter(listed)
         layers: list[list[tuple[str, Tool]]] = []
-        dynamic_layers = list(preset.tool_sources) or [()]
-        static_layers = list(preset.tool_layers) or [()]
-        for index, (static, dynamic) in enumerate(zip(static_layers, dynamic_layers, strict=True)):
-            layer = list(static)
-            for owner, source in [*(own if index == 0 else ()), *dynamic]:
+        for fixed, dynamic in zip(static, layered, strict=True):
+            layer = list(fixed)
+            for owner, source in dynamic:
                 layer.extend((f"{owner} ({source.name})", tool) for tool in next(found))
             layers.append(layer)
         registry = ToolRegistry.from_layers(layers)

@@ -18,6 +18,7 @@ import tether
 from tether.agents import PreStep, ToolSource
 
 from ._connection import Connection, ServerUnavailable
+from ._results import render_result
 from ._settings import SEPARATOR, ServerSettings, Settings
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ __all__ = (
     "Settings",
     "connection_for",
     "connections",
+    "render_result",
     "sources_for",
     "tool_name",
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar, cast
@@ -63,7 +64,9 @@ class Connection:
     def __init__(self, config: ServerSettings, runtime: Runtime | None) -> None:
         self.config = config
         self.name = config.name
-        self._runtime = runtime
+        # Weak: the runtime's pool of connections is kept in a WeakKeyDictionary by runtime,
+        # which a strong reference back would keep alive for good.
+        self._runtime = weakref.ref(runtime) if runtime is not None else None
         self.state: State = "stopped"
         self.failure: str | None = None
         """Why the last start failed, or why the server exited."""
@@ -78,17 +81,27 @@ class Connection:
         self._closing: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._http_status: str | None = None
+        self._relisting = anyio.Lock()
 
     # ------------------------------------------------------------------ public
 
     @property
+    def runtime(self) -> Runtime | None:
+        return self._runtime() if self._runtime is not None else None
+
+    @property
     def hosted(self) -> bool:
         """Whether the server lives in a runtime's task group (else: one start per request)."""
-        runtime = self._runtime
+        runtime = self.runtime
         return runtime is not None and runtime.is_open
+
+    def _check_open(self) -> None:
+        if self.state == "closed":  # not a new process per request after the runtime closed
+            raise ServerUnavailable(f'the MCP server "{self.name}" was stopped with its runtime')
 
     async def tools(self) -> tuple[Tool, ...]:
         """The server's tools, starting it if it is not running."""
+        self._check_open()
         if not self.hosted:
             if self.listing is None:
                 self.listing = await self._once(_list_all)
@@ -101,7 +114,9 @@ class Connection:
         """Call ``tool`` (the server's own name); a failure to reach the server, a timeout
         or the server exiting mid-call is a :class:`tether.agents.ToolError` saying so."""
         timeout = self.config.timeout
+        client: Client | None = None
         try:
+            self._check_open()
             if not self.hosted:
 
                 async def request(client: Client) -> CallToolResult:
@@ -109,10 +124,21 @@ class Connection:
 
                 return await self._once(request)
             client = await self._ready()
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            try:
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            except MCPError as exc:
+                if not self._session_ended(exc):
+                    raise
+                # An HTTP server that restarted refuses the old session before it runs
+                # anything: connect again (its restart) and send the call once more.
+                self._exited(client, "its HTTP session ended (the server restarted)")
+                client = await self._ready()
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
         except ServerUnavailable as exc:
             raise ToolError(str(exc)) from None
         except MCPError as exc:
+            if client is not None and self._lost(exc):
+                self._exited(client, "it closed the connection")
             raise ToolError(self._call_error(tool, exc)) from None
         self._restart_allowed = True  # it answered: a later exit may be restarted again
         return result
@@ -142,6 +168,28 @@ class Connection:
         if self._closing is not None:
             self._closing.set()
         self.state = "closed" if self.state != "failed" else self.state
+
+    def _lost(self, exc: MCPError) -> bool:
+        """Whether ``exc`` says the server is gone: the connection closed, or (HTTP) the
+        server no longer knows the session (it restarted)."""
+        return exc.code == CONNECTION_CLOSED or self._session_ended(exc)
+
+    def _session_ended(self, exc: MCPError) -> bool:
+        """An HTTP server's answer that it does not know the session (404: it restarted)."""
+        if self.config.url is None:
+            return False
+        message = exc.error.message.lower()
+        # The SDK's words for a bare 404, and the SDK server's own ("Session not found").
+        return "session terminated" in message or "session not found" in message
+
+    def _exited(self, client: Client, why: str) -> None:
+        """The server behind ``client`` is gone: the next call starts it again (once)."""
+        if self._client is client and self.state == "ready":
+            self.state = "exited"
+            self._client = None
+            self.failure = why
+            if self._closing is not None:
+                self._closing.set()  # its owner task leaves the dead client
 
     # ------------------------------------------------------------------ hosting
 
@@ -175,7 +223,7 @@ class Connection:
                 raise ServerUnavailable(self.failure or f'the MCP server "{self.name}" stopped')
 
     def _begin(self) -> None:
-        runtime = self._runtime
+        runtime = self.runtime
         assert runtime is not None
         self.state = "starting"
         self.failure = None
@@ -206,7 +254,7 @@ class Connection:
                     group.start_soon(self._watchdog, started, scope, errlog)
                     try:
                         async with self._connect(errlog, server_ended, group) as client:
-                            self.listing = await _list_all(client)
+                            self._take(await _list_all(client))  # a restart may list anew
                             self._client = client
                             self.state = "ready"
                             started.set()
@@ -221,18 +269,29 @@ class Connection:
             if mine:
                 self._client = None
             if not started.is_set():
-                self.state = "failed"
-                self.failure = self.failure or self._start_error(None, errlog)
+                if self.failure is not None or self.hosted:
+                    self.state = "failed"
+                    self.failure = self.failure or self._start_error(None, errlog)
+                else:  # the runtime closed while it was starting
+                    self.state = "closed"
+                    self.failure = f'the MCP server "{self.name}" was stopped with its runtime'
                 started.set()
             elif mine and self.state == "ready":
-                # Cancelled (the runtime closed) or stopped: not a crash.
-                self.state = "exited" if ended.is_set() else "closed"
-                self.failure = f"it exited{_tail(errlog)}" if ended.is_set() else None
+                if ended.is_set() or self.hosted:
+                    # It exited, or the SDK's connection failed with the runtime still open:
+                    # the next call starts it again (once).
+                    self.state = "exited"
+                    self.failure = f"it exited{_tail(errlog)}"
+                else:  # the runtime closed: not a crash, and nothing to restart
+                    self.state = "closed"
+                    self.failure = None
             errlog.close()
 
     async def _watchdog(self, started: anyio.Event, scope: anyio.CancelScope, errlog: TextIO):
         with anyio.move_on_after(self.config.startup_timeout):
             await started.wait()
+            return
+        if started.is_set():  # it started at the very moment the time ran out
             return
         self.failure = (
             f'the MCP server "{self.name}" did not start within '
@@ -315,7 +374,7 @@ class Connection:
         failure: list[Exception] = []
         entered = False
         try:
-            with anyio.move_on_after(self.config.startup_timeout + self.config.timeout) as timer:
+            with anyio.move_on_after(self.config.startup_timeout + self.config.timeout):
                 async with self._connect(errlog, lambda: None, None) as client:
                     entered = True
                     try:  # caught here: through the SDK's task groups it would come wrapped
@@ -323,30 +382,41 @@ class Connection:
                     except Exception as exc:
                         failure.append(exc)
         except Exception as exc:
-            if entered:
-                raise
-            self.failure = self._start_error(exc, errlog)
-            raise ServerUnavailable(self.failure) from None
+            if not entered:
+                self.failure = self._start_error(exc, errlog)
+                raise ServerUnavailable(self.failure) from None
+            if not (outcome or failure):  # it failed under the request, not at its shutdown
+                raise ServerUnavailable(
+                    f'the MCP server "{self.name}" failed during the request: {_cause(exc)}'
+                ) from None
         finally:
             errlog.close()
+        if outcome:  # it answered: a slow shutdown afterwards changes nothing
+            return outcome[0]
         if failure:
             raise failure[0]
-        if timer.cancelled_caught or not outcome:
-            raise ServerUnavailable(
-                f'the MCP server "{self.name}" did not start and answer within '
-                f"{self.config.startup_timeout + self.config.timeout:g} s"
-            )
-        return outcome[0]
+        raise ServerUnavailable(
+            f'the MCP server "{self.name}" did not start and answer within '
+            f"{self.config.startup_timeout + self.config.timeout:g} s"
+        )
 
     async def _list_again(self, client: Client) -> None:
-        """A ``tools/list_changed``: list again; a different list is a new version."""
-        try:
-            with anyio.fail_after(self.config.timeout):
-                listing = await _list_all(client)
-        except Exception:
-            return  # the next notification (or a restart) lists again
+        """A ``tools/list_changed``: list again (one listing at a time, so an older answer
+        never lands after a newer one); a different list is a new version."""
+        async with self._relisting:
+            try:
+                with anyio.fail_after(self.config.timeout):
+                    listing = await _list_all(client)
+            except Exception:
+                return  # the next notification (or a restart) lists again
+            self._take(listing)
+
+    def _take(self, listing: tuple[Tool, ...]) -> None:
+        """``listing`` as the server's tools: a new version when it differs."""
         old = self.listing
-        if old is None or [t.model_dump() for t in old] != [t.model_dump() for t in listing]:
+        if old is None:
+            self.listing = listing
+        elif [t.model_dump() for t in old] != [t.model_dump() for t in listing]:
             self.listing = listing
             self.version += 1
 
@@ -365,11 +435,19 @@ class Connection:
         return f'the MCP server "{self.name}" ({what}) could not start: {cause}{_tail(errlog)}'
 
     def _call_error(self, tool: str, exc: MCPError) -> str:
-        if exc.code == CONNECTION_CLOSED:
+        if self._lost(exc):
+            runtime = self.runtime
+            closing = runtime is None or not runtime.is_open
+            then = (
+                "it is not started again: its runtime is closing"
+                if closing
+                else "the server is started again for the next call"
+                if self._restart_allowed
+                else "it was restarted once already, so the next call reports why it stopped"
+            )
             return (
                 f'the MCP server "{self.name}" closed the connection during the call to {tool} '
-                "(it exited or was stopped); the call may or may not have happened; the server "
-                "is started again for the next call"
+                f"(it exited or was stopped); the call may or may not have happened; {then}"
             )
         if exc.code == REQUEST_TIMEOUT:
             return (

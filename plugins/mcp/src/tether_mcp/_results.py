@@ -53,9 +53,23 @@ def render_result(
     return ToolOutput(text, images) if images else text
 
 
+#: The image types model APIs take; another type (SVG, say) would fail every later request.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
 def _image(block: ImageContent, images: list[ImagePart], max_bytes: int) -> str:
-    """The placeholder line of an image; the image joins ``images`` unless it is too big."""
-    size = _decoded_size(block.data)
+    """The placeholder line of an image; the image joins ``images`` unless it is too big, of
+    a type model APIs do not take, or not base64 (kept in the log, it would be sent again with
+    every later request of the session)."""
+    try:
+        size = len(base64.b64decode(block.data, validate=True))
+    except ValueError:
+        return f"[image: {block.mime_type}: not shown, its data is not base64]"
+    if block.mime_type not in IMAGE_TYPES:
+        return (
+            f"[image: {block.mime_type}, {size:,} bytes: not shown, a type model APIs do not "
+            "take (png, jpeg, gif and webp are shown)]"
+        )
     if size > max_bytes:
         return (
             f"[image: {block.mime_type}, {size:,} bytes: not shown, larger than "
@@ -85,9 +99,8 @@ def _block(block: Any) -> str:
 def _note(what: str, mime: str | None, data: str) -> str:
     """One line for content the model cannot be shown as text."""
     size = _decoded_size(data)
-    return (
-        f"[{what}: {mime or 'unknown type'}, {size:,} bytes: not shown (tether passes text only)]"
-    )
+    kind = mime or "unknown type"
+    return f"[{what}: {kind}, {size:,} bytes: not shown (tether passes text and images only)]"
 
 
 def _decoded_size(data: str) -> int:

@@ -134,9 +134,11 @@ class ServerSettings(BaseModel):
         return tool in self.needs_approval
 
     def connection_key(self) -> tuple[object, ...]:
-        """What makes two entries one server process: how it is started or reached (not its
-        filters, approvals or limits)."""
+        """What makes two entries one server process: its name and how it is started or
+        reached (not its filters, approvals or result limits)."""
         return (
+            self.name,
+            self.expand_variables,
             self.command,
             self.args,
             tuple(sorted(self.env.items())),

@@ -72,6 +72,9 @@ class McpCall:
     """What runs when the model calls one MCP tool."""
 
     connection: Connection
+    config: ServerSettings
+    """The entry the tool was built for (its name and filters; the connection may be shared
+    by another entry of the same name in another layer)."""
     tool: str
     label: str
     max_chars: int
@@ -139,7 +142,10 @@ def build_tools(
 ) -> tuple[Tool, ...]:
     """``listing``'s tools as tether tools, filtered and named by ``config``."""
     offered = [tool.name for tool in listing]
-    _check_names(config, offered)
+    if connection.version == 0:
+        # A misspelling shows in the server's first listing; a tool it drops later (a
+        # list_changed) leaves its name in the settings, which must not stop every compose.
+        _check_names(config, offered)
     tools: list[Tool] = []
     for remote in listing:
         if config.include is not None and remote.name not in config.include:
@@ -162,6 +168,7 @@ def build_tools(
         parameters.setdefault("type", "object")
         call = McpCall(
             connection=connection,
+            config=config,
             tool=remote.name,
             label=name,
             max_chars=config.max_result_chars,
@@ -220,6 +227,7 @@ def _describe(config: ServerSettings) -> str:
 class _Seen:
     """What one agent was told of one server's tools."""
 
+    config: ServerSettings
     listing: tuple[McpTool, ...]
     version: int
     config_names: frozenset[str]
@@ -248,7 +256,7 @@ class ChangeNotice:
         for connection, state in seen.items():
             if connection.version == state.version or connection.listing is None:
                 continue
-            text = _change_text(connection.name, state, connection.listing)
+            text = _change_text(state, connection.listing)
             state.listing, state.version = connection.listing, connection.version
             if text:
                 messages.append(Message(role="user", content=text))
@@ -263,15 +271,22 @@ def _servers_of(agent: Agent) -> dict[Connection, _Seen]:
             continue
         state = seen.get(call.connection)
         if state is None:
-            state = seen[call.connection] = _Seen(call.listing, call.version, frozenset())
+            state = _Seen(call.config, call.listing, call.version, frozenset())
+            seen[call.connection] = state
         state.config_names = state.config_names | {call.tool}
     return seen
 
 
-def _change_text(server: str, state: _Seen, listing: tuple[McpTool, ...]) -> str | None:
+def _change_text(state: _Seen, listing: tuple[McpTool, ...]) -> str | None:
+    config = state.config
+    server = config.name
     old = {tool.name: tool for tool in state.listing}
     new = {tool.name: tool for tool in listing}
-    added = sorted(set(new) - set(old))
+    added = sorted(
+        name
+        for name in set(new) - set(old)
+        if (config.include is None or name in config.include) and name not in config.exclude
+    )
     removed = sorted(name for name in state.config_names if name not in new)
     changed = sorted(
         name

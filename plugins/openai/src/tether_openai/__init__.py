@@ -69,7 +69,8 @@ class Endpoint(BaseModel):
     images: bool = False
     """The server's models take images: a tool result's images (an MCP server's, say) are sent
     as ``image_url`` parts of a user message after the step's tool messages. Off: the model
-    reads a note instead. On for the ``openai`` preset."""
+    reads a note instead. Off by default, presets included: a model without image input
+    would answer every later request of the session with an error."""
 
     def options(self, settings: Settings) -> dict[str, Any]:
         """The :class:`ChatCompletionsModel` keywords for this endpoint under ``settings``."""
