@@ -377,6 +377,21 @@ FLAT = {
     "required": ["text"],
     "additionalProperties": False,
 }
+#: What pydantic and the MCP SDKs generate: annotations (title, default, ...) on everything.
+GENERATED = {
+    "type": "object",
+    "title": "toolArguments",
+    "$comment": "generated",
+    "properties": {
+        "text": {"type": "string", "title": "Text", "examples": ["hi"]},
+        "count": {"type": "integer", "title": "Count", "default": 1, "deprecated": False},
+        "ratio": {"type": "number", "readOnly": False},
+        "loud": {"type": "boolean", "default": False},
+        "mode": {"type": "string", "enum": ["a", "b"], "writeOnly": False},
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}
 NESTED = {
     "type": "object",
     "properties": {"items": {"type": "array", "items": {"type": "string"}}},
@@ -399,7 +414,7 @@ NESTED = {
         {"text": None},
     ],
 )
-@pytest.mark.parametrize("schema", [FLAT, NESTED], ids=["flat", "nested"])
+@pytest.mark.parametrize("schema", [FLAT, GENERATED, NESTED], ids=["flat", "generated", "nested"])
 def test_argument_checks_agree_with_jsonschema(schema, arguments):
     import jsonschema
 

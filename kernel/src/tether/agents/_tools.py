@@ -343,9 +343,23 @@ _FLAT_TYPES: dict[str, tuple[type, ...]] = {
     "integer": (int,),
     "number": (int, float),
 }
-_FLAT_PROPERTY_KEYS = frozenset({"type", "description", "enum", "title"})
-_FLAT_SCHEMA_KEYS = frozenset(
-    {"type", "properties", "required", "additionalProperties", "description", "title"}
+#: Annotations: keywords that never change whether a value is valid (JSON Schema 2020-12,
+#: meta-data vocabulary), which generated schemas (pydantic's, the MCP SDKs') are full of.
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$comment",
+    }
+)
+_FLAT_PROPERTY_KEYS = frozenset({"type", "enum"}) | _ANNOTATIONS
+_FLAT_SCHEMA_KEYS = (
+    frozenset({"type", "properties", "required", "additionalProperties"}) | _ANNOTATIONS
 )
 
 
