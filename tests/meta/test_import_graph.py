@@ -17,8 +17,9 @@ import tether
 ROOT = Path(tether.__file__).parent
 
 #: The kernel's rooms, bottom first: a module imports from its own room and the rooms below.
-#: ``tether.loading`` spans rooms: reading text files and profiles sits at the bottom (model
-#: scripts read TOML the same way), the catalog, registration and capability check above the
+#: ``tether.loading`` spans rooms: reading text files and profiles (with the name grammar and
+#: the agent folders a profile compiles in) sits at the bottom (model scripts read TOML the same
+#: way), the catalog, registration and capability check above the
 #: store, and ``load_kernel`` above them. ``tether.subagents._types`` is the delegation
 #: contract, which the load-time capability check holds offers to, so it sits with the
 #: capabilities, below the subagent service. ``tether.hookspecs`` imports nothing of tether when
@@ -26,7 +27,13 @@ ROOT = Path(tether.__file__).parent
 #: hooks with it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tether._version", "tether.errors", "tether._files", "tether._exceptions"),
-    ("tether.hookspecs", "tether.loading.text", "tether.loading.profile"),
+    (
+        "tether.hookspecs",
+        "tether.loading.text",
+        "tether.loading.names",
+        "tether.loading.folders",
+        "tether.loading.profile",
+    ),
     ("tether.models",),
     ("tether.store",),
     ("tether.loading", "tether.subagents._types"),

@@ -9,7 +9,13 @@ from __future__ import annotations
 from ..store.replay import event_to_message, render_instruction
 from ._agent import Agent, new_header
 from ._approvals import ApprovalPolicy, PermissionHost, PermissionQuestion, ask_permission
-from ._compose import AgentPreset, build_preset, resolve_agent_name, resolve_preset_model
+from ._compose import (
+    AgentPreset,
+    Specialist,
+    build_preset,
+    resolve_agent_name,
+    resolve_preset_model,
+)
 from ._instructions import (
     PARALLEL_TOOLS_SECTION,
     DynamicInstruction,
@@ -41,6 +47,7 @@ __all__ = (
     "PermissionHost",
     "PermissionQuestion",
     "PreStep",
+    "Specialist",
     "StepContext",
     "Tool",
     "ToolContext",

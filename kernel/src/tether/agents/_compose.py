@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import AgentError, ErrorCode, ModelError, ProfileError
+from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentError
 from ..loading.kernel import Kernel
 from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
 from ..models import Model, ModelProvider, resolve_model
 from ..store import SessionHeader, SessionStore
 from ._agent import Agent
+from ._approvals import ApprovalPolicy
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._step import AgentLimits, PreStep
 from ._tools import Tool, ToolRegistry, ToolSource
@@ -27,10 +28,26 @@ if TYPE_CHECKING:
 
 __all__ = (
     "AgentPreset",
+    "Specialist",
     "build_preset",
     "resolve_agent_name",
     "resolve_preset_model",
 )
+
+
+@dataclass(frozen=True)
+class Specialist:
+    """A declared subagent of an agent: another agent of the profile, offered as a tool."""
+
+    tool_name: str
+    """The tool the parent's model calls (the subagent's folder name, or its ``tool_name``)."""
+    agent: str
+    """The agent preset the child is."""
+    description: str
+    """What the parent's model reads to decide when to delegate (required)."""
+    visibility: bool | Literal["deferred"] = True
+    """``True``: a listed tool; ``"deferred"``: found through ``find_subagents``; ``False``:
+    hidden (no tool; code may still start it)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,13 @@ class AgentPreset:
     tool_sources: tuple[SourceLayer, ...] = ()
     """The plugins' tool sources per scope layer, nearest first: listed at compose
     (:meth:`tether.runtime.Runtime.tools`) and merged into the layer's tools."""
+    specialists: tuple[Specialist, ...] = ()
+    """The agent's declared subagents (``[agent.NAME] subagents``, or its folder's
+    ``subagents/``), in declaration order."""
+    limits: AgentLimits | None = None
+    """The agent's own limits (``[agent.NAME] limits``), or ``None`` for the defaults."""
+    approval: ApprovalPolicy | None = None
+    """The agent's own approval policy (``[agent.NAME] approval``), or ``None``."""
 
     @property
     def has_tool_sources(self) -> bool:
@@ -78,7 +102,7 @@ class AgentPreset:
         ``new_session``: the store just created ``header`` (its lease held, its log empty), so
         entering the agent reads nothing back. ``tools``: the list the runtime composed from
         the preset's tools and tool sources (default: the preset's tools)."""
-        return Agent(
+        agent = Agent(
             header=header,
             store=store,
             model=model,
@@ -86,13 +110,16 @@ class AgentPreset:
             tools=self.tools if tools is None else tools,
             instructions=self.instructions,
             pre_steps=self.pre_steps,
-            limits=limits,
+            limits=limits if limits is not None else self.limits,
             runtime=runtime,
             scope=self.scope,
             cwd=cwd,
             model_spec=model_spec,
             new_session=new_session,
         )
+        if self.approval is not None:
+            agent.approval = self.approval
+        return agent
 
 
 def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
@@ -151,8 +178,13 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         text = load_instructions(table.instructions)
         if text:
             system.append(text)
-    if len(tools) or any(sources):
+    specialists = _specialists(kernel, agent, table)
+    if len(tools) or any(sources) or any(s.visibility is not False for s in specialists):
         system.append(PARALLEL_TOOLS_SECTION)
+    limits = None
+    if table is not None and table.limits is not None:
+        given = {k: v for k, v in table.limits.model_dump().items() if v is not None}
+        limits = AgentLimits(**given)
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -165,7 +197,44 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         model_spec=table.model if table is not None else None,
         tool_layers=tuple(layers),
         tool_sources=tuple(sources),
+        specialists=specialists,
+        limits=limits,
+        approval=table.approval if table is not None else None,
     )
+
+
+def _specialists(kernel: Kernel, agent: str | None, table: Any) -> tuple[Specialist, ...]:
+    """The declared subagents of ``agent``, from its table (checked at load: they exist and
+    have descriptions)."""
+    if table is None or not table.subagents:
+        return ()
+    found: list[Specialist] = []
+    for name in table.subagents:
+        child = kernel.profile.agent.get(name)
+        if child is None:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                f'agent "{agent}" declares subagent "{name}", which the profile does not declare',
+                key=f"[agent.{agent}] subagents",
+                remedy="declare the agent, or remove it from subagents",
+            )
+        if not child.description:
+            raise SubagentError(
+                ErrorCode.SUBAGENT_INVALID,
+                f'subagent "{name}" of agent "{agent}" has no description; its parent\'s model '
+                "reads it to decide when to delegate",
+                key=f"[agent.{name}] description",
+                remedy='add description = "..." to the subagent',
+            )
+        found.append(
+            Specialist(
+                tool_name=child.tool_name or name,
+                agent=name,
+                description=child.description,
+                visibility=child.tool,
+            )
+        )
+    return tuple(found)
 
 
 def resolve_preset_model(

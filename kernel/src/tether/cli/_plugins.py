@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import click
 
 from ..errors import TetherError
+from ..loading.text import format_loc
 from ._group import TEXT, cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def _check_agents(kernel: Kernel) -> None:
                     exc.code,
                     exc.message,
                     file=kernel.profile.file_of("agent", name, "model"),
-                    key=f"[agent.{name}] model",
+                    key=format_loc(("agent", name), ("model",)),
                     remedy=exc.remedy,
                 ) from exc
 
@@ -278,16 +279,22 @@ def _check_agents(kernel: Kernel) -> None:
 def composition_tree(kernel: Kernel) -> list[str]:
     """The lines ``tether check`` prints: the profile, then each scope and the plugins the
     profile names in it (the built-in plugins every profile loads are ``tether plugins
-    --all``'s)."""
+    --all``'s); an agent from an agent folder names its folder, and an agent with declared
+    subagents lists them after its plugins."""
     profile = kernel.profile
     lines = [f"profile {profile.path}"]
     lines += [f"  extends {path}" for path in profile.files[1:]]
     for scope in kernel.scopes():
         title = scope.path
+        subagents: list[str] = []
         if scope.kind == "agent":
             table = profile.agent[scope.name]
             if table.model:
                 title += f"  model={table.model}"
+            folder = profile.agent_folders.get(scope.name)
+            if folder is not None:
+                title += f"  folder={folder}"
+            subagents = [_describe_subagent(kernel, name) for name in table.subagents]
         lines.append(title)
         named = [plugin for plugin in scope.plugins if not plugin.entry.builtin]
         if not named:
@@ -302,7 +309,18 @@ def composition_tree(kernel: Kernel) -> list[str]:
             for req in plugin.requirements:
                 caps = f" with {', '.join(req.capabilities)}" if req.capabilities else ""
                 lines.append(f'{pad}requires {req.kind} "{req.plugin}"{caps}')
+        lines += [f"  subagent {line}" for line in subagents]
     return lines
+
+
+#: How a declared subagent that is not a listed tool shows in ``tether check``.
+_VISIBILITY = {"deferred": " (deferred)", False: " (hidden: tool = false)"}
+
+
+def _describe_subagent(kernel: Kernel, name: str) -> str:
+    """``main.researcher  tool=researcher``, with its visibility when it is not listed."""
+    table = kernel.profile.agent[name]
+    return f"{name}  tool={table.tool_name or name}{_VISIBILITY.get(table.tool, '')}"
 
 
 def _describe(plugin: LoadedPlugin) -> str:

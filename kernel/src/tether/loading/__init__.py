@@ -4,8 +4,11 @@ One job per module, in the order startup walks them:
 
 * :mod:`~tether.loading.text`: small text files and the TOML in them (shared with model
   scripts and instructions files);
+* :mod:`~tether.loading.names`: the name grammar of plugins, agents and tool names;
+* :mod:`~tether.loading.folders`: agent folders (``[tether] agents``) read into agent tables,
+  and which files of a folder are local plugins;
 * :mod:`~tether.loading.profile`: the profile model, ``extends`` merging, ``ProfilePath``, the
-  name grammar;
+  agent folders merged under the profile's own tables;
 * :mod:`~tether.loading.catalog`: every plugin that could be loaded (built-in, installed,
   local, inline), by name, importing nothing;
 * :mod:`~tether.loading.registration`: one plugin instance in a pluggy manager of its own,

@@ -9,7 +9,9 @@ Plugins come from four places, and all of them load the same way (see
   profile's plugin that offers the same prefix wins; a profile never names them;
 * the installed entry points of the group ``tether.plugins`` (the entry-point name is the plugin
   name), unless autoload is off;
-* **local** plugins: the ``NAME.py`` files of the profile's ``plugin_dirs``;
+* **local** plugins: the ``NAME.py`` files of the profile's ``plugin_dirs``; an agent's own
+  ``plugin_dirs`` (an agent folder's ``tools/``) are not in the catalog: that agent's layer
+  looks in them first (:func:`tether.loading.kernel.load_kernel`);
 * **inline** plugins handed over in code (tests, embedding hosts). An inline plugin replaces an
   installed or local one of the same name.
 
@@ -21,11 +23,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import importlib
 import importlib.util
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import ErrorCode, PluginError
+from .folders import plugin_files
 
 __all__ = (
     "AUTOLOAD_ENV",
@@ -266,32 +269,36 @@ def builtin_entries() -> list[PluginEntry]:
     ]
 
 
-def local_entries(folder: Path) -> list[PluginEntry]:
+def local_entries(folder: Path, *, qualified: bool = False) -> list[PluginEntry]:
     """Every ``NAME.py`` in ``folder`` as plugin ``NAME`` (a profile's ``plugin_dirs``).
 
     Files whose stem is not a valid plugin name (``_helpers.py``) are not plugins, and only
-    regular files (or links to them) count: importing a FIFO or a device would block forever.
+    regular files (or links to them) count: importing a FIFO or a device would block forever
+    (:func:`tether.loading.folders.plugin_files`). A file is imported as the module
+    ``tether_local_NAME``; with ``qualified`` (an agent's own folders, where two agents may both
+    have a ``search.py``) the module name also carries a digest of the file's path.
     """
-    # Imported here: listing installed plugins without a profile needs no pydantic.
-    from .profile import NAME_PATTERN
-
-    pattern = re.compile(NAME_PATTERN)
     return [
-        PluginEntry(path.stem, str(path), None, None, functools.partial(_import_file, path))
-        for path in sorted(folder.glob("*.py"))
-        if pattern.match(path.stem) and not path.stem.startswith("_") and _regular(path)
+        PluginEntry(
+            path.stem,
+            str(path),
+            None,
+            None,
+            functools.partial(_import_file, path, _module_name(path, qualified)),
+        )
+        for path in plugin_files(folder)
     ]
 
 
-def _regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except (OSError, ValueError):
-        return False
-
-
-def _import_file(path: Path) -> object:
+def _module_name(path: Path, qualified: bool) -> str:
     name = "tether_local_" + re.sub(r"\W", "_", path.stem)
+    if not qualified:
+        return name
+    digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{name}_{digest[:12]}"
+
+
+def _import_file(path: Path, name: str) -> object:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")

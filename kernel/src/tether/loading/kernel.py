@@ -16,7 +16,7 @@ from typing import cast
 from ..errors import ErrorCode, PluginError, ProfileError, StoreError
 from ..store import profile_store_provider
 from .capabilities import Offer, Requirement, check_requirement, derived_offers
-from .catalog import PluginCatalog, PluginEntry
+from .catalog import PluginCatalog, PluginEntry, local_entries
 from .profile import NAME_PATTERN, Profile, find_profile, load_profile
 from .registration import LoadedPlugin, register_plugin
 from .scopes import Scope
@@ -122,25 +122,20 @@ def load_kernel(
     """
     if not isinstance(profile, Profile):
         profile = load_profile(find_profile(profile))
-    for folder in profile.tether.plugin_dirs:
-        if not folder.is_dir():
-            raise ProfileError(
-                ErrorCode.PROFILE_INVALID,
-                f"plugin_dirs entry {str(folder)!r} is not a folder",
-                file=profile.file_of("tether", "plugin_dirs"),
-                key="[tether] plugin_dirs",
-                remedy="create the folder or fix the path (relative to the profile's folder)",
-            )
+    _check_plugin_dirs(profile, None)
+    for name in profile.agent:
+        _check_plugin_dirs(profile, name)
     if catalog is None:
         catalog = PluginCatalog.discover(
             inline=plugins, entry_points=entry_points, local_dirs=profile.tether.plugin_dirs
         )
     objects: dict[int, object] = {}
+    own: dict[Path, list[PluginEntry]] = {}
 
-    global_plugins = _load_layer(profile, catalog, None, objects)
+    global_plugins = _load_layer(profile, catalog, None, objects, own)
     global_scope = Scope("global", "global", None, global_plugins)
     agent_scopes = {
-        name: Scope(name, "agent", global_scope, _load_layer(profile, catalog, name, objects))
+        name: Scope(name, "agent", global_scope, _load_layer(profile, catalog, name, objects, own))
         for name in sorted(profile.agent)
     }
     kernel = Kernel(profile, catalog, global_scope, agent_scopes)
@@ -164,19 +159,77 @@ def load_kernel(
     return kernel
 
 
+def _check_plugin_dirs(profile: Profile, agent: str | None) -> None:
+    """Every ``plugin_dirs`` entry of the global layer or of ``agent``'s is a folder."""
+    key_path = ("tether", "plugin_dirs") if agent is None else ("agent", agent, "plugin_dirs")
+    dirs = profile.tether.plugin_dirs if agent is None else profile.agent[agent].plugin_dirs
+    for folder in dirs:
+        if not folder.is_dir():
+            raise ProfileError(
+                ErrorCode.PROFILE_INVALID,
+                f"plugin_dirs entry {str(folder)!r} is not a folder",
+                file=profile.file_of(*key_path),
+                key=format_loc(key_path[:-1], key_path[-1:]),
+                remedy="create the folder or fix the path (relative to the profile's folder)",
+            )
+
+
+def _own_plugins(
+    profile: Profile, agent: str | None, own: dict[Path, list[PluginEntry]]
+) -> dict[str, list[PluginEntry]]:
+    """The local plugins of ``agent``'s own ``plugin_dirs`` by name (``own`` keeps each
+    folder's entries, so a folder two agents share imports each file once)."""
+    found: dict[str, list[PluginEntry]] = {}
+    if agent is None:
+        return found
+    for folder in profile.agent[agent].plugin_dirs:
+        if folder not in own:
+            own[folder] = local_entries(folder, qualified=True)
+        for entry in own[folder]:
+            found.setdefault(entry.name, []).append(entry)
+    return found
+
+
+def _resolve(
+    catalog: PluginCatalog,
+    own: Mapping[str, list[PluginEntry]],
+    name: str,
+    file: Path | None,
+    key: str,
+) -> PluginEntry:
+    """The entry ``name`` loads in a layer: the layer's own local plugin, else the catalog's."""
+    found = own.get(name, [])
+    if len(found) > 1:
+        sources = ", ".join(entry.source for entry in found)
+        raise PluginError(
+            ErrorCode.PLUGIN_NAME_CONFLICT,
+            f'conflicting plugins found for "{name}": {sources}',
+            file=file,
+            key=key,
+            plugin=name,
+            remedy="rename or remove all but one of these files",
+        )
+    if found:
+        return found[0]
+    return catalog.resolve(name, file=file, key=key)
+
+
 def _load_layer(
     profile: Profile,
     catalog: PluginCatalog,
     agent: str | None,
     objects: dict[int, object],
+    own: dict[Path, list[PluginEntry]],
 ) -> list[LoadedPlugin]:
     """The plugin instances of one layer, in profile order; the global layer ends with the
-    built-in plugins, loaded the same way."""
+    built-in plugins, loaded the same way. A name in an agent's layer is looked up in that
+    agent's own ``plugin_dirs`` before the catalog."""
     names = profile.tether.plugins if agent is None else profile.agent[agent].plugins
-    key = "[tether] plugins" if agent is None else f"[agent.{agent}] plugins"
     list_key = ("tether", "plugins") if agent is None else ("agent", agent, "plugins")
+    key = format_loc(list_key[:-1], list_key[-1:])
     file = profile.file_of(*list_key)
     scope_id = "global" if agent is None else f"agent:{agent}"
+    own_plugins = _own_plugins(profile, agent, own)
     loaded: list[LoadedPlugin] = []
     seen: set[str] = set()
     for name in names:
@@ -190,7 +243,7 @@ def _load_layer(
                 remedy="list it once; mount it under [agent.NAME] for a second instance",
             )
         seen.add(name)
-        entry = catalog.resolve(name, file=file, key=key)
+        entry = _resolve(catalog, own_plugins, name, file, key)
         loaded.append(_load(profile, agent, entry, objects, scope_id, file, key))
     if agent is None:
         for entry in catalog.builtins():

@@ -21,15 +21,16 @@ one)::
 
 Relative paths resolve against the folder of the file that wrote the key, so a key inherited
 through ``extends`` keeps pointing where its author meant. Tables merge key by key, nearest file
-first; any other value (lists included) is replaced whole.
+first; any other value (lists included) is replaced whole. The agent folders ``[tether] agents``
+lists (:mod:`tether.loading.folders`) are the base of the agent tables of their names, merged
+the same way; the paths an agent folder writes resolve against that folder.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, NoReturn, cast
 
 from pydantic import (
     AfterValidator,
@@ -41,12 +42,15 @@ from pydantic import (
 )
 
 from ..errors import ErrorCode, ProfileError
+from .folders import AGENT_FILE, AgentFolder, read_agent_folders
+from .names import NAME_PATTERN, is_agent_name, is_name, is_tool_name
 from .text import TextFileError, file_problem, format_loc, parse_toml_text, read_text_file
 
 __all__ = (
     "DEFAULT_PROFILE_NAME",
     "NAME_PATTERN",
     "AgentTable",
+    "LimitsTable",
     "Profile",
     "ProfilePath",
     "TetherTable",
@@ -57,10 +61,6 @@ __all__ = (
 )
 
 DEFAULT_PROFILE_NAME = "tether.toml"
-
-#: Plugin and agent names: letters, digits, ``.``, ``_``, ``-``; no path separators, at most 64.
-NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$"
-_NAME_RE = re.compile(NAME_PATTERN)
 
 #: The key in a pydantic validation context that holds the folder relative paths resolve against.
 PROFILE_DIR_CONTEXT = "tether_profile_dir"
@@ -89,7 +89,7 @@ ProfilePath = Annotated[Path, AfterValidator(_resolve_against_profile)]
 
 
 def _check_name(value: str) -> str:
-    if not _NAME_RE.match(value):
+    if not is_name(value):
         raise ValueError(
             f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
             "(at most 64, starting and ending with a letter or digit)"
@@ -97,7 +97,15 @@ def _check_name(value: str) -> str:
     return value
 
 
+def _check_agent_name(value: str) -> str:
+    if not is_agent_name(value):
+        return _check_name(value)
+    return value
+
+
 Name = Annotated[str, AfterValidator(_check_name)]
+#: An agent name: a name, or a longer dot-joined one an agent folder's subagents derive.
+AgentName = Annotated[str, AfterValidator(_check_agent_name)]
 
 
 class TetherTable(BaseModel):
@@ -113,6 +121,33 @@ class TetherTable(BaseModel):
     ``sqlite:.tether/sessions.db``)."""
     plugin_dirs: tuple[ProfilePath, ...] = ()
     """Folders whose ``NAME.py`` files are plugins named ``NAME`` (imported only when named)."""
+    agents: tuple[ProfilePath, ...] = ()
+    """Folders of agent folders: each ``<folder>/<name>/`` is the agent ``name`` (see
+    docs/agents.md)."""
+    max_depth: int = Field(default=8, ge=0)
+    """The deepest a chain of declared subagents (specialists) may go below its root session."""
+
+
+def _check_tool_name(value: str) -> str:
+    if not is_tool_name(value):
+        raise ValueError(
+            f"{value!r} is not a valid tool name: use letters, digits, '_' and '-' (at most 64)"
+        )
+    return value
+
+
+ToolName = Annotated[str, AfterValidator(_check_tool_name)]
+
+
+class LimitsTable(BaseModel):
+    """``limits = { max_steps = 20, max_output_tokens = 8000 }``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_steps: int | None = Field(default=None, ge=1)
+    """Model requests per turn."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Output tokens per turn, across its steps."""
 
 
 class AgentTable(BaseModel):
@@ -130,6 +165,22 @@ class AgentTable(BaseModel):
     """Model spec (``provider:name``) the agent uses unless a command overrides it."""
     instructions: ProfilePath | None = None
     """The agent's instructions: a markdown file, or a Python module that returns markdown."""
+    subagents: tuple[AgentName, ...] = ()
+    """Agents of this profile this agent delegates to as declared subagents (specialists):
+    each is a tool of this agent named after it (``tool_name``)."""
+    tool: bool | Literal["deferred"] = True
+    """How this agent appears to an agent that declares it as a subagent: a listed tool
+    (``true``), deferred (found through ``find_subagents``), or hidden (``false``)."""
+    tool_name: ToolName | None = None
+    """Its tool name as a declared subagent (default: the agent's name)."""
+    limits: LimitsTable | None = None
+    """Per-turn limits of this agent's sessions."""
+    approval: Literal["ask", "allow", "deny"] | None = None
+    """Whether this agent's tools that need approval ask, run or are refused (default: ask in
+    a root session; see docs/agents.md for children)."""
+    plugin_dirs: tuple[ProfilePath, ...] = ()
+    """Folders of local plugins of this agent's layer: their ``NAME.py`` files are loaded
+    before the installed plugins of that name (an agent folder's ``tools/``)."""
 
 
 class _ProfileDocument(BaseModel):
@@ -138,7 +189,7 @@ class _ProfileDocument(BaseModel):
     extends: str | None = None
     tether: TetherTable = Field(default_factory=TetherTable)
     plugin: dict[Name, dict[str, Any]] = Field(default_factory=dict)
-    agent: dict[Name, AgentTable] = Field(default_factory=dict)
+    agent: dict[AgentName, AgentTable] = Field(default_factory=dict)
 
 
 class Profile(BaseModel):
@@ -154,7 +205,11 @@ class Profile(BaseModel):
     plugin: dict[str, dict[str, Any]] = Field(default_factory=dict)
     agent: dict[str, AgentTable] = Field(default_factory=dict)
     origins: dict[tuple[str, ...], Path] = Field(default_factory=dict[tuple[str, ...], Path])
-    """Key path (``("agent", "main", "model")``) -> the file that set it."""
+    """Key path (``("agent", "main", "model")``) -> the file that set it (for a key an agent
+    folder set, its ``agent.toml``, whether that file exists or not)."""
+    agent_folders: dict[str, Path] = Field(default_factory=dict[str, Path])
+    """Agent name -> its folder, for the agents that came from agent folders
+    (``[tether] agents``)."""
 
     @property
     def folder(self) -> Path:
@@ -300,16 +355,19 @@ def _merge(
     base: dict[str, Any],
     nearer: dict[str, Any],
     origins: dict[tuple[str, ...], Path],
-    nearer_file: Path,
+    nearer_file: Path | None,
     prefix: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Merge ``nearer`` over ``base`` key by key, recording which file set each key."""
+    """Merge ``nearer`` over ``base`` key by key, recording which file set each key (with
+    ``nearer_file=None``, the caller records the nearer keys: only the base's origins that
+    the nearer values replace are dropped)."""
     merged = dict(base)
     for key, value in nearer.items():
         path = (*prefix, key)
         below = merged.get(key)
         if isinstance(value, dict) and isinstance(below, dict):
-            origins.setdefault(path, nearer_file)
+            if nearer_file is not None:
+                origins.setdefault(path, nearer_file)
             merged[key] = _merge(
                 cast("dict[str, Any]", below),
                 cast("dict[str, Any]", value),
@@ -320,7 +378,8 @@ def _merge(
         else:
             merged[key] = value
             _forget_below(origins, path)
-            origins[path] = nearer_file
+            if nearer_file is not None:
+                origins[path] = nearer_file
     return merged
 
 
@@ -411,18 +470,21 @@ def profile_from_dict(
     files: tuple[Path, ...] = (),
     origins: dict[tuple[str, ...], Path] | None = None,
 ) -> Profile:
-    """Validate an already-parsed profile document (used by tests and embedding hosts)."""
+    """Validate an already-parsed profile document (used by tests and embedding hosts).
+
+    The agent folders that ``[tether] agents`` lists are read first: each agent folder is the
+    base of the ``[agent.NAME]`` table of its name, which the document's own table of that name
+    (if any) is merged over, as a nearer file is merged over the file it extends.
+    """
     origins = dict(origins or {})
     folder = path.parent if path is not None else Path.cwd()
-    agent_dirs: dict[str, Path] = {}
-    tables: object = document.get("agent")
-    for name in cast("dict[str, object]", tables) if isinstance(tables, dict) else {}:
-        file = origins.get(("agent", name, "instructions"))
-        if file is not None:
-            agent_dirs[name] = file.parent
+    document, agent_folders = _with_agent_folders(document, origins, path, folder)
     try:
-        dirs_file = origins.get(("tether", "plugin_dirs"))
-        key_dirs = {"plugin_dirs": dirs_file.parent} if dirs_file is not None else {}
+        key_dirs: dict[str, Path] = {}
+        for key in ("plugin_dirs", "agents"):
+            wrote = origins.get(("tether", key))
+            if wrote is not None:
+                key_dirs[key] = wrote.parent
         parsed = _ProfileDocument.model_validate(
             document,
             context={PROFILE_DIR_CONTEXT: folder, KEY_DIRS_CONTEXT: key_dirs},
@@ -443,21 +505,164 @@ def profile_from_dict(
             key=_profile_key(loc),
             remedy=_profile_remedy(error, loc),
         ) from exc
-    agents: dict[str, AgentTable] = {}
-    for name, table in parsed.agent.items():
-        if table.instructions is not None and name in agent_dirs:
-            raw = document["agent"][name]["instructions"]
-            resolved = (agent_dirs[name] / Path(raw).expanduser()).resolve()
-            table = table.model_copy(update={"instructions": resolved})
-        agents[name] = table
-    return Profile(
+    agents = {
+        name: _with_agent_paths(name, table, document["agent"][name], origins, folder)
+        for name, table in parsed.agent.items()
+    }
+    profile = Profile(
         path=path,
         files=files,
         tether=parsed.tether,
         plugin=parsed.plugin,
         agent=agents,
         origins=origins,
+        agent_folders=agent_folders,
     )
+    _check_subagents(profile)
+    return profile
+
+
+def _with_agent_folders(
+    document: Mapping[str, Any],
+    origins: dict[tuple[str, ...], Path],
+    path: Path | None,
+    folder: Path,
+) -> tuple[Mapping[str, Any], dict[str, Path]]:
+    """``document`` with the agents of ``[tether] agents`` merged under its own tables, and
+    each such agent's folder; ``origins`` gains the folders' keys (as their agent.toml's)."""
+    tether: object = document.get("tether")
+    listed: object = (
+        cast("Mapping[str, object]", tether).get("agents") if isinstance(tether, Mapping) else None
+    )
+    if not isinstance(listed, list | tuple) or not listed:
+        return document, {}
+    entries = cast("Sequence[object]", listed)
+    wrote = origins.get(("tether", "agents"))
+    base = wrote.parent if wrote is not None else folder
+    roots: list[Path] = []
+    for entry in entries:
+        if not isinstance(entry, str | Path):
+            return document, {}  # validation names the entry
+        try:
+            roots.append(_against(base, entry))
+        except (OSError, ValueError):  # a NUL character, a link loop: validation names it
+            return document, {}
+    found: list[AgentFolder] = read_agent_folders(roots, file=wrote or path)
+    if not found:
+        return document, {}
+    folder_origins: dict[tuple[str, ...], Path] = {}
+    for agent in found:
+        folder_origins[("agent", agent.name)] = agent.file
+        _record(agent.table, folder_origins, agent.file, ("agent", agent.name))
+    base_document: dict[str, Any] = {"agent": {agent.name: agent.table for agent in found}}
+    merged = _merge(base_document, dict(document), folder_origins, None)
+    folder_origins.update(origins)  # the document's keys were set where they say
+    origins.clear()
+    origins.update(folder_origins)
+    return merged, {agent.name: agent.folder for agent in found}
+
+
+def _against(base: Path, value: str | Path) -> Path:
+    """``value`` as :data:`ProfilePath` resolves it when ``base`` is the folder of its file."""
+    given = Path(value)
+    if given.is_absolute():
+        return given
+    return (base / given.expanduser()).resolve()
+
+
+def _with_agent_paths(
+    name: str,
+    table: AgentTable,
+    raw: Mapping[str, Any],
+    origins: Mapping[tuple[str, ...], Path],
+    folder: Path,
+) -> AgentTable:
+    """``table`` with its paths resolved against the file that wrote each key (validation
+    resolved them against the profile's folder, or the folder of ``[tether] plugin_dirs``)."""
+    update: dict[str, Any] = {}
+    wrote = origins.get(("agent", name, "instructions"))
+    if table.instructions is not None and wrote is not None:
+        update["instructions"] = _against(wrote.parent, raw["instructions"])
+    if table.plugin_dirs:
+        wrote = origins.get(("agent", name, "plugin_dirs"))
+        base = wrote.parent if wrote is not None else folder
+        update["plugin_dirs"] = tuple(_against(base, entry) for entry in raw["plugin_dirs"])
+    return table.model_copy(update=update) if update else table
+
+
+def _check_subagents(profile: Profile) -> None:
+    """Each agent's ``subagents`` are other agents of the profile, each listed once, each with
+    a description (its parent's model reads it to decide when to delegate) and a tool name of
+    its own among its parent's subagents."""
+    for name, table in profile.agent.items():
+        tools: dict[str, str] = {}
+        for index, sub in enumerate(table.subagents):
+            child = profile.agent.get(sub)
+            if child is None or sub == name:
+                known = ", ".join(sorted(set(profile.agent) - {name})) or "none"
+                _subagent_error(
+                    profile,
+                    name,
+                    index,
+                    f'agent "{name}" lists itself as a subagent'
+                    if sub == name
+                    else f'subagent "{sub}" of agent "{name}" is not an agent of this profile',
+                    f'remove "{sub}"'
+                    if sub == name
+                    else f"declare {format_loc(('agent', sub), ())} or name one of: {known}",
+                )
+            tool = child.tool_name or sub
+            other = tools.get(tool)
+            if other is not None:
+                _subagent_error(
+                    profile,
+                    name,
+                    index,
+                    f'agent "{name}" lists subagent "{sub}" twice'
+                    if other == sub
+                    else f'subagents "{other}" and "{sub}" of agent "{name}" have one tool '
+                    f'name, "{tool}"',
+                    "list it once" if other == sub else "give one of them another tool_name",
+                )
+            _check_subagent(profile, sub, child)
+            tools[tool] = sub
+
+
+def _subagent_error(
+    profile: Profile, agent: str, index: int, message: str, remedy: str
+) -> NoReturn:
+    raise ProfileError(
+        ErrorCode.PROFILE_INVALID,
+        message,
+        file=profile.file_of("agent", agent, "subagents"),
+        key=format_loc(("agent", agent), ("subagents", index)),
+        remedy=remedy,
+    )
+
+
+def _check_subagent(profile: Profile, name: str, table: AgentTable) -> None:
+    """A subagent has a description and a tool name (its own, or its name if that is one)."""
+    folder = profile.agent_folders.get(name)
+    table_name = format_loc(("agent", name), ())
+    if not (table.description or "").strip():
+        where = str(folder / AGENT_FILE) if folder is not None else table_name
+        raise ProfileError(
+            ErrorCode.PROFILE_INVALID,
+            f'subagent "{name}" has no description; its parent\'s model reads it to decide when '
+            "to delegate",
+            file=folder / AGENT_FILE if folder is not None else profile.file_of("agent", name),
+            key="description" if folder is not None else f"{table_name} description",
+            remedy=f'add description = "..." to {where}',
+        )
+    if table.tool_name is None and not is_tool_name(name):
+        raise ProfileError(
+            ErrorCode.PROFILE_INVALID,
+            f'subagent "{name}" needs a tool name: its name is not one (letters, digits, '
+            "'_' and '-', at most 64)",
+            file=profile.file_of("agent", name),
+            key=f"{table_name} tool_name",
+            remedy=f'add tool_name = "..." to {table_name}',
+        )
 
 
 def _origin(origins: Mapping[tuple[str, ...], Path], key: tuple[str, ...]) -> Path | None:

@@ -212,7 +212,12 @@ class Runtime:
         preset is fixed at load, like the base prompt it produces."""
         cached = self._presets.get(agent)
         if cached is None:
-            cached = self._presets[agent] = build_preset(self.kernel, agent)
+            cached = build_preset(self.kernel, agent)
+            if cached.specialists:
+                from ..subagents._specialists import with_specialists
+
+                cached = with_specialists(cached)
+            self._presets[agent] = cached
         return cached
 
     def known_tool_names(self) -> frozenset[str]:
@@ -415,11 +420,15 @@ class Runtime:
             await self.subagents.continuation.recover(agent)
 
     async def settle(self, agent: Agent) -> None:
-        """Wait until ``agent`` is quiet: idle, and its continuable children settled with the
-        turns their notices give."""
+        """Wait until ``agent`` is quiet: idle, its continuable children and one-shot tasks
+        settled, with the turns their notices and results give."""
         await agent.when_idle()
         if self._subagents is not None:
-            await self._subagents.continuation.wait_quiet(agent)
+            while True:
+                await self._subagents.continuation.wait_quiet(agent)
+                # One-shot tasks too: their results give turns of their own.
+                if not await self._subagents.tasks.wait_jobs(agent):
+                    return
 
     async def deliver_mail(self, store: SessionStore, session_id: str) -> None:
         """Hand the mail other processes posted to ``session_id`` in ``store`` to its agent

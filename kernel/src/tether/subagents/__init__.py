@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from ._kit import CONTINUABLE_DESCRIPTOR, compose_local_child, restore_local_child
     from ._listing import AgentEntry
     from ._runtime import SubagentRuntime, check_output_schema
+    from ._specialists import SPECIALIST_PROVIDER, SpecialistProvider
+    from ._tasks import (
+        MAX_WORKING_TASKS,
+        RESULT_BUDGET_BYTES,
+        RESULT_BUDGET_LINES,
+        TaskInfo,
+        Tasks,
+        receipt,
+        render_task_result,
+        sent_receipt,
+    )
     from ._types import (
         CAPABILITIES,
         AgentOptions,
@@ -46,6 +57,10 @@ __all__ = (
     "CONTINUABLE_DESCRIPTOR",
     "DEFAULT_MAX_DEPTH",
     "DELEGATION_NOTE",
+    "MAX_WORKING_TASKS",
+    "RESULT_BUDGET_BYTES",
+    "RESULT_BUDGET_LINES",
+    "SPECIALIST_PROVIDER",
     "ActivationState",
     "AgentEntry",
     "AgentOptions",
@@ -58,6 +73,7 @@ __all__ = (
     "InterruptOutcome",
     "LocalChildRun",
     "SettlingRun",
+    "SpecialistProvider",
     "SubagentCapabilities",
     "SubagentEvent",
     "SubagentProvider",
@@ -65,6 +81,8 @@ __all__ = (
     "SubagentRun",
     "SubagentRuntime",
     "SubagentStartRequest",
+    "TaskInfo",
+    "Tasks",
     "check_output_schema",
     "check_provider_offer",
     "child_depth",
@@ -73,13 +91,26 @@ __all__ = (
     "delegation_depth_of",
     "final_output",
     "parse_structured",
+    "receipt",
+    "render_task_result",
     "restore_local_child",
+    "sent_receipt",
     "settlement_notice",
     "start_local_child",
     "validate_depth",
 )
 
 _LAZY = {
+    "SPECIALIST_PROVIDER": "_specialists",
+    "SpecialistProvider": "_specialists",
+    "MAX_WORKING_TASKS": "_tasks",
+    "RESULT_BUDGET_BYTES": "_tasks",
+    "RESULT_BUDGET_LINES": "_tasks",
+    "TaskInfo": "_tasks",
+    "Tasks": "_tasks",
+    "receipt": "_tasks",
+    "render_task_result": "_tasks",
+    "sent_receipt": "_tasks",
     "ActivationState": "_activation",
     "LocalChildRun": "_child",
     "final_output": "_child",

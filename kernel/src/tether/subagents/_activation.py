@@ -87,6 +87,9 @@ class Activation:
     """Its ``start`` edge was emitted, so its ``end`` edge is too."""
     notify: bool = True
     """Whether its parent gets a notice when it settles."""
+    tool: str | None = None
+    """The tool that started it as a task: its end reaches the parent as a ``<task_result>``
+    (else as a settlement notice)."""
 
     def arm(self) -> None:
         """A message for it was accepted: it is announced, and may settle once quiet."""
@@ -205,6 +208,7 @@ class Activations:
             agent=agent,
             epoch_start=len(agent.messages),
             turns_at_start=agent.turns,
+            tool=_tool_of(descriptor),
         )
         await self.host(host, activation)
         return activation
@@ -307,6 +311,8 @@ class Activations:
             if parent is not None:
                 parent.on_teardown(activation, None)
             self._poke(activation.parent_id)
+            if activation.tool is not None:
+                self._service.tasks.changed(activation.parent_id)
             if activation.edge:
                 self._service.emit(activation.lifecycle_event("end", stop))
             activation.closed.set()
@@ -334,6 +340,10 @@ class Activations:
             if not owned:
                 del self._owned[activation.parent_id]
 
+    def poke(self, session_id: str) -> None:
+        """Look at the state of ``session_id``'s activation again (its inbox changed)."""
+        self._poke(session_id)
+
     def _poke(self, session_id: str) -> None:
         """Look at an activation's state again (its children changed)."""
         activation = self._live.get(session_id)
@@ -348,7 +358,11 @@ class Activations:
             return  # the parent is gone: nobody to tell
         opened = agent.turns > activation.turns_at_start
         output = final_output(agent.messages[activation.epoch_start :]) if opened else ""
-        text = settlement_notice(activation.child_id, stop, output)
+        if activation.tool is not None:
+            tasks = self._service.tasks
+            text = tasks.result_text(parent, activation.child_id, activation.tool, stop, output)
+        else:
+            text = settlement_notice(activation.child_id, stop, output)
         source = MessageSource(kind="notice", sender=activation.child_id)
         try:
             if parent.tearing_down:
@@ -359,3 +373,9 @@ class Activations:
                 await parent.followup(text, source=source)
         except Exception:  # a notice never blocks a teardown
             log.exception("could not deliver the notice of %s", activation.child_id)
+
+
+def _tool_of(descriptor: DescriptorEvent) -> str | None:
+    """The tool a stored child was started by as a task (``None``: not a task)."""
+    tool = descriptor.data.get("tool")
+    return tool if isinstance(tool, str) else None

@@ -72,6 +72,11 @@ class ContinuationManager:
 
     # ------------------------------------------------------------------ queries
 
+    @property
+    def activations(self) -> Activations:
+        """The activations of this process (what is live, who owns it)."""
+        return self._activations
+
     def state(self, child_id: str) -> ActivationState | None:
         """The child's state in this process, ``None`` when it has no activation."""
         activation = self._activations.get(child_id)
@@ -173,6 +178,7 @@ class ContinuationManager:
             agent=child,
             epoch_start=len(child.messages),
             turns_at_start=child.turns,
+            tool=request.tool,
         )
         try:
             await self._activations.host(parent, activation)

@@ -113,10 +113,13 @@ class ChildSpec:
         max_output_tokens: int | None = None,
         tools: ToolRegistry | None = None,
         policy: ToolFilter | None = None,
+        own: bool = False,
     ) -> ChildSpec:
         """A child of the preset ``agent`` run under ``host`` (the agent it is composed or
         restored under): ``model`` is the provider's own (a remote agent), else the model of
-        ``model_route``, else the host's; ``tools`` default to the preset's."""
+        ``model_route``, else the host's; ``tools`` default to the preset's. ``own``: the
+        child is a declared subagent, with its preset's own limits and scope (not the
+        host's)."""
         runtime = host.runtime
         if runtime is None:
             raise SubagentError(
@@ -128,8 +131,11 @@ class ChildSpec:
         if model is None:
             model = host.model
             if model_route is not None:
-                model = resolve_preset_model(preset, model_route)
+                base = _model_base(preset) if own else None
+                model = resolve_preset_model(preset, model_route, base=base)
         limits = host.limits
+        if own:
+            limits = preset.limits or AgentLimits()
         if max_output_tokens is not None:
             limits = dataclasses.replace(limits, max_output_tokens=max_output_tokens)
         return cls(
@@ -138,7 +144,7 @@ class ChildSpec:
             preset=preset,
             store=host.store,
             cwd=host.cwd,
-            scope=host.scope or runtime.kernel.global_scope,
+            scope=preset.scope if own else host.scope or runtime.kernel.global_scope,
             model=model,
             model_route=model_route,
             limits=limits,
@@ -174,6 +180,7 @@ class ChildSpec:
             model_route=route,
             max_output_tokens=budget,
             tools=tools,
+            own=data.get("specialist") is True,
         )
 
     def agent(self, header: SessionHeader) -> Agent:
@@ -230,8 +237,19 @@ class ChildSpec:
                 "tools": self.tools.names() if self.tools is not self.preset.tools else None,
                 "policy": self.policy.as_data() if self.policy is not None else None,
                 "max_depth": request.max_depth,
+                **({"tool": request.tool} if request.tool is not None else {}),
+                **({"specialist": True} if request.agent is not None else {}),
             },
         )
+
+
+def _model_base(preset: AgentPreset) -> Path | None:
+    """The folder a preset's own relative model spec resolves against (the file that wrote
+    it), as :meth:`tether.runtime.Runtime.compose` resolves it."""
+    if preset.name is None:
+        return None
+    file = preset.kernel.profile.file_of("agent", preset.name, "model")
+    return file.parent if file is not None else preset.kernel.profile.folder
 
 
 async def compose_local_child(
@@ -253,29 +271,44 @@ async def compose_local_child(
     options = request.agent_options
     if model_route is None and options is not None:
         model_route = options.model
-    # The child is the parent agent preset in a child scope, with the parent's own tools and
-    # call policy (a delegated parent's narrowing carries down), never the preset's.
-    spec = ChildSpec.of(
-        parent,
-        parent.name,
-        provider=provider,
-        model_route=model_route,
-        model=model,
-        max_output_tokens=options.max_output_tokens if options else None,
-        tools=parent.tools,
-        policy=parent.tool_policy,
-    )
+    if request.agent is not None:
+        # A declared subagent: its own preset, tools, model and limits; nothing of the parent's.
+        runtime = parent.runtime
+        preset = runtime.preset(request.agent) if runtime is not None else None
+        spec = ChildSpec.of(
+            parent,
+            request.agent,
+            provider=provider,
+            model_route=model_route or (preset.model_spec if preset is not None else None),
+            model=model,
+            max_output_tokens=options.max_output_tokens if options else None,
+            tools=await runtime.tools(preset) if runtime is not None and preset else None,
+            own=True,
+        )
+    else:
+        # The child is the parent agent preset in a child scope, with the parent's own tools
+        # and call policy (a delegated parent's narrowing carries down), never the preset's.
+        spec = ChildSpec.of(
+            parent,
+            parent.name,
+            provider=provider,
+            model_route=model_route,
+            model=model,
+            max_output_tokens=options.max_output_tokens if options else None,
+            tools=parent.tools,
+            policy=parent.tool_policy,
+        )
     spec = _delegated_tools(spec, request, keep_tool_list=keep_tool_list, continuable=continuable)
     remote = model is not None
     seed = [e for e in seed if not isinstance(e, InboxAccepted | InboxDiscarded)]
     header = new_header(
-        agent=parent.name,
+        agent=spec.preset.name,
         label=request.label,
         parent_session=parent.session_id,
         origin="subagent",
         delegation_depth=depth,
         seed_length=len(seed),
-        model=None if remote else (model_route or parent.model_spec),
+        model=None if remote else (spec.model_route or parent.model_spec),
     )
     setup: list[Event] = [*seed, spec.delegation_descriptor(request)]
     if continuable:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError
 from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
+from ._specialists import builtin_provider
+from ._tasks import Tasks
 from ._types import (
     ContinuableProvider,
     SettlingRun,
@@ -116,6 +118,7 @@ class SubagentRuntime:
         self._providers: dict[str, SubagentProvider] = {}
         self._listeners: list[Callable[[SubagentEvent], object]] = []
         self._continuation: ContinuationManager | None = None
+        self._tasks: Tasks | None = None
 
     # ------------------------------------------------------------ providers and events
 
@@ -130,6 +133,13 @@ class SubagentRuntime:
         if self._continuation is None:
             self._continuation = ContinuationManager(self)
         return self._continuation
+
+    @property
+    def tasks(self) -> Tasks:
+        """Background tasks: receipts, results, wait, cancel, output."""
+        if self._tasks is None:
+            self._tasks = Tasks(self)
+        return self._tasks
 
     async def start_continuable(self, name: str, request: SubagentStartRequest) -> ContinuableStart:
         """Start a continuable child; returns ``(child_id, message_id)`` once its first prompt
@@ -196,7 +206,7 @@ class SubagentRuntime:
 
     def check(self, name: str, request: SubagentStartRequest) -> SubagentProvider:
         """Every check ``start`` makes, without starting anything."""
-        provider = self._providers.get(name)
+        provider = self._providers.get(name) or builtin_provider(name)
         if provider is None:
             known = ", ".join(self._providers) or "none"
             raise SubagentError(

@@ -146,6 +146,13 @@ class SubagentStartRequest:
     tool_filter: ToolFilter | None = None
     persona: str | None = None
     label: str | None = None
+    agent: str | None = None
+    """The agent preset the child is: ``None`` for a copy of the parent's (spawn, fork), or
+    the name of a declared subagent (a specialist), which brings its own instructions, tools,
+    skills, model and limits and inherits nothing but its lineage."""
+    tool: str | None = None
+    """The tool that started the child, when it is a task (its receipt and ``<task_result>``
+    name it, and a ``taskId`` continues it only through that tool)."""
 
     def needs(self) -> tuple[Capability, ...]:
         """The capabilities this request relies on."""

@@ -62,6 +62,9 @@ class ToolSettings(tether.PluginSettings):
     tool_filter: ToolFilterSettings | None = None
     max_depth: int | Literal["provider-managed"] = Field(default=DEFAULT_MAX_DEPTH)
     """The deepest delegation allowed (0 forbids delegating), or "provider-managed"."""
+    root_only: bool = False
+    """Offer the tool only to root sessions (hidden at depth > 0, refused if called there):
+    eve's built-in ``agent``, a copy of the calling agent that cannot copy itself again."""
 
     @field_validator("tool_filter")
     @classmethod

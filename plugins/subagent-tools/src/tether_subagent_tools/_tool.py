@@ -67,6 +67,11 @@ def delegation_tool(settings: ToolSettings) -> Tool:
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> str:
         agent = context.agent
+        if settings.root_only and not _is_root(agent):
+            raise ToolError(
+                f"{settings.tool_name} is offered to root sessions only, and this session was "
+                "delegated; do the task yourself"
+            )
         if agent.runtime is None:
             raise ToolError("delegation is unavailable: this agent was composed without a runtime")
         continuable = settings.background == "continuable" and settings.run_in_background
@@ -114,8 +119,12 @@ def delegation_tool(settings: ToolSettings) -> Tool:
         )
     provider = settings.provider
 
+    root_only = settings.root_only
+
     def available(agent: Agent) -> bool:
         # The tool exists only while its provider is registered (dsh's provider-added/removed).
+        if root_only and not _is_root(agent):
+            return False  # eve's root-only copy: a delegated session never sees it
         return agent.runtime is not None and agent.runtime.subagents.get(provider) is not None
 
     return Tool(
@@ -162,3 +171,9 @@ async def _background(
 
     agent.start_job(job)
     return f"started background subagent task {child.id}"
+
+
+def _is_root(agent: Agent) -> bool:
+    """A root session: nobody delegated it (no parent, depth 0)."""
+    header = agent.header
+    return header.parent_session is None and header.delegation_depth == 0

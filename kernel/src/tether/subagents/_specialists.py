@@ -1,0 +1,377 @@
+"""Declared subagents (specialists) as tools, and the task tools that come with them.
+
+An agent's declared subagents (``[agent.NAME] subagents``, or the ``subagents/`` folders of an
+agent folder) are other agents of the profile. Each listed one is a tool of the agent, named
+after it, with eve's input ``{message, output_schema?, taskId?}``; a deferred one is found with
+``find_subagents`` and called with ``call_subagent``; a hidden one has no tool. A call starts a
+task (see :mod:`tether.subagents._tasks`) whose child is the subagent's own preset: its own
+instructions, tools, skills, model and limits; it inherits nothing from the caller but its
+lineage (depth, root, ownership).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError, ToolRegistry
+from ..errors import AgentError, ErrorCode, TetherError
+from ._child import start_local_child
+from ._tasks import WAIT_DEFAULT, receipt, sent_receipt, tasks_note, unknown_task
+from ._types import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ._child import LocalChildRun
+
+__all__ = (
+    "SPECIALIST_PROVIDER",
+    "TASK_TOOLS",
+    "SpecialistProvider",
+    "builtin_provider",
+    "specialist_layer",
+    "with_specialists",
+)
+
+#: The provider name recorded for declared subagents' children.
+SPECIALIST_PROVIDER = "tether.specialist"
+#: The tools an agent with declared subagents also gets.
+TASK_TOOLS = ("task_wait", "task_cancel", "task_output")
+
+_NOTE = (
+    " It cannot see your conversation: put everything it needs in message. It works in the "
+    "background: the call returns a task id at once and the result arrives in a <task_result> "
+    "message (task_wait waits for it). Call it again with taskId to send that task another "
+    "message; with output_schema its answer is JSON valid against that schema."
+)
+
+
+class SpecialistProvider:
+    """Starts a declared subagent: a child of its own agent preset (the kernel's own provider,
+    found by name without being registered)."""
+
+    name = SPECIALIST_PROVIDER
+    capabilities = SubagentCapabilities(
+        output_schema=True, depth_limit=True, tool_filter=False, persona=False, continuable=True
+    )
+    inherits_parent_context = False
+
+    async def start(self, request: SubagentStartRequest) -> LocalChildRun:
+        return await start_local_child(request, provider=self.name)
+
+    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
+        return ContinuablePlan()
+
+
+_BUILTIN = SpecialistProvider()
+
+
+def builtin_provider(name: str) -> SpecialistProvider | None:
+    """The kernel's own provider of ``name``, if it is one."""
+    return _BUILTIN if name == SPECIALIST_PROVIDER else None
+
+
+def _parameters(*, named: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    if named:
+        properties["name"] = {"type": "string", "description": "The subagent to call."}
+    properties.update(
+        {
+            "message": {
+                "type": "string",
+                "description": "Everything the subagent needs: it sees nothing else of yours.",
+            },
+            "output_schema": {
+                "type": "object",
+                "description": "A JSON Schema (object-rooted) its answer must satisfy; the "
+                "task is then one-shot.",
+            },
+            "taskId": {
+                "type": "string",
+                "description": "Continue this task (from a receipt) instead of starting one.",
+            },
+        }
+    )
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["name", "message"] if named else ["message"],
+        "additionalProperties": False,
+    }
+
+
+async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, Any]) -> str:
+    """A call of ``spec``'s tool: start a task, or continue one with ``taskId``."""
+    runtime = agent.runtime
+    if runtime is None:
+        raise ToolError("delegation is unavailable: this agent was composed without a runtime")
+    service = runtime.subagents
+    message = str(arguments["message"])
+    task_id = arguments.get("taskId")
+    schema = arguments.get("output_schema")
+    try:
+        if task_id is not None:
+            return await _continue(agent, spec, str(task_id), message, schema)
+        service.tasks.check_room(agent)
+        request = SubagentStartRequest(
+            prompt=message,
+            parent=agent,
+            max_depth=runtime.kernel.profile.tether.max_depth,
+            output_schema=schema,
+            label=_label(spec, message),
+            agent=spec.agent,
+            tool=spec.tool_name,
+        )
+        if schema is None and getattr(agent.store, "durable", False):
+            started = await service.start_continuable(SPECIALIST_PROVIDER, request)
+            return receipt(started.child_id, spec.tool_name, continuable=True)
+        run = await service.start(SPECIALIST_PROVIDER, request)
+        service.tasks.track(agent, run, spec.tool_name, request.label)
+        return receipt(run.id, spec.tool_name, continuable=False)
+    except TetherError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+async def _continue(
+    agent: Agent, spec: Specialist, task_id: str, message: str, schema: object
+) -> str:
+    from ..errors import SubagentError
+
+    service = agent.runtime.subagents if agent.runtime else None
+    assert service is not None
+    if schema is not None:
+        raise SubagentError(
+            ErrorCode.SUBAGENT_INVALID,
+            "output_schema applies to a new task; a continued task answers in text",
+            remedy="drop output_schema, or start a new task without taskId",
+        )
+    header = await service.tasks._check_own(agent, task_id)  # pyright: ignore[reportPrivateUsage]
+    if header is None:  # a one-shot task working here
+        raise unknown_task(task_id)
+    descriptor = await service.continuation.descriptor(agent, header)
+    if descriptor is None:
+        raise SubagentError(
+            ErrorCode.UNKNOWN_TASK,
+            f'task "{task_id}" was one-shot and has ended; it takes no more messages',
+            remedy="start a new task without taskId",
+        )
+    owner = descriptor.data.get("tool")
+    if owner != spec.tool_name:
+        raise SubagentError(
+            ErrorCode.TASK_MISMATCH,
+            f'task "{task_id}" belongs to tool "{owner}", not "{spec.tool_name}"',
+            remedy=f"call {owner} with taskId {task_id}",
+        )
+    if service.continuation.state(task_id) is None:
+        service.tasks.check_room(agent)
+    try:
+        await service.continuation.followup(agent, task_id, message)
+    except TetherError as exc:
+        raise SubagentError(
+            ErrorCode.TASK_UNREACHABLE,
+            f'task "{task_id}" cannot be reached: {exc.message}',
+            remedy="start a new task without taskId",
+        ) from exc
+    return sent_receipt(task_id)
+
+
+def _label(spec: Specialist, message: str) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return f"{spec.tool_name}: {first[:60]}" if first else spec.tool_name
+
+
+def specialist_tool(spec: Specialist) -> Tool:
+    """The tool of one listed declared subagent."""
+
+    async def run(arguments: dict[str, Any], context: ToolContext) -> str:
+        return await run_specialist(context.agent, spec, arguments)
+
+    return Tool(spec.tool_name, spec.description.strip() + _NOTE, run, _parameters(named=False))
+
+
+def _deferred_tools(deferred: Sequence[Specialist]) -> list[Tool]:
+    by_name = {spec.tool_name: spec for spec in deferred}
+
+    async def find(arguments: dict[str, Any], context: ToolContext) -> str:
+        words = str(arguments.get("query", "")).lower().split()
+        found = [
+            spec
+            for spec in deferred
+            if all(w in f"{spec.tool_name} {spec.description}".lower() for w in words)
+        ]
+        if not found:
+            return "(no subagent matches; an empty query lists them all)"
+        return "\n".join(f"- {spec.tool_name}: {spec.description.strip()}" for spec in found)
+
+    async def call(arguments: dict[str, Any], context: ToolContext) -> str:
+        spec = by_name.get(str(arguments["name"]))
+        if spec is None:
+            raise ToolError(
+                f'no deferred subagent named "{arguments["name"]}"; find_subagents lists them'
+            )
+        return await run_specialist(context.agent, spec, arguments)
+
+    return [
+        Tool(
+            "find_subagents",
+            "Search the subagents you can call with call_subagent, by words of their name and "
+            "description; an empty query lists them all.",
+            find,
+            {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "additionalProperties": False,
+            },
+            safe=True,
+        ),
+        Tool(
+            "call_subagent",
+            "Start a task with a subagent find_subagents listed (by its name)." + _NOTE,
+            call,
+            _parameters(named=True),
+        ),
+    ]
+
+
+def _task_tools() -> list[Tool]:
+    async def wait(arguments: dict[str, Any], context: ToolContext) -> str:
+        agent = context.agent
+        assert agent.runtime is not None
+        ids = [str(i) for i in arguments.get("taskIds", ())]
+        try:
+            return await agent.runtime.subagents.tasks.wait(
+                agent,
+                ids,
+                wait_for_all=bool(arguments.get("all", False)),
+                timeout=float(arguments.get("timeoutSeconds", WAIT_DEFAULT)),
+            )
+        except TetherError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def cancel(arguments: dict[str, Any], context: ToolContext) -> str:
+        agent = context.agent
+        assert agent.runtime is not None
+        task_id = str(arguments["taskId"])
+        try:
+            return await agent.runtime.subagents.tasks.cancel(agent, task_id, None)
+        except TetherError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def output(arguments: dict[str, Any], context: ToolContext) -> str:
+        agent = context.agent
+        assert agent.runtime is not None
+        try:
+            return await agent.runtime.subagents.tasks.output(
+                agent, str(arguments["taskId"]), int(arguments.get("offset", 0))
+            )
+        except TetherError as exc:
+            raise ToolError(str(exc)) from exc
+
+    task_id = {"type": "string", "description": "A task id from a receipt."}
+    return [
+        Tool(
+            "task_wait",
+            "Wait until a task settles (any of taskIds, or all with all=true; default: every "
+            "working task), timeoutSeconds pass (default 60, at most 600), or a new message "
+            "arrives. Results arrive in <task_result> messages right after.",
+            wait,
+            {
+                "type": "object",
+                "properties": {
+                    "taskIds": {"type": "array", "items": {"type": "string"}},
+                    "all": {"type": "boolean"},
+                    "timeoutSeconds": {"type": "number", "minimum": 0},
+                },
+                "additionalProperties": False,
+            },
+            safe=True,
+        ),
+        Tool(
+            "task_cancel",
+            "Stop a task's current work. A continuable task keeps its conversation and can be "
+            "sent another message later.",
+            cancel,
+            {
+                "type": "object",
+                "properties": {"taskId": task_id},
+                "required": ["taskId"],
+                "additionalProperties": False,
+            },
+        ),
+        Tool(
+            "task_output",
+            "Read a task's result from offset (what a [truncated] result left out), or what a "
+            "working task has written so far.",
+            output,
+            {
+                "type": "object",
+                "properties": {"taskId": task_id, "offset": {"type": "integer", "minimum": 0}},
+                "required": ["taskId"],
+                "additionalProperties": False,
+            },
+            safe=True,
+        ),
+    ]
+
+
+def specialist_layer(
+    specialists: Sequence[Specialist], agent: str | None, taken: Sequence[str]
+) -> tuple[tuple[str, Tool], ...]:
+    """The tools an agent's declared subagents give it (its nearest layer): one per listed
+    subagent, ``find_subagents`` and ``call_subagent`` for deferred ones, and the task tools.
+    A name another tool of the agent has, or two subagents share, is an error (eve's rule:
+    no winner is picked)."""
+    owner = f"[agent.{agent}] subagents"
+    seen: dict[str, str] = {}
+    for spec in specialists:
+        if spec.visibility is False:
+            continue
+        if spec.tool_name in seen:
+            raise AgentError(
+                ErrorCode.TOOL_INVALID,
+                f'found multiple subagents named "{spec.tool_name}" for agent "{agent}": '
+                f"{seen[spec.tool_name]} and {spec.agent}",
+                key=owner,
+                remedy="rename one of them (its folder, or tool_name)",
+            )
+        seen[spec.tool_name] = spec.agent
+    listed = [s for s in specialists if s.visibility is True]
+    deferred = [s for s in specialists if s.visibility == "deferred"]
+    tools = [specialist_tool(spec) for spec in listed]
+    if deferred:
+        tools += _deferred_tools(deferred)
+    if listed or deferred:
+        tools += _task_tools()
+    names = set(taken)
+    for tool in tools:
+        if tool.name in names:
+            what = "Subagent" if tool.name in seen else "The task tool"
+            raise AgentError(
+                ErrorCode.TOOL_INVALID,
+                f'{what} "{tool.name}" of agent "{agent}" collides with another tool name',
+                key=owner,
+                remedy="rename the subagent (its folder, or tool_name), or hide it with "
+                "tool = false and call it from your own tool",
+            )
+    return tuple(("subagents", tool) for tool in tools)
+
+
+def with_specialists(preset: AgentPreset) -> AgentPreset:
+    """``preset`` with the tools of its declared subagents in a layer of their own, nearest of
+    all, and the ``[Tasks]`` note among its pre-steps (the preset itself when it declares
+    none)."""
+    if not preset.specialists:
+        return preset
+    taken = [tool.name for layer in preset.tool_layers for _, tool in layer]
+    own = specialist_layer(preset.specialists, preset.name, taken)
+    if not own:
+        return preset
+    layers = (own, *preset.tool_layers)
+    return dataclasses.replace(
+        preset,
+        tools=ToolRegistry.from_layers(layers),
+        tool_layers=layers,
+        tool_sources=((), *preset.tool_sources),
+        pre_steps=(*preset.pre_steps, PreStep("tasks", tasks_note)),
+    )
