@@ -15,6 +15,7 @@ from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentEr
 from ..loading.kernel import Kernel
 from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
+from ..loading.text import format_loc
 from ..models import Model, ModelProvider, resolve_model
 from ..store import SessionHeader, SessionStore
 from ._agent import Agent
@@ -215,7 +216,7 @@ def _specialists(kernel: Kernel, agent: str | None, table: Any) -> tuple[Special
             raise SubagentError(
                 ErrorCode.SUBAGENT_INVALID,
                 f'agent "{agent}" declares subagent "{name}", which the profile does not declare',
-                key=f"[agent.{agent}] subagents",
+                key=format_loc(("agent", str(agent)), ("subagents",)),
                 remedy="declare the agent, or remove it from subagents",
             )
         if not child.description:
@@ -223,7 +224,7 @@ def _specialists(kernel: Kernel, agent: str | None, table: Any) -> tuple[Special
                 ErrorCode.SUBAGENT_INVALID,
                 f'subagent "{name}" of agent "{agent}" has no description; its parent\'s model '
                 "reads it to decide when to delegate",
-                key=f"[agent.{name}] description",
+                key=format_loc(("agent", name), ("description",)),
                 remedy='add description = "..." to the subagent',
             )
         found.append(
@@ -243,7 +244,7 @@ def resolve_preset_model(
     """The model for ``spec`` (or the preset's own), through the scope's model providers."""
     spec = spec or preset.model_spec
     if spec is None:
-        where = f"[agent.{preset.name}] model" if preset.name else "the profile"
+        where = format_loc(("agent", preset.name), ("model",)) if preset.name else "the profile"
         raise ModelError(
             ErrorCode.MODEL_SPEC_UNKNOWN,
             f"no model for agent {preset.name or '(global)'}",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError, ToolRegistry
 from ..errors import AgentError, ErrorCode, TetherError
+from ..loading.text import format_loc
 from ._child import start_local_child
 from ._tasks import WAIT_DEFAULT, receipt, sent_receipt, tasks_note, unknown_task
 from ._types import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
@@ -146,7 +147,7 @@ async def _continue(
             "output_schema applies to a new task; a continued task answers in text",
             remedy="drop output_schema, or start a new task without taskId",
         )
-    header = await service.tasks._check_own(agent, task_id)  # pyright: ignore[reportPrivateUsage]
+    header = await service.tasks.task_header(agent, task_id)
     if header is None:  # a one-shot task working here
         raise unknown_task(task_id)
     descriptor = await service.continuation.descriptor(agent, header)
@@ -322,7 +323,7 @@ def specialist_layer(
     subagent, ``find_subagents`` and ``call_subagent`` for deferred ones, and the task tools.
     A name another tool of the agent has, or two subagents share, is an error (eve's rule:
     no winner is picked)."""
-    owner = f"[agent.{agent}] subagents"
+    owner = format_loc(("agent", str(agent)), ("subagents",))
     seen: dict[str, str] = {}
     for spec in specialists:
         if spec.visibility is False:

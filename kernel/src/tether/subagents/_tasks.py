@@ -280,7 +280,7 @@ class Tasks:
         """Wait until one (or every) task of ``task_ids`` (default: every working task) has
         settled, ``timeout`` seconds pass, or a new message for ``parent`` arrives."""
         for task_id in task_ids:
-            await self._check_own(parent, task_id)
+            await self.task_header(parent, task_id)
         timeout = min(max(timeout, 0.0), WAIT_MAX) if math.isfinite(timeout) else WAIT_MAX
         wanted = set(task_ids) if task_ids else {t.id for t in self.working(parent)}
         if not wanted:
@@ -327,7 +327,7 @@ class Tasks:
 
     async def cancel(self, parent: Agent, task_id: str, tool: str | None) -> str:
         """Stop a task's current work: a continuable task keeps its conversation."""
-        await self._check_own(parent, task_id)
+        await self.task_header(parent, task_id)
         board = self._boards.get(parent.session_id)
         job = board.jobs.get(task_id) if board is not None else None
         if job is not None:
@@ -349,7 +349,7 @@ class Tasks:
     async def output(self, parent: Agent, task_id: str, offset: int = 0) -> str:
         """A task's result from ``offset`` (what a ``[truncated]`` result left out), or what
         a working task has written so far."""
-        await self._check_own(parent, task_id)
+        await self.task_header(parent, task_id)
         board = self._boards.get(parent.session_id)
         body = board.outputs.get(task_id) if board is not None else None
         if body is None:
@@ -377,8 +377,9 @@ class Tasks:
         folded = fold([s.event for s in stored], seed_length=header.seed_length)
         return final_output(folded.history)
 
-    async def _check_own(self, parent: Agent, task_id: str) -> Any:
-        """The header of ``task_id``, a task of ``parent``; ``UNKNOWN_TASK`` otherwise."""
+    async def task_header(self, parent: Agent, task_id: str) -> Any:
+        """The header of ``task_id``, a task of ``parent`` (``None``: a one-shot task working
+        here); ``UNKNOWN_TASK`` otherwise."""
         board = self._boards.get(parent.session_id)
         if board is not None and task_id in board.jobs:
             return None
