@@ -3,9 +3,10 @@
     uv run python examples/continuable/run.py
 
 Offline: both sides are played by a FunctionModel (a Python function per request), so the run
-is the same every time. The parent starts a continuable child with the ``subagent`` tool, gets a
-settlement notice when the child answers, later sends it a follow-up with ``send_message`` (the
-child's session and history are kept), and gets a second notice. Swap ``brain`` for a real model
+is the same every time. The parent starts a continuable task with the ``subagent`` tool (a
+receipt at once), gets the child's answer as a ``<task_result>`` message, later sends the same
+task a follow-up by calling ``subagent`` again with its ``taskId`` (the child's session and
+history are kept), and gets a second ``<task_result>``. Swap ``brain`` for a real model
 (``model="deepseek:deepseek-chat"`` with DEEPSEEK_API_KEY set) to watch a model do it.
 """
 
@@ -32,28 +33,32 @@ def call(name: str, **arguments: str) -> ModelResponse:
     )
 
 
+RESULT = re.compile(
+    r'<task_result id="[^"]*" tool="subagent" status="completed">(.*)</task_result>', re.S
+)
+
+
 def parent(request: ModelRequest) -> ModelResponse | str:
     last = request.messages[-1]
-    if last.role == "tool" and last.name == "send_message":
+    if last.role == "tool" and last.content.startswith("Sent to task"):
         return "I sent the helper your question; it still has the notes from before."
     if last.role == "tool":
         return "I asked a research helper; I will tell you when it reports back."
-    if last.content.startswith("Background subagent"):
-        answer = last.content.split("Its closing message:\n", 1)[-1]
-        return f"The helper reports: {answer}"
+    if result := RESULT.fullmatch(last.content):
+        return f"The helper reports: {result[1]}"
     if last.content == "Research the launch.":
         return call(
             "subagent",
             description="research the launch",
             prompt=f"From these notes, give the launch date and owner.\nNotes: {NOTES}",
         )
-    # "Who signs off?": a follow-up to the same child, which still has the notes in its history.
-    child = next(
+    # "Who signs off?": a follow-up to the same task, whose child still has the notes.
+    task = next(
         match[1]
         for message in reversed(request.messages)
-        if (match := re.match(r"started subagent (\S+)", message.content))
+        if (match := re.match(r"Started task (\S+)\.", message.content))
     )
-    return call("send_message", subagent_id=child, message="Who signs off, and when?")
+    return call("subagent", taskId=task, prompt="Who signs off, and when?")
 
 
 async def child(request: ModelRequest) -> str:

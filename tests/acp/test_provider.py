@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -67,8 +68,8 @@ def delegating(prompt: str, *, background: bool = False, tool: str = "subagent")
         last = request.messages[-1]
         if last.role == "tool":
             return f"parent saw: {last.content}"
-        if last.role == "user" and last.content.startswith("Background subagent"):
-            return "noted"
+        if any(m.role == "tool" for m in request.messages):
+            return "noted"  # a task's result (or the [Tasks] note) after the delegation
         arguments = {"description": "ask the agent", "prompt": prompt}
         arguments["run_in_background"] = background  # type: ignore[assignment]
         return ModelResponse(
@@ -77,6 +78,20 @@ def delegating(prompt: str, *, background: bool = False, tool: str = "subagent")
         )
 
     return FunctionModel(answer)
+
+
+def results(agent) -> list[str]:
+    """The bodies of the ``<task_result>`` messages ``agent`` read, in order."""
+    found = [
+        re.fullmatch(r"<task_result [^>]*>(.*)</task_result>", m.content, re.S)
+        for m in agent.messages
+    ]
+    return [m[1] for m in found if m]
+
+
+def task_of(receipt: str) -> str:
+    """The task id a receipt names (``Started task ID. ...``)."""
+    return receipt.split()[2].rstrip(".")
 
 
 def tool_results(agent) -> list[str]:
@@ -245,13 +260,12 @@ async def test_a_continuable_child_takes_follow_ups_on_the_same_acp_session(tmp_
     async with parent:
         await parent.run("go")
         (started,) = tool_results(parent)
-        child_id = started.split()[-1]
+        child_id = task_of(started)
         await manager.followup(parent, child_id, "history?")  # while it is live
         await manager.wait_quiet(parent)
         await manager.followup(parent, child_id, "history?")  # cold: a new process loads it
         await manager.wait_quiet(parent)
-    answers = [m.content for m in parent.messages if m.content.startswith("Background")]
-    assert answers[-1].endswith("Its closing message:\nhistory: 2")
+    assert results(parent)[-1] == "history: 2"
     events = [s.event for s in await store.events(child_id)]
     sessions = {e.data["session_id"] for e in events if getattr(e, "kind", "") == "acp/session"}
     assert len(sessions) == 1  # recorded once, loaded by the second process
@@ -271,7 +285,7 @@ async def test_a_settled_childs_session_stays_warm_for_a_follow_up_but_not_past_
     manager = runtime.subagents.continuation
     async with parent:
         await parent.run("go")
-        child_id = tool_results(parent)[0].split()[-1]
+        child_id = task_of(tool_results(parent)[0])
         await manager.wait_quiet(parent)
         ((key, warm),) = [(k, m) for k, m in _WARM.items() if k[0] == "echo"]
         process = warm._process  # pyright: ignore[reportPrivateUsage]  (white-box)
@@ -279,8 +293,7 @@ async def test_a_settled_childs_session_stays_warm_for_a_follow_up_but_not_past_
         await manager.followup(parent, child_id, "history?")
         await manager.wait_quiet(parent)
         assert _WARM[key]._process is process  # the same process took the follow-up  # pyright: ignore[reportPrivateUsage]  (white-box)
-    answers = [m.content for m in parent.messages if m.content.startswith("Background")]
-    assert answers[-1].endswith("Its closing message:\nhistory: 1")
+    assert results(parent)[-1] == "history: 1"
     assert key not in _WARM
     assert process.returncode is not None  # ended with its parent
 
@@ -297,7 +310,7 @@ async def test_a_continuable_child_of_an_agent_without_session_load_is_not_resum
     manager = runtime.subagents.continuation
     async with parent:
         await parent.run("go")
-        child_id = tool_results(parent)[0].split()[-1]
+        child_id = task_of(tool_results(parent)[0])
         await manager.wait_quiet(parent)
         await manager.followup(parent, child_id, "again")
         await manager.wait_quiet(parent)
@@ -341,7 +354,9 @@ async def test_files_inside_the_roots_are_served_and_outside_refused(tmp_path, s
 @pytest.mark.parametrize(
     ("settings", "prompt", "host", "selected", "by"),
     [
-        ({}, "ask edit", None, "reject", "policy"),
+        ({"permission": "deny"}, "ask edit", None, "reject", "policy"),
+        ({}, "ask edit", None, "reject", "nobody could answer"),
+        ({}, "ask edit", "allow", "allow", "the host"),
         (
             {"permission": "allow_once", "allow_kinds": ["read"]},
             "ask read",
@@ -461,13 +476,12 @@ async def test_the_sdks_own_example_agent_serves_a_one_shot_and_a_continuable_ch
         one_shot = await run.result()
         await run.dispose()
         await parent.run("go")
-        child_id = tool_results(parent)[0].split()[-1]
+        child_id = task_of(tool_results(parent)[0])
         await manager.wait_quiet(parent)
         await manager.followup(parent, child_id, "pong")  # the warm session answers again
         await manager.wait_quiet(parent)
     assert (one_shot.stop_reason, one_shot.output) == ("completed", "one-shot hello")
-    notices = [m.content for m in parent.messages if m.content.startswith("Background")]
-    assert [n.rsplit("\n", 1)[-1] for n in notices] == ["ping", "pong"]
+    assert results(parent) == ["ping", "pong"]
 
 
 async def test_a_prompt_that_takes_too_long_is_cancelled_and_ends_with_error(tmp_path, store):

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 import tether
 import tether_spawn
 import tether_subagent_tools
-from tether.agents import PermissionQuestion, Tool
+from tether.agents import PermissionDesk, PermissionQuestion, Tool
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import compose_agent
-from tether.store import MemoryStore
+from tether.store import MemoryStore, ToolResult
 from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import APPROVAL_NOTES
 from tether.testing import make_runtime, write_profile
 
 pytestmark = pytest.mark.anyio
@@ -113,19 +115,14 @@ async def test_an_allowing_or_denying_policy_asks_nobody(runtime, risky):
     assert await run(runtime, "allow") == "tool said: deleted notes.md"
     assert await run(runtime, "deny") == (
         'tool said: error: tool "delete" needs approval, and this agent may not ask for it '
-        "(its approvals are denied: it was delegated)"
+        "(its approval policy is deny)"
     )
     assert risky.runs == 1
 
 
-async def test_a_delegated_child_is_pinned_to_deny_even_when_the_host_would_allow(runtime, risky):
-    asked: list[PermissionQuestion] = []
-
-    async def host(question):
-        asked.append(question)
-        return "allow"
-
-    runtime.permission_host = host
+def delegating(prompts: tuple[str, ...] = ("clean",), *, background: bool = False):
+    """A model whose root delegates one ``subagent`` call per prompt in one step, whose
+    children call ``delete``, and whose root then repeats what its last tool said."""
 
     def model(request: ModelRequest) -> ModelResponse | str:
         child = any(m.content.startswith(DELEGATION_NOTE) for m in request.messages)
@@ -134,21 +131,152 @@ async def test_a_delegated_child_is_pinned_to_deny_even_when_the_host_would_allo
             return calls_delete(request)
         if last.role == "tool":
             return f"parent saw: {last.content}"
+        if any(m.content.startswith("<task_result") for m in request.messages[-2:]):
+            return "noted"  # a result (then, maybe, the [Tasks] note)
+        calls = tuple(
+            ToolCall(
+                id=f"d{n}",
+                name="subagent",
+                arguments={
+                    "description": prompt,
+                    "prompt": "go",
+                    **({"run_in_background": True} if background else {}),
+                },
+            )
+            for n, prompt in enumerate(prompts)
+        )
+        return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
+
+    return FunctionModel(model)
+
+
+async def test_a_delegated_child_asks_its_roots_host_naming_its_path(runtime, risky):
+    asked: list[PermissionQuestion] = []
+
+    async def host(question):
+        asked.append(question)
+        return "allow"
+
+    runtime.permission_host = host
+    agent = await compose_agent(runtime, MemoryStore(), model=delegating())
+    async with agent:
+        await agent.run("delegate the cleanup")
+    assert agent.messages[-1].content == "parent saw: tool said: deleted notes.md"
+    assert risky.runs == 1
+    (question,) = asked
+    assert question.session != agent.session_id  # the child asked, through its root's host
+    assert question.path == ("main", "clean")
+    assert question.where == "main > clean"
+    assert question.who == f'agent "main", session {question.session}, via main > clean'
+    assert question.title == 'delete({"path": "notes.md"})'
+
+
+async def test_a_child_says_what_its_policy_means_in_its_note(runtime, risky):
+    notes: list[str] = []
+
+    def model(request: ModelRequest) -> ModelResponse | str:
+        note = next((m for m in request.messages if m.content.startswith(DELEGATION_NOTE)), None)
+        if note is not None:
+            notes.append(note.content)
+            return "done"
+        if request.messages[-1].role == "tool":
+            return "ok"
         return ModelResponse(
             tool_calls=(
-                ToolCall(
-                    id="d1", name="subagent", arguments={"description": "clean", "prompt": "go"}
-                ),
+                ToolCall(id="d", name="subagent", arguments={"description": "x", "prompt": "go"}),
             ),
             finish_reason="tool_calls",
         )
 
-    agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(model))
+    for approval in ("ask", "deny"):
+        agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(model))
+        agent.approval = approval
+        async with agent:
+            await agent.run("delegate")
+    assert [note[len(DELEGATION_NOTE) :] for note in notes] == [
+        APPROVAL_NOTES["ask"],
+        APPROVAL_NOTES["deny"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("parent", "runs", "said"),
+    [
+        ("deny", 0, "this agent may not ask for it (its approval policy is deny)"),
+        ("allow", 1, None),
+    ],
+)
+async def test_a_child_never_gets_more_than_its_parent(runtime, risky, parent, runs, said):
+    asked: list[PermissionQuestion] = []
+
+    async def host(question):
+        asked.append(question)
+        return "allow"
+
+    runtime.permission_host = host
+    agent = await compose_agent(runtime, MemoryStore(), model=delegating())
+    agent.approval = parent
     async with agent:
         await agent.run("delegate the cleanup")
-    assert agent.messages[-1].content == (
-        'parent saw: tool said: error: tool "delete" needs approval, and this agent may not ask '
-        "for it (its approvals are denied: it was delegated)"
+    assert risky.runs == runs
+    assert asked == []  # neither asks: deny refuses, allow runs
+    if said is not None:
+        assert said in agent.messages[-1].content
+
+
+async def test_a_desk_routes_each_childs_answer_back_by_request_id(tmp_path, risky):
+    """Two background children ask at once; a program answers them later, in the other order,
+    by request id: each child gets its own answer. Answers for ids the desk does not hold come
+    back (eve's HITL proxy: unknown ids stay the caller's)."""
+    path = write_profile(
+        tmp_path,
+        '[tether]\nplugins = ["risky", "spawn", "subagent"]\n[agent.main]\n',
     )
-    assert risky.runs == 0
-    assert asked == []
+    runtime = make_runtime(
+        path, {"risky": risky, "spawn": tether_spawn, "subagent": tether_subagent_tools}
+    )
+    desk = PermissionDesk()
+    runtime.permission_host = desk
+    agent = await compose_agent(
+        runtime, MemoryStore(), model=delegating(("first", "second"), background=True)
+    )
+    async with agent:
+        await agent.run("delegate the cleanup")
+        with anyio.fail_after(30):
+            while len(desk.pending()) < 2:
+                await desk.next()
+                await anyio.sleep(0.01)
+        first, second = sorted(desk.pending(), key=lambda q: q.path)
+        assert [q.path for q in (first, second)] == [("main", "first"), ("main", "second")]
+        assert first.request_id != second.request_id
+        assert desk.route({second.request_id: "allow", "elsewhere": "allow"}) == {
+            "elsewhere": "allow"
+        }
+        assert desk.route({first.request_id: "reject"}) is None
+        assert desk.answer(first.request_id, "allow") is False  # answered already
+        await runtime.settle(agent)
+        children = {
+            stored.event.content
+            for header in await agent.store.sessions()
+            if header.parent_session == agent.session_id
+            for stored in await agent.store.events(header.id)
+            if isinstance(stored.event, ToolResult)
+        }
+    assert risky.runs == 1
+    assert children == {
+        "deleted notes.md",
+        'error: tool "delete" was not approved',
+    }
+    assert desk.pending() == []
+
+
+async def test_a_question_whose_asker_stops_waiting_leaves_the_desk():
+    desk = PermissionDesk()
+    question = PermissionQuestion(session="s", asker="a", title="t", kind=None, options=())
+    async with anyio.create_task_group() as group:
+        group.start_soon(desk, question)
+        with anyio.fail_after(10):
+            assert await desk.next() is question
+        group.cancel_scope.cancel()
+    assert desk.pending() == []
+    assert desk.answer(question.request_id, "allow") is False

@@ -29,19 +29,20 @@ def test_a_continuable_child_receives_a_follow_up_and_its_settlement_notices(tmp
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     (child,) = {
-        m[1] for line in lines if (m := re.match(r"<- subagent: started subagent (\S+)", line))
+        m[1] for line in lines if (m := re.match(r"<- subagent: Started task (\S+)\.", line))
     }
+    assert f"-> subagent({{'taskId': '{child}', 'prompt': 'Who signs off, and when?'}})" in lines
     assert (
-        f"-> send_message({{'subagent_id': '{child}', 'message': 'Who signs off, and when?'}})"
+        f"<- subagent: Sent to task {child}. Its reply will arrive in a <task_result> message."
         in lines
     )
-    notices = [
-        line
-        for line in lines
-        if line == f"> Background subagent {child} finished and will do no "
-        "further work unless you send it more."
+    results = [line for line in lines if line.startswith(f'> <task_result id="{child}"')]
+    assert results == [
+        f'> <task_result id="{child}" tool="subagent" status="completed">The launch is on '
+        "Thursday 10 December; Priya owns it.</task_result>",
+        f'> <task_result id="{child}" tool="subagent" status="completed">Marco signs off, the '
+        "day before the launch (Wednesday 9 December).</task_result>",
     ]
-    assert len(notices) == 2
     assert lines[-2] == (
         "The helper reports: Marco signs off, the day before the launch (Wednesday 9 December)."
     )
@@ -72,7 +73,7 @@ tool_calls = [{ name = "subagent", arguments = { description = "slow task", prom
 [[steps]]
 text = "started it"
 [[steps]]
-expect = "finished and will do no further work"
+expect = 'status="completed">the slow answer'
 text = "it is done"
 [[tasks."slow task".steps]]
 delay = 0.3

@@ -45,7 +45,7 @@ tool_calls = [{ name = "subagent", arguments = { description = "research", promp
 text = "I started a subagent."
 
 [[steps]]
-expect = "finished"
+expect = 'status="completed"'
 text = "The subagent is done."
 
 [[tasks.research.steps]]
@@ -111,7 +111,7 @@ def root_and_child(project) -> tuple[str, str]:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[-2] == "The subagent is done."
-    (child,) = re.findall(r"^<- subagent: started subagent (ses_\w+)$", result.stdout, re.M)
+    (child,) = re.findall(r"^<- subagent: Started task (ses_\w+)\.", result.stdout, re.M)
     return lines[-1].split()[1], child
 
 
@@ -169,7 +169,7 @@ tool_calls = [{ name = "subagent", arguments = { description = "deeper", prompt 
 [[tasks.research.steps]]
 text = "research waits"
 [[tasks.research.steps]]
-expect = "finished"
+expect = 'status="completed"'
 text = "research is done"
 [[tasks.deeper.steps]]
 text = "deep findings"

@@ -167,7 +167,10 @@ def test_a_continuable_child_killed_mid_tool_is_repaired_and_its_parent_told_onc
     ((name, content),) = results(child_events)
     assert (name, content.startswith("error: interrupted")) == ("slow", True)
     (notice,) = notices(project.events(root), child)
-    assert notice.content.startswith(f"Background subagent {child} was stopped before it finished")
+    assert notice.content == (
+        f'<task_result id="{child}" tool="subagent" status="failed">The task was stopped before '
+        "it finished.</task_result>"
+    )
     assert project.problems(root) == {}
 
     # Recovering again repairs nothing and tells nobody twice.
@@ -260,7 +263,7 @@ def test_a_message_sent_to_a_hosted_child_survives_its_host_being_killed(make_pr
     assert ends(child_events) == ["aborted", "completed"]
     # One notice: the child settled after its follow-up (no separate orphan notice).
     (notice,) = notices(project.events(root), child)
-    assert notice.content.endswith("more findings")
+    assert notice.content.endswith('status="completed">more findings</task_result>')
     assert project.problems(root) == {}
 
 

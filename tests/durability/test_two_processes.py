@@ -114,7 +114,7 @@ def test_sessions_send_to_a_child_hosted_by_a_live_run_is_delivered_and_run_once
         e for e in project.events(root) if isinstance(e, UserMessage) and e.source.kind == "notice"
     ]
     assert len(notices) == 1
-    assert notices[0].content.endswith("deeper findings")
+    assert notices[0].content.endswith('status="completed">deeper findings</task_result>')
     assert project.problems(root) == {}
 
 

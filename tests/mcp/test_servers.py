@@ -450,6 +450,9 @@ async def test_a_child_narrowed_to_one_servers_tools_sees_and_calls_only_those(
         "files__read_text_file",
         "files__list_directory",
         "subagent",
+        "task_wait",
+        "task_cancel",
+        "task_output",
     }
     assert len(children) == 2
     for request in children:

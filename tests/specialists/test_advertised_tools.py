@@ -170,7 +170,7 @@ def test_a_hidden_subagent_leaves_its_name_to_another_tool(tmp_path):
         """,
     )
     preset = Runtime(kernel).preset("main")
-    assert preset.tools.names() == ["writer"]
+    assert preset.tools.names() == ["writer", "task_wait", "task_cancel", "task_output"]
     assert [s.agent for s in preset.specialists] == ["writer"]
 
 

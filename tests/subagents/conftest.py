@@ -90,8 +90,8 @@ def delegating_parent(prompt: str = "child task", **kwargs: Any) -> Answer:
         message = request.messages[-1]
         if message.role == "tool":
             return f"parent saw: {message.content}"
-        if message.role == "user" and message.content.startswith("Background subagent"):
-            return "noted"
+        if any(m.role == "tool" for m in request.messages):
+            return "noted"  # a task's result or a notice (maybe then the [Tasks] note)
         return delegate(prompt, **kwargs)
 
     return answer

@@ -47,7 +47,7 @@ def the_same_agent(restored: Agent, composed: Agent) -> None:
     assert restored.session_id == composed.session_id
     assert restored.tools.names() == composed.tools.names()
     assert restored.tool_policy == composed.tool_policy
-    assert restored.approval == composed.approval == "deny"
+    assert restored.approval == composed.approval == "ask"  # its parent's: it asks up the chain
     assert restored.scope is not None
     assert composed.scope is not None
     assert restored.scope.path == composed.scope.path

@@ -1,6 +1,7 @@
 """``tether run --session CHILD`` and ``tether context --session CHILD``, each in its own real
 process on a real SQLite store: a delegated child continued from the command line keeps the
-tools, call policy and approvals its delegation gave it (``deny``: it never asks anyone)."""
+tools, call policy and approvals its delegation gave it (``deny``, its parent's: it never asks
+anyone)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ tool_filter = { deny = ["shout"] }
 
 [agent.main]
 model = "scripted:script.toml"
+approval = "deny"  # its children get it: they never ask anyone
 """
 TOOLS = """\
 import tether
@@ -108,7 +110,7 @@ async def test_tether_run_session_child_keeps_the_delegations_tools_and_approval
     assert lines[4:7] == [
         '<- shout failed: error: there is no tool "shout"; available tools: subagent, echo, danger',
         '<- danger failed: error: tool "danger" needs approval, and this agent may not ask for it '
-        "(its approvals are denied:...",
+        "(its approval policy is deny)",
         "<- echo: echo ran",
     ]
     store = SQLiteStore(project / "sessions.db")
@@ -117,8 +119,8 @@ async def test_tether_run_session_child_keeps_the_delegations_tools_and_approval
     finally:
         await store.aclose()
     assert [r.content for r in results][-2] == (  # type: ignore[union-attr]
-        'error: tool "danger" needs approval, and this agent may not ask for it (its approvals '
-        "are denied: it was delegated)"
+        'error: tool "danger" needs approval, and this agent may not ask for it (its approval '
+        "policy is deny)"
     )
 
 

@@ -75,10 +75,12 @@ def calls(*names: str) -> Any:
     return answer
 
 
-async def delegated_child(runtime, store, **request: Any) -> str:
-    """Run a parent that delegates one task (through its ``subagent`` tool); the child's id."""
+async def delegated_child(runtime, store, approval: str = "deny", **request: Any) -> str:
+    """Run a parent (approval policy ``approval``, which its child gets) that delegates one
+    task through its ``subagent`` tool; the child's id."""
     brain = Brain(delegating_parent("child task", **request), lambda r: "child done")
     parent = await make_parent(runtime, brain.model, store)
+    parent.approval = approval  # type: ignore[assignment]
     async with parent:
         await parent.run("go")
     assert tool_results(parent) == ["child done"]
@@ -107,13 +109,20 @@ async def test_a_spawn_child_opened_as_a_session_keeps_its_narrowed_tools_and_de
     runtime.permission_host = allow_everything  # a person who would allow anything asked
     agent, said = await continue_session(runtime, store, child_id, "shout", "danger", "echo")
     assert said == (
-        'error: there is no tool "shout"; available tools: subagent, echo, danger | '
-        'error: tool "danger" needs approval, and this agent may not ask for it (its approvals '
-        "are denied: it was delegated) | echo ran"
+        'error: there is no tool "shout"; available tools: subagent, task_wait, task_cancel, '
+        'task_output, echo, danger | error: tool "danger" needs approval, and this agent may not '
+        "ask for it (its approval policy is deny) | echo ran"
     )
     assert tools.ran == ["echo"]
     assert agent.approval == "deny"
-    assert agent.tools.names() == ["subagent", "echo", "danger"]
+    assert agent.tools.names() == [
+        "subagent",
+        "task_wait",
+        "task_cancel",
+        "task_output",
+        "echo",
+        "danger",
+    ]
 
 
 async def test_acp_session_load_of_a_child_gets_the_childs_tools_before_any_prompt(
@@ -145,7 +154,15 @@ async def test_a_fork_child_opened_as_a_session_keeps_its_call_time_policy(
         'error: tool "shout" is not available to this agent: the task was delegated without '
         "it | echo ran"
     )
-    assert agent.tools.names() == ["subagent", "echo", "shout", "danger"]  # the parent's list
+    assert agent.tools.names() == [  # the parent's list
+        "subagent",
+        "task_wait",
+        "task_cancel",
+        "task_output",
+        "echo",
+        "shout",
+        "danger",
+    ]
     assert agent.tool_policy == ToolFilter(deny=frozenset({"shout"}))
 
 
@@ -179,7 +196,14 @@ async def test_a_grandchild_opened_as_a_session_keeps_every_ancestors_narrowing(
     (child_header,) = await store.sessions(parent=parent.session_id)
     (grandchild,) = await store.sessions(parent=child_header.id)
     agent, said = await continue_session(runtime, store, grandchild.id, "shout", "danger", "echo")
-    assert agent.tools.names() == ["subagent", "narrow", "echo"]
+    assert agent.tools.names() == [
+        "subagent",
+        "narrow",
+        "task_wait",
+        "task_cancel",
+        "task_output",
+        "echo",
+    ]
     assert said.startswith('error: there is no tool "shout"')
     assert tools.ran == ["echo"]
 
@@ -300,7 +324,7 @@ async def test_a_continuable_child_cold_restored_in_a_new_process_keeps_its_tool
         restored = manager.live(child.id)
         assert restored is not None
         assert "shout" not in restored.tools.names()
-        assert restored.approval == "deny"
+        assert restored.approval == "ask"  # its parent's, as delegated
         await manager.wait_quiet(again)
     results = [
         s.event.content  # type: ignore[union-attr]
@@ -309,6 +333,6 @@ async def test_a_continuable_child_cold_restored_in_a_new_process_keeps_its_tool
     ]
     assert results[-2:] == [
         'error: there is no tool "shout"; available tools: subagent, send_message, '
-        "interrupt_agent, list_agents, report, echo, danger",
+        "interrupt_agent, list_agents, report, task_wait, task_cancel, task_output, echo, danger",
         "echo ran",
     ]

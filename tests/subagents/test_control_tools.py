@@ -18,6 +18,8 @@ from .conftest import Brain, last, tool_results, wait_for
 
 pytestmark = pytest.mark.anyio
 
+TASK_TOOLS = ("task_wait", "task_cancel", "task_output")
+
 CONTINUABLE = '[plugin.subagent]\nbackground = "continuable"\n'
 
 
@@ -50,8 +52,8 @@ def script(*steps: Any) -> Any:
 
 
 def started_id(parent) -> str:
-    (result,) = [r for r in tool_results(parent) if r.startswith("started subagent ")]
-    return result.split()[-1]
+    (result,) = [r for r in tool_results(parent) if r.startswith("Started task ")]
+    return result.split()[2].rstrip(".")
 
 
 async def quiet(runtime, parent):
@@ -77,7 +79,8 @@ async def test_the_subagent_tool_starts_a_continuable_child_by_default(build_run
     schema = next(t for t in brain.parent_requests[0].tools if t.name == "subagent")
     assert "continuable" in schema.parameters["properties"]["run_in_background"]["description"]
     assert any(
-        m.content.startswith(f"Background subagent {child_id} finished") for m in parent.messages
+        m.content.startswith(f'<task_result id="{child_id}" tool="subagent" status="completed">')
+        for m in parent.messages
     )
 
 
@@ -400,7 +403,14 @@ async def test_control_tools_are_registered_once_however_many_instances_bind_pro
     async with parent:
         await parent.run("go")
     names = [t.name for t in brain.parent_requests[0].tools]
-    assert names == ["subagent", "fork", "send_message", "interrupt_agent", "list_agents"]
+    assert names == [
+        "subagent",
+        "fork",
+        "send_message",
+        "interrupt_agent",
+        "list_agents",
+        *TASK_TOOLS,  # once too
+    ]
 
 
 async def test_one_shot_mode_offers_no_control_tools(build_runtime, store):
@@ -409,7 +419,8 @@ async def test_one_shot_mode_offers_no_control_tools(build_runtime, store):
     parent = await compose_agent(runtime, store, model=brain.model)
     async with parent:
         await parent.run("go")
-    assert [t.name for t in brain.parent_requests[0].tools] == ["subagent"]
+    # Its background calls are tasks: the task tools, but none of the control tools.
+    assert [t.name for t in brain.parent_requests[0].tools] == ["subagent", *TASK_TOOLS]
 
 
 def test_an_output_schema_in_continuable_background_mode_is_rejected_at_load(build_runtime):

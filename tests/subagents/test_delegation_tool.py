@@ -218,14 +218,16 @@ async def test_background_returns_a_task_id_at_once_and_the_notice_is_the_next_t
         await parent.run("go")
         (result,) = tool_results(parent)
         (header,) = await parent.store.sessions(parent=parent.session_id)
-        assert result == f"started background subagent task {header.id}"
+        assert result == (
+            f"Started task {header.id}. Its result will arrive in a <task_result> message."
+        )
         assert parent.turns == 1
         release.set()
         await wait_for(lambda: parent.turns == 2)
         await parent.when_idle()
-    notice = [m.content for m in parent.messages if m.role == "user"][-1]
+    notice = [m.content for m in parent.messages if m.content.startswith("<task_result")][-1]
     assert notice == (
-        f"Background subagent task {header.id} finished.\nIts closing message:\nthe answer"
+        f'<task_result id="{header.id}" tool="subagent" status="completed">the answer</task_result>'
     )
     assert parent.messages[-1].content == "noted"
     claims = [s.event for s in await parent.store.events(parent.session_id)]
@@ -264,8 +266,8 @@ async def test_a_busy_parent_gets_the_notice_at_its_next_step(build_runtime):
     assert parent.turns == 1
     last = brain.parent_requests[-1].messages[-1]
     assert last.role == "user"
-    assert last.content.startswith("Background subagent task ")
-    assert last.content.endswith("finished.\nIts closing message:\nchild answer to child task")
+    assert last.content.startswith('<task_result id="ses_')
+    assert last.content.endswith('status="completed">child answer to child task</task_result>')
 
 
 async def test_parent_teardown_cancels_its_background_jobs(runtime):

@@ -22,6 +22,7 @@ from tether.subagents import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from tether.subagents.notices import APPROVAL_NOTES
 from tether.testing import write_profile
 from tether_fork import ForkProvider
 from tether_spawn import SpawnProvider
@@ -74,7 +75,7 @@ async def test_policy_descriptor_and_note_follow_any_seed_in_the_childs_own_log(
     descriptor, note = events[header.seed_length], events[header.seed_length + 1]
     assert isinstance(descriptor, DescriptorEvent)
     assert descriptor.kind == "delegation"
-    assert descriptor.data["approval"] == "deny"
+    assert descriptor.data["approval"] == "ask"  # its parent's: it asks up the chain
     assert descriptor.data["provider"] == provider.name
     assert descriptor.data["parent_session"] == parent.session_id
     assert descriptor.data["persona"] == "a terse reviewer"
@@ -152,7 +153,7 @@ async def test_spawn_starts_a_fresh_history(kernel):
         run, result = await start_child(parent, SpawnProvider(), prompt="the task")
     (request,) = brain.child_requests
     assert [(m.role, m.content) for m in request.messages] == [
-        ("user", DELEGATION_NOTE),
+        ("user", DELEGATION_NOTE + APPROVAL_NOTES["ask"]),
         ("user", "the task"),
     ]
     assert request.system == brain.parent_requests[0].system

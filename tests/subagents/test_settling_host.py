@@ -49,10 +49,13 @@ async def test_a_live_background_child_costs_one_task(runtime):
         await wait_for(lambda: len(brain.child_requests) == 3)
         assert len(asyncio.all_tasks()) - before == 3  # one host task per live child
         release.set()
-        await wait_for(lambda: agent.turns >= 2)
+
+        def results() -> list[str]:
+            return [m.content for m in agent.messages if m.content.startswith("<task_result")]
+
+        await wait_for(lambda: len(results()) == 3)
         await agent.when_idle()
-    notices = [m.content for m in agent.messages if "Background subagent task" in m.content]
-    assert sum(notice.count("finished") for notice in notices) == 3
+    assert all('status="completed"' in result for result in results())
 
 
 async def start_one(kernel, answer) -> tuple[SubagentRuntime, Agent, SubagentStartRequest]:

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from ..store.replay import event_to_message, render_instruction
 from ._agent import Agent, new_header
-from ._approvals import ApprovalPolicy, PermissionHost, PermissionQuestion, ask_permission
+from ._approvals import (
+    ApprovalPolicy,
+    PermissionDesk,
+    PermissionHost,
+    PermissionQuestion,
+    ask_permission,
+    question_path,
+    stricter,
+)
 from ._compose import (
     AgentPreset,
     Specialist,
@@ -44,6 +52,7 @@ __all__ = (
     "ApprovalPolicy",
     "DynamicInstruction",
     "InstructionContext",
+    "PermissionDesk",
     "PermissionHost",
     "PermissionQuestion",
     "PreStep",
@@ -62,7 +71,9 @@ __all__ = (
     "keep_sessions",
     "load_instructions",
     "new_header",
+    "question_path",
     "render_instruction",
     "resolve_agent_name",
     "resolve_preset_model",
+    "stricter",
 )

@@ -24,7 +24,7 @@ import anyio
 
 from ..models import ToolCall
 from ..store import ToolResult
-from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission
+from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission, question_path
 from ._tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
@@ -126,8 +126,11 @@ async def approve(agent: Agent, call: ToolCall) -> str | None:
     if agent.approval == "deny":
         return (
             f'error: tool "{call.name}" needs approval, and this agent may not ask for it '
-            "(its approvals are denied: it was delegated)"
+            "(its approval policy is deny)"
         )
+    host = agent.runtime.permission_host if agent.runtime is not None else None
+    if host is None:
+        return f'error: tool "{call.name}" needs approval, and there is nobody to ask'
     arguments = json.dumps(call.arguments, ensure_ascii=False)[:300]
     question = PermissionQuestion(
         session=agent.session_id,
@@ -136,13 +139,11 @@ async def approve(agent: Agent, call: ToolCall) -> str | None:
         kind=None,
         options=TOOL_OPTIONS,
         tool_call_id=call.id,
+        path=await question_path(agent),
     )
-    host = agent.runtime.permission_host if agent.runtime is not None else None
     answer = await ask_permission(host, question)
     if answer == "allow":
         return None
-    if answer is None and host is None:
-        return f'error: tool "{call.name}" needs approval, and there is nobody to ask'
     return f'error: tool "{call.name}" was not approved'
 
 

@@ -172,7 +172,8 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
             f"dynamic instruction slug(s) offered twice: {', '.join(duplicated)}",
             remedy="each slug names one slot; rename one of them",
         )
-    pre_steps = [p for _, p in _collect(visible, "tether_pre_step", PreStep)]
+    # The same pre-step object offered twice (the kernel's [Tasks] note) runs once.
+    pre_steps = list({id(p): p for _, p in _collect(visible, "tether_pre_step", PreStep)}.values())
     table = kernel.profile.agent.get(agent) if agent is not None else None
     system: list[str] = []
     if table is not None and table.instructions is not None:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentError, ErrorCode, StoreError
 from ..store import DescriptorEvent, SessionHeader
-from ._approvals import ApprovalPolicy
+from ._approvals import STRICTNESS as _STRICTNESS
+from ._approvals import ApprovalPolicy, stricter
 from ._tools import ToolFilter, ToolRegistry
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ __all__ = (
 DELEGATION_DESCRIPTOR = "delegation"
 #: The kind of the descriptor a continuable child's log carries (what a cold restore reads).
 CONTINUABLE_DESCRIPTOR = "subagent"
-#: From the most to the least permissive: pins only ever move an agent to the right.
-_STRICTNESS: tuple[ApprovalPolicy, ...] = ("allow", "ask", "deny")
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,8 @@ class DelegationPins:
     """The call-time policy over those tools (a fork keeps its parent's tool list and refuses
     filtered calls)."""
     approval: ApprovalPolicy
-    """Whether tools that need approval run (``deny`` for every delegated child)."""
+    """Whether tools that need approval run (the child's policy when it was delegated; logs
+    written before children could ask say ``deny``)."""
 
 
 def delegation_pins(
@@ -97,8 +97,7 @@ def apply_pins(agent: Agent, pins: DelegationPins) -> None:
     """Narrow ``agent`` to ``pins``: never a tool it was not composed with, never a looser
     policy or approval than either side says. Applying the same pins twice changes nothing
     (an unchanged tool list keeps its registry, so its schemas stay byte-identical)."""
-    if _STRICTNESS.index(pins.approval) > _STRICTNESS.index(agent.approval):
-        agent.approval = pins.approval
+    agent.approval = stricter(agent.approval, pins.approval)
     if pins.policy is not None:
         agent.tool_policy = pins.policy.narrow(agent.tool_policy)
     if pins.tools is not None and agent.tools.names() != list(pins.tools):

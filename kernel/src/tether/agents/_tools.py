@@ -108,16 +108,15 @@ class Tool:
                 f'tool "{self.name}" parameters must be a JSON Schema with "type": "object"',
                 remedy='wrap the arguments in {"type": "object", "properties": {...}}',
             )
-        import jsonschema  # imported when a tool exists: a profile without tools skips it
-
-        try:
-            jsonschema.Draft202012Validator.check_schema(dict(self.parameters))
-        except jsonschema.SchemaError as exc:
+        problem = schema_problem(self.parameters)
+        if problem is not None:
             raise AgentError(
                 ErrorCode.TOOL_INVALID,
-                f'tool "{self.name}" parameters are not a valid JSON Schema: {exc.message}',
+                f'tool "{self.name}" parameters are not a valid JSON Schema: {problem}',
                 remedy="fix the schema",
-            ) from None
+            )
+        import jsonschema  # imported when a tool exists: a profile without tools skips it
+
         object.__setattr__(
             self, "_validator", jsonschema.Draft202012Validator(dict(self.parameters))
         )
@@ -260,11 +259,15 @@ class ToolRegistry:
 
     @classmethod
     def from_layers(cls, layers: Iterable[Iterable[tuple[str, Tool]]]) -> ToolRegistry:
-        """Merge ``(owner, tool)`` layers given nearest first."""
+        """Merge ``(owner, tool)`` layers given nearest first: the nearest tool of a name
+        wins; two tools of one name in one layer are an error, unless they are the same tool
+        object (a kernel tool two plugins both offer)."""
         registry = cls()
         for layer in layers:
             owners: dict[str, str] = {}
             for owner, tool in layer:
+                if tool.name in owners and registry._tools.get(tool.name) is tool:
+                    continue  # one tool offered by two plugins (the kernel's task tools)
                 if tool.name in owners:
                     raise AgentError(
                         ErrorCode.TOOL_INVALID,
@@ -342,6 +345,8 @@ _FLAT_TYPES: dict[str, tuple[type, ...]] = {
     "boolean": (bool,),
     "integer": (int,),
     "number": (int, float),
+    "object": (dict,),  # no other keyword is allowed on a flat property: any object
+    "array": (list,),
 }
 #: Annotations: keywords that never change whether a value is valid (JSON Schema 2020-12,
 #: meta-data vocabulary), which generated schemas (pydantic's, the MCP SDKs') are full of.
@@ -422,3 +427,39 @@ def _flat_schema(schema: Mapping[str, Any]) -> _FlatSchema | None:
                 return None
             enums[name] = tuple(cast("list[object]", enum))
     return _FlatSchema(types, enums, frozenset(cast("list[str]", required)), closed=not additional)
+
+
+#: Verdicts of :func:`schema_problem`, by the schema's ``repr``, oldest first.
+_CHECKED: dict[str, str | None] = {}
+_CHECKED_MAX = 1024
+
+
+def schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why ``schema`` is not a valid JSON Schema (draft 2020-12), or ``None`` when it is.
+
+    The check against the meta-schema costs a millisecond or more, so its verdict is kept for
+    the process by the schema's ``repr`` (which tells a tuple from a list, and 1 from 1.0 or
+    True): one schema on many tools (every declared subagent's tool has the same one), or one
+    output schema on many calls, is checked once."""
+    key = repr(schema)
+    if key in _CHECKED:
+        return _CHECKED[key]
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(dict(schema))
+        problem = None
+    except jsonschema.SchemaError as exc:
+        problem = exc.message
+    if len(_CHECKED) >= _CHECKED_MAX:
+        del _CHECKED[next(iter(_CHECKED))]
+    _CHECKED[key] = problem
+    return problem
+
+
+def kernel_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, a parameters schema the kernel itself writes (its task and subagent tools),
+    recorded as valid so that tools built on it skip the meta-schema check; tests check every
+    such schema against the meta-schema (tests/specialists/test_kernel_schemas.py)."""
+    _CHECKED[repr(schema)] = None
+    return schema

@@ -50,8 +50,9 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
     """List every installed plugin, whether the profile loads it, and its hooks.
 
     Without --profile the profile is tether.toml in the current directory if there is one;
-    without any profile nothing is loaded and nothing is imported. The built-in plugins, which
-    every profile loads, are listed with --all.
+    without any profile nothing is loaded and nothing is imported. With a profile, the local
+    plugins of each agent's own plugin_dirs (an agent folder's tools/) are listed too, marked
+    with their agent. The built-in plugins, which every profile loads, are listed with --all.
     """
     from ..loading.catalog import PluginCatalog
 
@@ -61,8 +62,11 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
         catalog = kernel.catalog
     else:
         catalog = PluginCatalog.discover()
-    entries = catalog.entries(builtin=with_builtin)
-    rows = [_plugin_row(entry, kernel, catalog) for entry in entries]
+    rows = [_plugin_row(entry, kernel, catalog) for entry in catalog.entries()]
+    if kernel is not None:
+        rows += _agent_plugin_rows(kernel)
+    if with_builtin:
+        rows += [_plugin_row(entry, kernel, catalog) for entry in catalog.builtins()]
     if as_json:
         document = {
             "profile": str(kernel.profile.path) if kernel and kernel.profile.path else None,
@@ -82,9 +86,7 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
     table = [
         (
             row["name"],
-            "built-in"
-            if row["builtin"]
-            else row["distribution"] or ("inline" if row["value"] == "<inline>" else "local"),
+            _distribution(row),
             row["version"] or "-",
             ", ".join(row["scopes"]) if row["loaded"] else "no",
             ", ".join(row["hooks"]) if row["hooks"] is not None else "-",
@@ -97,6 +99,65 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
         click.echo("  ".join([*cells, str(line[-1])]).rstrip())
 
 
+def _distribution(row: dict[str, Any]) -> str:
+    """The DISTRIBUTION cell: the distribution, ``built-in``, ``inline`` or ``local``; an
+    agent's own local plugin names its agents (``local (agent main)``)."""
+    if row["builtin"]:
+        return "built-in"
+    if row["distribution"]:
+        return row["distribution"]
+    if row["value"] == "<inline>":
+        return "inline"
+    agents: list[str] = row["agents"]
+    if agents:
+        return f"local ({'agent' if len(agents) == 1 else 'agents'} {', '.join(agents)})"
+    return "local"
+
+
+def _agent_plugin_rows(kernel: Kernel) -> list[dict[str, Any]]:
+    """A row for each local plugin of an agent's own ``plugin_dirs`` (an agent folder's
+    ``tools/``): not in the catalog, since only that agent's layer finds them. One file two
+    agents share is one row naming both; reading the folders imports nothing."""
+    from ..loading.folders import plugin_files
+
+    catalog = {id(entry) for entry in kernel.catalog.entries(builtin=True)}
+    own = [p for p in kernel.plugins if id(p.entry) not in catalog]
+    files: dict[str, tuple[str, list[str]]] = {}
+    for agent in kernel.agents:
+        for folder in kernel.profile.agent[agent].plugin_dirs:
+            for path in plugin_files(folder):
+                _, agents = files.setdefault(str(path), (path.stem, []))
+                if agent not in agents:
+                    agents.append(agent)
+    rows: list[dict[str, Any]] = []
+    for value, (name, agents) in sorted(files.items(), key=lambda item: (item[1][0], item[0])):
+        instances = [p for p in own if p.entry.value == value]
+        rows.append(
+            {
+                "name": name,
+                "distribution": None,
+                "version": None,
+                "value": value,
+                "builtin": False,
+                "agents": agents,
+                "loaded": bool(instances),
+                "conflict": False,
+                "scopes": [p.scope_id for p in instances],
+                "hooks": list(instances[0].hooks) if instances else None,
+                "offers": _offers(instances),
+            }
+        )
+    return rows
+
+
+def _offers(instances: list[LoadedPlugin]) -> list[dict[str, Any]]:
+    return [
+        {"scope": p.scope_id, "kind": offer.kind, "capabilities": sorted(offer.capabilities)}
+        for p in instances
+        for offer in p.offers
+    ]
+
+
 def _plugin_row(
     entry: PluginEntry, kernel: Kernel | None, catalog: PluginCatalog
 ) -> dict[str, Any]:
@@ -107,15 +168,12 @@ def _plugin_row(
         "version": entry.version,
         "value": entry.value,
         "builtin": entry.builtin,
+        "agents": [],
         "loaded": bool(instances),
         "conflict": len(catalog.get(entry.name)) > 1,
         "scopes": [p.scope_id for p in instances],
         "hooks": list(instances[0].hooks) if instances else None,
-        "offers": [
-            {"scope": p.scope_id, "kind": offer.kind, "capabilities": sorted(offer.capabilities)}
-            for p in instances
-            for offer in p.offers
-        ],
+        "offers": _offers(instances),
     }
 
 
@@ -138,8 +196,10 @@ def _plugin_row(
 def check(profile: Path | None, model_spec: str | None, agent_name: str | None) -> None:
     """Load the profile and every plugin it names, run every check, print the composition.
 
-    Beyond loading, every agent is composed: its instructions are read, its tools collected
-    and its model spec matched to a model provider (no model is made, so no key is needed).
+    Beyond loading, every agent is composed as a session gets it: its instructions are read,
+    its tools collected (with its declared subagents' tools: a subagent whose tool name another
+    tool of the agent has is an error) and its model spec matched to a model provider (no model
+    is made, so no key is needed).
     Skill providers are asked for advice (a root that is missing, empty, or holds its skills
     deeper than they are read) and their catalogs are read: what they skipped is a warning on
     standard error. Warnings do not change the exit status.
@@ -164,7 +224,7 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
             if callable(check_provider):
                 check_provider()
     if kernel.agents:
-        _check_agents(kernel)
+        _check_agents(runtime)
     for line in composition_tree(kernel):
         click.echo(line)
     failed = False
@@ -256,13 +316,26 @@ async def _skill_warnings(runtime: Runtime) -> list[str]:
     return lines
 
 
-def _check_agents(kernel: Kernel) -> None:
-    """Compose every agent: instructions read, tools collected, model spec matched."""
-    from ..agents import build_preset
+def _check_agents(runtime: Runtime) -> None:
+    """Compose every agent as a session would get it (:meth:`Runtime.preset`): instructions
+    read, tools collected, declared subagents' tools added (a name another tool of the agent
+    has is an error), model spec matched."""
     from ..models import find_model_provider
 
+    kernel = runtime.kernel
     for name in kernel.agents:
-        preset = build_preset(kernel, name)
+        try:
+            preset = runtime.preset(name)
+        except TetherError as exc:
+            if exc.file is not None or exc.key != format_loc(("agent", name), ("subagents",)):
+                raise
+            raise type(exc)(
+                exc.code,
+                exc.message,
+                file=_subagents_file(kernel, name),
+                key=exc.key,
+                remedy=exc.remedy,
+            ) from exc
         if preset.model_spec is not None:
             try:
                 find_model_provider(preset.model_spec, preset.model_providers)
@@ -274,6 +347,18 @@ def _check_agents(kernel: Kernel) -> None:
                     key=format_loc(("agent", name), ("model",)),
                     remedy=exc.remedy,
                 ) from exc
+
+
+def _subagents_file(kernel: Kernel, name: str) -> Path | None:
+    """Where ``name``'s subagents were declared: the profile file that wrote its
+    ``subagents``, or for an agent folder its ``subagents/`` folder (agent.toml cannot set
+    them)."""
+    profile = kernel.profile
+    folder = profile.agent_folders.get(name)
+    written = profile.origins.get(("agent", name, "subagents"))
+    if folder is not None and (written is None or written.parent == folder):
+        return folder / "subagents"
+    return profile.file_of("agent", name, "subagents")
 
 
 def composition_tree(kernel: Kernel) -> list[str]:

@@ -204,8 +204,10 @@ class Terminal:
             self.asking = True
             try:
                 self._clear()
+                via = f", via {question.where}" if len(question.path) > 1 else ""
                 lines = [
-                    f"[{question.asker} (session {question.session}) asks to run: {question.title}"
+                    f"[{question.asker} (session {question.session}{via}) asks to run: "
+                    + question.title
                 ]
                 for number, (_, name, kind) in enumerate(question.options, start=1):
                     lines.append(f"  {number}. {name} ({kind})")
@@ -255,6 +257,8 @@ async def close_model(model: Any) -> None:
 
 #: The longest error text or raw call arguments ``tether run`` prints (``--debug``: all of it).
 PRINTED_LIMIT = 500
+#: The longest first line of a notice (a ``<task_result>``) ``tether run`` prints.
+NOTICE_LIMIT = 200
 #: What ``tether run`` prints for an answer with no text and no tool calls.
 EMPTY_ANSWER = "(empty answer)"
 
@@ -287,6 +291,12 @@ def printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = Fal
         match event:
             case UserMessage(content=content, source=source) if source.kind in ("user", "followup"):
                 echo(f"> {content}")
+            case UserMessage(content=content, source=source) if source.kind == "notice":
+                # A <task_result> or a settlement notice: what starts this step or turn.
+                lines = content.strip().splitlines() or [""]
+                first = capped(lines[0], debug=debug, limit=NOTICE_LIMIT)
+                more = len(lines) - 1
+                echo(f"<< {first}" + (f" (+{more} more lines)" if more else ""))
             case AssistantMessage(content=content, tool_calls=calls):
                 if content:
                     echo(content)
@@ -350,6 +360,10 @@ def context(
     click.echo(f"\n== tools ({len(document['tools'])})  ~{document['tools_tokens']} tokens")
     for tool in document["tools"]:
         click.echo(f"{tool['name']}: {tool['description']}  ~{tool['tokens']} tokens")
+    if document["subagents"]:
+        click.echo(f"\n== subagents ({len(document['subagents'])})")
+        for line in _subagent_lines(document["subagents"]):
+            click.echo(line)
     click.echo(
         f"\n== history: {len(document['history'])} message(s)  ~{document['history_tokens']} tokens"
     )
@@ -385,9 +399,13 @@ async def _context(
             agent = await runtime.compose(
                 agent=agent_name, model=placeholder, session_id=session_id, store=store
             )
+            # A stored session runs its own agent (--agent may only confirm it).
+            name = resolve_agent_name(kernel, agent.name)
+            preset = runtime.preset(name)
             await agent.restore(repair=False)  # context only reads
-            if model_spec is None and agent.header.model is not None:
-                spec = agent.header.model  # what `tether run --session` would use
+            if model_spec is None:
+                # What `tether run --session` would use: the session's model, else its agent's.
+                spec = agent.header.model or preset.model_spec or "(none)"
             request, pending = await agent.preview(prompt)
         finally:
             await store.aclose()
@@ -422,11 +440,47 @@ async def _context(
         "system": system,
         "tools": tools,
         "tools_tokens": tools_tokens,
+        "subagents": [
+            {
+                "tool": sub.tool_name,
+                "agent": sub.agent,
+                "visibility": _SUBAGENT_VISIBILITY[sub.visibility],
+                "description": sub.description,
+            }
+            for sub in preset.specialists
+        ],
         "history": [m.model_dump(exclude_defaults=True) for m in history],
         "history_tokens": history_tokens,
         "pending": pending_rows,
         "total_tokens": total,
     }
+
+
+#: How ``tether context`` names a declared subagent's visibility (``[agent.NAME] tool``).
+_SUBAGENT_VISIBILITY: dict[bool | str, str] = {
+    True: "listed",
+    "deferred": "deferred",
+    False: "hidden",
+}
+#: What each visibility means for the model, after its name in ``tether context``.
+_VISIBILITY_NOTE = {
+    "listed": "its own tool",
+    "deferred": "found with find_subagents, called with call_subagent",
+    "hidden": "tool = false: no tool",
+}
+
+
+def _subagent_lines(subagents: list[dict[str, Any]]) -> list[str]:
+    """``tether context``'s lines for an agent's declared subagents: tool name, agent,
+    visibility, then the description (on one line)."""
+    lines: list[str] = []
+    for row in subagents:
+        visibility = row["visibility"]
+        lines.append(
+            f"{row['tool']}  agent={row['agent']}  {visibility} ({_VISIBILITY_NOTE[visibility]})"
+        )
+        lines.append(f"  {' '.join(row['description'].split())}")
+    return lines
 
 
 #: How often the terminal status line refreshes its elapsed times, in seconds.

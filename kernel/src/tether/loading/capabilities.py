@@ -193,7 +193,7 @@ def check_requirement(
     )
     alternatives = f"plugins here that offer it: {', '.join(offering)}" if offering else ""
     if target is None:
-        layer = "[tether] plugins" if agent is None else f"[agent.{agent}] plugins"
+        layer = format_loc(("tether",) if agent is None else ("agent", agent), ("plugins",))
         fix = f'add "{requirement.plugin}" to {layer}'
         raise CapabilityError(
             ErrorCode.MISSING_REQUIRED_PLUGIN,

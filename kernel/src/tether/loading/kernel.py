@@ -8,7 +8,6 @@ every requirement and the session store the profile names. Anything impossible r
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
@@ -17,7 +16,8 @@ from ..errors import ErrorCode, PluginError, ProfileError, StoreError
 from ..store import profile_store_provider
 from .capabilities import Offer, Requirement, check_requirement, derived_offers
 from .catalog import PluginCatalog, PluginEntry, local_entries
-from .profile import NAME_PATTERN, Profile, find_profile, load_profile
+from .names import is_agent_name
+from .profile import Profile, find_profile, load_profile
 from .registration import LoadedPlugin, register_plugin
 from .scopes import Scope
 from .settings import validate_settings
@@ -76,7 +76,7 @@ class Kernel:
                     f"name one of the profile's agents ({known}), or leave the agent out to "
                     "use the default one",
                 )
-            elif not re.match(NAME_PATTERN, name):
+            elif not is_agent_name(name):
                 message, remedy = (
                     f"{name!r} is not an agent name",
                     "agent names use letters, digits, '.', '_' and '-'; the profile's agents: "
@@ -85,7 +85,8 @@ class Kernel:
             else:
                 message, remedy = (
                     f'unknown agent "{name}"',
-                    f"declare [agent.{name}] in the profile or use one of: {known}",
+                    f"declare {format_loc(('agent', name), ())} in the profile or use one of: "
+                    + known,
                 )
             raise ProfileError(
                 ErrorCode.UNKNOWN_AGENT,

@@ -204,8 +204,12 @@ class Runtime:
 
     @property
     def delegates(self) -> bool:
-        """Whether some plugin offers subagent providers (children may exist to recover)."""
-        return any(p.implements("tether_subagent_providers") for p in self.kernel.plugins)
+        """Whether children may exist (to show, or to recover): some plugin offers subagent
+        providers, or some agent of the profile declares subagents (the kernel's own provider
+        starts them)."""
+        if any(p.implements("tether_subagent_providers") for p in self.kernel.plugins):
+            return True
+        return any(table.subagents for table in self.kernel.profile.agent.values())
 
     def preset(self, agent: str | None) -> AgentPreset:
         """The agent preset ``agent`` (``None``: the global scope), built once per runtime: a

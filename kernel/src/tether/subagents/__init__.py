@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._kit import CONTINUABLE_DESCRIPTOR, compose_local_child, restore_local_child
     from ._listing import AgentEntry
     from ._runtime import SubagentRuntime, check_output_schema
-    from ._specialists import SPECIALIST_PROVIDER, SpecialistProvider
+    from ._specialists import SPECIALIST_PROVIDER, TASKS_NOTE, SpecialistProvider, task_tools
     from ._tasks import (
         MAX_WORKING_TASKS,
         RESULT_BUDGET_BYTES,
@@ -61,6 +61,7 @@ __all__ = (
     "RESULT_BUDGET_BYTES",
     "RESULT_BUDGET_LINES",
     "SPECIALIST_PROVIDER",
+    "TASKS_NOTE",
     "ActivationState",
     "AgentEntry",
     "AgentOptions",
@@ -97,12 +98,15 @@ __all__ = (
     "sent_receipt",
     "settlement_notice",
     "start_local_child",
+    "task_tools",
     "validate_depth",
 )
 
 _LAZY = {
     "SPECIALIST_PROVIDER": "_specialists",
     "SpecialistProvider": "_specialists",
+    "TASKS_NOTE": "_specialists",
+    "task_tools": "_specialists",
     "MAX_WORKING_TASKS": "_tasks",
     "RESULT_BUDGET_BYTES": "_tasks",
     "RESULT_BUDGET_LINES": "_tasks",

@@ -26,6 +26,7 @@ from ..agents import (
     ToolRegistry,
     new_header,
     resolve_preset_model,
+    stricter,
 )
 from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
 from ..errors import ErrorCode, StoreError, SubagentError
@@ -41,7 +42,7 @@ from ..store import (
 )
 from ._depth import child_depth
 from ._types import SubagentStartRequest
-from .notices import CONTINUABLE_NOTE, DELEGATION_NOTE
+from .notices import APPROVAL_NOTES, CONTINUABLE_NOTE, DELEGATION_NOTE
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -98,8 +99,9 @@ class ChildSpec:
     policy: ToolFilter | None = None
     """The call-time policy over those tools (a fork keeps its parent's tool list)."""
     approval: ApprovalPolicy = "deny"
-    """Whether tools that need approval run: ``deny`` for every delegated child (nobody is
-    asked on its behalf)."""
+    """Whether tools that need approval run: the stricter of its host's policy and, for a
+    declared subagent, its own preset's (:meth:`of`). ``ask`` asks the runtime's permission
+    host, the one its root asks: the question names the child's path."""
 
     @classmethod
     def of(
@@ -142,6 +144,7 @@ class ChildSpec:
             provider=provider,
             runtime=runtime,
             preset=preset,
+            approval=stricter(host.approval, preset.approval if own else None),
             store=host.store,
             cwd=host.cwd,
             scope=preset.scope if own else host.scope or runtime.kernel.global_scope,
@@ -397,7 +400,7 @@ def _note(
     request: SubagentStartRequest, spec: ChildSpec, *, continuable: bool, remote: bool
 ) -> str:
     """The delegation note the child reads after anything it inherited."""
-    note = DELEGATION_NOTE
+    note = DELEGATION_NOTE + APPROVAL_NOTES[spec.approval]
     if request.persona:
         note += f"\n\nYour persona for this task:\n{request.persona}"
     if spec.policy is not None:

@@ -17,6 +17,7 @@ from ..store import Event, InboxAccepted, MessageSource, SessionHeader, SessionS
 from ..store.replay import fold
 from ._authority import authorize_live
 from ._listing import creation_order
+from ._tasks import receipt, render_task_result, result_body
 from .notices import settlement_notice
 
 if TYPE_CHECKING:
@@ -126,16 +127,26 @@ async def _orphan_notice(
     continuable child that has messages to run settles (and notifies) later; a one-shot
     child the parent was never told of (a foreground run) is answered by the parent's
     own repaired call."""
-    if await activations.descriptor(root, header) is not None:
+    descriptor = await activations.descriptor(root, header)
+    if descriptor is not None:
         if fold(log).waiting:
             return None
+        tool = descriptor.data.get("tool")
+        if isinstance(tool, str):  # a task: its end is a <task_result>, as when it settles
+            return render_task_result(header.id, tool, *result_body("aborted", ""))
         return settlement_notice(header.id, "aborted", "")
     if header.parent_session is None:
         return None
-    announced = f"started background subagent task {header.id}"
+    announced = f"started background subagent task {header.id}"  # logs before tasks
     for stored in await root.store.events(header.parent_session):
         event = stored.event
-        if isinstance(event, ToolResult) and event.content == announced:
+        if not isinstance(event, ToolResult):
+            continue
+        if event.content == receipt(header.id, event.name, continuable=False):
+            status, body = result_body("aborted", "")
+            body += " The process running it stopped."
+            return render_task_result(header.id, event.name, status, body)
+        if event.content == announced:
             return (
                 f"Background subagent task {header.id} was stopped before it finished: "
                 "the process running it stopped.\nIt left no closing message."

@@ -301,13 +301,12 @@ def check_output_schema(schema: object) -> None:
             'an output schema must be a JSON Schema object with "type": "object" at its root',
             remedy='wrap the result in {"type": "object", "properties": {...}}',
         )
-    import jsonschema
+    from ..agents._tools import schema_problem
 
-    try:
-        jsonschema.Draft202012Validator.check_schema(root)
-    except jsonschema.SchemaError as exc:
+    problem = schema_problem(root)
+    if problem is not None:
         raise SubagentError(
             ErrorCode.INVALID_OUTPUT_SCHEMA,
-            f"the output schema is not a valid JSON Schema: {exc.message}",
+            f"the output schema is not a valid JSON Schema: {problem}",
             remedy="fix the schema",
-        ) from None
+        )

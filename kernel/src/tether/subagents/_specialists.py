@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError, ToolRegistry
+from ..agents._tools import kernel_schema
 from ..errors import AgentError, ErrorCode, TetherError
 from ..loading.text import format_loc
 from ._child import start_local_child
-from ._tasks import WAIT_DEFAULT, receipt, sent_receipt, tasks_note, unknown_task
+from ._tasks import WAIT_DEFAULT, receipt, tasks_note
 from ._types import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
 
 if TYPE_CHECKING:
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = (
     "SPECIALIST_PROVIDER",
+    "TASKS_NOTE",
     "TASK_TOOLS",
     "SpecialistProvider",
     "builtin_provider",
     "specialist_layer",
+    "task_tools",
     "with_specialists",
 )
 
@@ -39,6 +42,9 @@ __all__ = (
 SPECIALIST_PROVIDER = "tether.specialist"
 #: The tools an agent with declared subagents also gets.
 TASK_TOOLS = ("task_wait", "task_cancel", "task_output")
+
+#: The ``[Tasks]`` pre-step (one per agent, whoever adds it).
+TASKS_NOTE = PreStep("tasks", tasks_note)
 
 _NOTE = (
     " It cannot see your conversation: put everything it needs in message. It works in the "
@@ -94,12 +100,14 @@ def _parameters(*, named: bool) -> dict[str, Any]:
             },
         }
     )
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": ["name", "message"] if named else ["message"],
-        "additionalProperties": False,
-    }
+    return kernel_schema(
+        {
+            "type": "object",
+            "properties": properties,
+            "required": ["name", "message"] if named else ["message"],
+            "additionalProperties": False,
+        }
+    )
 
 
 async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, Any]) -> str:
@@ -147,34 +155,7 @@ async def _continue(
             "output_schema applies to a new task; a continued task answers in text",
             remedy="drop output_schema, or start a new task without taskId",
         )
-    header = await service.tasks.task_header(agent, task_id)
-    if header is None:  # a one-shot task working here
-        raise unknown_task(task_id)
-    descriptor = await service.continuation.descriptor(agent, header)
-    if descriptor is None:
-        raise SubagentError(
-            ErrorCode.UNKNOWN_TASK,
-            f'task "{task_id}" was one-shot and has ended; it takes no more messages',
-            remedy="start a new task without taskId",
-        )
-    owner = descriptor.data.get("tool")
-    if owner != spec.tool_name:
-        raise SubagentError(
-            ErrorCode.TASK_MISMATCH,
-            f'task "{task_id}" belongs to tool "{owner}", not "{spec.tool_name}"',
-            remedy=f"call {owner} with taskId {task_id}",
-        )
-    if service.continuation.state(task_id) is None:
-        service.tasks.check_room(agent)
-    try:
-        await service.continuation.followup(agent, task_id, message)
-    except TetherError as exc:
-        raise SubagentError(
-            ErrorCode.TASK_UNREACHABLE,
-            f'task "{task_id}" cannot be reached: {exc.message}',
-            remedy="start a new task without taskId",
-        ) from exc
-    return sent_receipt(task_id)
+    return await service.tasks.send(agent, task_id, spec.tool_name, message)
 
 
 def _label(spec: Specialist, message: str) -> str:
@@ -219,11 +200,13 @@ def _deferred_tools(deferred: Sequence[Specialist]) -> list[Tool]:
             "Search the subagents you can call with call_subagent, by words of their name and "
             "description; an empty query lists them all.",
             find,
-            {
-                "type": "object",
-                "properties": {"query": {"type": "string"}},
-                "additionalProperties": False,
-            },
+            kernel_schema(
+                {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}},
+                    "additionalProperties": False,
+                }
+            ),
             safe=True,
         ),
         Tool(
@@ -235,7 +218,18 @@ def _deferred_tools(deferred: Sequence[Specialist]) -> list[Tool]:
     ]
 
 
-def _task_tools() -> list[Tool]:
+def task_tools() -> tuple[Tool, ...]:
+    """``task_wait``, ``task_cancel`` and ``task_output``: the same three tools for every
+    agent that starts tasks (a delegation plugin offers them too; an agent gets them once)."""
+    if not _TASK_TOOLS:
+        _TASK_TOOLS.extend(_make_task_tools())
+    return tuple(_TASK_TOOLS)
+
+
+_TASK_TOOLS: list[Tool] = []
+
+
+def _make_task_tools() -> list[Tool]:
     async def wait(arguments: dict[str, Any], context: ToolContext) -> str:
         agent = context.agent
         assert agent.runtime is not None
@@ -277,15 +271,17 @@ def _task_tools() -> list[Tool]:
             "working task), timeoutSeconds pass (default 60, at most 600), or a new message "
             "arrives. Results arrive in <task_result> messages right after.",
             wait,
-            {
-                "type": "object",
-                "properties": {
-                    "taskIds": {"type": "array", "items": {"type": "string"}},
-                    "all": {"type": "boolean"},
-                    "timeoutSeconds": {"type": "number", "minimum": 0},
-                },
-                "additionalProperties": False,
-            },
+            kernel_schema(
+                {
+                    "type": "object",
+                    "properties": {
+                        "taskIds": {"type": "array", "items": {"type": "string"}},
+                        "all": {"type": "boolean"},
+                        "timeoutSeconds": {"type": "number", "minimum": 0},
+                    },
+                    "additionalProperties": False,
+                }
+            ),
             safe=True,
         ),
         Tool(
@@ -293,36 +289,41 @@ def _task_tools() -> list[Tool]:
             "Stop a task's current work. A continuable task keeps its conversation and can be "
             "sent another message later.",
             cancel,
-            {
-                "type": "object",
-                "properties": {"taskId": task_id},
-                "required": ["taskId"],
-                "additionalProperties": False,
-            },
+            kernel_schema(
+                {
+                    "type": "object",
+                    "properties": {"taskId": task_id},
+                    "required": ["taskId"],
+                    "additionalProperties": False,
+                }
+            ),
         ),
         Tool(
             "task_output",
             "Read a task's result from offset (what a [truncated] result left out), or what a "
             "working task has written so far.",
             output,
-            {
-                "type": "object",
-                "properties": {"taskId": task_id, "offset": {"type": "integer", "minimum": 0}},
-                "required": ["taskId"],
-                "additionalProperties": False,
-            },
+            kernel_schema(
+                {
+                    "type": "object",
+                    "properties": {"taskId": task_id, "offset": {"type": "integer", "minimum": 0}},
+                    "required": ["taskId"],
+                    "additionalProperties": False,
+                }
+            ),
             safe=True,
         ),
     ]
 
 
 def specialist_layer(
-    specialists: Sequence[Specialist], agent: str | None, taken: Sequence[str]
+    specialists: Sequence[Specialist], agent: str | None, taken: Sequence[Tool]
 ) -> tuple[tuple[str, Tool], ...]:
     """The tools an agent's declared subagents give it (its nearest layer): one per listed
     subagent, ``find_subagents`` and ``call_subagent`` for deferred ones, and the task tools.
     A name another tool of the agent has, or two subagents share, is an error (eve's rule:
-    no winner is picked)."""
+    no winner is picked); the task tools are added only when no plugin gave them already."""
+    taken_ids = {id(tool) for tool in taken}
     owner = format_loc(("agent", str(agent)), ("subagents",))
     seen: dict[str, str] = {}
     for spec in specialists:
@@ -343,8 +344,8 @@ def specialist_layer(
     if deferred:
         tools += _deferred_tools(deferred)
     if listed or deferred:
-        tools += _task_tools()
-    names = set(taken)
+        tools += [tool for tool in task_tools() if id(tool) not in taken_ids]
+    names = {tool.name for tool in taken}
     for tool in tools:
         if tool.name in names:
             what = "Subagent" if tool.name in seen else "The task tool"
@@ -364,15 +365,16 @@ def with_specialists(preset: AgentPreset) -> AgentPreset:
     none)."""
     if not preset.specialists:
         return preset
-    taken = [tool.name for layer in preset.tool_layers for _, tool in layer]
+    taken = [tool for layer in preset.tool_layers for _, tool in layer]
     own = specialist_layer(preset.specialists, preset.name, taken)
     if not own:
         return preset
     layers = (own, *preset.tool_layers)
+    noted = any(step is TASKS_NOTE for step in preset.pre_steps)
     return dataclasses.replace(
         preset,
         tools=ToolRegistry.from_layers(layers),
         tool_layers=layers,
         tool_sources=((), *preset.tool_sources),
-        pre_steps=(*preset.pre_steps, PreStep("tasks", tasks_note)),
+        pre_steps=preset.pre_steps if noted else (*preset.pre_steps, TASKS_NOTE),
     )

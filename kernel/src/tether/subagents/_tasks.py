@@ -200,8 +200,11 @@ class Tasks:
         board.outputs.move_to_end(task_id)
         while len(board.outputs) > KEPT_OUTPUTS:
             board.outputs.popitem(last=False)
-        if board.turn != parent.turns:
-            board.turn, board.used_bytes, board.used_lines = parent.turns, 0, 0
+        # The turn that reads it: the running one, else the next (an idle parent's result
+        # starts a turn; results that arrive before it starts share that turn's budget).
+        turn = parent.turns if parent.status == "running" else parent.turns + 1
+        if board.turn != turn:
+            board.turn, board.used_bytes, board.used_lines = turn, 0, 0
         shown = _within(
             body, RESULT_BUDGET_BYTES - board.used_bytes, RESULT_BUDGET_LINES - board.used_lines
         )
@@ -268,6 +271,46 @@ class Tasks:
         parent.start_job(wait)
 
     # ------------------------------------------------------------------ the model's verbs
+
+    async def send(self, parent: Agent, task_id: str, tool: str, message: str) -> str:
+        """Send ``message`` to ``parent``'s continuable task ``task_id`` through ``tool`` (the
+        tool that started it): the receipt, or ``UNKNOWN_TASK`` (not ``parent``'s, or
+        one-shot), ``TASK_MISMATCH`` (another tool's) or ``TASK_UNREACHABLE``."""
+        header = await self.task_header(parent, task_id)
+        if header is None:  # a one-shot task working here
+            raise unknown_task(task_id)
+        continuation = self._service.continuation
+        descriptor = await continuation.descriptor(parent, header)
+        if descriptor is None:
+            raise SubagentError(
+                ErrorCode.UNKNOWN_TASK,
+                f'task "{task_id}" was one-shot and has ended; it takes no more messages',
+                remedy="start a new task without taskId",
+            )
+        owner = descriptor.data.get("tool")
+        if owner is None:
+            raise SubagentError(
+                ErrorCode.TASK_MISMATCH,
+                f'task "{task_id}" was not started by a tool that takes taskId',
+                remedy=f"send it a message with send_message (subagent_id {task_id})",
+            )
+        if owner != tool:
+            raise SubagentError(
+                ErrorCode.TASK_MISMATCH,
+                f'task "{task_id}" belongs to tool "{owner}", not "{tool}"',
+                remedy=f"call {owner} with taskId {task_id}",
+            )
+        if continuation.state(task_id) is None:
+            self.check_room(parent)
+        try:
+            await continuation.followup(parent, task_id, message)
+        except TetherError as exc:
+            raise SubagentError(
+                ErrorCode.TASK_UNREACHABLE,
+                f'task "{task_id}" cannot be reached: {exc.message}',
+                remedy="start a new task without taskId",
+            ) from exc
+        return sent_receipt(task_id)
 
     async def wait(
         self,

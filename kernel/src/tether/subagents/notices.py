@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._types import SubagentResult
 
 __all__ = (
+    "APPROVAL_NOTES",
     "CONTINUABLE_NOTE",
     "DELEGATION_NOTE",
     "FAILURES",
@@ -20,13 +21,22 @@ __all__ = (
     "settlement_notice",
 )
 
-#: The fixed note a child reads after anything it inherited.
+#: The fixed start of the note a child reads after anything it inherited.
 DELEGATION_NOTE = (
-    "You are a subagent: another agent delegated the task below to you. Your tools and "
-    "instructions were fixed when the task was delegated and cannot be widened, and any action "
-    "that would need approval is denied. Work on the task on your own; the agent that started "
-    "you sees only your final message, so make it a complete answer."
+    "You are a subagent: another agent delegated the task below to you. Work on the task on "
+    "your own; the agent that started you sees only your final message, so make it a complete "
+    "answer. Your tools and instructions were fixed when the task was delegated and cannot be "
+    "widened."
 )
+#: What follows :data:`DELEGATION_NOTE`, per the child's approval policy.
+APPROVAL_NOTES = {
+    "deny": " Any action that would need approval is denied.",
+    "ask": (
+        " An action that needs approval is put to whoever answers for the agent at the root of "
+        "your chain, and may be refused."
+    ),
+    "allow": "",
+}
 #: Added to a continuable child's delegation note.
 CONTINUABLE_NOTE = (
     "You are a continuable subagent: after you answer, the agent that started you may send you "

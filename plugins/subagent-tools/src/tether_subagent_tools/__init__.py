@@ -7,7 +7,9 @@ and a tool name. Impossible settings fail at load through the capability check: 
 enforce, ``background = "continuable"`` on a provider without ``prepare_continuable``, an
 unknown provider, an empty tool filter. When any entry is continuable, the instance also offers
 ``send_message``, ``interrupt_agent`` and ``list_agents`` (once), and ``report``, which only
-continuable children see.
+continuable children see. When any entry runs in the background, its calls are tasks (eve's task
+model: a receipt at once, the result in a ``<task_result>`` message) and the instance also offers
+the kernel's task tools (``task_wait``, ``task_cancel``, ``task_output``) and ``[Tasks]`` note.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 import tether
-from tether.agents import Tool, ToolFilter
-from tether.subagents import DEFAULT_MAX_DEPTH, AgentOptions
+from tether.agents import PreStep, Tool, ToolFilter
+from tether.subagents import DEFAULT_MAX_DEPTH, TASKS_NOTE, AgentOptions, task_tools
 
 from ._control import control_tools
 from ._tool import delegation_tool
@@ -175,6 +177,18 @@ def tether_tools(settings: Settings) -> list[Tool]:
         tools = [delegation_tool(tool.model_copy()) for tool in settings.all_tools()]
         if any(tool.background == "continuable" for tool in settings.all_tools()):
             tools += control_tools()
+        if _starts_tasks(settings):
+            tools += task_tools()
         _tools[id(settings)] = tools
         weakref.finalize(settings, _tools.pop, id(settings), None)
     return tools
+
+
+def _starts_tasks(settings: Settings) -> bool:
+    return any(tool.run_in_background for tool in settings.all_tools())
+
+
+@tether.hookimpl
+def tether_pre_step(settings: Settings) -> list[PreStep]:
+    # The [Tasks] note (one per agent, whoever else offers it).
+    return [TASKS_NOTE] if _starts_tasks(settings) else []

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from tether.agents import Agent, Tool, ToolContext, ToolError
 from tether.errors import TetherError
-from tether.store import MessageSource
-from tether.subagents import SettlingRun, SubagentResult, SubagentStartRequest
+from tether.subagents import SubagentStartRequest, receipt
 from tether.subagents.notices import failure_text, notice_text
 
 if TYPE_CHECKING:
@@ -30,22 +27,30 @@ def _parameters(settings: ToolSettings) -> dict[str, Any]:
             "description": "The task for the subagent, complete and self-contained.",
         },
     }
+    required = ["description", "prompt"]
     if settings.run_in_background and settings.background == "continuable":
         properties["run_in_background"] = {
             "type": "boolean",
-            "description": "Start a continuable subagent (the default): the call returns its id "
-            "at once, you can send it more work with send_message, and you get a notice when it "
-            "settles. false waits for a one-shot answer instead.",
+            "description": "Start a continuable task (the default): the call returns a task id "
+            "at once and the result arrives in a <task_result> message. false waits for a "
+            "one-shot answer instead.",
         }
+        properties["taskId"] = {
+            "type": "string",
+            "description": "Send prompt to this task (from a receipt) instead of starting one; "
+            "description is then not needed.",
+        }
+        required = ["prompt"]
     elif settings.run_in_background:
         properties["run_in_background"] = {
             "type": "boolean",
-            "description": "Start it in the background and get a notice when it finishes.",
+            "description": "Start it as a background task: the call returns a task id at once "
+            "and the result arrives in a <task_result> message.",
         }
     return {
         "type": "object",
         "properties": properties,
-        "required": ["description", "prompt"],
+        "required": required,
         "additionalProperties": False,
     }
 
@@ -53,7 +58,9 @@ def _parameters(settings: ToolSettings) -> dict[str, Any]:
 def delegation_tool(settings: ToolSettings) -> Tool:
     """The ``subagent`` tool of one plugin instance."""
 
-    def request_for(agent: Agent, arguments: dict[str, Any]) -> SubagentStartRequest:
+    def request_for(
+        agent: Agent, arguments: dict[str, Any], *, task: bool = False
+    ) -> SubagentStartRequest:
         return SubagentStartRequest(
             prompt=arguments["prompt"],
             parent=agent,
@@ -63,6 +70,7 @@ def delegation_tool(settings: ToolSettings) -> Tool:
             persona=settings.persona,
             output_schema=settings.output_schema,
             label=arguments["description"],
+            tool=settings.tool_name if task else None,
         )
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> str:
@@ -79,15 +87,29 @@ def delegation_tool(settings: ToolSettings) -> Tool:
         if background and not settings.run_in_background:
             raise ToolError("run_in_background is disabled for this tool")
         runtime = agent.runtime.subagents
-        request = request_for(agent, arguments)
-        if background and continuable:
+        tasks = runtime.tasks
+        task_id = arguments.get("taskId")
+        if task_id is not None:
             try:
-                started = await runtime.start_continuable(settings.provider, request)
+                return await tasks.send(
+                    agent, str(task_id), settings.tool_name, arguments["prompt"]
+                )
             except TetherError as exc:
                 raise ToolError(str(exc)) from exc
-            return f"started subagent {started.child_id}"
+        if "description" not in arguments:
+            raise ToolError("description is required to start a task (only taskId calls omit it)")
+        request = request_for(agent, arguments, task=background)
         if background:
-            return await _background(agent, runtime, settings.provider, request)
+            try:
+                tasks.check_room(agent)
+                if continuable:
+                    started = await runtime.start_continuable(settings.provider, request)
+                    return receipt(started.child_id, settings.tool_name, continuable=True)
+                child = await runtime.start(settings.provider, request)
+            except TetherError as exc:
+                raise ToolError(str(exc)) from exc
+            tasks.track(agent, child, settings.tool_name, request.label)
+            return receipt(child.id, settings.tool_name, continuable=False)
         try:
             child = await runtime.start(settings.provider, request)
         except TetherError as exc:
@@ -108,14 +130,14 @@ def delegation_tool(settings: ToolSettings) -> Tool:
     )
     if settings.run_in_background and settings.background == "continuable":
         description += (
-            " By default the subagent is continuable: the call returns its id at once, the "
-            "subagent keeps its conversation, you can send it more work with send_message, and "
-            "you get a notice when it settles."
+            f" By default it is a continuable task: the call returns a task id at once, the "
+            f"result arrives in a <task_result> message (task_wait waits for it), and calling "
+            f"{settings.tool_name} again with taskId sends the task more work."
         )
     elif settings.run_in_background:
         description += (
-            " With run_in_background, the call returns at once with a task id and you get a "
-            "notice when the subagent finishes."
+            " With run_in_background, the call returns a task id at once and the result "
+            "arrives in a <task_result> message (task_wait waits for it)."
         )
     provider = settings.provider
 
@@ -135,42 +157,6 @@ def delegation_tool(settings: ToolSettings) -> Tool:
         safe=True,
         available=available,
     )
-
-
-async def _background(
-    agent: Agent, runtime: Any, provider: str, request: SubagentStartRequest
-) -> str:
-    """Start the child; a notice reaches the parent when it ends. A run that settles in its
-    own task (``SettlingRun``: spawn's and fork's) calls back; otherwise a job the parent owns
-    waits for it."""
-    try:
-        child = await runtime.start(provider, request)
-    except TetherError as exc:
-        raise ToolError(str(exc)) from exc
-
-    async def notify(result: SubagentResult) -> None:
-        await agent.steer(
-            notice_text(child.id, result), source=MessageSource(kind="notice", sender=child.id)
-        )
-
-    if isinstance(child, SettlingRun) and child.on_settled(notify):
-        return f"started background subagent task {child.id}"
-
-    async def job() -> None:
-        try:
-            result = await child.result()
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await child.dispose()
-            raise
-        except Exception as exc:
-            result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
-        with anyio.CancelScope(shield=True):
-            await child.dispose()
-        await notify(result)
-
-    agent.start_job(job)
-    return f"started background subagent task {child.id}"
 
 
 def _is_root(agent: Agent) -> bool:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from tether.agents import PermissionHost, PermissionQuestion
+from tether.agents import PermissionHost, PermissionQuestion, question_path
 from tether.store import DescriptorEvent
 
 from ._files import INVALID_PARAMS, FileRefused, FileSandbox
@@ -136,7 +136,9 @@ class ChildClient:
         elif spec.permission == "ask":
             runtime = self._agent.runtime
             host = runtime.permission_host if runtime is not None else None
-            if host is None:
+            if self._agent.approval == "deny":
+                by = "policy (the delegating agent's approvals are denied)"
+            elif host is None:
                 by = "nobody could answer (no interactive host)"
             else:
                 by = "the host"
@@ -146,6 +148,7 @@ class ChildClient:
                     title=title,
                     kind=kind,
                     options=tuple((o.option_id, o.name, o.kind) for o in options),
+                    path=await question_path(self._agent),
                 )
                 choice, cancelled, failure = await self._ask(host, question)
                 if cancelled:

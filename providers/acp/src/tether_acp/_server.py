@@ -344,7 +344,7 @@ class TetherAcpAgent:
         """Ask about a tool call the served session does not have (a descendant's): it is
         announced as a ``tool_call`` of its own first, and closed with the answer."""
         call_id = f"permission-{uuid.uuid4().hex}"
-        title = f"{question.title} ({question.asker}, session {question.session})"
+        title = f"{question.title} ({question.who})"
         kind = cast("ToolKind | None", question.kind)  # ACP's kinds; pydantic checks it
         await self._notify(
             session.id, acp.start_tool_call(call_id, title, kind=kind, status="pending")
@@ -373,7 +373,7 @@ class TetherAcpAgent:
             session_id=session.id,
             tool_call=ToolCallUpdate(
                 tool_call_id=call_id,
-                title=f"{question.title} ({question.asker}, session {question.session})",
+                title=f"{question.title} ({question.who})",
                 # ACP's kinds (tether's own questions use them too); pydantic checks them.
                 kind=cast("ToolKind | None", question.kind),
                 status="pending",

@@ -43,11 +43,12 @@ class AcpAgentSettings(BaseModel):
     working directory). Relative to the profile file; every other path is refused."""
     terminal: Literal[False] = False
     """Terminals (``terminal/*``) are not offered to ACP children."""
-    permission: Literal["deny", "allow_once", "ask"] = "deny"
-    """What a ``session/request_permission`` gets: ``deny`` (the default, as delegated children
-    have their approvals pinned to deny), ``allow_once`` for the tool kinds in ``allow_kinds``
-    (others denied), or ``ask``: forwarded to whoever hosts the root (the interactive ``tether
-    run``, or the ACP client when tether is served over ACP); denied when nobody can answer."""
+    permission: Literal["deny", "allow_once", "ask"] = "ask"
+    """What a ``session/request_permission`` gets: ``ask`` (the default, as for local
+    children): forwarded to whoever hosts the root (the interactive ``tether run``, or the ACP
+    client when tether is served over ACP), denied when nobody can answer or when the
+    delegating agent's own approvals are denied; ``deny``; or ``allow_once`` for the tool kinds
+    in ``allow_kinds`` (others denied)."""
     allow_kinds: tuple[str, ...] = ()
     """With ``allow_once``: the ACP tool kinds allowed (``read``, ``edit``, ``execute``, ...)."""
     auth_method: str | None = Field(default=None, min_length=1)
