@@ -320,6 +320,9 @@ def installed_entries(group: str = ENTRY_POINT_GROUP) -> Iterable[PluginEntry]:
     """Every entry point in ``group`` with its distribution; imports nothing."""
     for ep in metadata.entry_points(group=group):
         dist = ep.dist
-        name = dist.name if dist is not None else None
-        version = dist.version if dist is not None else None
+        name = version = None
+        if dist is not None:
+            # One parse of METADATA (``dist.name`` and ``dist.version`` each parse it).
+            info = dist.metadata
+            name, version = info["Name"], info["Version"]
         yield PluginEntry(ep.name, ep.value, name, version, ep.load)
