@@ -4,7 +4,8 @@ request it gets, and talks to the test through files in ``$TETHER_TEST_MARKERS``
 
 ``main`` (the parent) acts on the last message of its request (a ``[Tasks]`` note aside):
 
-* ``go: TEXT`` starts a ``writer`` task with message ``TEXT``;
+* ``go: TEXT`` starts a ``writer`` task with message ``TEXT``; ``verdict: TEXT`` starts a
+  one-shot one (with an ``output_schema``);
 * a receipt (``Started task ID`` / ``Sent to task ID``) is followed by ``task_wait`` on ``ID``;
 * ``continue ID`` sends ``Shorter, please.`` to the task ``ID`` (``taskId``);
 * ``wait ID`` calls ``task_wait`` on ``ID``, ``output ID`` calls ``task_output`` on it;
@@ -36,6 +37,8 @@ USE_THE_TOOL = "Use the slow tool."
 SHORTER = "Shorter, please."
 #: A receipt: a task started or continued, and its id.
 RECEIPT = re.compile(r"(?:Started task|Sent to task) (\S+)\. ")
+#: The output schema ``verdict: TEXT`` asks for (which makes the task one-shot).
+VERDICT = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 #: How long the writer waits for ``release`` before it gives up (the test failed by then).
 BLOCK_LIMIT = 300.0
 
@@ -81,6 +84,13 @@ async def main(request: ModelRequest) -> ModelResponse | str:
         return "waited"
     if text.startswith("go: "):
         return _call(request, "writer", message=text.removeprefix("go: "))
+    if text.startswith("verdict: "):  # a one-shot task: an output schema
+        return _call(
+            request,
+            "writer",
+            message=text.removeprefix("verdict: "),
+            output_schema=VERDICT,
+        )
     if text.startswith("continue "):
         return _call(request, "writer", message=SHORTER, taskId=text.split()[1])
     if text.startswith("wait "):

@@ -54,3 +54,20 @@ def test_the_cache_tells_look_alike_schemas_apart():
     assert schema_problem(valid) is None
     assert schema_problem(invalid) is not None
     assert schema_problem(valid) is None
+
+
+def test_container_enums_are_checked_by_json_rules_not_pythons():
+    # [True] == [1] in Python; JSON Schema tells them apart, so the quick check must not decide.
+    tool = Tool(
+        "pick",
+        "Picks.",
+        lambda a, c: "",
+        {"type": "object", "properties": {"flags": {"type": "array", "enum": [[True]]}}},
+    )
+    assert tool.argument_errors({"flags": [True]}) == []
+    assert tool.argument_errors({"flags": [1]}) != []
+    loose = Tool(
+        "any", "Any.", lambda a, c: "", {"type": "object", "properties": {"o": {"type": "object"}}}
+    )
+    assert loose.argument_errors({"o": {"k": 1}}) == []
+    assert loose.argument_errors({"o": [1]}) != []

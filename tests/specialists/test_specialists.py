@@ -455,3 +455,67 @@ async def test_a_task_whose_log_cannot_be_restored_is_unreachable(tmp_path, role
         await sqlite.aclose()
     assert text.startswith(f'error: task "{task_id}" cannot be reached: ')
     assert text.endswith("[TASK_UNREACHABLE]")
+
+
+async def test_results_that_reach_an_idle_parent_share_the_turn_they_start(tmp_path, store, roles):
+    # The first result wakes the parent; the second, computed before or after its turn
+    # begins, counts against the same turn: together they never pass the budget.
+    big = "x" * (40 * 1024)
+    roles["main"] = lambda r: "ok"
+    async with Runtime.open(make_kernel(profile(tmp_path), PLUGINS), store) as runtime:
+        main = await _main(runtime)
+        tasks = runtime.subagents.tasks
+        async with main:
+            first = tasks.result_text(main, "ses_1", "writer", "completed", big)
+            await tasks.deliver(main, "ses_1", first)
+            second = tasks.result_text(main, "ses_2", "writer", "completed", big)
+            await tasks.deliver(main, "ses_2", second)
+            await runtime.settle(main)
+    assert "[truncated]" not in first
+    assert "[truncated] call task_output with taskId ses_2 and offset" in second
+    read = [m.content for m in main.messages if m.content.startswith("<task_result")]
+    assert read == [first, second]
+    assert main.turns == 1  # both read by the turn the first one started
+
+
+def _call_subagent(call_id: str, **arguments: str) -> ModelResponse:
+    return ModelResponse(
+        tool_calls=(ToolCall(id=call_id, name="call_subagent", arguments=arguments),),
+        finish_reason="tool_calls",
+    )
+
+
+async def test_a_deferred_subagents_receipt_says_to_continue_it_through_call_subagent(
+    tmp_path, store, roles
+):
+    def main(request):
+        n = len(brains.REQUESTS["main"])
+        if n == 1:
+            return _call_subagent("c1", name="writer", message="Draft.")
+        if n == 2:
+            return "waiting"
+        if n == 3:  # the first result: continue the task the way its receipt says
+            task_id = _ids_in(request)[0]
+            return _call_subagent("c2", name="writer", message="Shorter.", taskId=task_id)
+        return "ok"
+
+    roles["main"] = main
+    roles["writer"] = lambda r: f"draft: {r.messages[-1].content}"
+    path = profile(tmp_path, subagents=("writer",))
+    path.write_text(
+        path.read_text().replace("[agent.writer]\n", '[agent.writer]\ntool = "deferred"\n')
+    )
+    async with Runtime.open(make_kernel(path, PLUGINS), store) as runtime:
+        agent = await _run(runtime)
+    started, sent = _tool_texts(agent)[:2]
+    (task_id,) = {
+        m.content.split()[2].rstrip(".")
+        for m in agent.messages
+        if m.content.startswith("Started task")
+    }
+    assert started == (
+        f"Started task {task_id}. Its result will arrive in a <task_result> message. To send it "
+        f'another message, call call_subagent again with name "writer" and taskId {task_id}.'
+    )
+    assert sent.startswith(f"Sent to task {task_id}.")
+    assert _results(agent)[-1].endswith(">draft: Shorter.</task_result>")

@@ -321,6 +321,34 @@ def test_a_task_repaired_after_a_crash_reports_as_a_failed_task_result(make_proj
     ]
 
 
+def test_a_one_shot_task_killed_before_its_first_answer_reports_as_failed_once(make_project):
+    # A one-shot task (output_schema) killed in its first model request: its log holds its
+    # prompt and no turn yet. The next driver drops the prompt (one-shot: nobody runs it again)
+    # and tells the parent once, as a failed task result.
+    project = make_project()
+    first = project.start("run", "verdict: Is the intro good?")
+    wait_for(lambda: project.blocked(first), "the writer to block in its model request")
+    root, child = waiting_in_task_wait(project, first)
+    kill(first)
+    (receipt,) = [e.content for e in of_type(project.events(root), "tool/result")]
+    assert receipt == f"Started task {child}. Its result will arrive in a <task_result> message."
+    assert ends(project.events(child)) == []  # no turn was ever written
+
+    for _ in range(2):  # a second resume repairs nothing and tells nobody again
+        done = project.run("run", "--session", root, "anything new?")
+        assert done.returncode == 0, done.stdout + done.stderr
+        events = project.events(root)
+        assert told(events, child) == [
+            result(
+                child,
+                "failed",
+                "The task was stopped before it finished. The process running it stopped.",
+            )
+        ]
+    assert of_type(project.events(child), "inbox/discarded")  # its prompt will never run
+    assert project.problems(root) == {}
+
+
 def test_killed_while_reading_the_result_the_result_is_read_once(make_project):
     # task_wait returned and the result was delivered; the parent was killed in the model
     # request that reads it. The next driver gives it the result once (not lost, not twice).

@@ -7,7 +7,7 @@ import pytest
 
 from tether.errors import CapabilityError, ErrorCode, PluginError
 from tether.models import ModelRequest, ModelResponse, ToolCall
-from tether.store import InboxAccepted, TurnEnded, UserMessage
+from tether.store import InboxAccepted, SQLiteStore, TurnEnded, UserMessage
 from tether.subagents import SubagentCapabilities, SubagentResult
 from tether.testing.subagents import LimitedProvider
 from tether_subagent_tools._tool import failure_text
@@ -397,3 +397,34 @@ async def test_a_kernels_tools_are_not_kept_after_the_kernel_is_gone(build_runti
         del runtime, parent
     gc.collect()
     assert len(tether_subagent_tools._tools) <= before  # pyright: ignore[reportPrivateUsage]  (white-box)
+
+
+async def test_parallel_background_calls_never_start_more_than_ten_tasks(runtime, tmp_path):
+    # The calls of one step run at once (the tool is safe): each must see the ones still
+    # starting, or all would pass the room check before any is registered.
+    release = anyio.Event()
+
+    async def child(request):
+        await release.wait()
+        return "done"
+
+    def parent(request):
+        if request.messages[-1].role == "user" and request.messages[-1].content == "go":
+            calls = [delegate(f"task {n}", background=True, call_id=f"d{n}") for n in range(14)]
+            return calls[0].model_copy(update={"tool_calls": tuple(c.tool_calls[0] for c in calls)})
+        return "noted"
+
+    brain = Brain(parent, child)
+    store = SQLiteStore(tmp_path / "sessions.db")  # its writes yield: the calls interleave
+    try:
+        agent = await make_parent(runtime, brain.model, store)
+        async with agent:
+            await agent.run("go")
+            results = tool_results(agent)
+            release.set()
+            await runtime.subagents.tasks.wait_jobs(agent)
+    finally:
+        await store.aclose()
+    started = [r for r in results if r.startswith("Started task ")]
+    refused = [r for r in results if r.endswith("[TOO_MANY_BACKGROUND_TASKS]")]
+    assert (len(started), len(refused)) == (10, 4)

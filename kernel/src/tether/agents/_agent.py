@@ -274,6 +274,11 @@ class Agent:
     def turns(self) -> int:
         return self._turns
 
+    @property
+    def in_turn(self) -> bool:
+        """Whether a turn is open now (its steps running), not just woken to start one."""
+        return self._turn_scope is not None
+
     async def restore(self, *, repair: bool = True, log: Sequence[Event] | None = None) -> None:
         """Rebuild history, instruction slots and unclaimed inbox messages from the log.
 

@@ -154,7 +154,9 @@ class PermissionDesk:
         try:
             await done.wait()
         finally:
-            self._open.pop(question.request_id, None)
+            entry = self._open.get(question.request_id)
+            if entry is not None and entry[1] is done:  # not another question's of that id
+                del self._open[question.request_id]
         return answer[0] if answer else None
 
     def pending(self) -> list[PermissionQuestion]:

@@ -264,18 +264,18 @@ class ToolRegistry:
         object (a kernel tool two plugins both offer)."""
         registry = cls()
         for layer in layers:
-            owners: dict[str, str] = {}
+            owners: dict[str, tuple[str, Tool]] = {}
             for owner, tool in layer:
-                if tool.name in owners and registry._tools.get(tool.name) is tool:
+                if tool.name in owners and owners[tool.name][1] is tool:
                     continue  # one tool offered by two plugins (the kernel's task tools)
                 if tool.name in owners:
                     raise AgentError(
                         ErrorCode.TOOL_INVALID,
-                        f'tool "{tool.name}" is registered by both "{owners[tool.name]}" and '
-                        f'"{owner}" in one layer',
+                        f'tool "{tool.name}" is registered by both "{owners[tool.name][0]}" '
+                        f'and "{owner}" in one layer',
                         remedy="remove one of the plugins from that layer or rename the tool",
                     )
-                owners[tool.name] = owner
+                owners[tool.name] = (owner, tool)
                 registry._tools.setdefault(tool.name, tool)
         registry._changed()
         return registry
@@ -423,8 +423,8 @@ def _flat_schema(schema: Mapping[str, Any]) -> _FlatSchema | None:
         types[name] = _FLAT_TYPES[kind]
         enum = prop.get("enum")
         if enum is not None or "enum" in prop:
-            if not isinstance(enum, list):
-                return None
+            if not isinstance(enum, list) or kind in ("object", "array"):
+                return None  # Python's == is not JSON's for containers ([True] == [1])
             enums[name] = tuple(cast("list[object]", enum))
     return _FlatSchema(types, enums, frozenset(cast("list[str]", required)), closed=not additional)
 

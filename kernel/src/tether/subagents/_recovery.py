@@ -13,8 +13,16 @@ from typing import TYPE_CHECKING
 
 from ..agents._repair import closing_events
 from ..errors import TetherError
-from ..store import Event, InboxAccepted, MessageSource, SessionHeader, SessionStore, ToolResult
-from ..store.replay import fold
+from ..store import (
+    Event,
+    InboxAccepted,
+    InboxDiscarded,
+    MessageSource,
+    SessionHeader,
+    SessionStore,
+    ToolResult,
+)
+from ..store.replay import SessionFold, fold
 from ._authority import authorize_live
 from ._listing import creation_order
 from ._tasks import receipt, render_task_result, result_body
@@ -77,7 +85,7 @@ async def _repair_orphans(activations: Activations, root: Agent) -> list[str]:
             if header.id in live or activations.get(header.id) is not None:
                 continue  # driven here: nothing was orphaned
             log = [stored.event for stored in await store.events(header.id)]
-            if fold(log).open_turn is None:
+            if not await _orphaned(activations, root, header, fold(log)):
                 continue
             try:
                 await store.acquire(header.id)
@@ -98,12 +106,14 @@ async def _repair_orphan(activations: Activations, root: Agent, header: SessionH
     """Repair one child under its lease (read again: the lease may have changed hands)."""
     store = root.store
     log = [stored.event for stored in await store.events(header.id)]
-    open_turn = fold(log).open_turn
-    if open_turn is None:
+    folded = fold(log)
+    if not await _orphaned(activations, root, header, folded):
         return False
+    open_turn = folded.open_turn
     notice = await _orphan_notice(activations, root, header, log)
     if notice is not None and header.parent_session is not None:
-        notice_id = f"msg_orphan_{header.id}_{open_turn.turn}"
+        turn = open_turn.turn if open_turn is not None else folded.turns + 1
+        notice_id = f"msg_orphan_{header.id}_{turn}"
         if not await _holds_message(store, header.parent_session, notice_id):
             await store.post(
                 header.parent_session,
@@ -115,9 +125,25 @@ async def _repair_orphan(activations: Activations, root: Agent, header: SessionH
             )
     # The notice first, then the repair: a crash in between posts nothing twice (the
     # notice's id is fixed) and leaves the turn open for the next recovery.
-    await store.append(header.id, closing_events(open_turn))
+    if open_turn is not None:
+        await store.append(header.id, closing_events(open_turn))
+    else:  # a one-shot child that never began its task never will: its prompt is dropped
+        await store.append(
+            header.id, [InboxDiscarded(message_id=m.message_id) for m in folded.unclaimed]
+        )
     log.clear()
     return True
+
+
+async def _orphaned(
+    activations: Activations, root: Agent, header: SessionHeader, folded: SessionFold
+) -> bool:
+    """Whether a dead process left the child ``header`` (not driven here) needing repair: a
+    turn it opened, or a one-shot child killed before its first turn was written (its prompt
+    accepted, its model never answered; a continuable child with such a message runs it)."""
+    if folded.open_turn is not None:
+        return True
+    return folded.waiting and await activations.descriptor(root, header) is None
 
 
 async def _orphan_notice(

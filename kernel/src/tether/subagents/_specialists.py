@@ -122,7 +122,6 @@ async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, An
     try:
         if task_id is not None:
             return await _continue(agent, spec, str(task_id), message, schema)
-        service.tasks.check_room(agent)
         request = SubagentStartRequest(
             prompt=message,
             parent=agent,
@@ -132,11 +131,14 @@ async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, An
             agent=spec.agent,
             tool=spec.tool_name,
         )
-        if schema is None and getattr(agent.store, "durable", False):
-            started = await service.start_continuable(SPECIALIST_PROVIDER, request)
-            return receipt(started.child_id, spec.tool_name, continuable=True)
-        run = await service.start(SPECIALIST_PROVIDER, request)
-        service.tasks.track(agent, run, spec.tool_name, request.label)
+        # A deferred subagent is reached through call_subagent: its receipt says so.
+        via = "call_subagent" if spec.visibility == "deferred" else None
+        with service.tasks.slot(agent):  # counted from the check until it is registered
+            if schema is None and getattr(agent.store, "durable", False):
+                started = await service.start_continuable(SPECIALIST_PROVIDER, request)
+                return receipt(started.child_id, spec.tool_name, continuable=True, via=via)
+            run = await service.start(SPECIALIST_PROVIDER, request)
+            service.tasks.track(agent, run, spec.tool_name, request.label)
         return receipt(run.id, spec.tool_name, continuable=False)
     except TetherError as exc:
         raise ToolError(str(exc)) from exc

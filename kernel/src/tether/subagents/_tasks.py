@@ -13,11 +13,12 @@ activations and one-shot jobs); after a restart, recovered children count again 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +63,16 @@ WAIT_MAX = 600.0
 KEPT_OUTPUTS = 64
 
 
-def receipt(task_id: str, tool: str, *, continuable: bool) -> str:
-    """What a call that started a task returns at once."""
+def receipt(task_id: str, tool: str, *, continuable: bool, via: str | None = None) -> str:
+    """What a call that started a task returns at once; ``via``: the tool that reaches
+    ``tool`` by name (a deferred subagent's ``call_subagent``)."""
     text = f"Started task {task_id}. Its result will arrive in a <task_result> message."
-    if continuable:
+    if continuable and via is not None:
+        text += (
+            f' To send it another message, call {via} again with name "{tool}" and taskId '
+            f"{task_id}."
+        )
+    elif continuable:
         text += f" To send it another message, call {tool} again with taskId {task_id}."
     return text
 
@@ -129,6 +136,8 @@ class _Board:
     jobs: dict[str, _Job] = field(default_factory=dict[str, _Job])
     outputs: OrderedDict[str, str] = field(default_factory=OrderedDict[str, str])
     """Full bodies of recent results, for ``task_output``."""
+    starting: int = 0
+    """Tasks past :meth:`Tasks.slot`'s check and not registered yet (starting)."""
     turn: int = -1
     used_bytes: int = 0
     used_lines: int = 0
@@ -180,14 +189,29 @@ class Tasks:
         return waited
 
     def check_room(self, parent: Agent) -> None:
-        """``TOO_MANY_BACKGROUND_TASKS`` when ``parent`` may not start another task now."""
-        working = self.working(parent)
-        if len(working) >= MAX_WORKING_TASKS:
+        """``TOO_MANY_BACKGROUND_TASKS`` when ``parent`` may not start another task now (the
+        tasks working and the ones starting count)."""
+        board = self._boards.get(parent.session_id)
+        count = len(self.working(parent)) + (board.starting if board is not None else 0)
+        if count >= MAX_WORKING_TASKS:
             raise SubagentError(
                 ErrorCode.TOO_MANY_BACKGROUND_TASKS,
-                f"{len(working)} tasks are already working for you (at most {MAX_WORKING_TASKS})",
+                f"{count} tasks are already working for you (at most {MAX_WORKING_TASKS})",
                 remedy="wait for one with task_wait, or cancel one with task_cancel",
             )
+
+    @contextlib.contextmanager
+    def slot(self, parent: Agent) -> Generator[None]:
+        """Hold a place for a task ``parent`` starts, from the room check until the task is
+        registered (tracked, or its activation live) at the end of the block: calls in one
+        step run at once, and each must see the others."""
+        self.check_room(parent)
+        board = self._board(parent.session_id)
+        board.starting += 1
+        try:
+            yield
+        finally:
+            board.starting -= 1
 
     # ------------------------------------------------------------------ results
 
@@ -202,7 +226,7 @@ class Tasks:
             board.outputs.popitem(last=False)
         # The turn that reads it: the running one, else the next (an idle parent's result
         # starts a turn; results that arrive before it starts share that turn's budget).
-        turn = parent.turns if parent.status == "running" else parent.turns + 1
+        turn = parent.turns if parent.in_turn else parent.turns + 1
         if board.turn != turn:
             board.turn, board.used_bytes, board.used_lines = turn, 0, 0
         shown = _within(
@@ -300,16 +324,16 @@ class Tasks:
                 f'task "{task_id}" belongs to tool "{owner}", not "{tool}"',
                 remedy=f"call {owner} with taskId {task_id}",
             )
-        if continuation.state(task_id) is None:
-            self.check_room(parent)
-        try:
-            await continuation.followup(parent, task_id, message)
-        except TetherError as exc:
-            raise SubagentError(
-                ErrorCode.TASK_UNREACHABLE,
-                f'task "{task_id}" cannot be reached: {exc.message}',
-                remedy="start a new task without taskId",
-            ) from exc
+        waking = continuation.state(task_id) is None  # settled: it works again
+        with self.slot(parent) if waking else contextlib.nullcontext():
+            try:
+                await continuation.followup(parent, task_id, message)
+            except TetherError as exc:
+                raise SubagentError(
+                    ErrorCode.TASK_UNREACHABLE,
+                    f'task "{task_id}" cannot be reached: {exc.message}',
+                    remedy="start a new task without taskId",
+                ) from exc
         return sent_receipt(task_id)
 
     async def wait(

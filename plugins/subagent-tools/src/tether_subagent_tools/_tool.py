@@ -101,14 +101,14 @@ def delegation_tool(settings: ToolSettings) -> Tool:
         request = request_for(agent, arguments, task=background)
         if background:
             try:
-                tasks.check_room(agent)
-                if continuable:
-                    started = await runtime.start_continuable(settings.provider, request)
-                    return receipt(started.child_id, settings.tool_name, continuable=True)
-                child = await runtime.start(settings.provider, request)
+                with tasks.slot(agent):  # counted from the check until it is registered
+                    if continuable:
+                        started = await runtime.start_continuable(settings.provider, request)
+                        return receipt(started.child_id, settings.tool_name, continuable=True)
+                    child = await runtime.start(settings.provider, request)
+                    tasks.track(agent, child, settings.tool_name, request.label)
             except TetherError as exc:
                 raise ToolError(str(exc)) from exc
-            tasks.track(agent, child, settings.tool_name, request.label)
             return receipt(child.id, settings.tool_name, continuable=False)
         try:
             child = await runtime.start(settings.provider, request)
