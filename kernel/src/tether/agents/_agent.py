@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from .._exceptions import leaves
 from ..errors import ErrorCode, ModelError, StoreError, SubagentError, TetherError
-from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
+from ..models import Message, Model, ModelDelta, ModelRequest, ModelResponse, ToolCall, Usage
 from ..store import (
     AssistantMessage,
     DescriptorEvent,
@@ -114,6 +114,7 @@ class Agent:
     __slots__ = (
         "__weakref__",
         "_cwd",
+        "_delta_listeners",
         "_fault",
         "_group",
         "_history",
@@ -205,6 +206,7 @@ class Agent:
         self._steering: list[_InboxItem] = []
         self._injected: list[_InboxItem] = []
         self._listeners: list[Callable[[Event], None]] = []
+        self._delta_listeners: list[Callable[[ModelDelta], None]] = []
         self._group: TaskGroup | None = None
         self._jobs = 0
         self._on_teardown: dict[object, Callable[[], None]] = {}
@@ -544,6 +546,22 @@ class Agent:
         step starts and stored with its answer, in one commit."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+    def listen_deltas(self, listener: Callable[[ModelDelta], None]) -> Callable[[], None]:
+        """Call ``listener(delta)`` for each piece of the model's answers as it arrives (text,
+        reasoning, tool-call arguments; ``retry`` when a step's request is sent again); returns
+        an unsubscribe function. While any agent listens, its model's answers are streamed
+        (:mod:`tether.models` streaming); deltas are never stored: the answer is, once, as an
+        ``assistant/message`` event that :meth:`listen` hears."""
+        self._delta_listeners.append(listener)
+        return lambda: self._delta_listeners.remove(listener)
+
+    def _hear_delta(self, delta: ModelDelta) -> None:
+        for listener in self._delta_listeners:
+            try:
+                listener(delta)
+            except Exception:  # a display's bug never breaks the answer it shows
+                log.exception("a delta listener of session %s failed", self.session_id)
 
     async def _append(self, *events: Event, hold: bool = False) -> None:
         """Store ``events`` (after any held ones), then tell the listeners.
@@ -992,7 +1010,8 @@ class Agent:
         budget = self.limits.max_output_tokens
         remaining = None if budget is None else max(budget - usage.output_tokens, 1)
         request = build_request(self, self._history, remaining)
-        return await request_with_retries(self.model, request, self.limits)
+        on_delta = self._hear_delta if self._delta_listeners else None
+        return await request_with_retries(self.model, request, self.limits, on_delta)
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         async def run(call: ToolCall) -> None:

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..errors import ErrorCode, ModelError
-from ..models import Message, Model, ModelRequest, ModelResponse, ToolCall
+from ..models import (
+    Message,
+    Model,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    stream_answer,
+)
 from ..store import ContextMessage, InstructionEvent, MessageSource, StopReason
 from ..store._events import replace_surrogates, replace_surrogates_in
 from ._instructions import DynamicInstruction, InstructionContext
@@ -197,15 +205,24 @@ async def pre_step_messages(
 
 
 async def request_with_retries(
-    model: Model, request: ModelRequest, limits: AgentLimits
+    model: Model,
+    request: ModelRequest,
+    limits: AgentLimits,
+    on_delta: Callable[[ModelDelta], None] | None = None,
 ) -> ModelResponse:
     """``model``'s answer to ``request``, retrying recoverable failures within ``limits``
-    (:func:`retry_pause`); a failure that is not a :class:`ModelError` is wrapped in one."""
+    (:func:`retry_pause`); a failure that is not a :class:`ModelError` is wrapped in one.
+    With ``on_delta``, the answer is streamed (:func:`tether.models.stream_answer`) and each
+    delta handed to it; a retry after some deltas is announced with a ``retry`` delta."""
     attempt = 0
     waited = 0.0
     while True:
         try:
-            return await model.request(request)
+            if on_delta is None:
+                return await model.request(request)
+            if attempt:
+                on_delta(ModelDelta("retry"))
+            return await stream_answer(model, request, on_delta)
         except ModelError as exc:
             if not exc.recoverable:
                 raise

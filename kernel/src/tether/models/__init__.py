@@ -17,6 +17,7 @@ from ._protocol import (
     resolve_model,
 )
 from ._scripted import ScriptedModel, ScriptStep
+from ._stream import DeltaKind, ModelDelta, StreamingModel, stream_answer
 from ._types import (
     FinishReason,
     ImagePart,
@@ -32,21 +33,25 @@ from ._types import (
 __all__ = (
     "BUILTIN_MODEL_PROVIDERS",
     "FIRST_PARTY_MODEL_PREFIXES",
+    "DeltaKind",
     "FinishReason",
     "FunctionModel",
     "ImagePart",
     "Message",
     "Model",
+    "ModelDelta",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
     "Role",
     "ScriptStep",
     "ScriptedModel",
+    "StreamingModel",
     "ToolCall",
     "ToolSchema",
     "Usage",
     "find_model_provider",
     "function_model_from_spec",
     "resolve_model",
+    "stream_answer",
 )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
 from ..errors import ErrorCode, ModelError
+from ._stream import ModelDelta
 from ._types import ModelRequest, ModelResponse
 
 __all__ = ("FunctionModel", "function_model_from_spec")
@@ -18,7 +19,9 @@ ModelFunction = Callable[[ModelRequest], "ModelResponse | str | Awaitable[ModelR
 
 
 class FunctionModel:
-    """Calls ``function(request)``; a returned ``str`` becomes a text-only response.
+    """Calls ``function(request)``; a returned ``str`` becomes a text-only response. A function
+    that returns an async iterator (an ``async def`` with ``yield``) streams: it yields
+    :class:`~tether.models.ModelDelta` pieces, then its answer.
 
     The function may be sync or async and may raise :class:`tether.ModelError` to act out a
     failing provider. Every request it saw is kept in :attr:`requests` for assertions.
@@ -35,18 +38,42 @@ class FunctionModel:
         self.requests: list[ModelRequest] = []
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        answer: ModelResponse | None = None
+        async for item in self.stream(request):
+            if isinstance(item, ModelResponse):
+                answer = item
+        assert answer is not None  # stream() always ends with the answer
+        return answer
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """The function's answer; a function that returns an async iterator streams it (its
+        :class:`~tether.models.ModelDelta` pieces, then its answer, a ``ModelResponse`` or a
+        ``str``, last)."""
         self.requests.append(request)
         # The function is the user's code: its result is checked, not trusted.
         result: object = self._function(request)
         if self._is_async or inspect.isawaitable(result):
             result = await cast("Awaitable[object]", result)
+        if isinstance(result, AsyncIterator):
+            last: object = None
+            async for item in cast("AsyncIterator[object]", result):
+                if isinstance(item, ModelDelta):
+                    yield item
+                else:
+                    last = item
+                    break
+            yield self._checked(last)
+            return
+        yield self._checked(result)
+
+    def _checked(self, result: object) -> ModelResponse:
         if isinstance(result, str):
             return ModelResponse(text=result)
         if not isinstance(result, ModelResponse):
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f"{self.name} returned {type(result).__name__}, not a ModelResponse or str",
-                remedy="return tether.models.ModelResponse(...) or a string",
+                remedy="return tether.models.ModelResponse(...) or a string (last, when streaming)",
             )
         return result
 

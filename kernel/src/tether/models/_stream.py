@@ -1,0 +1,79 @@
+"""Streaming: the pieces of an answer a model yields before the answer itself.
+
+A model that streams has a method ``stream(request)``: an async iterator of :class:`ModelDelta`
+(text, reasoning, tool-call argument pieces, as they arrive) ending with the whole
+:class:`~tether.models.ModelResponse`. A model without one is streamed as its one final answer
+(:func:`stream_answer`). Deltas are for listeners only: the session log keeps one event per
+message, the final answer (no store write per delta).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol, cast, runtime_checkable
+
+from ..errors import ErrorCode, ModelError
+from ._types import ModelRequest, ModelResponse
+
+__all__ = ("DeltaKind", "ModelDelta", "StreamingModel", "stream_answer")
+
+DeltaKind = Literal["text", "reasoning", "tool_call", "retry"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDelta:
+    """One piece of an answer as it arrives."""
+
+    kind: DeltaKind
+    """``text`` (of the answer), ``reasoning`` (DeepSeek's ``reasoning_content``),
+    ``tool_call`` (a piece of a call's argument text), or ``retry``: the step's request failed
+    after some deltas and is sent again (what arrived before is not part of the answer)."""
+    text: str = ""
+    """The new text (nothing for ``retry``)."""
+    index: int = 0
+    """For ``tool_call``: which call of the answer (0 for the first)."""
+    name: str | None = None
+    """For ``tool_call``: the tool's name, on the first delta of a call."""
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    """A model that streams its answers (see the module)."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """Deltas as they arrive, then the whole answer, last."""
+        ...
+
+
+async def stream_answer(
+    model: object, request: ModelRequest, on_delta: Callable[[ModelDelta], None]
+) -> ModelResponse:
+    """``model``'s answer to ``request``, handing each delta to ``on_delta`` as it arrives
+    (a model without ``stream`` answers through ``request`` and gives none)."""
+    if not isinstance(model, StreamingModel):
+        return await model.request(request)  # type: ignore[attr-defined, no-any-return]
+    answer: ModelResponse | None = None
+    async for streamed in model.stream(request):
+        item = cast(object, streamed)  # a plugin's model: checked, not trusted
+        if answer is not None:
+            break  # the answer is last: nothing after it counts
+        if isinstance(item, ModelDelta):
+            on_delta(item)
+        elif isinstance(item, ModelResponse):
+            answer = item
+        else:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"model {getattr(model, 'name', '?')} streamed {type(item).__name__}, not a "
+                "ModelDelta or ModelResponse",
+                remedy="yield tether.models.ModelDelta pieces, then the ModelResponse",
+            )
+    if answer is None:
+        raise ModelError(
+            ErrorCode.MODEL_REQUEST_FAILED,
+            f"model {getattr(model, 'name', '?')} ended its stream without an answer",
+            remedy="a streaming model must yield its ModelResponse last",
+            recoverable=True,
+        )
+    return answer
