@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Any, Literal, cast
 
 import httpx
 
 from tether.errors import ErrorCode, ModelError
-from tether.models import ModelRequest, ModelResponse
+from tether.models import ModelDelta, ModelRequest, ModelResponse
 
 from ._errors import (
     body_note,
@@ -18,6 +20,8 @@ from ._errors import (
     is_retryable,
     retry_after,
 )
+from ._json import json_object
+from ._stream import StreamAssembler
 from ._text_calls import TextCallFormat
 from ._wire import NotAChatCompletion, ToolCallContent, encode_messages, parse_response
 
@@ -175,6 +179,95 @@ class ChatCompletionsModel:
             )
             _attach_body(error, response)
             raise error from exc
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """Answer one step streamed (``stream: true``, usage in the last chunk): the text,
+        reasoning and tool-call argument pieces as they arrive, then the answer, the same
+        ``ModelResponse`` :meth:`request` gives. A stream cut before its end, or an error the
+        server sends inside it, is a recoverable ``MODEL_REQUEST_FAILED`` (the step is sent
+        again); failures before it starts are :meth:`request`'s."""
+        body = self.body(request)
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        assembler = StreamAssembler()
+        try:
+            async with self._client.stream("POST", self.url, json=body) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise self._http_error(response)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue  # SSE comments, event names, keep-alives
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    for delta in assembler.feed(self._chunk(data)):
+                        yield delta
+        except httpx.TimeoutException as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the stream from {self.url} stalled ({type(exc).__name__})",
+                recoverable=True,
+                remedy="raise [plugin.openai] read_timeout, or check the server",
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the stream from {self.url} broke: {type(exc).__name__}: "
+                f"{str(exc)[:300] or 'the connection failed'}",
+                recoverable=True,
+                remedy="check the server; the step is sent again",
+            ) from exc
+        if not assembler.finished:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the stream from {self.url} ended before the answer did",
+                recoverable=True,
+                remedy="check the server; the step is sent again",
+            )
+        try:
+            yield parse_response(
+                assembler.completion(),
+                text_calls=self.tool_calls_in_text,
+                tool_names=[tool.name for tool in request.tools],
+            )
+        except NotAChatCompletion as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the stream from {self.url} is not a chat completion: "
+                f"{str(exc)[:300]}",
+                remedy="check that the base URL points at an OpenAI-compatible API",
+            ) from exc
+
+    def _chunk(self, data: str) -> dict[str, Any]:
+        """One ``data:`` line of the stream, as a chunk; an error object the server sent
+        inside the stream is raised."""
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: a streamed chunk from {self.url} is not JSON: {data[:200]!r}",
+                remedy="check that the base URL points at an OpenAI-compatible API",
+            ) from exc
+        if not isinstance(chunk, dict):
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: a streamed chunk from {self.url} is not an object: {data[:200]!r}",
+                remedy="check that the base URL points at an OpenAI-compatible API",
+            )
+        found = cast("dict[str, Any]", chunk)
+        error = found.get("error")
+        if error is not None:
+            found_error = json_object(error)
+            detail = found_error.get("message") if found_error is not None else error
+            raise ModelError(
+                ErrorCode.MODEL_REQUEST_FAILED,
+                f"{self.name}: the server failed mid-stream: {str(detail)[:300]}",
+                recoverable=True,
+                remedy="the step is sent again; if it keeps failing, check the server",
+            )
+        return found
 
     def _http_error(self, response: httpx.Response) -> ModelError:
         status = response.status_code
