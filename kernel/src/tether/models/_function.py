@@ -38,22 +38,19 @@ class FunctionModel:
         self.requests: list[ModelRequest] = []
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        answer: ModelResponse | None = None
-        async for item in self.stream(request):
-            if isinstance(item, ModelResponse):
-                answer = item
-        assert answer is not None  # stream() always ends with the answer
-        return answer
+        result = await self._call(request)
+        if isinstance(result, AsyncIterator):  # a streaming function, not streamed: its answer
+            async for item in cast("AsyncIterator[object]", result):
+                if not isinstance(item, ModelDelta):
+                    return self._checked(item)
+            return self._checked(None)
+        return self._checked(result)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
         """The function's answer; a function that returns an async iterator streams it (its
         :class:`~tether.models.ModelDelta` pieces, then its answer, a ``ModelResponse`` or a
         ``str``, last)."""
-        self.requests.append(request)
-        # The function is the user's code: its result is checked, not trusted.
-        result: object = self._function(request)
-        if self._is_async or inspect.isawaitable(result):
-            result = await cast("Awaitable[object]", result)
+        result = await self._call(request)
         if isinstance(result, AsyncIterator):
             last: object = None
             async for item in cast("AsyncIterator[object]", result):
@@ -65,6 +62,14 @@ class FunctionModel:
             yield self._checked(last)
             return
         yield self._checked(result)
+
+    async def _call(self, request: ModelRequest) -> object:
+        self.requests.append(request)
+        # The function is the user's code: its result is checked, not trusted.
+        result: object = self._function(request)
+        if self._is_async or inspect.isawaitable(result):
+            result = await cast("Awaitable[object]", result)
+        return result
 
     def _checked(self, result: object) -> ModelResponse:
         if isinstance(result, str):
