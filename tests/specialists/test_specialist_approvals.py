@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import tether
-from tether.agents import PermissionQuestion, Tool
+from tests.agents.test_approvals import Risky
+from tether.agents import PermissionQuestion
 from tether.runtime import Runtime
 from tether.store import SQLiteStore, ToolResult
 from tether.testing import make_kernel
@@ -15,29 +15,6 @@ from . import brains
 from .conftest import PLUGINS, call, profile
 
 pytestmark = pytest.mark.anyio
-
-
-class Risky:
-    """An inline plugin with one tool that needs approval; it counts its runs."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-        def delete(arguments, context):
-            self.runs += 1
-            return f"deleted {arguments['path']}"
-
-        self.tool = Tool(
-            "delete",
-            "Delete a file.",
-            delete,
-            {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-            needs_approval=True,
-        )
-
-    @tether.hookimpl
-    def tether_tools(self):
-        return [self.tool]
 
 
 async def _run(tmp_path, roles, *, writer_approval: str = "", root_approval: str = "ask"):
