@@ -135,3 +135,81 @@ async def test_without_a_listener_a_streaming_function_model_still_answers(store
     async with agent:
         await agent.run("hi")
     assert agent.messages[-1].content == "Hello!"
+
+
+async def test_a_scripted_step_streams_its_reasoning_and_text_in_pieces(store):
+    from tether.models import ScriptedModel, ScriptStep
+
+    step = ScriptStep(
+        reasoning="Let me think.",
+        text="The answer is four.",
+        chunks=3,
+        tool_calls=[{"name": "note", "arguments": {"x": 1}}],  # type: ignore[list-item]
+    )
+    agent = await agent_on(store, ScriptedModel([step, ScriptStep(text="done")]))
+    heard: list[ModelDelta] = []
+    agent.listen_deltas(heard.append)
+    async with agent:
+        await agent.run("2+2?")
+    reasoning = [d.text for d in heard if d.kind == "reasoning"]
+    text = [d.text for d in heard if d.kind == "text"]
+    assert (len(reasoning), "".join(reasoning)) == (3, "Let me think.")
+    assert text[3:] == ["done"]  # the next step's answer
+    assert "".join(text[:3]) == "The answer is four."
+    (call,) = [d for d in heard if d.kind == "tool_call"]
+    assert (call.name, call.text) == ("note", '{"x": 1}')
+
+
+async def test_every_agent_of_a_runtime_reaches_its_delta_listeners(tmp_path, store):
+    from tether.loading.kernel import load_kernel
+    from tether.runtime import Runtime
+
+    profile = tmp_path / "tether.toml"
+    profile.write_text('[agent.main]\nmodel = "function:runtime_delta_stub:answer"\n')
+    (tmp_path / "runtime_delta_stub.py").write_text(
+        "from tether.models import ModelDelta\n"
+        "async def answer(request):\n"
+        "    yield ModelDelta('text', 'hi')\n"
+        "    yield 'hi'\n"
+    )
+    kernel = load_kernel(profile)
+    async with Runtime.open(kernel, store) as runtime:
+        heard: list[tuple[str, str]] = []
+        stop = runtime.listen_deltas(lambda a, delta: heard.append((a.session_id, delta.text)))
+        agent = await runtime.compose(agent="main")
+        async with agent:
+            await agent.run("hello")
+        stop()
+        async with agent:
+            await agent.run("again")
+    assert heard == [(agent.session_id, "hi")]
+
+
+async def test_a_cancelled_stream_keeps_what_arrived_marked_partial(store):
+    import anyio
+
+    async def slow(request: ModelRequest):
+        yield ModelDelta("text", "The first half")
+        yield ModelDelta("text", ", and")
+        await anyio.sleep(30)
+        yield ModelResponse(text="never")
+
+    agent = await agent_on(store, FunctionModel(slow))
+    heard: list[str] = []
+
+    def listen(delta: ModelDelta) -> None:
+        heard.append(delta.text)
+        if len(heard) == 2:
+            agent.interrupt()
+
+    agent.listen_deltas(listen)
+    async with agent:
+        assert await agent.run("go") == "aborted"
+    events = [s.event for s in await store.events(agent.session_id)]
+    (answer,) = [e for e in events if isinstance(e, AssistantMessage)]
+    assert (answer.content, answer.partial) == ("The first half, and", True)
+    assert agent.messages[-1].content == "The first half, and"
+    # Read back from the log, it is the same partial answer; a whole answer stores no flag.
+    raw = [s.event.model_dump_json() for s in await store.events(agent.session_id)]
+    assert sum('"partial":true' in line for line in raw) == 1
+    assert not any('"partial":false' in line for line in raw)

@@ -136,6 +136,7 @@ class Agent:
         "_restored",
         "_runner_active",
         "_steering",
+        "_streamed",
         "_tearing_down",
         "_told",
         "_turn_item",
@@ -207,6 +208,7 @@ class Agent:
         self._injected: list[_InboxItem] = []
         self._listeners: list[Callable[[Event], None]] = []
         self._delta_listeners: list[Callable[[ModelDelta], None]] = []
+        self._streamed: list[str] = []  # the text of the answer streaming now
         self._group: TaskGroup | None = None
         self._jobs = 0
         self._on_teardown: dict[object, Callable[[], None]] = {}
@@ -557,11 +559,29 @@ class Agent:
         return lambda: self._delta_listeners.remove(listener)
 
     def _hear_delta(self, delta: ModelDelta) -> None:
+        if delta.kind == "text":
+            self._streamed.append(delta.text)
+        elif delta.kind == "retry":
+            self._streamed.clear()  # what arrived before the retry is not part of the answer
         for listener in self._delta_listeners:
             try:
                 listener(delta)
             except Exception:  # a display's bug never breaks the answer it shows
                 log.exception("a delta listener of session %s failed", self.session_id)
+        runtime = self.runtime
+        if runtime is not None:
+            for shared in runtime.delta_listeners:
+                try:
+                    shared(self, delta)
+                except Exception:
+                    log.exception("a runtime delta listener failed (session %s)", self.session_id)
+
+    def _streams(self) -> bool:
+        """Whether anyone listens to this agent's deltas (its answers are streamed then)."""
+        if self._delta_listeners:
+            return True
+        runtime = self.runtime
+        return runtime is not None and bool(runtime.delta_listeners)
 
     async def _append(self, *events: Event, hold: bool = False) -> None:
         """Store ``events`` (after any held ones), then tell the listeners.
@@ -901,6 +921,9 @@ class Agent:
             outer = exc  # the caller of an inline turn was cancelled: the turn is aborted
         if scope.cancelled_caught or outer is not None:
             stop = "aborted"
+            if final is None and self._streamed:
+                final = self._partial_answer()
+        self._streamed.clear()
         closing = self._closing_events(item, claimed, final, pending_calls)
         closing.append(
             TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
@@ -926,6 +949,13 @@ class Agent:
         if outer is not None:
             self._parked = True  # what is queued waits for the next waking message
             raise outer
+
+    def _partial_answer(self) -> AssistantMessage:
+        """What a cancelled stream delivered of its answer, kept and marked ``partial`` (its
+        tool calls, incomplete, are not)."""
+        text = replace_surrogates("".join(self._streamed))
+        self._history.append(Message(role="assistant", content=text))
+        return AssistantMessage(content=text, partial=True)
 
     def _closing_events(
         self,
@@ -1010,8 +1040,12 @@ class Agent:
         budget = self.limits.max_output_tokens
         remaining = None if budget is None else max(budget - usage.output_tokens, 1)
         request = build_request(self, self._history, remaining)
-        on_delta = self._hear_delta if self._delta_listeners else None
-        return await request_with_retries(self.model, request, self.limits, on_delta)
+        if not self._streams():
+            return await request_with_retries(self.model, request, self.limits)
+        self._streamed.clear()
+        response = await request_with_retries(self.model, request, self.limits, self._hear_delta)
+        self._streamed.clear()
+        return response
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         async def run(call: ToolCall) -> None:

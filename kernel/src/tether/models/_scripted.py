@@ -25,12 +25,16 @@ played are reported by :meth:`ScriptedModel.assert_consumed`. ``fail_times = N``
 fail with a recoverable error N times first (to exercise retries); ``finish_reason`` and
 ``usage`` default to ``stop`` (or ``tool_calls``) and a rough count; ``delay = SECONDS`` makes
 the step wait before it answers.
+
+Streamed (a listener is attached, :meth:`ScriptedModel.stream`), a step yields its
+``reasoning`` and then its ``text`` in ``chunks`` pieces each, ``chunk_delay`` seconds apart,
+then one argument piece per tool call, then the answer.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ErrorCode, ModelError
 from ..loading.text import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
+from ._stream import DeltaKind, ModelDelta
 from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
 
 __all__ = ("ScriptStep", "ScriptedModel")
@@ -62,6 +67,12 @@ class ScriptStep(BaseModel):
     fail_times: int = 0
     delay: float = Field(default=0.0, ge=0.0, le=600.0)
     """Seconds to wait before answering (a slow model, for live views and cancellation)."""
+    reasoning: str = ""
+    """Reasoning streamed before the text (``reasoning`` deltas); not part of the answer."""
+    chunks: int = Field(default=1, ge=1, le=10_000)
+    """How many pieces the reasoning and the text are each streamed in."""
+    chunk_delay: float = Field(default=0.0, ge=0.0, le=60.0)
+    """Seconds between streamed pieces."""
 
 
 class _AgentScript(BaseModel):
@@ -186,6 +197,28 @@ class ScriptedModel:
             await anyio.sleep(step.delay)
         return response
 
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """The step's answer in pieces (see the module docstring), then the answer."""
+        import anyio
+
+        step, response = self._answer(request)
+        if step.delay:
+            await anyio.sleep(step.delay)
+        first = True
+        parts: tuple[tuple[DeltaKind, str], ...] = (
+            ("reasoning", step.reasoning),
+            ("text", step.text),
+        )
+        for kind, text in parts:
+            for piece in _pieces(text, step.chunks):
+                if step.chunk_delay and not first:
+                    await anyio.sleep(step.chunk_delay)
+                first = False
+                yield ModelDelta(kind, piece)
+        for index, call in enumerate(response.tool_calls):
+            yield ModelDelta("tool_call", json.dumps(call.arguments), index, call.name)
+        yield response
+
     def _answer(self, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
         label = request.session_label
         if label is not None and label in self._tasks:
@@ -291,6 +324,14 @@ class ScriptedModel:
                 f"{self.name}: {parts} scripted step(s) were never played",
                 remedy="remove them from the script, or check why the agent stopped early",
             )
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """``text`` cut into ``count`` pieces of about equal length (fewer when it is shorter)."""
+    if not text:
+        return []
+    size = -(-len(text) // count)
+    return [text[start : start + size] for start in range(0, len(text), size)]
 
 
 def _loc(loc: Sequence[int | str]) -> str:

@@ -52,7 +52,7 @@ from ..errors import (
 from ..loading.kernel import Kernel
 from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
-from ..models import Model
+from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import SessionHeader, SessionStore, StopReason
 from ..subagents import SubagentProvider, SubagentRuntime
@@ -95,6 +95,8 @@ class Runtime:
         self._composed_tools: dict[str | None, tuple[_Listed, ToolRegistry]] = {}
         self._group: TaskGroup | None = None
         self._kept: SessionStore | None = None
+        self.delta_listeners: list[Callable[[Agent, ModelDelta], None]] = []
+        """Listeners of every agent's deltas (:meth:`listen_deltas`)."""
 
     # ------------------------------------------------------------------ lifetime
 
@@ -153,6 +155,14 @@ class Runtime:
             finally:
                 self._group = None
                 group.cancel_scope.cancel()
+
+    def listen_deltas(self, listener: Callable[[Agent, ModelDelta], None]) -> Callable[[], None]:
+        """Call ``listener(agent, delta)`` for each piece of every answer of every agent of
+        this runtime (the root and its children, as :meth:`Agent.listen_deltas` does for
+        one); returns an unsubscribe function. A live view of a delegation tree uses it to
+        show each child's latest line."""
+        self.delta_listeners.append(listener)
+        return lambda: self.delta_listeners.remove(listener)
 
     @property
     def is_open(self) -> bool:

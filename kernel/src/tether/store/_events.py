@@ -101,6 +101,16 @@ class AssistantMessage(_Frozen):
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Field(default_factory=Usage)
     finish_reason: FinishReason = "stop"
+    partial: bool = False
+    """The turn was cancelled while this answer streamed: ``content`` is what had arrived
+    (stored only when true)."""
+
+    @model_serializer(mode="wrap")
+    def _without_whole(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.partial:
+            data.pop("partial", None)
+        return data
 
 
 class ToolResult(_Frozen):
