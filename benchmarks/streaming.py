@@ -91,7 +91,7 @@ async def main(deltas: int, runs: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--deltas", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=7)
     options = parser.parse_args()

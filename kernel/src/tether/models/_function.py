@@ -15,7 +15,12 @@ from ._types import ModelRequest, ModelResponse
 
 __all__ = ("FunctionModel", "function_model_from_spec")
 
-ModelFunction = Callable[[ModelRequest], "ModelResponse | str | Awaitable[ModelResponse | str]"]
+#: What a function model is: a function of the request that answers (a response or text, maybe
+#: awaited), or streams (an async iterator of deltas, then the answer).
+ModelFunction = Callable[
+    [ModelRequest],
+    "ModelResponse | str | Awaitable[ModelResponse | str] | AsyncIterator[ModelDelta | ModelResponse | str]",  # noqa: E501
+]
 
 
 class FunctionModel:
