@@ -1,0 +1,170 @@
+"""``tether context``: show exactly what the model would see next."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._group import TEXT, cli, load, profile_option, run_async
+from ._run import agent_option, estimate_tokens, model_option, session_option
+
+
+@cli.command()
+@profile_option
+@agent_option
+@model_option
+@session_option
+@click.option(
+    "--prompt", type=TEXT, default=None, help="Include this message as the next user turn."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def context(
+    profile: Path | None,
+    agent_name: str | None,
+    model_spec: str | None,
+    session_id: str | None,
+    prompt: str | None,
+    as_json: bool,
+) -> None:
+    """Show exactly what the model would get next: base prompt blocks, tools, messages.
+
+    Without --session the agent is composed on a fresh in-memory session, so nothing is
+    written. Token counts are estimates (about four characters a token).
+    """
+    kernel = load(profile)
+    document = run_async(_context, kernel, agent_name, model_spec, session_id, prompt)
+    if as_json:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        return
+    click.echo(f"agent {document['agent'] or '(global scope)'}  model {document['model']}")
+    click.echo(f"session {document['session'] or '(new)'}")
+    for index, block in enumerate(document["system"]):
+        click.echo(f"\n== system block {index + 1}  ~{block['tokens']} tokens")
+        click.echo(block["text"])
+    click.echo(f"\n== tools ({len(document['tools'])})  ~{document['tools_tokens']} tokens")
+    for tool in document["tools"]:
+        click.echo(f"{tool['name']}: {tool['description']}  ~{tool['tokens']} tokens")
+    if document["subagents"]:
+        click.echo(f"\n== subagents ({len(document['subagents'])})")
+        for line in _subagent_lines(document["subagents"]):
+            click.echo(line)
+    click.echo(
+        f"\n== history: {len(document['history'])} message(s)  ~{document['history_tokens']} tokens"
+    )
+    click.echo(f"\n== pending for the next turn ({len(document['pending'])})")
+    for message in document["pending"]:
+        click.echo(f"[{message['role']}]  ~{message['tokens']} tokens")
+        click.echo(message["content"])
+    click.echo(f"\ntotal ~{document['total_tokens']} tokens")
+
+
+async def _context(
+    kernel: Any,
+    agent_name: str | None,
+    model_spec: str | None,
+    session_id: str | None,
+    prompt: str | None,
+) -> dict[str, Any]:
+    from ..agents import new_header, resolve_agent_name
+    from ..models import FunctionModel, find_model_provider
+    from ..runtime import Runtime
+    from ..store import MemoryStore, profile_store
+
+    name = resolve_agent_name(kernel, agent_name)
+    runtime = Runtime(kernel)
+    preset = runtime.preset(name)
+    spec = model_spec or preset.model_spec or "(none)"
+    if model_spec is not None:
+        find_model_provider(model_spec, preset.model_providers)  # an unknown spec is an error
+    placeholder = FunctionModel(lambda request: "", name=spec)  # never called
+    if session_id is not None:
+        store = profile_store(kernel)
+        try:
+            agent = await runtime.compose(
+                agent=agent_name, model=placeholder, session_id=session_id, store=store
+            )
+            # A stored session runs its own agent (--agent may only confirm it).
+            name = resolve_agent_name(kernel, agent.name)
+            preset = runtime.preset(name)
+            await agent.restore(repair=False)  # context only reads
+            if model_spec is None:
+                # What `tether run --session` would use: the session's model, else its agent's.
+                spec = agent.header.model or preset.model_spec or "(none)"
+            request, pending = await agent.preview(prompt)
+        finally:
+            await store.aclose()
+    else:
+        store = MemoryStore()
+        header = await store.create(new_header(agent=name))
+        tools = await runtime.tools(preset)  # tool sources (MCP servers) list theirs now
+        agent = runtime.agent(preset, header, store, placeholder, tools=tools)
+        request, pending = await agent.preview(prompt)
+    history = request.messages[: len(request.messages) - len(pending)]
+    tools = [
+        {**schema.model_dump(), "tokens": estimate_tokens(json.dumps(schema.model_dump()))}
+        for schema in request.tools
+    ]
+    system = [{"text": text, "tokens": estimate_tokens(text)} for text in request.system]
+    pending_rows = [
+        {"role": m.role, "content": m.content, "tokens": estimate_tokens(m.content)}
+        for m in pending
+    ]
+    history_tokens = sum(estimate_tokens(m.content) for m in history)
+    tools_tokens = sum(t["tokens"] for t in tools)
+    total = (
+        sum(estimate_tokens(text) for text in request.system)
+        + tools_tokens
+        + history_tokens
+        + sum(estimate_tokens(m.content) for m in pending)
+    )
+    return {
+        "agent": name,
+        "model": spec,
+        "session": session_id,
+        "system": system,
+        "tools": tools,
+        "tools_tokens": tools_tokens,
+        "subagents": [
+            {
+                "tool": sub.tool_name,
+                "agent": sub.agent,
+                "visibility": _SUBAGENT_VISIBILITY[sub.visibility],
+                "description": sub.description,
+            }
+            for sub in preset.specialists
+        ],
+        "history": [m.model_dump(exclude_defaults=True) for m in history],
+        "history_tokens": history_tokens,
+        "pending": pending_rows,
+        "total_tokens": total,
+    }
+
+
+#: How ``tether context`` names a declared subagent's visibility (``[agent.NAME] tool``).
+_SUBAGENT_VISIBILITY: dict[bool | str, str] = {
+    True: "listed",
+    "deferred": "deferred",
+    False: "hidden",
+}
+#: What each visibility means for the model, after its name in ``tether context``.
+_VISIBILITY_NOTE = {
+    "listed": "its own tool",
+    "deferred": "found with find_subagents, called with call_subagent",
+    "hidden": "tool = false: no tool",
+}
+
+
+def _subagent_lines(subagents: list[dict[str, Any]]) -> list[str]:
+    """``tether context``'s lines for an agent's declared subagents: tool name, agent,
+    visibility, then the description (on one line)."""
+    lines: list[str] = []
+    for row in subagents:
+        visibility = row["visibility"]
+        lines.append(
+            f"{row['tool']}  agent={row['agent']}  {visibility} ({_VISIBILITY_NOTE[visibility]})"
+        )
+        lines.append(f"  {' '.join(row['description'].split())}")
+    return lines
