@@ -9,6 +9,7 @@ import pytest
 import tether
 from tether.agents import (
     PARALLEL_TOOLS_SECTION,
+    AgentLimits,
     DynamicInstruction,
     PreStep,
     Tool,
@@ -157,6 +158,46 @@ async def test_the_prompt_only_grows(kernel):
         assert after.messages[: len(before.messages)] == before.messages
         assert len(after.messages) > len(before.messages)
     assert any(m.content == "an injected fact" for m in requests[-1].messages)
+
+
+async def test_the_prompt_only_grows_but_for_one_reset_per_compaction(kernel):
+    """With a small window the history is compacted several times: every request extends the
+    previous one except exactly one per compaction, whose base prompt and tools are the same
+    bytes and whose history starts with the summary."""
+
+    def script(request):
+        if request.purpose == "compaction":
+            return "what happened so far"
+        shown = sum(1 for m in request.messages if m.role == "assistant")
+        answers = request.earlier_answers + shown
+        if answers % 3 == 2:
+            return "turn answer " * 30
+        calls = (ToolCall(id=f"a{answers}", name="look", arguments={}),)
+        return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
+
+    model = FunctionModel(script)
+    store = MemoryStore()
+    limits = AgentLimits(context_window=3_000)
+    agent = await compose_agent(kernel, store, model=model, limits=limits)
+    async with agent:
+        for n in range(50):
+            await agent.followup(f"request {n}")
+            await agent.when_idle()
+    compactions = [
+        s.event for s in await store.events(agent.session_id) if s.event.type == "compaction"
+    ]
+    assert len(compactions) >= 3
+    requests = [r for r in model.requests if r.purpose == "turn"]
+    resets = 0
+    for before, after in itertools.pairwise(requests):
+        assert after.system == before.system
+        assert after.tools == before.tools
+        if after.messages[: len(before.messages)] != before.messages:
+            resets += 1
+            assert after.messages[0].content.startswith("<conversation_summary>")
+        else:
+            assert len(after.messages) > len(before.messages)
+    assert resets == len(compactions)
 
 
 async def test_nearest_layer_wins_a_tool_name(tether_kernel):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import click
     from pydantic import BaseModel
 
-    from .agents import DynamicInstruction, PreStep, Tool, ToolSource
+    from .agents import CompactionStrategy, DynamicInstruction, PreStep, Tool, ToolSource
     from .loading.capabilities import Offer, Requirement
     from .models import ModelProvider
     from .skills import SkillProviderFactory
@@ -201,6 +201,22 @@ def tether_pre_step(settings: Any) -> Iterable[PreStep]:  # type: ignore[empty-b
     Each hook receives a :class:`tether.agents.StepContext` and returns messages to append
     (logged as ``context/message`` with the hook's origin) or nothing. Hooks run in scope
     order (nearest layer first), after queued steering and injected messages.
+    """
+
+
+@hookspec
+def tether_compaction_strategies(settings: Any) -> Iterable[CompactionStrategy]:  # type: ignore[empty-body]
+    """Offer compaction strategies: other ways of writing a compacted session's summary.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.agents.CompactionStrategy` (``name`` and an async
+        ``summarize(CompactionInput) -> str``).
+
+    An agent uses one with ``compaction = { strategy = "NAME" }``; the strategy must be
+    offered by a plugin visible in the agent's scope (nearest layer first), else composing
+    the agent fails with ``COMPACTION_FAILED``. ``summary`` is the built-in strategy (the
+    agent's own model) and cannot be offered. What the strategy gets and what the model sees
+    after: docs/compaction.md.
     """
 
 

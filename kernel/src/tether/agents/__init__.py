@@ -17,6 +17,12 @@ from ._approvals import (
     question_path,
     stricter,
 )
+from ._compaction import (
+    SUMMARY_INSTRUCTION,
+    CompactionInput,
+    CompactionPolicy,
+    CompactionStrategy,
+)
 from ._compose import (
     AgentPreset,
     Specialist,
@@ -46,10 +52,14 @@ __all__ = (
     "LEASE_RENEWAL",
     "MAIL_POLL",
     "PARALLEL_TOOLS_SECTION",
+    "SUMMARY_INSTRUCTION",
     "Agent",
     "AgentLimits",
     "AgentPreset",
     "ApprovalPolicy",
+    "CompactionInput",
+    "CompactionPolicy",
+    "CompactionStrategy",
     "DynamicInstruction",
     "InstructionContext",
     "PermissionDesk",

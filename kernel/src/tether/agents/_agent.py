@@ -12,12 +12,13 @@ messages: the base prompt and tool list never change within a session.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,10 +27,23 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .._exceptions import leaves
-from ..errors import ErrorCode, ModelError, StoreError, SubagentError, TetherError
-from ..models import Message, Model, ModelDelta, ModelRequest, ModelResponse, ToolCall, Usage
+from ..errors import AgentError, ErrorCode, ModelError, StoreError, SubagentError, TetherError
+from ..models import (
+    ContextWindow,
+    Message,
+    Model,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    messages_tokens,
+    schema_tokens,
+    window_for,
+)
 from ..store import (
     AssistantMessage,
+    CompactionEvent,
     DescriptorEvent,
     Event,
     InboxAccepted,
@@ -44,10 +58,11 @@ from ..store import (
     TurnStarted,
     UserMessage,
 )
-from ..store._events import replace_surrogates
+from ..store._events import compacted_view, replace_surrogates
 from ..store.replay import event_to_message, fold
 from ._approvals import ApprovalPolicy
 from ._calls import run_in_batches, run_tool
+from ._compaction import CompactionPolicy, CompactionStrategy, compact
 from ._delegation import apply_pins, delegation_pins
 from ._instructions import DynamicInstruction, InstructionContext
 from ._keeper import keep_sessions
@@ -113,8 +128,10 @@ class Agent:
     # Slots: thousands of live children each hold one agent, and an instance dict costs more.
     __slots__ = (
         "__weakref__",
+        "_compacted_length",
         "_cwd",
         "_delta_listeners",
+        "_earlier_answers",
         "_fault",
         "_group",
         "_history",
@@ -137,13 +154,17 @@ class Agent:
         "_runner_active",
         "_steering",
         "_streamed",
+        "_tally",
         "_tearing_down",
         "_told",
         "_turn_item",
         "_turn_scope",
         "_turns",
         "_unsaved",
+        "_window",
         "approval",
+        "compaction",
+        "compaction_strategy",
         "header",
         "holds_images",
         "instructions",
@@ -228,6 +249,14 @@ class Agent:
         self._told = 0  # how many of the unsaved events listeners have heard of
         self._leased = False
         self._new_session = new_session
+        self.compaction = CompactionPolicy()
+        """When and how the history is compacted (``[agent.NAME] compaction``)."""
+        self.compaction_strategy: CompactionStrategy | None = None
+        """The plugin strategy that writes summaries; ``None``: the agent's model does."""
+        self._earlier_answers = 0
+        self._tally: tuple[int, int, int] | None = None  # (messages, tokens, of them counted)
+        self._window: ContextWindow | bool | None = False  # False: not looked up yet
+        self._compacted_length = -1
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -321,6 +350,9 @@ class Agent:
             apply_pins(self, pins)
         self._log_length = folded.length
         self._history.extend(folded.history)
+        self._earlier_answers = folded.earlier_answers
+        if folded.counted is not None:
+            self._tally = (*folded.counted, folded.counted[1])
         self.holds_images = self.holds_images or any(m.images for m in folded.history)
         self._instruction_values.update(folded.instructions)
         self._turns = folded.turns
@@ -837,6 +869,86 @@ class Agent:
         pending = [m for m in pending if m is not None]
         return request, tuple(pending)
 
+    # ---------------------------------------------------------------- context window
+
+    @property
+    def window(self) -> ContextWindow | None:
+        """The model's context window (``None``: unknown, no budget is kept); see
+        :func:`tether.models.window_for`."""
+        window = self._window
+        if window is False:
+            found = window_for(self.model_spec, self.model, self.limits.context_window)
+            self._window = found
+            return found
+        return window  # type: ignore[return-value]
+
+    @property
+    def earlier_answers(self) -> int:
+        """Answers of the session a compaction summary replaced (not in :attr:`messages`)."""
+        return self._earlier_answers
+
+    @property
+    def instruction_values(self) -> Mapping[str, str]:
+        """The current value of each dynamic instruction slot."""
+        return dict(self._instruction_values)
+
+    def base_tokens(self) -> int:
+        """The estimated tokens of the base prompt and the tool list."""
+        return schema_tokens(self.system, self.tools.schemas(self))
+
+    def context_tokens(self) -> int:
+        """The tokens the next request carries: what the provider counted for the last one
+        (its input and output), plus an estimate of what was appended since
+        (:func:`tether.models.message_tokens`); all estimated when nothing was counted yet."""
+        return self.context_count()[0]
+
+    def context_count(self) -> tuple[int, int]:
+        """``(tokens, counted)``: :meth:`context_tokens`, and how many of them the provider
+        counted (the rest is estimated)."""
+        history = self._history
+        tally = self._tally
+        if tally is None or tally[0] > len(history):
+            tally = (0, self.base_tokens(), 0)
+        length, tokens, counted = tally
+        if length < len(history):
+            tokens += messages_tokens(itertools.islice(history, length, None))
+            tally = (len(history), tokens, counted)
+        self._tally = tally
+        return tokens, counted
+
+    async def compact(self) -> CompactionEvent | None:
+        """Compact the session now (``manual``; docs/compaction.md): waits until no turn
+        runs, then replaces the history with a summary and the kept tail. The stored
+        ``compaction`` event, or ``None`` when there was nothing to replace. Raises
+        ``COMPACTION_FAILED`` when compaction is ``off`` or no summary could be written (the
+        history stays whole then)."""
+        self._require_open()
+        if self.compaction.mode == "off":
+            raise AgentError(
+                ErrorCode.COMPACTION_FAILED,
+                f"compaction is off for agent {self.name or '(global scope)'}",
+                remedy='set compaction = "manual" (or "auto") in the agent\'s table',
+            )
+        while self._runner_active:
+            await self.when_idle()
+        self._runner_active = True
+        try:
+            return await compact(self, "manual")
+        finally:
+            self._runner_active = False
+            self._set_idle()
+            if self._inbox and not self._parked:
+                self._wake()
+
+    async def apply_compaction(self, event: CompactionEvent) -> None:
+        """Store ``event`` (with what the turn holds), then make its view the history."""
+        await self._append(event)
+        self._history[:] = compacted_view(event)
+        self._earlier_answers = event.earlier_answers
+        self._tally = None
+        self._compacted_length = len(self._history)
+        self.holds_images = any(message.images for message in self._history)
+
     # ---------------------------------------------------------------- the turn
 
     async def _run_turn(self, item: _InboxItem) -> None:
@@ -894,6 +1006,9 @@ class Agent:
                                 tool_calls=response.tool_calls,
                             )
                         )
+                        if response.usage.input_tokens:  # the provider counted this much
+                            counted = response.usage.input_tokens + response.usage.output_tokens
+                            self._tally = (len(self._history), counted, counted)
                         over_budget = (
                             self.limits.max_output_tokens is not None
                             and usage.output_tokens >= self.limits.max_output_tokens
@@ -1039,13 +1154,62 @@ class Agent:
     async def _request(self, step: int, usage: Usage) -> ModelResponse:
         budget = self.limits.max_output_tokens
         remaining = None if budget is None else max(budget - usage.output_tokens, 1)
-        request = build_request(self, self._history, remaining)
+        window = self.window
+        if window is not None:
+            await self._fit(window, remaining)
+        try:
+            return await self._send(build_request(self, self._history, remaining))
+        except ModelError as exc:
+            # The provider counted more than the estimate: compact once, and ask again.
+            if exc.code != ErrorCode.CONTEXT_WINDOW_EXCEEDED or self.compaction.mode != "auto":
+                raise
+            if await compact(self, "overflow") is None:
+                raise
+        return await self._send(build_request(self, self._history, remaining))
+
+    async def _send(self, request: ModelRequest) -> ModelResponse:
         if not self._streams():
             return await request_with_retries(self.model, request, self.limits)
         self._streamed.clear()
         response = await request_with_retries(self.model, request, self.limits, self._hear_delta)
         self._streamed.clear()
         return response
+
+    async def _fit(self, window: ContextWindow, remaining: int | None) -> None:
+        """Make the next request fit ``window``: compact at the threshold (``auto``); a request
+        that would still not fit is never sent (``CONTEXT_WINDOW_EXCEEDED``)."""
+        budget = window.budget(remaining)
+        tokens = self.context_tokens()
+        policy = self.compaction
+        limit = budget
+        if policy.mode == "auto" and len(self._history) != self._compacted_length:
+            limit = min(budget, int(window.tokens * policy.threshold))
+        if tokens <= limit:
+            return
+        if policy.mode == "auto":
+            await compact(self, "auto")
+            tokens = self.context_tokens()
+        if tokens <= budget:
+            return
+        if policy.mode == "auto":
+            remedy = (
+                "even compacted, the base prompt, the tools and the latest messages do not "
+                "fit: use a model with a larger window, or fewer tools"
+            )
+        elif policy.mode == "manual":
+            remedy = (
+                "compact the session (/compact in tether run, tether sessions compact ID, "
+                'Agent.compact()), or set compaction = "auto"'
+            )
+        else:
+            remedy = 'compaction is off: set compaction = "auto" (or "manual") for the agent'
+        raise ModelError(
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            f"the next request of session {self.session_id} would carry about {tokens} tokens, "
+            f"more than the {budget} its model's context window allows ({window.tokens} "
+            f"tokens, {window.tokens - budget} kept for the answer); it was not sent",
+            remedy=remedy,
+        )
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         async def run(call: ToolCall) -> None:

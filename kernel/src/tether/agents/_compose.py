@@ -6,8 +6,8 @@ A preset is pure: it is worked out from the frozen kernel alone. A runtime cache
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,6 +20,7 @@ from ..models import Model, ModelProvider, resolve_model
 from ..store import SessionHeader, SessionStore
 from ._agent import Agent
 from ._approvals import ApprovalPolicy
+from ._compaction import CompactionPolicy, CompactionStrategy
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._step import AgentLimits, PreStep
 from ._tools import Tool, ToolRegistry, ToolSource
@@ -76,6 +77,10 @@ class AgentPreset:
     """The agent's own limits (``[agent.NAME] limits``), or ``None`` for the defaults."""
     approval: ApprovalPolicy | None = None
     """The agent's own approval policy (``[agent.NAME] approval``), or ``None``."""
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    """When and how the agent's history is compacted (``[agent.NAME] compaction``)."""
+    compaction_strategy: CompactionStrategy | None = None
+    """The plugin strategy ``compaction.strategy`` names (``None``: the agent's model)."""
 
     @property
     def has_tool_sources(self) -> bool:
@@ -120,6 +125,8 @@ class AgentPreset:
         )
         if self.approval is not None:
             agent.approval = self.approval
+        agent.compaction = self.compaction
+        agent.compaction_strategy = self.compaction_strategy
         return agent
 
 
@@ -184,9 +191,13 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     if len(tools) or any(sources) or any(s.visibility is not False for s in specialists):
         system.append(PARALLEL_TOOLS_SECTION)
     limits = None
-    if table is not None and table.limits is not None:
-        given = {k: v for k, v in table.limits.model_dump().items() if v is not None}
-        limits = AgentLimits(**given)
+    if table is not None and (table.limits is not None or table.context_window is not None):
+        given: dict[str, Any] = {}
+        if table.limits is not None:
+            given = {k: v for k, v in table.limits.model_dump().items() if v is not None}
+        limits = AgentLimits(**given, context_window=table.context_window)
+    compaction = _compaction(table)
+    strategy = _strategy(visible, agent, compaction)
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -202,6 +213,49 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         specialists=specialists,
         limits=limits,
         approval=table.approval if table is not None else None,
+        compaction=compaction,
+        compaction_strategy=strategy,
+    )
+
+
+def _compaction(table: Any) -> CompactionPolicy:
+    """The agent's compaction policy from its table (a mode, or a table of settings)."""
+    given = table.compaction if table is not None else None
+    if given is None:
+        return CompactionPolicy()
+    if isinstance(given, str):
+        return CompactionPolicy(mode=given)  # type: ignore[arg-type]
+    return CompactionPolicy(
+        mode=given.mode, threshold=given.threshold, keep=given.keep, strategy=given.strategy
+    )
+
+
+def _strategy(
+    visible: Sequence[LoadedPlugin], agent: str | None, policy: CompactionPolicy
+) -> CompactionStrategy | None:
+    """The strategy ``policy`` names, from the plugins visible in the agent's scope."""
+    offered = _collect(visible, "tether_compaction_strategies", CompactionStrategy)
+    for plugin, strategy in offered:
+        if strategy.name == "summary":
+            raise AgentError(
+                ErrorCode.COMPACTION_FAILED,
+                f'plugin "{plugin}" offers a compaction strategy named "summary", the name of '
+                "the built-in one",
+                plugin=plugin,
+                remedy="give the strategy another name",
+            )
+    if policy.strategy == "summary":
+        return None
+    for _, strategy in offered:
+        if strategy.name == policy.strategy:
+            return strategy
+    names = sorted({strategy.name for _, strategy in offered})
+    raise AgentError(
+        ErrorCode.COMPACTION_FAILED,
+        f'agent "{agent}" compacts with strategy "{policy.strategy}", which no plugin in its '
+        "scope offers" + (f" (offered: {', '.join(names)})" if names else ""),
+        key=format_loc(("agent", str(agent)), ("compaction", "strategy")),
+        remedy='load the plugin that offers it, or use strategy = "summary"',
     )
 
 

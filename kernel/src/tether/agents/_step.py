@@ -13,7 +13,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
@@ -59,6 +59,9 @@ class AgentLimits:
     """Model requests per turn."""
     max_output_tokens: int | None = None
     """Output tokens per turn, across its steps."""
+    context_window: int | None = None
+    """The model's context window in tokens, when the agent says (``[agent.NAME]
+    context_window``); else the model's own or tether's table (``tether.models.window_for``)."""
     model_retries: int = 8
     """Retries of a recoverable model failure, per step (at most; ``retry_budget`` usually
     ends them first)."""
@@ -146,11 +149,16 @@ def is_ascii_call(call: ToolCall) -> bool:
 
 
 def build_request(
-    agent: Agent, messages: Sequence[Message], max_output_tokens: int | None
+    agent: Agent,
+    messages: Sequence[Message],
+    max_output_tokens: int | None,
+    *,
+    purpose: Literal["turn", "compaction"] = "turn",
 ) -> ModelRequest:
     """The model request of a step of ``agent``'s: its base prompt and tool list (fixed for the
     session) and ``messages``. A model that does not take images (``accepts_images``, false
-    unless it says so) reads a note in their place."""
+    unless it says so) reads a note in their place. ``purpose``: ``compaction`` for the
+    request that asks for a summary."""
     if agent.holds_images and not getattr(agent.model, "accepts_images", False):
         messages = [text_only(message) if message.images else message for message in messages]
     return ModelRequest.model_construct(
@@ -160,6 +168,8 @@ def build_request(
         max_output_tokens=max_output_tokens,
         agent=agent.name,
         session_label=agent.header.label,
+        purpose=purpose,
+        earlier_answers=agent.earlier_answers,
     )
 
 

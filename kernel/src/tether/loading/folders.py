@@ -4,7 +4,8 @@
 
     agents/
     └── main/                 the agent "main"
-        ├── agent.toml        description, model, plugins, [plugin.NAME], limits, approval, tool
+        ├── agent.toml        description, model, plugins, [plugin.NAME], limits, approval, tool,
+        │                     context_window, compaction
         ├── instructions.md   (or instructions.py) its instructions
         ├── tools/            local plugins of its layer, every one loaded
         ├── skills/           an Agent Skills root of its own (skills-fs and skill-tool)
@@ -51,6 +52,8 @@ AGENT_FILE_KEYS = (
     "plugin",
     "limits",
     "approval",
+    "context_window",
+    "compaction",
     "tool",
     "instructions",
 )

@@ -150,6 +150,22 @@ class LimitsTable(BaseModel):
     """Output tokens per turn, across its steps."""
 
 
+class CompactionTable(BaseModel):
+    """``compaction = { mode = "auto", threshold = 0.85, keep = 0.25, strategy = "summary" }``
+    (docs/compaction.md); ``compaction = "manual"`` sets the mode alone."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["auto", "manual", "off"] = "auto"
+    """``auto``: at the threshold; ``manual``: only when asked; ``off``: never."""
+    threshold: float = Field(default=0.85, gt=0.1, lt=1.0)
+    """The share of the context window at which ``auto`` compacts."""
+    keep: float = Field(default=0.25, ge=0.05, le=0.5)
+    """The share of the window the kept tail and restated context may use."""
+    strategy: Name = "summary"
+    """``summary`` (the agent's model writes it) or a plugin's compaction strategy."""
+
+
 class AgentTable(BaseModel):
     """An ``[agent.NAME]`` table: one agent preset and the plugins mounted in its scope."""
 
@@ -178,6 +194,10 @@ class AgentTable(BaseModel):
     approval: Literal["ask", "allow", "deny"] | None = None
     """Whether this agent's tools that need approval ask, run or are refused (default: ask in
     a root session; see docs/agents.md for children)."""
+    context_window: int | None = Field(default=None, ge=1024)
+    """The model's context window in tokens (default: the model's, or tether's table)."""
+    compaction: Literal["auto", "manual", "off"] | CompactionTable | None = None
+    """When the history is compacted (default ``auto`` at 85% of a known window)."""
     plugin_dirs: tuple[ProfilePath, ...] = ()
     """Folders of local plugins of this agent's layer: their ``NAME.py`` files are loaded
     before the installed plugins of that name (an agent folder's ``tools/``)."""

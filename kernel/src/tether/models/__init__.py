@@ -29,10 +29,21 @@ from ._types import (
     ToolSchema,
     Usage,
 )
+from ._windows import (
+    BUILTIN_WINDOWS,
+    ContextWindow,
+    estimate_tokens,
+    message_tokens,
+    messages_tokens,
+    schema_tokens,
+    window_for,
+)
 
 __all__ = (
     "BUILTIN_MODEL_PROVIDERS",
+    "BUILTIN_WINDOWS",
     "FIRST_PARTY_MODEL_PREFIXES",
+    "ContextWindow",
     "DeltaKind",
     "FinishReason",
     "FunctionModel",
@@ -50,8 +61,13 @@ __all__ = (
     "ToolCall",
     "ToolSchema",
     "Usage",
+    "estimate_tokens",
     "find_model_provider",
     "function_model_from_spec",
+    "message_tokens",
+    "messages_tokens",
     "resolve_model",
+    "schema_tokens",
     "stream_answer",
+    "window_for",
 )

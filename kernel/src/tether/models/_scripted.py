@@ -26,6 +26,11 @@ fail with a recoverable error N times first (to exercise retries); ``finish_reas
 ``usage`` default to ``stop`` (or ``tool_calls``) and a rough count; ``delay = SECONDS`` makes
 the step wait before it answers.
 
+A compaction's summary request (``purpose = "compaction"``) is answered by the next
+``[[summaries]]`` step, or, without one, by a short digest of the messages it summarizes (their
+count and the start of the last user messages); answers a compaction replaced still count for
+"step *i*" (``ModelRequest.earlier_answers``).
+
 Streamed (a listener is attached, :meth:`ScriptedModel.stream`), a step yields its
 ``reasoning`` and then its ``text`` in ``chunks`` pieces each, ``chunk_delay`` seconds apart,
 then one argument piece per tool call, then the answer.
@@ -44,6 +49,7 @@ from ..errors import ErrorCode, ModelError
 from ..loading.text import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
 from ._stream import DeltaKind, ModelDelta
 from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
+from ._windows import estimate_tokens, messages_tokens, schema_tokens
 
 __all__ = ("ScriptStep", "ScriptedModel")
 
@@ -83,6 +89,7 @@ class _AgentScript(BaseModel):
 class _Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
     steps: list[ScriptStep] = Field(default_factory=list[ScriptStep])
+    summaries: list[ScriptStep] = Field(default_factory=list[ScriptStep])
     agents: dict[str, _AgentScript] = Field(default_factory=dict)
     tasks: dict[str, _AgentScript] = Field(default_factory=dict)
 
@@ -96,9 +103,12 @@ class ScriptedModel:
         *,
         agents: Mapping[str, list[ScriptStep]] | None = None,
         tasks: Mapping[str, list[ScriptStep]] | None = None,
+        summaries: list[ScriptStep] | None = None,
         name: str = "scripted:inline",
     ) -> None:
         self.name = name
+        self._summaries = list(summaries or [])
+        self._summarized = 0
         self._tasks = {label: list(steps) for label, steps in (tasks or {}).items()}
         self._task_calls: dict[str, int] = {}
         self._steps: dict[str | None, list[ScriptStep]] = {None: list(steps or [])}
@@ -133,7 +143,7 @@ class ScriptedModel:
             ) from exc
         agents = {agent: table.steps for agent, table in script.agents.items()}
         tasks = {label: table.steps for label, table in script.tasks.items()}
-        return cls(script.steps, agents=agents, tasks=tasks, name=name)
+        return cls(script.steps, agents=agents, tasks=tasks, summaries=script.summaries, name=name)
 
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedModel:
@@ -220,11 +230,13 @@ class ScriptedModel:
         yield response
 
     def _answer(self, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
+        if request.purpose == "compaction":
+            return self._summary(request)
         label = request.session_label
         if label is not None and label in self._tasks:
             return self._task_step(label, request)
         key, steps = self._script_for(request.agent)
-        index = sum(1 for m in request.messages if m.role == "assistant")
+        index = request.earlier_answers + sum(1 for m in request.messages if m.role == "assistant")
         self._reached[key] = max(self._reached.get(key, -1), index)
         who = f' for agent "{key}"' if key else ""
         if index >= len(steps):
@@ -272,11 +284,26 @@ class ScriptedModel:
             for n, call in enumerate(step.tool_calls)
         )
         finish = step.finish_reason or ("tool_calls" if calls else "stop")
-        usage = step.usage or Usage(
-            input_tokens=sum(len(m.content) for m in request.messages) // 4 + 1,
-            output_tokens=len(step.text) // 4 + 1,
-        )
+        usage = step.usage or _usage(request, step)
         return ModelResponse(text=step.text, tool_calls=calls, usage=usage, finish_reason=finish)
+
+    def _summary(self, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
+        """A compaction's summary: the next ``[[summaries]]`` step, else a digest."""
+        if self._summarized < len(self._summaries):
+            step = self._summaries[self._summarized]
+            self._summarized += 1
+        else:
+            summarized = request.messages[:-1]  # the last one asks for the summary
+            asked = [
+                " ".join(m.content.split())[:60]
+                for m in summarized
+                if m.role == "user" and not m.content.startswith("<")
+            ]
+            text = f"Scripted summary of {len(summarized)} messages."
+            if asked:
+                text += " Last asked: " + " | ".join(asked[-3:])
+            step = ScriptStep(text=text)
+        return step, ModelResponse(text=step.text, usage=step.usage or _usage(request, step))
 
     def _task_step(self, label: str, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
         """A delegated child's steps, keyed by its task label, played in call order."""
@@ -324,6 +351,16 @@ class ScriptedModel:
                 f"{self.name}: {parts} scripted step(s) were never played",
                 remedy="remove them from the script, or check why the agent stopped early",
             )
+
+
+def _usage(request: ModelRequest, step: ScriptStep) -> Usage:
+    """A step's usage when the script gives none: tether's own estimate of the request (so a
+    scripted session counts as a real one would, docs/compaction.md) and of the answer."""
+    return Usage(
+        input_tokens=schema_tokens(request.system, request.tools)
+        + messages_tokens(request.messages),
+        output_tokens=estimate_tokens(step.text) + 1,
+    )
 
 
 def _pieces(text: str, count: int) -> list[str]:

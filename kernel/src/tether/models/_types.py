@@ -103,6 +103,12 @@ class ModelRequest(_Frozen):
     """The agent preset making the request (scripted models may key their steps by it)."""
     session_label: str | None = None
     """The session's label: for a delegated child, the task's short description."""
+    purpose: Literal["turn", "compaction"] = "turn"
+    """``compaction``: the request asks for a summary of the conversation (its last message
+    says so, docs/compaction.md); ``turn``: an ordinary step."""
+    earlier_answers: int = 0
+    """How many answers of the session a compaction summary replaced: they are not among
+    ``messages`` (a scripted model counts them to keep its place)."""
 
 
 class ModelResponse(_Frozen):

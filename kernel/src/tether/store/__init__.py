@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from ._events import (
     AssistantMessage,
+    CompactionEvent,
     ContextMessage,
     DescriptorEvent,
     Event,
@@ -47,6 +48,7 @@ __all__ = (
     "DEFAULT_STORE",
     "SCHEMA_VERSION",
     "AssistantMessage",
+    "CompactionEvent",
     "ContextMessage",
     "DescriptorEvent",
     "Event",

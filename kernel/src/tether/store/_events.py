@@ -15,10 +15,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticSerializationError
 
-from ..models._types import FinishReason, ImagePart, ToolCall, Usage
+from ..models._types import FinishReason, ImagePart, Message, ToolCall, Usage
 
 __all__ = (
     "AssistantMessage",
+    "CompactionEvent",
     "ContextMessage",
     "DescriptorEvent",
     "Event",
@@ -178,6 +179,58 @@ class DescriptorEvent(_Frozen):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class CompactionEvent(_Frozen):
+    """The conversation so far was replaced by a summary (docs/compaction.md).
+
+    From here on the model's history is the summary, then ``kept``, then whatever follows in
+    the log: nothing before it is deleted (``tether sessions show`` shows it all), it is only
+    no longer sent.
+    """
+
+    type: Literal["compaction"] = "compaction"
+    summary: str
+    """What the summary says (sent as the first message, :func:`summary_message`)."""
+    kept: tuple[Message, ...] = ()
+    """What follows the summary: restated context (dynamic instructions, loaded skills, open
+    tasks), then the kept tail of the conversation, in order."""
+    replaced: int = 0
+    """How many messages of the history the summary replaced."""
+    earlier_answers: int = 0
+    """How many answers of the session are no longer in the history after it (in all)."""
+    tokens_before: int = 0
+    """The estimated tokens of the history it replaced (all of it, before)."""
+    tokens_after: int = 0
+    """The estimated tokens of the history after it (the summary and ``kept``)."""
+    trigger: Literal["auto", "manual", "overflow"] = "auto"
+    """``auto``: the threshold was crossed; ``manual``: asked for (``/compact``,
+    ``tether sessions compact``, ``Agent.compact``); ``overflow``: the provider refused a
+    request as too long."""
+    strategy: str = "summary"
+    """Who wrote the summary: ``summary`` (the agent's model) or a plugin's strategy."""
+    usage: Usage = Field(default_factory=Usage)
+    """The tokens the summary request used."""
+
+
+#: How a compaction's summary opens, before its text (docs/compaction.md).
+SUMMARY_HEADER = "<conversation_summary>"
+SUMMARY_FOOTER = "</conversation_summary>"
+
+
+def summary_message(event: CompactionEvent) -> Message:
+    """The first message of the history after ``event``: its summary, framed."""
+    note = (
+        f"{SUMMARY_HEADER}\nThe conversation so far was compacted: {event.replaced} earlier "
+        f"message{'s' if event.replaced != 1 else ''} are summarized here.\n\n"
+        f"{event.summary}\n{SUMMARY_FOOTER}"
+    )
+    return Message(role="user", content=note)
+
+
+def compacted_view(event: CompactionEvent) -> list[Message]:
+    """The history right after ``event``."""
+    return [summary_message(event), *event.kept]
+
+
 Event = Annotated[
     TurnStarted
     | TurnEnded
@@ -188,7 +241,8 @@ Event = Annotated[
     | InboxAccepted
     | InboxDiscarded
     | ContextMessage
-    | DescriptorEvent,
+    | DescriptorEvent
+    | CompactionEvent,
     Field(discriminator="type"),
 ]
 

@@ -11,6 +11,8 @@ read the same :class:`SessionFold`, so they can never disagree about what a log 
 * ``completed``: how many events lead up to the last ``turn/end`` (what a fork copies);
 * ``setup``: the descriptors of the setup window (after the fork seed, before the first
   message): what a delegated child's log pins.
+* ``compactions``: where the log compacted its history (a ``compaction`` event replaces the
+  history so far with its summary and kept messages; docs/compaction.md).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Literal
 from ..models import Message, ToolCall
 from ._events import (
     AssistantMessage,
+    CompactionEvent,
     ContextMessage,
     DescriptorEvent,
     Event,
@@ -33,6 +36,7 @@ from ._events import (
     TurnEnded,
     TurnStarted,
     UserMessage,
+    compacted_view,
 )
 
 __all__ = (
@@ -110,6 +114,15 @@ class SessionFold:
     """How many events lead up to (and include) the last ``turn/end``."""
     setup: dict[str, DescriptorEvent] = field(default_factory=lambda: dict[str, DescriptorEvent]())
     """The first descriptor of each kind in the setup window."""
+    compactions: list[int] = field(default_factory=lambda: list[int]())
+    """The log positions (0-based) of its ``compaction`` events, in order."""
+    last_compaction: CompactionEvent | None = None
+    earlier_answers: int = 0
+    """Answers of the session no longer in ``history`` (replaced by a compaction summary)."""
+    counted: tuple[int, int] | None = None
+    """``(n, tokens)``: the provider counted ``tokens`` for the first ``n`` messages of
+    ``history`` (the input and output of the last answer that reported usage), if no
+    compaction came since."""
 
     @property
     def waiting(self) -> bool:
@@ -149,8 +162,16 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 open_turn = None
                 open_calls = {}
                 result.completed = index + 1
-            case AssistantMessage(tool_calls=calls):
+            case AssistantMessage(tool_calls=calls, usage=usage):
                 open_calls = {call.id: call for call in calls}
+                if usage.input_tokens:
+                    result.counted = (len(history), usage.input_tokens + usage.output_tokens)
+            case CompactionEvent():
+                history[:] = compacted_view(event)
+                result.compactions.append(index)
+                result.last_compaction = event
+                result.earlier_answers = event.earlier_answers
+                result.counted = None
             case ToolResult(tool_call_id=call_id):
                 open_calls.pop(call_id, None)
             case InstructionEvent(slug=slug, content=content):

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError
+from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError, TetherError
 from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
 from ._specialists import builtin_provider
@@ -274,6 +274,27 @@ class SubagentRuntime:
                 remedy="pass store=...",
             )
         return await store.sessions(parent=parent)
+
+    async def open_work(self, agent: Agent) -> list[str]:
+        """What is still open for ``agent``, one line each: its tasks working here, then its
+        continuable children (what a compaction restates, docs/compaction.md)."""
+        from ._listing import list_continuable
+
+        lines: list[str] = []
+        working = self.tasks.working(agent)
+        for task in working:
+            label = f": {task.label}" if task.label else ""
+            lines.append(f"- task {task.id} ({task.tool}) is working{label}")
+        busy = {task.id for task in working}
+        try:
+            children, _ = await list_continuable(self.continuation.activations, agent)
+        except TetherError:
+            children = []
+        for child in children:
+            if child.id not in busy:
+                label = f": {child.label}" if child.label else ""
+                lines.append(f"- child {child.id} can be continued{label}")
+        return lines
 
     async def list_descendants(
         self, root: str, *, store: SessionStore | None = None
