@@ -113,7 +113,10 @@ def server() -> Iterator[RecordedServer]:
 
         def reply(self, answer: Answer) -> None:
             self.send_response(answer.status)
-            self.send_header("Content-Type", "application/json")
+            # A recorded stream is served as one, as real servers do.
+            streamed = answer.body.lstrip().startswith((b"data:", b":"))
+            kind = "text/event-stream" if streamed else "application/json"
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(answer.body)))
             for key, value in answer.headers.items():
                 self.send_header(key, value)

@@ -24,14 +24,16 @@ pytestmark = pytest.mark.anyio
 ASK = ModelRequest(messages=(Message(role="user", content="hi"),))
 
 
-async def failure(url: str, **options: object) -> ModelError:
+async def failure(
+    url: str, code: ErrorCode = ErrorCode.MODEL_REQUEST_FAILED, **options: object
+) -> ModelError:
     model = ChatCompletionsModel("local:m", "m", base_url=url, **options)  # type: ignore[arg-type]
     try:
         with pytest.raises(ModelError) as info:
             await model.request(ASK)
     finally:
         await model.aclose()
-    assert info.value.code is ErrorCode.MODEL_REQUEST_FAILED
+    assert info.value.code is code
     return info.value
 
 
@@ -146,12 +148,13 @@ async def test_the_turn_loop_retries_a_hang_on_a_fresh_connection(server):
 @pytest.mark.parametrize(
     "fixture", ["openai_context_overflow_400.json", "llama_server_context_overflow_400.json"]
 )
-async def test_context_overflow_says_the_session_is_too_long(server, fixture):
+async def test_context_overflow_says_the_request_is_too_long(server, fixture):
     server.queue(fixture, 400)
-    error = await failure(server.url)
+    # An agent whose compaction is auto compacts on this code and asks again.
+    error = await failure(server.url, ErrorCode.CONTEXT_WINDOW_EXCEEDED)
     assert error.recoverable is False
     assert "longer than the model's context" in (error.remedy or "")
-    assert "start a new session" in str(error)
+    assert "compact" in str(error)
 
 
 async def test_an_unreachable_server_is_recoverable_and_names_the_url():

@@ -205,15 +205,19 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     history = agent.messages
     window = agent.window
     scale = window.tokens if window is not None else agent.context_tokens()
-    keep_tokens = max(int(scale * policy.keep), 1)
-    planned = plan(agent, history, keep_tokens)
+    max_tokens = SUMMARY_MAX_TOKENS if window is None else min(SUMMARY_MAX_TOKENS, scale // 8)
+    keep_tokens = int(scale * policy.keep)
+    if window is not None:
+        # What is kept must fit beside the base prompt, the tools and the summary.
+        room = window.budget(agent.limits.max_output_tokens) - agent.base_tokens() - max_tokens
+        keep_tokens = min(keep_tokens, room)
+    planned = plan(agent, history, max(keep_tokens, 1))
     if planned is None:
         return None
     work = await open_work(agent)
     restated = (*planned.restated, work) if work is not None else planned.restated
     kept = (*restated, *planned.tail)
     replaced = tuple(history[: planned.cut])
-    max_tokens = SUMMARY_MAX_TOKENS if window is None else min(SUMMARY_MAX_TOKENS, scale // 8)
     summary_input = CompactionInput(agent, replaced, kept, max(max_tokens, 64))
     strategy = agent.compaction_strategy
     usage = Usage()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -59,6 +59,8 @@ def context(
         click.echo(f"[{message['role']}]  ~{message['tokens']} tokens")
         click.echo(message["content"])
     click.echo(f"\ntotal ~{document['total_tokens']} tokens")
+    for line in _window_lines(document):
+        click.echo(line)
 
 
 async def _context(
@@ -69,9 +71,10 @@ async def _context(
     prompt: str | None,
 ) -> dict[str, Any]:
     from ..agents import new_header, resolve_agent_name
-    from ..models import FunctionModel, find_model_provider
+    from ..models import FunctionModel, find_model_provider, messages_tokens, window_for
     from ..runtime import Runtime
-    from ..store import MemoryStore, profile_store
+    from ..store import CompactionEvent, MemoryStore, profile_store
+    from ..store.replay import fold
 
     name = resolve_agent_name(kernel, agent_name)
     runtime = Runtime(kernel)
@@ -94,6 +97,10 @@ async def _context(
                 # What `tether run --session` would use: the session's model, else its agent's.
                 spec = agent.header.model or preset.model_spec or "(none)"
             request, pending = await agent.preview(prompt)
+            log = [stored.event for stored in await store.events(agent.session_id)]
+            compactions = [
+                (index + 1, cast(CompactionEvent, log[index])) for index in fold(log).compactions
+            ]
         finally:
             await store.aclose()
     else:
@@ -102,6 +109,7 @@ async def _context(
         tools = await runtime.tools(preset)  # tool sources (MCP servers) list theirs now
         agent = runtime.agent(preset, header, store, placeholder, tools=tools)
         request, pending = await agent.preview(prompt)
+        compactions: list[tuple[int, CompactionEvent]] = []
     history = request.messages[: len(request.messages) - len(pending)]
     tools = [
         {**schema.model_dump(), "tokens": estimate_tokens(json.dumps(schema.model_dump()))}
@@ -120,10 +128,45 @@ async def _context(
         + history_tokens
         + sum(estimate_tokens(m.content) for m in pending)
     )
+    window = window_for(None if spec == "(none)" else spec, None, agent.limits.context_window)
+    counted_total, counted = agent.context_count()
+    following = counted_total + messages_tokens(pending)
+    policy = agent.compaction
     return {
         "agent": name,
         "model": spec,
         "session": session_id,
+        "window": None
+        if window is None
+        else {
+            "tokens": window.tokens,
+            "output": window.output,
+            "source": window.source,
+            "budget": window.budget(agent.limits.max_output_tokens),
+        },
+        "next_request": {
+            "tokens": following,
+            "counted": counted,
+            "estimated": following - counted,
+        },
+        "compaction": {
+            "mode": policy.mode,
+            "threshold": policy.threshold,
+            "keep": policy.keep,
+            "strategy": policy.strategy,
+            "compactions": [
+                {
+                    "seq": seq,
+                    "trigger": event.trigger,
+                    "replaced": event.replaced,
+                    "kept": len(event.kept),
+                    "summary_tokens": estimate_tokens(event.summary),
+                    "tokens_before": event.tokens_before,
+                    "tokens_after": event.tokens_after,
+                }
+                for seq, event in compactions
+            ],
+        },
         "system": system,
         "tools": tools,
         "tools_tokens": tools_tokens,
@@ -167,4 +210,36 @@ def _subagent_lines(subagents: list[dict[str, Any]]) -> list[str]:
             f"{row['tool']}  agent={row['agent']}  {visibility} ({_VISIBILITY_NOTE[visibility]})"
         )
         lines.append(f"  {' '.join(row['description'].split())}")
+    return lines
+
+
+def _window_lines(document: dict[str, Any]) -> list[str]:
+    """``tether context``'s lines on the context window, the count and compaction."""
+    lines = ["", "== context window"]
+    window = document["window"]
+    following = document["next_request"]
+    if window is None:
+        lines.append("unknown for this model: no budget is kept (set context_window)")
+    else:
+        share = 100 * following["tokens"] / window["tokens"]
+        lines.append(
+            f"{window['tokens']} tokens ({window['source']}); requests may carry "
+            f"{window['budget']} (the rest is kept for the answer); next request ~"
+            f"{following['tokens']} tokens ({share:.0f}%)"
+        )
+    lines.append(
+        f"counted by the provider for the last request: {following['counted']}; estimated "
+        f"since: ~{following['estimated']}"
+    )
+    compaction = document["compaction"]
+    mode = compaction["mode"]
+    when = f" at {compaction['threshold']:.0%}" if mode == "auto" else ""
+    lines.append(f"compaction {mode}{when}, strategy {compaction['strategy']}")
+    for done in compaction["compactions"]:
+        lines.append(
+            f"  compacted at event {done['seq']} ({done['trigger']}): {done['replaced']} messages"
+            f" (~{done['tokens_before']} tokens) replaced by a summary of ~"
+            f"{done['summary_tokens']} tokens; {done['kept']} kept (~{done['tokens_after']} "
+            "tokens after)"
+        )
     return lines

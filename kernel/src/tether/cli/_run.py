@@ -25,10 +25,20 @@ if TYPE_CHECKING:
     import anyio
 
     from ..agents import Agent
+    from ..models import ModelDelta
     from ..runtime import Runtime
     from ..store import Event
 
-__all__ = ("Terminal", "agent_option", "estimate_tokens", "model_option", "session_option")
+__all__ = (
+    "LatestLine",
+    "StreamedAnswer",
+    "Terminal",
+    "agent_option",
+    "estimate_tokens",
+    "model_option",
+    "session_option",
+    "show_children",
+)
 
 agent_option = click.option(
     "--agent", "agent_name", type=TEXT, default=None, help="The agent preset."
@@ -57,25 +67,44 @@ def estimate_tokens(text: str) -> int:
 @agent_option
 @model_option
 @session_option
+@click.option(
+    "--no-reasoning",
+    "hide_reasoning",
+    is_flag=True,
+    help="Do not show the model's reasoning as it streams (it is never part of the answer).",
+)
 @click.argument("prompts", nargs=-1, required=True, type=TEXT)
 def run(
     profile: Path | None,
     agent_name: str | None,
     model_spec: str | None,
     session_id: str | None,
+    hide_reasoning: bool,
     prompts: tuple[str, ...],
 ) -> None:
     """Run PROMPTS as turns (one turn each, in order) and print what happens.
 
-    Prints the assistant's text and a line per tool call as they happen and ends with the
-    session id; --session continues a stored session. Exit status 1 when any turn does not
-    complete. Ctrl-C aborts the running turn, keeps the prompts not yet run for the next
-    --session run, prints the session id and exits with status 130; a second Ctrl-C exits at
-    once.
+    Prints the assistant's text as it streams, a line per tool call, and ends with the session
+    id; --session continues a stored session. On a terminal the text appears piece by piece,
+    the model's reasoning dimmed before it, and the status line of running subagents shows the
+    latest line each streams; otherwise whole lines are printed as they complete, reasoning
+    lines starting with "(thinking) ". --no-reasoning hides the reasoning. A "[retrying]" line
+    says the step's request is sent again (the text above it is void); "[cut]" ends an answer
+    cut short by Ctrl-C. Exit status 1 when any turn does not complete. Ctrl-C
+    aborts the running turn, keeps the prompts not yet run for the next --session run, prints
+    the session id and exits with status 130; a second Ctrl-C exits at once.
     """
     kernel = load(profile)
     stop = run_interruptible(
-        _run, Interruption(), kernel, agent_name, model_spec, session_id, prompts, debugging()
+        _run,
+        Interruption(),
+        kernel,
+        agent_name,
+        model_spec,
+        session_id,
+        prompts,
+        debugging(),
+        not hide_reasoning,
     )
     if stop != "completed":
         raise SystemExit(1)
@@ -89,6 +118,7 @@ async def _run(
     session_id: str | None,
     prompts: tuple[str, ...],
     debug: bool = False,
+    reasoning: bool = True,
 ) -> str:
     from ..models import ScriptedModel
     from ..runtime import Runtime
@@ -100,8 +130,10 @@ async def _run(
         async with Runtime.open(kernel, store) as runtime:
             agent = await runtime.compose(agent=agent_name, model=model_spec, session_id=session_id)
             terminal = Terminal(live=sys.stdout.isatty())
-            agent.listen(printer(agent, terminal, debug=debug))
-            _show_children(runtime, agent, terminal)
+            answer = StreamedAnswer(terminal, reasoning=reasoning)
+            agent.listen(printer(agent, terminal, debug=debug, stream=answer))
+            agent.listen_deltas(answer.hear)
+            show_children(runtime, agent, terminal)
             if sys.stdin.isatty():
                 runtime.permission_host = terminal.ask
             stops: list[str] = []
@@ -150,9 +182,14 @@ class Terminal:
     Questions (a tool that needs approval, an ACP child with ``permission = "ask"``) are asked
     one at a time, in the order they come: two children asking at once never read the same
     input line. While a question is open the children's status line is not drawn and their
-    start and end lines wait, so nothing erases the question or its input prompt; they are
-    printed once it is answered. ``live``: standard output is a terminal (the status line is
-    drawn in place); ``read`` reads one answer (``input``), ``write`` writes text (``click``).
+    start and end lines, and the pieces of a streaming answer, wait, so nothing erases the
+    question or its input prompt; they are printed once it is answered. ``live``: standard
+    output is a terminal (the status line is drawn in place); ``read`` reads one answer
+    (``input``), ``write`` writes text (``click``).
+
+    Streamed text (:meth:`piece`) is written where the last piece ended. The status line
+    shares the screen's last line with it, so it is drawn only at the start of a line: while
+    a streamed line is open it waits, and it comes back when the line ends.
     """
 
     PROMPT = "choose a number (empty: refuse): "
@@ -170,23 +207,55 @@ class Terminal:
         self._lock: anyio.Lock | None = None  # made on first use, inside the event loop
         self.asking = False
         """Whether a question is open (waiting for its answer)."""
-        self._held: list[str] = []
+        self._held: list[Callable[[], None]] = []
         self._status = ""
         self._drawn = False  # whether a status line is on the screen now
+        self._open = False  # whether streamed text ends the screen's last line (no newline yet)
 
     def line(self, text: str) -> None:
-        """Print ``text`` on its own line, above the status line; held while a question is
-        open."""
+        """Print ``text`` on its own line, above the status line (after ending an open
+        streamed line); held while a question is open."""
         if self.asking:
-            self._held.append(text)
+            self._held.append(lambda: self._put_line(text))
             return
         self._clear()
-        self._write(text, True)
+        self._put_line(text)
         self._draw()
+
+    def piece(self, text: str, *, dim: bool = False) -> None:
+        """Write streamed ``text`` where the last piece ended (``dim``: in ANSI dim); held
+        while a question is open."""
+        if self.asking:
+            self._held.append(lambda: self._put_piece(text, dim))
+            return
+        if self._drawn:
+            self._clear()
+        self._put_piece(text, dim)
+        if not self._open:  # the piece ended its line: the status line may come back
+            self._draw()
+
+    def end_line(self, mark: str = "") -> None:
+        """End the open streamed line, after ``mark`` (e.g. ``[cut]``); with no open line,
+        ``mark`` alone is a line (and without one nothing is written). Held while a question
+        is open."""
+        if self.asking:
+            self._held.append(lambda: self._put_end(mark))
+            return
+        if self._open or mark:
+            self._clear()
+            self._put_end(mark)
+            self._draw()
 
     def status(self, text: str) -> None:
         """Show ``text`` as the status line (empty: none); drawn only on a live terminal and
-        never while a question is open."""
+        never while a question or a streamed line is open, cut to the terminal's width (a
+        line that wraps could not be erased in place)."""
+        if self.live:
+            import shutil
+
+            width = shutil.get_terminal_size().columns - 1
+            if len(text) > width:
+                text = text[: max(width - 3, 0)] + "..."
         self._status = text
         if not self.asking:
             self._draw()
@@ -210,14 +279,14 @@ class Terminal:
                 ]
                 for number, (_, name, kind) in enumerate(question.options, start=1):
                     lines.append(f"  {number}. {name} ({kind})")
-                self._write("\n".join(lines) + "]", True)
+                self._put_line("\n".join(lines) + "]")
                 # Abandoned on Ctrl-C: the prompt thread waits for a line nobody will read.
                 answer = await anyio.to_thread.run_sync(self._answer, abandon_on_cancel=True)
             finally:
                 self.asking = False
                 held, self._held = self._held, []
-                for text in held:
-                    self._write(text, True)
+                for put in held:
+                    put()
                 self._draw()
         answer = answer.strip()
         if answer.isdigit() and 1 <= int(answer) <= len(question.options):
@@ -234,6 +303,21 @@ class Terminal:
         except EOFError:  # standard input closed: nobody can answer
             return ""
 
+    def _put_line(self, text: str) -> None:
+        self._write(f"\n{text}" if self._open else text, True)
+        self._open = False
+
+    def _put_piece(self, text: str, dim: bool) -> None:
+        self._write(f"{DIM}{text}{UNDIM}" if dim else text, False)
+        self._open = not text.endswith("\n")
+
+    def _put_end(self, mark: str) -> None:
+        if self._open:
+            self._write(f" {mark}" if mark else "", True)
+            self._open = False
+        elif mark:
+            self._write(mark, True)
+
     def _clear(self) -> None:
         """Erase the status line, if one is on the screen."""
         if self._drawn:
@@ -241,10 +325,121 @@ class Terminal:
             self._drawn = False
 
     def _draw(self) -> None:
-        """Write the status line in place (or erase the one shown, when it is now empty)."""
-        if self.live and (self._status or self._drawn):
+        """Write the status line in place (or erase the one shown, when it is now empty); not
+        while a streamed line is open (it would erase it)."""
+        if self.live and not self._open and (self._status or self._drawn):
             self._write(f"\r\x1b[2K{self._status}", False)
             self._drawn = bool(self._status)
+
+
+#: ANSI dim, and back to normal: reasoning on a terminal.
+DIM = "\x1b[2m"
+UNDIM = "\x1b[0m"
+#: What starts each line of reasoning when standard output is not a terminal.
+THINKING = "(thinking) "
+#: The line that says a step's request is sent again: the text streamed above it is void.
+RETRYING = "[retrying]"
+#: What ends an answer cut short (Ctrl-C aborted its turn while it streamed).
+CUT = "[cut]"
+
+
+class StreamedAnswer:
+    """The root agent's answers as they stream, shown on a :class:`Terminal`.
+
+    :meth:`hear` is the agent's delta listener; the printer calls :meth:`finish` when the
+    answer is logged (and when a turn ends, for a stream cut before its answer was). On a
+    live terminal every piece is written as it comes, reasoning dimmed. Otherwise output
+    stays line-oriented: a line is printed once it is complete (its rest when the answer
+    ends), reasoning lines start with ``(thinking) `` and blank ones are left out; the
+    answer's text then reads exactly as the whole answer printed at once. Without
+    ``reasoning`` reasoning is not shown. Tool-call pieces are not shown (the printer shows
+    each call once the answer is whole).
+    """
+
+    def __init__(self, terminal: Terminal, *, reasoning: bool = True) -> None:
+        self._terminal = terminal
+        self._live = terminal.live
+        self._reasoning = reasoning
+        self._kind: str | None = None  # what the stream shows now: "text", "reasoning", none
+        self._text = False  # whether text of this answer was shown
+        self._last = ""  # live: the last piece shown
+        self._rest: list[str] = []  # not live: the line in progress
+
+    def hear(self, delta: ModelDelta) -> None:
+        """Show ``delta`` (the agent's delta listener)."""
+        kind = delta.kind
+        if kind == "text" or (kind == "reasoning" and self._reasoning):
+            text = delta.text
+            if not text:
+                return
+            if kind != self._kind:
+                self._switch(kind)
+            if self._live:
+                self._terminal.piece(text, dim=kind == "reasoning")
+                self._last = text
+            elif "\n" in text:
+                self._lines(text)
+            else:
+                self._rest.append(text)
+        elif kind == "retry" and self._kind is not None:
+            # What streamed is void: end its line, say so, and show the new stream below.
+            self._close("")
+            self._terminal.line(RETRYING)
+            self._text = False
+
+    def finish(self, *, cut: bool = False) -> bool:
+        """End the answer shown (``cut``: with ``[cut]``); whether its text was shown, so the
+        printer does not print it again. Nothing shown: nothing to do (``False``)."""
+        shown = self._text
+        if self._kind is not None:
+            self._close(CUT if cut else "", whole=True)
+        self._text = False
+        return shown
+
+    def _switch(self, kind: str) -> None:
+        if self._kind is not None:
+            self._close("")  # reasoning ends where the text begins, on a line of its own
+        self._kind = kind
+        if kind == "text":
+            self._text = True
+
+    def _lines(self, text: str) -> None:
+        """Not live: print the lines ``text`` completes."""
+        head, _, tail = text.rpartition("\n")
+        self._rest.append(head)
+        done = "".join(self._rest)
+        self._rest.clear()
+        if tail:
+            self._rest.append(tail)
+        if self._kind == "text":
+            self._terminal.line(done)
+        else:
+            self._thinking(done)
+
+    def _thinking(self, text: str) -> None:
+        lines = [THINKING + line for line in text.split("\n") if line.strip()]
+        if lines:
+            self._terminal.line("\n".join(lines))
+
+    def _close(self, mark: str, *, whole: bool = False) -> None:
+        """End what the stream shows now, after ``mark``. ``whole``: the answer ends, and its
+        text ends as it would printed whole (one newline after its last character)."""
+        kind, self._kind = self._kind, None
+        if self._live:
+            self._terminal.end_line(mark)
+            if whole and not mark and kind == "text" and self._last.endswith("\n"):
+                self._terminal.line("")
+            return
+        rest = "".join(self._rest)
+        self._rest.clear()
+        if mark and rest:
+            rest, mark = f"{rest} {mark}", ""
+        if kind == "reasoning":
+            self._thinking(rest)
+        elif rest or (whole and not mark):
+            self._terminal.line(rest)
+        if mark:
+            self._terminal.line(mark)
 
 
 async def close_model(model: Any) -> None:
@@ -278,11 +473,19 @@ def capped(text: str, *, debug: bool, limit: int = PRINTED_LIMIT) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters; run with --debug to see all)"
 
 
-def printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = False) -> Any:
+def printer(
+    agent: Agent,
+    terminal: Terminal | None = None,
+    *,
+    debug: bool = False,
+    stream: StreamedAnswer | None = None,
+) -> Any:
     """A listener that prints ``agent``'s turns; through ``terminal`` when given (its lines
     then wait while a permission question is open, and keep clear of the status line).
-    Errors and raw call arguments longer than ``PRINTED_LIMIT`` are cut unless ``debug``."""
-    from ..store import AssistantMessage, ToolResult, TurnEnded, UserMessage
+    Errors and raw call arguments longer than ``PRINTED_LIMIT`` are cut unless ``debug``.
+    With ``stream`` (which hears the agent's deltas), an answer whose text was shown as it
+    streamed is not printed again: its line is ended, then its tool calls printed."""
+    from ..store import AssistantMessage, CompactionEvent, ToolResult, TurnEnded, UserMessage
 
     echo: Callable[[str], None] = terminal.line if terminal is not None else click.echo
 
@@ -296,9 +499,11 @@ def printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = Fal
                 first = capped(lines[0], debug=debug, limit=NOTICE_LIMIT)
                 more = len(lines) - 1
                 echo(f"<< {first}" + (f" (+{more} more lines)" if more else ""))
-            case AssistantMessage(content=content, tool_calls=calls):
-                if content:
-                    echo(content)
+            case AssistantMessage(content=content, tool_calls=calls, partial=partial):
+                if stream is not None and stream.finish(cut=partial):
+                    pass  # its text is on the screen already
+                elif content:
+                    echo(f"{content} {CUT}" if partial else content)
                 elif not calls:
                     echo(EMPTY_ANSWER)
                 for call in calls:
@@ -313,11 +518,21 @@ def printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = Fal
                 extra = len(lines) - 1
                 more = f" (+{extra} more line{'s' if extra > 1 else ''})" if extra else ""
                 echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
-            case TurnEnded(stop_reason=stop, error=error) if stop != "completed":
-                # One line: a server's error body may be long and span lines.
-                line = " ".join(error.split()) if error and not debug else error
-                shown = f" {capped(line, debug=debug)}" if line else ""
-                echo(f"[turn {event.turn} stopped: {stop}]{shown}")
+            case CompactionEvent(replaced=replaced, tokens_before=before, tokens_after=after):
+                # Inside a turn, a stream has not started yet: nothing to end.
+                echo(
+                    f"[compacted ({event.trigger}): {replaced} message"
+                    f"{'s' if replaced != 1 else ''} replaced by a summary; history ~{before} "
+                    f"-> ~{after} tokens]"
+                )
+            case TurnEnded(stop_reason=stop, error=error):
+                if stream is not None:  # a stream cut before its answer was logged
+                    stream.finish(cut=True)
+                if stop != "completed":
+                    # One line: a server's error body may be long and span lines.
+                    line = " ".join(error.split()) if error and not debug else error
+                    shown = f" {capped(line, debug=debug)}" if line else ""
+                    echo(f"[turn {event.turn} stopped: {stop}]{shown}")
             case _:
                 pass
 
@@ -326,27 +541,90 @@ def printer(agent: Agent, terminal: Terminal | None = None, *, debug: bool = Fal
 
 #: How often the terminal status line refreshes its elapsed times, in seconds.
 TICK = 0.5
+#: The least time between two redraws of the status line for children's streamed text, in
+#: seconds (a child may stream thousands of pieces; the tick shows the last ones).
+STREAM_REFRESH = 0.1
+#: The most characters of a child's latest line the status line shows (its end).
+CHILD_LINE_LIMIT = 40
+#: How much of a child's line in progress is kept (more than shown: a cut shows ``...``).
+_KEPT = 2 * CHILD_LINE_LIMIT
 
 
-def _show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
+class LatestLine:
+    """The last non-empty line of a streamed text, as the status line shows it: its last
+    ``CHILD_LINE_LIMIT`` characters (``...`` before them when cut). Keeps only a short tail,
+    so a child streaming a long answer costs no more than one streaming a short one."""
+
+    __slots__ = ("_done", "_line")
+
+    def __init__(self) -> None:
+        self._line = ""  # the line in progress (its tail)
+        self._done = ""  # the last complete line that was not blank
+
+    def add(self, text: str) -> None:
+        """Take the next piece of the text."""
+        if "\n" not in text:
+            line = self._line + text
+            # Cut only when twice too long: one slice now and then, not one per piece.
+            self._line = line[-_KEPT:] if len(line) > 2 * _KEPT else line
+            return
+        lines = (self._line + text).split("\n")
+        for line in reversed(lines[:-1]):
+            if line.strip():
+                self._done = line.rstrip()[-_KEPT:]
+                break
+        self._line = lines[-1][-_KEPT:]
+
+    def shown(self) -> str:
+        """The latest non-empty line, stripped and cut to ``CHILD_LINE_LIMIT`` (``""``:
+        none yet)."""
+        text = (self._line if self._line.strip() else self._done).strip()
+        if len(text) <= CHILD_LINE_LIMIT:
+            return text
+        return "..." + text[3 - CHILD_LINE_LIMIT :]
+
+
+def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
     """Show delegated children as they start and end.
 
     Plain lines (indented by depth, with label, status and elapsed time) always; on a terminal
-    also a status line that is rewritten in place: running children with their elapsed time.
+    also a status line that is rewritten in place: running children with their elapsed time
+    and the latest line of the text each streams (``label 1.2s "latest line"``).
     """
     import time
 
     started: dict[str, tuple[float, Any]] = {}
+    latest: dict[str, LatestLine] = {}  # by the child's session id
+    drawn = [0.0]  # when the status line was last composed
 
     def status() -> None:
         if not terminal.live:
             return
         now = time.monotonic()
-        running = ", ".join(
-            f"{event.label or event.child_id} {now - since:.1f}s"
-            for since, event in started.values()
-        )
-        terminal.status(f"[subagents running: {running}]" if running else "")
+        drawn[0] = now
+        parts: list[str] = []
+        for since, event in started.values():
+            part = f"{event.label or event.child_id} {now - since:.1f}s"
+            line = latest.get(event.child_id)
+            shown = line.shown() if line is not None else ""
+            parts.append(f'{part} "{shown}"' if shown else part)
+        terminal.status(f"[subagents running: {', '.join(parts)}]" if parts else "")
+
+    def hear(child: Agent, delta: ModelDelta) -> None:
+        """A child's piece of text: keep its latest line; redraw now and then."""
+        if child is agent:
+            return
+        if delta.kind == "text":
+            line = latest.get(child.session_id)
+            if line is None:
+                line = latest[child.session_id] = LatestLine()
+            line.add(delta.text)
+        elif delta.kind == "retry":
+            latest.pop(child.session_id, None)  # what it streamed is void
+        else:
+            return
+        if time.monotonic() - drawn[0] >= STREAM_REFRESH:
+            status()
 
     ticking: list[bool] = []
 
@@ -377,6 +655,8 @@ def _show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
                 agent.start_job(tick)
         else:
             since, _ = started.pop(event.run_id, (time.monotonic(), None))
+            # Not at the start: a child may stream before its start is announced.
+            latest.pop(event.child_id, None)
             status()
             terminal.line(
                 f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "
@@ -385,3 +665,5 @@ def _show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
 
     if runtime.delegates:
         runtime.subagents.on_event(show)
+        if terminal.live:  # every agent of the runtime streams while this listens
+            runtime.listen_deltas(hear)

@@ -1,4 +1,4 @@
-"""``tether sessions list|show|tree|send``: the durable sessions of a profile's store."""
+"""``tether sessions list|show|tree|send|compact``: the durable sessions of a profile's store."""
 
 from __future__ import annotations
 
@@ -93,11 +93,73 @@ async def _session(kernel: Any, session_id: str) -> tuple[Any, list[Any]]:
 
 
 def _describe(event: Any) -> str:
+    from ..store import CompactionEvent
+
+    if isinstance(event, CompactionEvent):
+        summary = " ".join(event.summary.split())
+        if len(summary) > 80:
+            summary = summary[:77] + "..."
+        return (
+            f"{event.type:<18} {event.replaced} messages replaced, {len(event.kept)} kept "
+            f"(~{event.tokens_before} -> ~{event.tokens_after} tokens, {event.trigger}, "
+            f"{event.strategy}): {json.dumps(summary, ensure_ascii=False)}"
+        )
     data = event.model_dump(mode="json", exclude={"type"}, exclude_defaults=True)
     text = json.dumps(data, ensure_ascii=False)
     if len(text) > 160:
         text = text[:157] + "..."
     return f"{event.type:<18} {text}"
+
+
+@sessions.command("compact")
+@profile_option
+@click.option(
+    "--model",
+    "model_spec",
+    type=TEXT,
+    default=None,
+    help="Model spec provider:name that writes the summary (default: the session's model).",
+)
+@click.argument("session_id", type=TEXT)
+def compact_session(profile: Path | None, model_spec: str | None, session_id: str) -> None:
+    """Compact a stored session now (docs/compaction.md).
+
+    The session's agent summarizes its history so far, as `/compact` in `tether run` does:
+    one compaction event is appended (the summary and the kept tail); nothing is deleted, and
+    `tether sessions show` still shows every event. Refused (exit status 2) when another live
+    process drives the session (SESSION_BUSY) or the agent's compaction is off.
+    """
+    kernel = load(profile)
+    event = run_async(_compact, kernel, model_spec, session_id)
+    if event is None:
+        click.echo(f"session {session_id}: nothing to compact")
+        return
+    click.echo(
+        f"session {session_id}: {event.replaced} messages replaced by a summary of "
+        f"{len(event.summary)} characters, {len(event.kept)} kept; history ~{event.tokens_before}"
+        f" -> ~{event.tokens_after} tokens"
+    )
+
+
+async def _compact(kernel: Any, model_spec: str | None, session_id: str) -> Any:
+    from ..runtime import Runtime
+    from ..store import profile_store
+    from ._run import close_model
+
+    store = profile_store(kernel)
+    try:
+        async with Runtime.open(kernel, store) as runtime:
+            # A --model writes this summary only: it is not recorded as the session's model.
+            agent = await runtime.compose(
+                model=model_spec, session_id=session_id, record_model=False
+            )
+            try:
+                async with agent:
+                    return await agent.compact()
+            finally:
+                await close_model(agent.model)
+    finally:
+        await store.aclose()
 
 
 @sessions.command("send")

@@ -7,6 +7,6 @@ changes; a runtime is what one process does with it.
 from __future__ import annotations
 
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
-from ._runtime import Runtime, compose_agent
+from ._runtime import COMPACT_GESTURE, Runtime, compose_agent
 
-__all__ = ("RUNTIME_THRESHOLDS", "Runtime", "compose_agent", "tuned_collector")
+__all__ = ("COMPACT_GESTURE", "RUNTIME_THRESHOLDS", "Runtime", "compose_agent", "tuned_collector")

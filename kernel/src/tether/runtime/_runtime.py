@@ -61,7 +61,10 @@ from ._collector import tuned_collector
 if TYPE_CHECKING:
     from anyio import CancelScope
 
-__all__ = ("Runtime", "compose_agent")
+__all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
+
+#: The prompt that compacts a session instead of being sent (``tether run ... /compact``).
+COMPACT_GESTURE = "/compact"
 
 #: What each tool source listed, in order.
 _Listed = tuple[Sequence[Tool], ...]
@@ -484,13 +487,20 @@ class Runtime:
 
         ``stop`` (a cancel scope) cuts the work short, as Ctrl-C does: leaving the agent then
         records the turn's end and ends the children it hosts without waiting for them.
+
+        A prompt that is exactly ``/compact`` (:data:`COMPACT_GESTURE`) is not sent: once the
+        turns of the prompts before it have run, the session is compacted
+        (:meth:`Agent.compact`, docs/compaction.md).
         """
         async with agent:
             with stop if stop is not None else nullcontext():
                 if recover:
                     await self.recover(agent)
                 for prompt in prompts:
-                    await agent.followup(prompt)
+                    if prompt.strip() == COMPACT_GESTURE:
+                        await agent.compact()
+                    else:
+                        await agent.followup(prompt)
                 await self.settle(agent)
         if agent.fault is not None:
             raise agent.fault

@@ -36,8 +36,9 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 120.0
 
 OVERFLOW_REMEDY = (
-    "the session is longer than the model's context: start a new session (drop --session) or "
-    "use a model with a longer context (budgets and compaction come with a later release)"
+    'the request is longer than the model\'s context: an agent with compaction = "auto" '
+    "compacts and asks again; otherwise compact the session (tether sessions compact ID), set "
+    "context_window for the agent to what the server takes, or start a new session"
 )
 
 
@@ -164,6 +165,10 @@ class ChatCompletionsModel:
             ) from exc
         if response.status_code != 200:
             raise self._http_error(response)
+        return self._whole(response, request)
+
+    def _whole(self, response: httpx.Response, request: ModelRequest) -> ModelResponse:
+        """The answer of a response that holds one whole chat completion."""
         try:
             return parse_response(
                 response.json(),
@@ -190,11 +195,17 @@ class ChatCompletionsModel:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         assembler = StreamAssembler()
+        # A server that ignores ``stream`` and answers one JSON completion is read whole.
         try:
             async with self._client.stream("POST", self.url, json=body) as response:
                 if response.status_code != 200:
                     await response.aread()
                     raise self._http_error(response)
+                if "json" in response.headers.get("content-type", ""):
+                    # A server that does not stream answers whole: one answer, no deltas.
+                    await response.aread()
+                    yield self._whole(response, request)
+                    return
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue  # SSE comments, event names, keep-alives
@@ -272,13 +283,15 @@ class ChatCompletionsModel:
     def _http_error(self, response: httpx.Response) -> ModelError:
         status = response.status_code
         remedy = None
+        code = ErrorCode.MODEL_REQUEST_FAILED
         if is_context_overflow(response):
             remedy = OVERFLOW_REMEDY
+            code = ErrorCode.CONTEXT_WINDOW_EXCEEDED
         elif status in (401, 403, 404):
             remedy = "check the model name and the API key"
         recoverable = is_retryable(status)
         error = ModelError(
-            ErrorCode.MODEL_REQUEST_FAILED,
+            code,
             f"{self.name}: HTTP {status} from {self.url}: {error_text(response)}",
             recoverable=recoverable,
             retry_after=retry_after(response) if recoverable else None,

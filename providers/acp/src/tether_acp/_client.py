@@ -1,17 +1,28 @@
 """What an ACP child may ask of tether (the ACP *client* side): file access inside the allowed
 roots (see ``_files``), permission decisions by policy, and the updates that become the child's
-answer and its log."""
+answer and its log.
+
+A turn's ``agent_message_chunk`` updates make its answer; when the turn streams (its model has
+a delta listener), each is handed on as a ``text`` delta as it arrives, and each
+``agent_thought_chunk`` as a ``reasoning`` delta, so that the text deltas of a turn join into
+its answer. A chunk marked ``_meta`` ``{"tether/retry": true}`` (a tether served by ``tether
+acp`` whose step was sent again, :data:`RETRY_META`) is not text: the message it names is
+dropped from the answer, and listeners hear ``retry`` followed by the answer's text so far.
+"""
 
 from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from tether.agents import PermissionHost, PermissionQuestion, question_path
+from tether.models import ModelDelta
 from tether.store import DescriptorEvent
 
 from ._files import INVALID_PARAMS, FileRefused, FileSandbox
@@ -22,12 +33,25 @@ if TYPE_CHECKING:
 
     from ._model import AcpModel
 
-__all__ = ("ChildClient", "PermissionQuestion", "set_permission_host")
+__all__ = ("RETRY_META", "ChildClient", "PermissionQuestion", "set_permission_host")
 
 log = logging.getLogger("tether.acp")
 
 #: The most of a tool call's content text kept in its ``acp/tool_call`` record.
 TOOL_CONTENT_CHARS = 2000
+#: The ``_meta`` key of a chunk that says the pieces of its message before it are void (sent by
+#: ``tether acp`` when a step's request is sent again after some of its answer streamed).
+RETRY_META = "tether/retry"
+#: What joins two messages of one turn in its answer.
+MESSAGE_BREAK = "\n\n"
+
+
+@dataclass(eq=False)
+class _Said:
+    """One message of the turn's answer: the id of its last chunk, and its text."""
+
+    id: str | None
+    parts: list[str] = field(default_factory=lambda: list[str]())
 
 
 def set_permission_host(runtime: Runtime, host: PermissionHost | None) -> None:
@@ -46,8 +70,8 @@ class ChildClient:
         self._files = FileSandbox(roots, model.spec.max_file_bytes)
         self.loading = False
         """While ``session/load`` replays history: updates are not part of a turn."""
-        self._chunks: list[str] = []
-        self._message: str | None = None  # the message id of the last chunk, if it had one
+        self._said: list[_Said] = []
+        self._on_delta: Callable[[ModelDelta], None] | None = None
         self._tools: dict[str, dict[str, Any]] = {}
         # The turn's records in the order they happened. A tool call sits where its latest
         # update arrived, so a permission decision made before the call ran comes first.
@@ -61,9 +85,11 @@ class ChildClient:
 
     # ------------------------------------------------------------------ a turn's updates
 
-    def begin_turn(self) -> None:
-        self._chunks.clear()
-        self._message = None
+    def begin_turn(self, on_delta: Callable[[ModelDelta], None] | None = None) -> None:
+        """A new turn; ``on_delta`` hears its text and reasoning as they arrive (a streamed
+        turn), and must not raise."""
+        self._said.clear()
+        self._on_delta = on_delta
         self._tools.clear()
         self._records.clear()
         self._cancelled = anyio.Event()
@@ -73,7 +99,8 @@ class ChildClient:
         self._cancelled.set()
 
     def text(self) -> str:
-        return "".join(self._chunks)
+        """The turn's answer so far: its messages, apart."""
+        return MESSAGE_BREAK.join("".join(said.parts) for said in self._said)
 
     def take_events(self) -> list[DescriptorEvent]:
         """The turn's records, in order; they are handed over once."""
@@ -94,14 +121,15 @@ class ChildClient:
         if self.loading:
             return
         kind = getattr(update, "session_update", None)
-        if kind == "agent_message_chunk":
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
             text = getattr(update.content, "text", None)
             message = getattr(update, "message_id", None)
-            if text:
-                if self._chunks and message is not None and message != self._message:
-                    self._chunks.append("\n\n")  # a new message, not more of the last one
-                self._chunks.append(text)
-                self._message = message
+            if _marks_retry(update):
+                self._retry(message if kind == "agent_message_chunk" else None)
+            elif text and kind == "agent_thought_chunk":
+                self._tell(ModelDelta("reasoning", text))
+            elif text:
+                self._said_text(text, message)
         elif kind in ("tool_call", "tool_call_update"):
             call_id = str(update.tool_call_id)
             entry = self._tools.setdefault(call_id, {"id": call_id})
@@ -114,6 +142,32 @@ class ChildClient:
                 entry["content"] = content[:TOOL_CONTENT_CHARS]
             self._records.pop(("tool", call_id), None)
             self._records[("tool", call_id)] = None
+
+    def _said_text(self, text: str, message: str | None) -> None:
+        """A chunk of the answer: more of the last message, or (a different id) a new one."""
+        last = self._said[-1] if self._said else None
+        piece = text
+        if last is None or (message is not None and message != last.id):
+            if last is not None:
+                piece = MESSAGE_BREAK + text  # the deltas of a turn join into its answer
+            last = _Said(message)
+            self._said.append(last)
+        last.id = message
+        last.parts.append(text)
+        self._tell(ModelDelta("text", piece))
+
+    def _retry(self, message: str | None) -> None:
+        """The agent sent a step again: the message ``message`` (streamed before) is void."""
+        if message is not None and self._said and self._said[-1].id == message:
+            self._said.pop()
+        self._tell(ModelDelta("retry"))
+        answer = self.text()
+        if answer:  # what stays part of the answer, for listeners that just dropped it all
+            self._tell(ModelDelta("text", answer))
+
+    def _tell(self, delta: ModelDelta) -> None:
+        if self._on_delta is not None:
+            self._on_delta(delta)
 
     # ------------------------------------------------------------------ permission
 
@@ -315,3 +369,8 @@ def _content_text(content: Any) -> str:
         if text:
             texts.append(text)
     return "\n".join(texts)
+
+
+def _marks_retry(update: Any) -> bool:
+    meta: object = getattr(update, "field_meta", None)
+    return isinstance(meta, dict) and cast("dict[str, object]", meta).get(RETRY_META) is True

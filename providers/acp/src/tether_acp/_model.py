@@ -8,6 +8,12 @@ log as ``acp/tool_call`` descriptors, and maps the ACP stop reason. Everything t
 for local children (follow-ups, settlement, cold restore, listing, ``tether sessions tree``)
 then works for remote ones too.
 
+The model streams (:meth:`AcpModel.stream`, used while the mirror agent, or its runtime, has a
+delta listener): the agent's ``agent_message_chunk`` updates reach the listeners as ``text``
+deltas and its ``agent_thought_chunk`` updates as ``reasoning`` deltas as they arrive, then the
+answer, the same :meth:`AcpModel.request` gives. That is how a parent's live view shows what an
+ACP child is writing.
+
 The process is started on the first request and ended with the mirror agent (``detach``): stdin
 is closed, then the process group is terminated and killed after a grace period. A cancelled
 turn sends ``session/cancel`` and waits ``cancel_grace`` seconds for the prompt to answer before
@@ -27,17 +33,18 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
 from tether.errors import ErrorCode, ModelError
-from tether.models import FinishReason, ModelRequest, ModelResponse
+from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse
 from tether.store import DescriptorEvent
 
 from ._client import ChildClient
@@ -505,13 +512,52 @@ class AcpModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One ``session/prompt`` with the turn's new user text."""
+        return await self._prompt(request, None)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """:meth:`request`, streamed: the agent's text and reasoning chunks as deltas as they
+        arrive, then the answer.
+
+        The prompt runs in a task group of this generator, across its ``yield``: that is safe
+        for the kernel's :func:`tether.models.stream_answer`, which awaits nothing between two
+        items and reads the stream to its end (a cancellation reaches the generator where it
+        waits, inside the group, and runs the same teardown as :meth:`request`).
+        """
+        send, receive = anyio.create_memory_object_stream[ModelDelta](math.inf)
+        outcome: list[ModelResponse | Exception] = []
+
+        def hand(delta: ModelDelta) -> None:  # called by the connection: must never raise
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                send.send_nowait(delta)
+
+        async def run() -> None:
+            with send:
+                try:
+                    outcome.append(await self._prompt(request, hand))
+                except Exception as exc:  # raised below, as request() would, not as a group
+                    outcome.append(exc)
+
+        with receive:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                async for delta in receive:
+                    yield delta
+        answer = outcome[0]
+        if isinstance(answer, Exception):
+            raise answer
+        yield answer
+
+    async def _prompt(
+        self, request: ModelRequest, on_delta: Callable[[ModelDelta], None] | None
+    ) -> ModelResponse:
+        """One ``session/prompt``; ``on_delta`` hears the agent's chunks as they arrive."""
         from acp import text_block
 
         conn = self._conn if self._conn is not None else await self._connect()
         client, session_id = self._client, self._session_id
         assert client is not None
         assert session_id is not None
-        client.begin_turn()
+        client.begin_turn(on_delta)
         blocks: list[Any] = [text_block(_new_text(request))]
         answers: list[Any] = []
         done = anyio.Event()

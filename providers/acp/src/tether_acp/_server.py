@@ -13,15 +13,31 @@ the profile's agents over the Agent Client Protocol, version 1:
 * ``session/load``: reopens a stored session as ``tether run --session`` does (a turn a crash
   left open is closed first, and continuable children holding unrun messages are recovered) and
   replays its conversation as ``session/update`` notifications before answering: the person's
-  messages as ``user_message_chunk``, the answers as ``agent_message_chunk``, tool calls as
-  ``tool_call`` and their results as ``tool_call_update``. Replayed message ids come from the
-  log (a person's message keeps its inbox id; an answer's id is derived from its session, its
-  turn and its place in the turn), so every load of a session gives the same ids.
-* ``session/prompt``: the text becomes a follow-up of the session's agent; what the agent logs
-  until the turn started by that message ends is streamed (each assistant message's text as one
-  ``agent_message_chunk``: tether models answer whole messages; each tool call as ``tool_call``,
-  ``in_progress``; its result as ``tool_call_update``, ``completed`` or ``failed`` with the
-  result text). Prompts to one session run one after another.
+  messages as ``user_message_chunk``, the answers as ``agent_message_chunk`` (each whole, in
+  one chunk; reasoning is not stored, so not replayed), tool calls as ``tool_call`` and their
+  results as ``tool_call_update``. Replayed message ids come from the log (a person's message
+  keeps its inbox id; an answer's id is derived from its session, its turn and its place in the
+  turn, the id it streamed with), so every load of a session gives the same ids.
+* ``session/prompt``: the text becomes a follow-up of the session's agent; what the agent says
+  and logs until the turn started by that message ends is streamed. While a prompt runs, the
+  server listens to the agent's deltas, so its model streams (:mod:`tether.models` streaming):
+  each piece of an answer's text goes out as an ``agent_message_chunk`` and each piece of its
+  reasoning as an ``agent_thought_chunk`` as it arrives, all pieces of one answer with the
+  ``messageId`` the answer gets in the log (its reasoning with an id of its own, derived from
+  the answer's). When the answer is logged, only what its pieces did not carry is sent (all of
+  it for a model that cannot stream, none when they carried it all). Tool-call argument
+  pieces are not sent: each tool call goes out whole, as ``tool_call`` (``in_progress``), once
+  logged; its result as ``tool_call_update``, ``completed`` or ``failed`` with the result
+  text. Prompts to one session run one after another.
+
+  A step whose request is sent again after some pieces went out (a ``retry`` delta) cannot
+  take them back (ACP has no retraction): one more chunk says so, :data:`RETRY_MARKER` with
+  ``_meta`` ``{"tether/retry": true}`` (an ``agent_message_chunk`` of the answer's message
+  when some text went out, else an ``agent_thought_chunk``), and the new attempt streams on in
+  the same message. A person sees that the text before the marker was dropped; a client that
+  knows the mark (a parent tether, :mod:`tether_acp._client`) drops that text itself. A retry
+  before anything went out sends nothing. The log, and so ``session/load``, holds only the
+  answer.
 * ``session/cancel``: aborts the running turn (the agent's ``interrupt``): the pending prompt
   answers ``cancelled``, tool calls that did not finish get ``failed``. A prompt cancelled
   before its turn began is not run later: what waited in the agent's inbox is discarded
@@ -87,6 +103,7 @@ import pydantic
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
+    AgentThoughtChunk,
     CancelNotification,
     Implementation,
     InitializeResponse,
@@ -108,7 +125,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from tether import __version__
 from tether.agents import PermissionQuestion
 from tether.errors import ErrorCode, TetherError
-from tether.models import ToolCall
+from tether.models import ModelDelta, ToolCall
 from tether.runtime import Runtime
 from tether.store import (
     AssistantMessage,
@@ -120,6 +137,7 @@ from tether.store import (
     UserMessage,
 )
 
+from ._client import RETRY_META
 from ._mcp import client_tool_sources, mcp_available
 from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
 
@@ -127,12 +145,16 @@ if TYPE_CHECKING:
     from tether.agents import Agent
     from tether.loading.kernel import Kernel
 
-__all__ = ("PROTOCOL_VERSION", "TetherAcpAgent", "serve")
+__all__ = ("PROTOCOL_VERSION", "RETRY_MARKER", "TetherAcpAgent", "serve")
 
 log = logging.getLogger("tether.acp.server")
 
 PROTOCOL_VERSION = 1
 """The ACP version this server speaks (answered whatever the client asks for)."""
+
+RETRY_MARKER = "\n[retrying]\n"
+"""The chunk sent when a step's request is sent again after some of its answer streamed: what
+came before it in the message is not part of the answer (see the module docstring)."""
 
 STDIO_LIMIT = LINE_LIMIT
 """The longest JSON-RPC line read from standard input: 50 MiB (the SDK's default)."""
@@ -144,7 +166,9 @@ _PERSON = frozenset({"user", "followup", "steer"})
 _NOTIFICATIONS = {"session/cancel": CancelNotification}
 
 #: The ``session/update`` payloads this server sends.
-_Update = UserMessageChunk | AgentMessageChunk | ToolCallStart | ToolCallProgress
+_Update = (
+    UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+)
 
 #: Where derived message ids live (``uuid5`` of the session, turn and place).
 _MESSAGE_IDS = uuid.UUID("5b0f4f5e-8d0e-4a8e-9c7c-7e7468657468")
@@ -571,10 +595,11 @@ class TetherAcpAgent:
         text: str,
         receive: MemoryObjectReceiveStream[object],
     ) -> PromptResponse:
-        """Send ``text`` and stream what the agent logs until the turn it starts ends."""
+        """Send ``text`` and stream what the agent says and logs until the turn it starts
+        ends."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
-        ids = _MessageIds(session.id)
+        live = _LiveAnswer(_MessageIds(session.id))
 
         def idle() -> None:
             if armed:
@@ -582,6 +607,8 @@ class TetherAcpAgent:
 
         session.streaming = state  # before it listens: the session's listener runs first
         unlisten = agent.listen(state.send)
+        # Deltas share the events' stream, so an answer's pieces go out before the answer.
+        undeltas = agent.listen_deltas(state.send)
         unidle = agent.on_idle(idle)
         try:
             try:
@@ -605,10 +632,14 @@ class TetherAcpAgent:
                     if agent.fault is not None:  # the store refused to record the turn
                         raise _turn_error(session, turn, str(agent.fault))
                     continue  # not reached: our turn's end comes before the idle after it
+                if isinstance(item, ModelDelta):
+                    for update in live.delta(item):
+                        await self._notify(session.id, update)
+                    continue
                 event = cast(Event, item)
                 if isinstance(event, TurnStarted) and event.message_id == message_id:
                     turn = event.turn
-                for update in _updates(event, ids):
+                for update in live.event(event):
                     await self._notify(session.id, update)
                 if isinstance(event, AssistantMessage) and event.tool_calls:
                     session.sent(call.id for call in event.tool_calls)
@@ -617,6 +648,7 @@ class TetherAcpAgent:
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:
             unidle()
+            undeltas()
             unlisten()
             session.stop_streaming(state)
 
@@ -709,18 +741,82 @@ class _MessageIds:
         self._session = session_id
         self._turn = turn  # None: the stream began inside a turn it did not see start
         self._count = 0
+        self._upcoming: str | None = None
+
+    def upcoming(self) -> str:
+        """The id the next assistant message will have: its pieces stream before it is logged."""
+        if self._upcoming is None:
+            self._upcoming = self._derive(self._count + 1)
+        return self._upcoming
 
     def next(self, event: Event) -> str | None:
         """Count ``event``; the id of an assistant message."""
         if isinstance(event, TurnStarted):
-            self._turn, self._count = event.turn, 0
+            self._turn, self._count, self._upcoming = event.turn, 0, None
             return None
         if not isinstance(event, AssistantMessage):
             return None
         self._count += 1
+        message_id = self._upcoming or self._derive(self._count)
+        self._upcoming = None
+        return message_id
+
+    def _derive(self, place: int) -> str:
         if self._turn is None:
             return uuid.uuid4().hex  # its place is unknown: an id of its own
-        return str(uuid.uuid5(_MESSAGE_IDS, f"{self._session}/{self._turn}/{self._count}"))
+        return str(uuid.uuid5(_MESSAGE_IDS, f"{self._session}/{self._turn}/{place}"))
+
+
+class _LiveAnswer:
+    """What one prompt streams: the pieces of the answer arriving now as chunks at once, and
+    the events the agent logs; of a logged answer, only what its pieces did not carry."""
+
+    def __init__(self, ids: _MessageIds) -> None:
+        self._ids = ids
+        self._text: list[str] = []
+        """The text of the answer arriving now that went out (since its step's last retry)."""
+        self._thought = False
+        """Whether some of its reasoning went out (since the last retry)."""
+
+    def delta(self, delta: ModelDelta) -> list[_Update]:
+        match delta.kind:
+            case "text" if delta.text:
+                self._text.append(delta.text)
+                return [self._message_chunk(delta.text)]
+            case "reasoning" if delta.text:
+                self._thought = True
+                return [self._thought_chunk(delta.text)]
+            case "retry" if self._text or self._thought:
+                # The pieces that went out are void, and ACP cannot take them back: say so, in
+                # the message they are part of (its thought when no text went out).
+                marked = (
+                    self._message_chunk(RETRY_MARKER)
+                    if self._text
+                    else self._thought_chunk(RETRY_MARKER)
+                )
+                marked.field_meta = {RETRY_META: True}
+                self._text.clear()
+                self._thought = False
+                return [marked]
+            case _:  # tool-call argument pieces: the call goes out whole once logged
+                return []
+
+    def event(self, event: Event) -> list[_Update]:
+        streamed = "".join(self._text)
+        if isinstance(event, TurnStarted | AssistantMessage):
+            self._text.clear()  # an answer is whole now, or a new turn began
+            self._thought = False
+        return _updates(event, self._ids, streamed)
+
+    def _message_chunk(self, text: str) -> AgentMessageChunk:
+        chunk = acp.update_agent_message_text(text)
+        chunk.message_id = self._ids.upcoming()
+        return chunk
+
+    def _thought_chunk(self, text: str) -> AgentThoughtChunk:
+        chunk = acp.update_agent_thought_text(text)
+        chunk.message_id = str(uuid.uuid5(_MESSAGE_IDS, f"{self._ids.upcoming()}/thought"))
+        return chunk
 
 
 def _tool_calls(message: AssistantMessage) -> list[ToolCallStart]:
@@ -740,16 +836,18 @@ def _tool_result(result: ToolResult) -> ToolCallProgress:
     )
 
 
-def _updates(event: Event, ids: _MessageIds) -> list[_Update]:
-    """What a prompt streams for an event the agent logged."""
+def _updates(event: Event, ids: _MessageIds, streamed: str = "") -> list[_Update]:
+    """What a prompt streams for an event the agent logged (``streamed``: the text of the
+    answer that already went out in pieces)."""
     message_id = ids.next(event)
     match event:
         case AssistantMessage(content=content):
             text: list[_Update] = []
-            if content:
-                chunk = acp.update_agent_message_text(content)
-                # Each of tether's messages is whole: its own id tells a client where one
-                # message ends and the next begins (chunks of one message concatenate).
+            rest = _unstreamed(content, streamed)
+            if rest:
+                chunk = acp.update_agent_message_text(rest)
+                # Each message has its own id: it tells a client where one message ends and the
+                # next begins (chunks of one message concatenate).
                 chunk.message_id = message_id
                 text.append(chunk)
             return text + _tool_calls(event)
@@ -757,6 +855,22 @@ def _updates(event: Event, ids: _MessageIds) -> list[_Update]:
             return [_tool_result(event)]
         case _:
             return []
+
+
+def _unstreamed(content: str, streamed: str) -> str:
+    """The part of an answer its streamed pieces did not carry: all of it when none went out
+    (a model that cannot stream), the tail they lack, or nothing when the answer differs from
+    them (a model whose pieces and answer disagree: the pieces cannot be taken back, and
+    sending the answer again would say it twice)."""
+    if content.startswith(streamed):
+        return content[len(streamed) :]
+    log.warning(
+        "an answer differs from the text its model streamed (%d characters against %d); the"
+        " client keeps the streamed text, the log holds the answer",
+        len(content),
+        len(streamed),
+    )
+    return ""
 
 
 def _replay(event: Event, ids: _MessageIds) -> list[_Update]:
