@@ -261,3 +261,30 @@ async def test_a_kernels_parts_are_not_kept_after_the_kernel_is_gone(tether_runt
         del runtime, agent
     gc.collect()
     assert len(tether_skill_tool._parts) <= before  # pyright: ignore[reportPrivateUsage]  (white-box)
+
+
+async def test_the_catalog_is_shown_again_after_a_compaction(runtime):
+    """A compaction replaces the message that showed the catalog: the next step shows it
+    again, in the same process and in another one (the restored agent counts compactions)."""
+    runtime.skills.register(skill("review", "Review well"))
+
+    def answer(request):
+        return "a summary" if request.purpose == "compaction" else "done " * 20
+
+    model = FunctionModel(answer)
+    store = MemoryStore()
+    agent = await compose_agent(runtime, store, model=model)
+    async with agent:
+        for n in range(4):
+            await agent.run(f"question {n}")
+        assert await agent.compact() is not None
+        assert agent.compactions == 1
+        await agent.run("after")
+    catalog = render_catalog((("review", "Review well"),), first=True)
+    turns = [r for r in model.requests if r.purpose == "turn"]
+    assert sum(m.content == catalog for m in turns[0].messages) == 1
+    last = turns[-1].messages
+    assert catalog in [m.content for m in last]  # shown again after the summary
+    assert last[0].content.startswith("<conversation_summary>")
+    # Nothing new while nothing changed: one catalog per view.
+    assert sum(m.content == catalog for m in last) == 1

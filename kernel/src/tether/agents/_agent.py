@@ -129,6 +129,7 @@ class Agent:
     __slots__ = (
         "__weakref__",
         "_compacted_length",
+        "_compactions",
         "_cwd",
         "_delta_listeners",
         "_earlier_answers",
@@ -257,6 +258,7 @@ class Agent:
         self._tally: tuple[int, int, int] | None = None  # (messages, tokens, of them counted)
         self._window: ContextWindow | bool | None = False  # False: not looked up yet
         self._compacted_length = -1
+        self._compactions = 0
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -351,6 +353,7 @@ class Agent:
         self._log_length = folded.length
         self._history.extend(folded.history)
         self._earlier_answers = folded.earlier_answers
+        self._compactions = len(folded.compactions)
         if folded.counted is not None:
             self._tally = (*folded.counted, folded.counted[1])
         self.holds_images = self.holds_images or any(m.images for m in folded.history)
@@ -883,6 +886,13 @@ class Agent:
         return window  # type: ignore[return-value]
 
     @property
+    def compactions(self) -> int:
+        """How many times the session's history was compacted. A pre-step hook that appends
+        something once (a catalog) appends it again when this grows: what it appended before
+        is no longer in :attr:`messages`."""
+        return self._compactions
+
+    @property
     def earlier_answers(self) -> int:
         """Answers of the session a compaction summary replaced (not in :attr:`messages`)."""
         return self._earlier_answers
@@ -947,6 +957,7 @@ class Agent:
         self._earlier_answers = event.earlier_answers
         self._tally = None
         self._compacted_length = len(self._history)
+        self._compactions += 1
         self.holds_images = any(message.images for message in self._history)
 
     # ---------------------------------------------------------------- the turn

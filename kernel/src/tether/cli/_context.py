@@ -218,18 +218,18 @@ def _window_lines(document: dict[str, Any]) -> list[str]:
     lines = ["", "== context window"]
     window = document["window"]
     following = document["next_request"]
+    share = ""
     if window is None:
         lines.append("unknown for this model: no budget is kept (set context_window)")
     else:
-        share = 100 * following["tokens"] / window["tokens"]
+        share = f" ({100 * following['tokens'] / window['tokens']:.0f}% of the window)"
         lines.append(
             f"{window['tokens']} tokens ({window['source']}); requests may carry "
-            f"{window['budget']} (the rest is kept for the answer); next request ~"
-            f"{following['tokens']} tokens ({share:.0f}%)"
+            f"{window['budget']} (the rest is kept for the answer)"
         )
     lines.append(
-        f"counted by the provider for the last request: {following['counted']}; estimated "
-        f"since: ~{following['estimated']}"
+        f"next request ~{following['tokens']} tokens{share}: {following['counted']} counted by "
+        f"the provider for the last request, ~{following['estimated']} estimated since"
     )
     compaction = document["compaction"]
     mode = compaction["mode"]

@@ -108,6 +108,7 @@ class CatalogStep:
             weakref.WeakKeyDictionary()
         )
         self._seen: weakref.WeakKeyDictionary[Agent, SkillCatalog] = weakref.WeakKeyDictionary()
+        self._compactions: weakref.WeakKeyDictionary[Agent, int] = weakref.WeakKeyDictionary()
 
     async def __call__(self, context: StepContext) -> list[Message] | None:
         agent = context.agent
@@ -117,6 +118,11 @@ class CatalogStep:
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
             await registry.refresh(scope=agent.scope, cwd=agent.cwd)
         catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
+        if self._compactions.get(agent, 0) != agent.compactions:
+            # A compaction replaced the history: the catalog shown before is gone from it.
+            self._compactions[agent] = agent.compactions
+            self._seen.pop(agent, None)
+            self._published.pop(agent, None)
         if not catalog.complete or self._seen.get(agent) is catalog:
             return None
         self._seen[agent] = catalog
