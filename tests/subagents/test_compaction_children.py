@@ -8,13 +8,15 @@ model's window: one has none (its requests outgrow the parent's window, and it n
 one has a window smaller than the parent's (it compacts by its own).
 
 Real SQLite, the runtime, and one ``function:`` model per agent: the model functions live in
-this module, so the profile names them (``function:tests.subagents.test_compaction_children:
-parent``).
+this module, and the profile names them (``function:MODULE:parent``).
+
+A child that compacts keeps its delegation note in view (a compaction restates it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -26,6 +28,7 @@ import tether_subagent_tools
 from tether.agents import Tool
 from tether.models import (
     ContextWindow,
+    Message,
     ModelRequest,
     ModelResponse,
     ToolCall,
@@ -33,7 +36,15 @@ from tether.models import (
     schema_tokens,
 )
 from tether.runtime import Runtime
-from tether.store import CompactionEvent, Event, SQLiteStore, TurnEnded, UserMessage
+from tether.store import (
+    CompactionEvent,
+    Event,
+    SQLiteStore,
+    ToolResult,
+    TurnEnded,
+    UserMessage,
+)
+from tether.subagents import DELEGATION_NOTE
 from tether.testing import make_kernel, write_profile
 
 pytestmark = pytest.mark.anyio
@@ -83,6 +94,10 @@ def report(topic: str) -> str:
     return filler(f"REPORT on {topic}:", REPORT_CHARS)
 
 
+#: The three reports, in the order of the calls that asked for them (r1, r2, d1).
+REPORTS = [report("alpha"), report("beta"), report("the archive")]
+
+
 def _call(name: str, call_id: str, **arguments: Any) -> ToolCall:
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
@@ -119,7 +134,7 @@ def parent(request: ModelRequest) -> Any:
     return "ok"
 
 
-def _reader(role: str, topic: str) -> Any:
+def _reader(role: str, topic: Callable[[ModelRequest], str]) -> Any:
     """A child that reads its pages one step at a time, then reports on ``topic``."""
 
     def answer(request: ModelRequest) -> Any:
@@ -205,85 +220,126 @@ def compactions(log: list[Event]) -> list[CompactionEvent]:
     return [e for e in log if isinstance(e, CompactionEvent)]
 
 
-def task_ids(messages: Any) -> list[str]:
-    """The task ids of the receipts among ``messages``, in call order."""
-    return [
-        m.content.split()[2].rstrip(".")
-        for m in messages
-        if m.role == "tool" and m.content.startswith("Started task")
-    ]
+def task_ids(log: list[Event]) -> list[str]:
+    """The task ids of the receipts in ``log``, in the order of the calls that started them
+    (``r1``, ``r2``, ``d1``)."""
+    receipts = {
+        e.tool_call_id: e.content.split()[2].rstrip(".")
+        for e in log
+        if isinstance(e, ToolResult) and e.content.startswith("Started task")
+    }
+    return [receipts[call_id] for call_id in ("r1", "r2", "d1")]
 
 
-async def test_a_parent_compacts_its_childrens_results_and_keeps_them_readable(
-    tmp_path, store
-):
+@dataclass(frozen=True)
+class Delegated:
+    """What the scene left: the parent's window, its view and log, the task ids (``r1``,
+    ``r2``, ``d1``), what ``task_output`` gave for each, and each child's agent and log."""
+
+    window: ContextWindow
+    messages: tuple[Message, ...]
+    log: list[Event]
+    ids: list[str]
+    outputs: list[str]
+    children: dict[str, tuple[str | None, list[Event]]]
+
+
+@pytest.fixture
+async def delegated(tmp_path, store) -> Delegated:
+    """The parent asks for three reports (two researchers, one digger), settles, then reads
+    the first report again with ``task_output``: one more result-sized message."""
     kernel = make_kernel(write_profile(tmp_path, PROFILE), PLUGINS)
     with anyio.fail_after(TIMEOUT):
         async with Runtime.open(kernel, store) as runtime:
             main = await runtime.compose(agent="main")
             async with main:
                 window = main.window
-                assert window == ContextWindow(PARENT_WINDOW, None, "agent")
+                assert window is not None
+                assert (window.tokens, window.source) == (PARENT_WINDOW, "agent")
                 assert await main.run("go") == "completed"
                 await runtime.settle(main)
-                (receipts,) = [r for r in turns("parent") if r.messages[-1].role == "tool"]
-                ids = task_ids(receipts.messages)
-                assert len(ids) == 3
+                ids = task_ids(await log_of(store, main.session_id))
                 outputs = [await runtime.subagents.tasks.output(main, i) for i in ids]
-                # The parent reads a whole report again: one more result-sized message.
                 assert await main.run(f"read again {ids[0]}") == "completed"
                 await runtime.settle(main)
+    children = {
+        header.id: (header.agent, await log_of(store, header.id))
+        for header in await store.sessions(parent=main.session_id)
+    }
+    log = await log_of(store, main.session_id)
+    return Delegated(window, main.messages, log, ids, outputs, children)
 
-    # The children's results together are far more than the parent's window ...
-    reports = [report("alpha"), report("beta"), report("the archive")]
-    assert outputs == reports  # task_output gives each one whole
-    parent_log = await log_of(store, main.session_id)
+
+async def test_every_request_of_the_parent_fits_its_window_though_the_results_do_not(
+    delegated,
+):
     results = [
         e.content
-        for e in parent_log
+        for e in delegated.log
         if isinstance(e, UserMessage) and e.content.startswith("<task_result")
     ]
-    assert sorted(results) == sorted(
-        f'<task_result id="{task_id}" tool="{tool}" status="completed">{text}</task_result>'
-        for task_id, tool, text in zip(
-            ids, ("researcher", "researcher", "digger"), reports, strict=True
-        )
-    )  # the log keeps every result whole
     assert sum(len(r) for r in results) // 4 > PARENT_WINDOW
-
-    # ... yet every request the parent sent fits its budget: it compacted to make room.
-    budget = window.budget()
+    budget = delegated.window.budget()
     sent = turns("parent")
     assert all(request_tokens(r) <= budget for r in sent), [request_tokens(r) for r in sent]
     summaries = [r for r in REQUESTS["parent"] if r.purpose == "compaction"]
-    assert all(request_tokens(r) <= window.tokens for r in summaries)
-    stored = compactions(parent_log)
+    assert all(request_tokens(r) <= delegated.window.tokens for r in summaries)
+    # It compacted to make room: once per summary it asked for, and it ends compacted.
+    stored = compactions(delegated.log)
     assert stored
     assert len(summaries) == len(stored)
     assert sent[-1].messages[0].content.startswith("<conversation_summary>")
-    # Its turns all completed, the last one with the report it read again in its view.
-    ends = [e for e in parent_log if isinstance(e, TurnEnded)]
-    assert {e.stop_reason for e in ends} == {"completed"}
-    assert main.messages[-1].content == "Read the whole report again."
-    reread = next(m for m in main.messages if m.role == "tool" and m.name == "task_output")
-    assert reread.content.startswith(reports[0][:200])
+    # A result too long for what a compaction keeps is cut in the view (never in the log).
+    assert any("characters cut by compaction" in m.content for r in sent for m in r.messages)
 
-    # Each child kept its own model's window, not the parent's.
-    children = await store.sessions(parent=main.session_id)
-    by_agent = {h.id: h.agent for h in children}
-    assert sorted(by_agent.values()) == ["digger", "researcher", "researcher"]
-    for child_id, agent in by_agent.items():
-        found = compactions(await log_of(store, child_id))
-        if agent == "researcher":
-            assert not found  # no window known: no budget kept, nothing compacted
-        else:
-            assert found
-            assert {e.trigger for e in found} == {"auto"}
-    # The researchers (no window) sent requests the parent's window could not have carried.
-    assert max(request_tokens(r) for r in turns("researcher")) > budget
+
+async def test_the_parents_turns_complete_and_it_reads_a_whole_result_again(delegated):
+    ends = [e for e in delegated.log if isinstance(e, TurnEnded)]
+    assert len(ends) >= 3
+    assert {e.stop_reason for e in ends} == {"completed"}
+    assert delegated.messages[-1].content == "Read the whole report again."
+    reread = next(m for m in delegated.messages if m.role == "tool" and m.name == "task_output")
+    assert reread.content.startswith(REPORTS[0][:200])
+
+
+async def test_the_childrens_whole_results_stay_in_the_log_and_in_task_output(delegated):
+    assert delegated.outputs == REPORTS
+    results = [
+        e.content
+        for e in delegated.log
+        if isinstance(e, UserMessage) and e.content.startswith("<task_result")
+    ]
+    tools = ("researcher", "researcher", "digger")
+    assert sorted(results) == sorted(
+        f'<task_result id="{task_id}" tool="{tool}" status="completed">{text}</task_result>'
+        for task_id, tool, text in zip(delegated.ids, tools, REPORTS, strict=True)
+    )
+
+
+async def test_a_child_without_a_window_never_compacts_though_it_outgrows_the_parents(
+    delegated,
+):
+    logs = [log for agent, log in delegated.children.values() if agent == "researcher"]
+    assert len(logs) == 2
+    assert not [event for log in logs for event in compactions(log)]
     assert not [r for r in REQUESTS["researcher"] if r.purpose == "compaction"]
-    # The digger compacted by its own, smaller window: each request fits that one.
-    digger_budget = ContextWindow(DIGGER_WINDOW, None, "agent").budget()
-    assert all(request_tokens(r) <= digger_budget for r in turns("digger"))
-    assert any(r.purpose == "compaction" for r in REQUESTS["digger"])
-    assert [r.messages[-1].content for r in turns("digger")][-1].startswith("page 6:")
+    assert max(request_tokens(r) for r in turns("researcher")) > delegated.window.budget()
+
+
+async def test_a_child_with_a_smaller_window_compacts_by_its_own(delegated):
+    (log,) = [log for agent, log in delegated.children.values() if agent == "digger"]
+    found = compactions(log)
+    assert found
+    assert {e.trigger for e in found} == {"auto"}
+    budget = ContextWindow(DIGGER_WINDOW, None, "agent").budget()
+    assert budget < delegated.window.budget()
+    assert all(request_tokens(r) <= budget for r in turns("digger"))
+    # It read every page, through its compactions, before it reported.
+    assert turns("digger")[-1].messages[-1].content.startswith("page 6:")
+
+
+async def test_a_child_that_compacts_keeps_its_delegation_note_in_view(delegated):
+    after = [r for r in turns("digger") if r.messages[0].content.startswith("<conversation")]
+    assert after  # the digger compacted before some of its steps
+    for request in after:
+        assert any(m.content.startswith(DELEGATION_NOTE) for m in request.messages)

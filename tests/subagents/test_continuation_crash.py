@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,8 @@ from tether.store import (
     UserMessage,
 )
 
+from .conftest import wait_for_ready
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
 SCRIPT = Path(__file__).with_name("crash_parent.py")
@@ -37,23 +37,6 @@ TIMEOUT = 60.0
 
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-
-
-def _wait_for_ready(process: subprocess.Popen[str], timeout: float) -> list[str]:
-    """The words of the READY line (fails on a timeout or an early exit)."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=max(deadline - time.monotonic(), 0.01)):
-                continue
-            line = process.stdout.readline()
-            if not line:
-                raise AssertionError(f"the first process exited early ({process.wait()})")
-            if line.startswith("READY "):
-                return line.split()[1:]
-    raise AssertionError("the first process never reported READY")
 
 
 def _crash(db: Path, mode: str = "first") -> tuple[str, str, list[str]]:
@@ -66,7 +49,7 @@ def _crash(db: Path, mode: str = "first") -> tuple[str, str, list[str]]:
         env=_env(),
     )
     try:
-        parent, child, *follow_ups = _wait_for_ready(process, TIMEOUT)
+        parent, child, *follow_ups = wait_for_ready(process, TIMEOUT)
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=TIMEOUT) == -signal.SIGKILL
     finally:

@@ -131,6 +131,7 @@ class Agent:
         "_compacted_length",
         "_compactions",
         "_cwd",
+        "_delegation_note",
         "_delta_listeners",
         "_earlier_answers",
         "_fault",
@@ -258,6 +259,7 @@ class Agent:
         self._tally: tuple[int, int, int] | None = None  # (messages, tokens, of them counted)
         self._window: ContextWindow | bool | None = False  # False: not looked up yet
         self._compacted_length = -1
+        self._delegation_note: Message | None = None
         self._compactions = 0
 
     # ---------------------------------------------------------------- lifecycle
@@ -353,6 +355,7 @@ class Agent:
         self._log_length = folded.length
         self._history.extend(folded.history)
         self._earlier_answers = folded.earlier_answers
+        self._delegation_note = folded.delegation_note
         self._compactions = len(folded.compactions)
         if folded.counted is not None:
             self._tally = (*folded.counted, folded.counted[1])
@@ -898,6 +901,12 @@ class Agent:
         return self._earlier_answers
 
     @property
+    def delegation_note(self) -> Message | None:
+        """What a delegated child was told about its task (its log's delegation note), which
+        a compaction restates; ``None`` for a root session."""
+        return self._delegation_note
+
+    @property
     def instruction_values(self) -> Mapping[str, str]:
         """The current value of each dynamic instruction slot."""
         return dict(self._instruction_values)
@@ -950,10 +959,33 @@ class Agent:
             if self._inbox and not self._parked:
                 self._wake()
 
-    async def apply_compaction(self, event: CompactionEvent) -> None:
-        """Store ``event`` (with what the turn holds), then make its view the history."""
-        await self._append(event)
-        self._history[:] = compacted_view(event)
+    @property
+    def unstored_messages(self) -> int:
+        """How many of the last :attr:`messages` come from events not stored yet (what opens
+        a turn or a step waits for the step's answer; what a busy store refused is held)."""
+        return sum(1 for event in self._unsaved if event_to_message(event) is not None)
+
+    async def apply_compaction(
+        self, event: CompactionEvent, following: Sequence[Message] = ()
+    ) -> None:
+        """Store ``event``, then make its view, and after it ``following`` (the messages of
+        the events not stored yet, :attr:`unstored_messages`), the history. The event is
+        stored alone, before those events: a crash before the step's answer still leaves the
+        turn unopened in the log, its message to run again."""
+        if self._fault is not None and self._fault.code in _FENCED:
+            raise self._fault
+        try:
+            await self.store.append(self.session_id, (event,))
+        except TetherError as exc:
+            if exc.code in _FENCED:
+                self._unsaved, self._told = (), 0
+                self._fault = exc
+                self._parked = True
+            raise
+        self._log_length += 1
+        for listener in self._listeners:
+            listener(event)
+        self._history[:] = [*compacted_view(event), *following]
         self._earlier_answers = event.earlier_answers
         self._tally = None
         self._compacted_length = len(self._history)

@@ -134,7 +134,9 @@ def _restated(
 ) -> tuple[Message, ...]:
     """Instruction values, loaded skills and open work, as messages to keep."""
     roles: dict[str, Role] = {i.slug: i.role for i in agent.instructions}
-    found = [
+    note = agent.delegation_note
+    found = [note] if note is not None else []
+    found += [
         Message(role=roles.get(slug, "system"), content=render_instruction(slug, value))
         for slug, value in agent.instruction_values.items()
     ]
@@ -202,7 +204,11 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     when there was nothing to replace. Raises ``COMPACTION_FAILED`` when no summary could be
     written (nothing is stored then: the history stays whole)."""
     policy = agent.compaction
-    history = agent.messages
+    # What the running turn holds unstored (its start and claim, a step's context) stays
+    # after the compaction, which is stored before it.
+    pending = agent.unstored_messages
+    whole = agent.messages
+    history = whole[: len(whole) - pending]
     window = agent.window
     scale = window.tokens if window is not None else agent.context_tokens()
     max_tokens = SUMMARY_MAX_TOKENS if window is None else min(SUMMARY_MAX_TOKENS, scale // 8)
@@ -256,7 +262,7 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
 
     after = messages_tokens(compacted_view(event))
     event = event.model_copy(update={"tokens_after": after})
-    await agent.apply_compaction(event)
+    await agent.apply_compaction(event, whole[len(whole) - pending :])
     return event
 
 

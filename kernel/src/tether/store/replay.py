@@ -111,7 +111,8 @@ class SessionFold:
     unclaimed: list[PendingMessage] = field(default_factory=lambda: list[PendingMessage]())
     open_turn: OpenTurn | None = None
     completed: int = 0
-    """How many events lead up to (and include) the last ``turn/end``."""
+    """How many events lead up to (and include) the last ``turn/end``, or a ``compaction``
+    stored after it, between turns."""
     setup: dict[str, DescriptorEvent] = field(default_factory=lambda: dict[str, DescriptorEvent]())
     """The first descriptor of each kind in the setup window."""
     compactions: list[int] = field(default_factory=lambda: list[int]())
@@ -119,6 +120,9 @@ class SessionFold:
     last_compaction: CompactionEvent | None = None
     earlier_answers: int = 0
     """Answers of the session no longer in ``history`` (replaced by a compaction summary)."""
+    delegation_note: Message | None = None
+    """A delegated child's delegation note (the ``delegation`` context message of its setup
+    window): what it was told about its task, which a compaction restates."""
     counted: tuple[int, int] | None = None
     """``(n, tokens)``: the provider counted ``tokens`` for the first ``n`` messages of
     ``history`` (the input and output of the last answer that reported usage), if no
@@ -150,6 +154,8 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 in_setup = False
             elif isinstance(event, DescriptorEvent):
                 result.setup.setdefault(event.kind, event)
+            elif isinstance(event, ContextMessage) and event.origin == "delegation":
+                result.delegation_note = result.delegation_note or message
         match event:
             case InboxAccepted(message_id=mid, content=content, source=source, delivery=how):
                 accepted[mid] = PendingMessage(mid, content, source, how)
@@ -167,6 +173,8 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 if usage.input_tokens:
                     result.counted = (len(history), usage.input_tokens + usage.output_tokens)
             case CompactionEvent():
+                if open_turn is None:
+                    result.completed = index + 1  # between turns: a fork starts from it
                 history[:] = compacted_view(event)
                 result.compactions.append(index)
                 result.last_compaction = event

@@ -29,7 +29,7 @@ import anyio
 
 from ..errors import ErrorCode, StoreError, SubagentError, TetherError
 from ..store import DescriptorEvent, MessageSource, SessionHeader
-from ._child import final_output
+from ._child import answers_of, output_since
 from ._kit import find_continuable_descriptor, restore_local_child
 from ._types import SubagentEvent
 from .notices import settlement_notice
@@ -68,7 +68,8 @@ class Activation:
     agent: Agent
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     epoch_start: int = 0
-    """Where this activation's history starts (its closing message is looked for after it)."""
+    """How many answers its session held when this activation began (its closing message is
+    the last one after them; ``_child.answers_of``)."""
     closing: bool = False
     """The admission cutoff: it takes no more messages."""
     released: bool = False
@@ -206,7 +207,7 @@ class Activations:
             label=header.label,
             depth=header.delegation_depth,
             agent=agent,
-            epoch_start=len(agent.messages),
+            epoch_start=answers_of(agent),
             turns_at_start=agent.turns,
             tool=_tool_of(descriptor),
         )
@@ -357,7 +358,7 @@ class Activations:
         if parent is None:
             return  # the parent is gone: nobody to tell
         opened = agent.turns > activation.turns_at_start
-        output = final_output(agent.messages[activation.epoch_start :]) if opened else ""
+        output = output_since(agent, activation.epoch_start) if opened else ""
         if activation.tool is not None:
             tasks = self._service.tasks
             text = tasks.result_text(parent, activation.child_id, activation.tool, stop, output)

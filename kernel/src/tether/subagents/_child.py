@@ -52,6 +52,28 @@ def final_output(messages: Sequence[Message]) -> str:
     return ""
 
 
+def answers_of(agent: Agent) -> int:
+    """How many answers ``agent``'s session holds: those a compaction summary replaced and
+    those in its history. A position in the history does not mark where a task began (a
+    compaction shortens the history); this count only grows."""
+    return agent.earlier_answers + sum(1 for m in agent.messages if m.role == "assistant")
+
+
+def output_since(agent: Agent, answers: int) -> str:
+    """The last non-empty answer ``agent`` gave after its first ``answers`` (see
+    :func:`answers_of`): what a task begun then wrote, even after a compaction replaced the
+    history the task began with."""
+    new = answers_of(agent) - answers
+    for message in reversed(agent.messages):
+        if new <= 0:
+            break
+        if message.role == "assistant":
+            new -= 1
+            if message.content.strip():
+                return message.content
+    return ""
+
+
 def parse_structured(text: str, schema: Mapping[str, Any]) -> tuple[Any, list[str]]:
     """``(value, problems)``: the JSON in ``text`` (a fenced block is accepted) and what is
     wrong with it against ``schema`` (empty when valid)."""
@@ -84,10 +106,10 @@ class LocalChildRun:
     A live child holds few waitable objects: an Event is made only while someone waits (for the
     child to open, for its result, for its host to leave, or the host for its release)."""
 
-    def __init__(self, child: Agent, request: SubagentStartRequest, history_start: int) -> None:
+    def __init__(self, child: Agent, request: SubagentStartRequest, answers_start: int) -> None:
         self._child = child
         self._request = request
-        self._history_start = history_start
+        self._answers_start = answers_start
         self._result: SubagentResult | None = None
         self._host_error: BaseException | None = None
         self._hosting = False
@@ -211,7 +233,7 @@ class LocalChildRun:
         await child.when_idle()
         for attempt in range(STRUCTURED_RETRIES + 1):
             stop = child.last_stop_reason
-            output = final_output(child.messages[self._history_start :])
+            output = output_since(child, self._answers_start)
             if child.fault is not None:
                 return SubagentResult(output="", stop_reason="error", diagnostic=str(child.fault))
             if stop != "completed":
@@ -283,8 +305,8 @@ async def start_local_child(
         model=model,
         first_prompt=prompt,
     )
-    # The task is accepted with the session; the child's history starts before it.
-    run = LocalChildRun(child, request, len(child.messages))
+    # The task is accepted with the session; its answers are the ones given from here on.
+    run = LocalChildRun(child, request, answers_of(child))
     await run.host_in(parent)  # the host runs the accepted task
     return run
 

@@ -36,6 +36,7 @@ from ._authority import (
     authorize_parent,
     child_header,
 )
+from ._child import answers_of
 from ._delivery import Delivery
 from ._depth import child_depth
 from ._kit import compose_local_child
@@ -176,7 +177,7 @@ class ContinuationManager:
             label=request.label,
             depth=child_depth(parent, None),
             agent=child,
-            epoch_start=len(child.messages),
+            epoch_start=answers_of(child),
             turns_at_start=child.turns,
             tool=request.tool,
         )
