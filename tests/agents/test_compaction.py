@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import anyio
 import pytest
 
 import tether
@@ -363,3 +364,97 @@ async def test_a_mode_alone_is_a_compaction_setting(tether_kernel):
     with pytest.raises(ProfileError) as invalid:
         tether_kernel(bad)
     assert "compaction" in str(invalid.value)
+
+
+def gated(gate: anyio.Event, asked: anyio.Event):
+    async def answer(request: ModelRequest) -> str:
+        if request.purpose == "compaction":
+            asked.set()
+            await gate.wait()
+            return "summary"
+        return ANSWER
+
+    return FunctionModel(answer)
+
+
+async def test_what_is_stored_while_the_summary_is_written_stays_in_view(store):
+    gate, asked = anyio.Event(), anyio.Event()
+    agent = await agent_on(store, gated(gate, asked))
+    async with agent, anyio.create_task_group() as group:
+
+        async def questions() -> None:
+            for n in range(30):
+                assert await agent.run(f"question {n}") == "completed"
+
+        group.start_soon(questions)
+        await asked.wait()  # a turn's first step is compacting; its claim is not stored yet
+        await agent.steer("a steer that stores what the turn held")
+        await agent.inject("an injected fact")
+        gate.set()
+    log = [s.event for s in await store.events(agent.session_id)]
+    assert list(fold(log).history) == list(agent.messages)
+    claims = [e.content for e in log if e.type == "user/message"]
+    assert claims.count("an injected fact") == 1
+    assert all(claims.count(f"question {n}") == 1 for n in range(30))
+
+
+async def test_a_message_injected_while_an_idle_agent_compacts_is_kept(store):
+    gate, asked = anyio.Event(), anyio.Event()
+    agent = await agent_on(store, gated(gate, asked), mode="manual")
+    async with agent:
+        gate.set()
+        for n in range(6):
+            await agent.run(f"question {n}")
+        gate, asked = anyio.Event(), anyio.Event()
+        agent.model = gated(gate, asked)
+        async with anyio.create_task_group() as group:
+            group.start_soon(agent.compact)
+            await asked.wait()
+            await agent.inject("injected while compacting")
+            # A turn asked for meanwhile runs after the compaction, and run() waits for it.
+            group.start_soon(agent.run, "asked while compacting")
+            while not agent.pending:  # accepted, waiting for the compaction to end
+                await anyio.sleep(0.01)
+            gate.set()
+        assert agent.messages[-1].content == ANSWER  # the turn ran before run() returned
+    contents = [m.content for m in agent.messages]
+    assert "injected while compacting" in contents
+    assert "asked while compacting" in contents
+    log = [s.event for s in await store.events(agent.session_id)]
+    assert list(fold(log).history) == list(agent.messages)
+
+
+async def test_a_strategy_that_raises_fails_the_compaction_cleanly(store):
+    async def broken(task) -> str:
+        raise ValueError("no summary today")
+
+    agent = await agent_on(store, FunctionModel(answers), mode="manual")
+    agent.compaction_strategy = CompactionStrategy("broken", broken)
+    async with agent:
+        for n in range(4):
+            await agent.run(f"question {n}")
+        before = agent.messages
+        with pytest.raises(AgentError) as failed:
+            await agent.compact()
+    assert failed.value.code == ErrorCode.COMPACTION_FAILED
+    assert "ValueError: no summary today" in failed.value.message
+    assert agent.messages == before
+
+
+async def test_a_changed_instruction_is_not_restated_and_appended_both(store):
+    ticks = iter(range(1000))
+
+    async def clock(context) -> str:
+        return f"tick {next(ticks)}"
+
+    agent = await agent_on(
+        store,
+        FunctionModel(answers),
+        instructions=[DynamicInstruction("clock", clock, when="turn")],
+    )
+    async with agent:
+        for n in range(25):
+            await agent.run(f"question {n}")
+    assert await compactions(store, agent)
+    for value in {m.content for m in agent.messages if m.content.startswith("<instruction")}:
+        assert sum(m.content == value for m in agent.messages) == 1

@@ -213,3 +213,31 @@ async def test_a_cancelled_stream_keeps_what_arrived_marked_partial(store):
     raw = [s.event.model_dump_json() for s in await store.events(agent.session_id)]
     assert sum('"partial":true' in line for line in raw) == 1
     assert not any('"partial":false' in line for line in raw)
+
+
+async def test_a_turn_cancelled_while_a_failed_stream_waits_to_retry_keeps_no_partial(store):
+    import anyio
+
+    attempts: list[int] = []
+
+    async def flaky(request: ModelRequest):
+        attempts.append(1)
+        yield ModelDelta("text", "void text")
+        raise ModelError(ErrorCode.MODEL_REQUEST_FAILED, "dropped", recoverable=True)
+
+    agent = await agent_on(store, FunctionModel(flaky), retry_backoff=30.0, retry_max_wait=30.0)
+    heard: list[str] = []
+
+    def listen(delta: ModelDelta) -> None:
+        heard.append(delta.kind)
+        if delta.kind == "retry":
+            agent.interrupt()  # cancelled in the pause before the retry
+
+    agent.listen_deltas(listen)
+    async with agent:
+        with anyio.fail_after(20):
+            assert await agent.run("go") == "aborted"
+    assert heard == ["text", "retry"]
+    assert len(attempts) == 1
+    events = [s.event for s in await store.events(agent.session_id)]
+    assert not [e for e in events if isinstance(e, AssistantMessage)]  # nothing void is kept

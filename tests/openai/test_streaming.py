@@ -160,6 +160,21 @@ async def test_a_broken_stream_is_a_recoverable_failure_after_what_arrived(serve
     assert said in caught.value.message
 
 
+async def test_a_context_overflow_mid_stream_is_not_retried_but_compacted_for(server):
+    error = {"error": {"message": "maximum context length is 8192 tokens", "code": None}}
+    server.answers.append(Answer(body=sse(error)))
+    model = ChatCompletionsModel("openai:gpt-4.1", "gpt-4.1", base_url=server.url)
+    try:
+        with pytest.raises(ModelError) as caught:
+            async for _ in model.stream(ModelRequest()):
+                pass
+    finally:
+        await model.aclose()
+    # An agent whose compaction is auto compacts on this code and asks again.
+    assert caught.value.code is ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    assert not caught.value.recoverable
+
+
 async def test_an_http_error_before_the_stream_is_the_same_error_as_without_it(server):
     server.answers.append(Answer(status=429, body=b'{"error": {"message": "slow down"}}'))
     model = ChatCompletionsModel("openai:gpt-4.1", "gpt-4.1", base_url=server.url)

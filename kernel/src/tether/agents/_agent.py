@@ -128,7 +128,6 @@ class Agent:
     # Slots: thousands of live children each hold one agent, and an instance dict costs more.
     __slots__ = (
         "__weakref__",
-        "_compacted_length",
         "_compactions",
         "_cwd",
         "_delegation_note",
@@ -258,7 +257,6 @@ class Agent:
         self._earlier_answers = 0
         self._tally: tuple[int, int, int] | None = None  # (messages, tokens, of them counted)
         self._window: ContextWindow | bool | None = False  # False: not looked up yet
-        self._compacted_length = -1
         self._delegation_note: Message | None = None
         self._compactions = 0
 
@@ -955,9 +953,10 @@ class Agent:
             return await compact(self, "manual")
         finally:
             self._runner_active = False
-            self._set_idle()
             if self._inbox and not self._parked:
-                self._wake()
+                self._wake()  # what came meanwhile runs now; its waiters wait for it
+            else:
+                self._set_idle()
 
     @property
     def unstored_messages(self) -> int:
@@ -965,15 +964,29 @@ class Agent:
         a turn or a step waits for the step's answer; what a busy store refused is held)."""
         return sum(1 for event in self._unsaved if event_to_message(event) is not None)
 
-    async def apply_compaction(
-        self, event: CompactionEvent, following: Sequence[Message] = ()
-    ) -> None:
-        """Store ``event``, then make its view, and after it ``following`` (the messages of
-        the events not stored yet, :attr:`unstored_messages`), the history. The event is
-        stored alone, before those events: a crash before the step's answer still leaves the
-        turn unopened in the log, its message to run again."""
+    @property
+    def unstored_instruction_slugs(self) -> frozenset[str]:
+        """The instruction slots whose new value is among the events not stored yet."""
+        return frozenset(e.slug for e in self._unsaved if isinstance(e, InstructionEvent))
+
+    async def apply_compaction(self, event: CompactionEvent, planned: int) -> CompactionEvent:
+        """Store ``event``, planned on the first ``planned`` messages of the history, and make
+        its view the history; the event as stored.
+
+        What was stored while its summary was written (a steer's acceptance stores what the
+        turn held; an injected message, a task's result) is added to what it keeps, so the
+        log's fold and this agent agree. What is still not stored (:attr:`unstored_messages`)
+        follows it: the event is stored alone, before those events, so a crash before the
+        step's answer leaves the turn unopened in the log, its message to run again."""
         if self._fault is not None and self._fault.code in _FENCED:
             raise self._fault
+        later = self._history[planned:]
+        unstored = self.unstored_messages
+        stored, following = later[: len(later) - unstored], later[len(later) - unstored :]
+        if stored:
+            event = event.model_copy(update={"kept": (*event.kept, *stored)})
+        view = compacted_view(event)
+        event = event.model_copy(update={"tokens_after": messages_tokens(view)})
         try:
             await self.store.append(self.session_id, (event,))
         except TetherError as exc:
@@ -985,12 +998,12 @@ class Agent:
         self._log_length += 1
         for listener in self._listeners:
             listener(event)
-        self._history[:] = [*compacted_view(event), *following]
+        self._history[:] = [*view, *following]
         self._earlier_answers = event.earlier_answers
         self._tally = None
-        self._compacted_length = len(self._history)
         self._compactions += 1
         self.holds_images = any(message.images for message in self._history)
+        return event
 
     # ---------------------------------------------------------------- the turn
 
@@ -1225,7 +1238,7 @@ class Agent:
         tokens = self.context_tokens()
         policy = self.compaction
         limit = budget
-        if policy.mode == "auto" and len(self._history) != self._compacted_length:
+        if policy.mode == "auto":
             limit = min(budget, int(window.tokens * policy.threshold))
         if tokens <= limit:
             return

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import anyio
+
 from ..errors import AgentError, ErrorCode, TetherError
 from ..models import Message, Role, Usage, message_tokens, messages_tokens
 from ..store import CompactionEvent
@@ -136,9 +138,12 @@ def _restated(
     roles: dict[str, Role] = {i.slug: i.role for i in agent.instructions}
     note = agent.delegation_note
     found = [note] if note is not None else []
+    # A value the running turn is about to append follows the compaction by itself.
+    coming = agent.unstored_instruction_slugs
     found += [
         Message(role=roles.get(slug, "system"), content=render_instruction(slug, value))
         for slug, value in agent.instruction_values.items()
+        if slug not in coming
     ]
     skills: dict[str, Message] = {}
     for message in history:
@@ -206,16 +211,19 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     policy = agent.compaction
     # What the running turn holds unstored (its start and claim, a step's context) stays
     # after the compaction, which is stored before it.
-    pending = agent.unstored_messages
-    whole = agent.messages
-    history = whole[: len(whole) - pending]
+    pending = agent.messages[len(agent.messages) - agent.unstored_messages :]
+    history = agent.messages[: len(agent.messages) - len(pending)]
     window = agent.window
     scale = window.tokens if window is not None else agent.context_tokens()
     max_tokens = SUMMARY_MAX_TOKENS if window is None else min(SUMMARY_MAX_TOKENS, scale // 8)
     keep_tokens = int(scale * policy.keep)
     if window is not None:
-        # What is kept must fit beside the base prompt, the tools and the summary.
-        room = window.budget(agent.limits.max_output_tokens) - agent.base_tokens() - max_tokens
+        # What is kept must fit beside the base prompt, the tools, the summary and what is
+        # pending, with room to grow before the next compaction (a quarter of the trigger).
+        limit = window.budget(agent.limits.max_output_tokens)
+        if policy.mode == "auto":
+            limit = min(limit, int(window.tokens * policy.threshold))
+        room = limit * 3 // 4 - agent.base_tokens() - max_tokens - messages_tokens(pending)
         keep_tokens = min(keep_tokens, room)
     planned = plan(agent, history, max(keep_tokens, 1))
     if planned is None:
@@ -234,10 +242,13 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
         else:
             summary = await strategy.summarize(summary_input)
             name = strategy.name
-    except TetherError as exc:
+    except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a model's failure, or a plugin strategy's code
+        detail = str(exc) if isinstance(exc, TetherError) else f"{type(exc).__name__}: {exc}"
         raise AgentError(
             ErrorCode.COMPACTION_FAILED,
-            f"compaction of session {agent.session_id} failed: no summary was written ({exc})",
+            f"compaction of session {agent.session_id} failed: no summary was written ({detail})",
             remedy="the history is whole; the next request tries again",
         ) from exc
     if not isinstance(summary, str) or not summary.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -253,17 +264,11 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
         replaced=len(replaced),
         earlier_answers=agent.earlier_answers + answers,
         tokens_before=messages_tokens(history),
-        tokens_after=0,
         trigger=trigger,
         strategy=name,
         usage=usage,
     )
-    from ..store._events import compacted_view
-
-    after = messages_tokens(compacted_view(event))
-    event = event.model_copy(update={"tokens_after": after})
-    await agent.apply_compaction(event, whole[len(whole) - pending :])
-    return event
+    return await agent.apply_compaction(event, len(history))
 
 
 async def _model_summary(agent: Agent, task: CompactionInput) -> tuple[str, Usage]:

@@ -223,21 +223,22 @@ async def request_with_retries(
     """``model``'s answer to ``request``, retrying recoverable failures within ``limits``
     (:func:`retry_pause`); a failure that is not a :class:`ModelError` is wrapped in one.
     With ``on_delta``, the answer is streamed (:func:`tether.models.stream_answer`) and each
-    delta handed to it; a retry after some deltas is announced with a ``retry`` delta."""
+    delta handed to it; a failed attempt that will be retried is announced with a ``retry``
+    delta, before the pause (what it streamed is void)."""
     attempt = 0
     waited = 0.0
     while True:
         try:
             if on_delta is None:
                 return await model.request(request)
-            if attempt:
-                on_delta(ModelDelta("retry"))
             return await stream_answer(model, request, on_delta)
         except ModelError as exc:
             if not exc.recoverable:
                 raise
             pause = retry_pause(limits, attempt, waited, exc)
             failure = str(exc)
+            if on_delta is not None:
+                on_delta(ModelDelta("retry"))  # what this attempt streamed is void from now
         except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
             raise
         except Exception as exc:

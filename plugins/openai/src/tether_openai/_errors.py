@@ -17,6 +17,7 @@ __all__ = (
     "body_note",
     "error_text",
     "is_context_overflow",
+    "is_overflow_text",
     "is_retryable",
     "retry_after",
 )
@@ -89,8 +90,16 @@ def is_context_overflow(response: httpx.Response) -> bool:
     error = json_object(body.get("error")) if body is not None else None
     if error is not None and error.get("code") in _OVERFLOW_CODES:
         return True
-    body = response.text.lower()
-    return any(words in body for words in _OVERFLOW_WORDS)
+    return is_overflow_text(response.text)
+
+
+def is_overflow_text(text: str) -> bool:
+    """Whether an error's text (a body, a streamed error chunk) says the request does not fit
+    the model's context."""
+    lowered = text.lower()
+    return any(code in lowered for code in _OVERFLOW_CODES) or any(
+        words in lowered for words in _OVERFLOW_WORDS
+    )
 
 
 def retry_after(response: httpx.Response, *, now: float | None = None) -> float | None:

@@ -17,6 +17,7 @@ from ._errors import (
     body_note,
     error_text,
     is_context_overflow,
+    is_overflow_text,
     is_retryable,
     retry_after,
 )
@@ -201,7 +202,8 @@ class ChatCompletionsModel:
                 if response.status_code != 200:
                     await response.aread()
                     raise self._http_error(response)
-                if "json" in response.headers.get("content-type", ""):
+                media = response.headers.get("content-type", "").partition(";")[0].strip()
+                if media.lower() == "application/json":
                     # A server that does not stream answers whole: one answer, no deltas.
                     await response.aread()
                     yield self._whole(response, request)
@@ -272,6 +274,12 @@ class ChatCompletionsModel:
         if error is not None:
             found_error = json_object(error)
             detail = found_error.get("message") if found_error is not None else error
+            if is_overflow_text(data):  # too long: sending it again cannot help
+                raise ModelError(
+                    ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+                    f"{self.name}: the server refused the request mid-stream: {str(detail)[:300]}",
+                    remedy=OVERFLOW_REMEDY,
+                )
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f"{self.name}: the server failed mid-stream: {str(detail)[:300]}",
