@@ -21,6 +21,7 @@ from .test_tether_to_tether import (
     TIMEOUT,
     child_profile,
     child_turns,
+    one_shot,
     parent_kernel,
     quiet_parent,
 )
@@ -89,19 +90,10 @@ chunks = 2
     runtime = parent_kernel(tmp_path / "parent", child)
     heard = Heard()
     unlisten = runtime.listen_deltas(heard.delta)
-    store = SQLiteStore(tmp_path / "parent.db")
     try:
-        with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
-            async with parent:
-                run = await runtime.subagents.start(
-                    "tether-child", SubagentStartRequest("go", parent)
-                )
-                result = await run.result()
-                await run.dispose()
+        run, result = await one_shot(runtime, tmp_path / "parent.db")
     finally:
         unlisten()
-        await store.aclose()
     assert result.output == "Let me look.\n\nFound it."
     texts = [d.text for d in heard.deltas(run.id, "text")]
     assert len(texts) == 6  # four pieces of the first message, two of the second
@@ -195,19 +187,10 @@ async def test_a_childs_retried_step_is_a_retry_for_the_parent_and_not_in_its_an
     runtime = parent_kernel(tmp_path / "parent", child)
     heard = Heard()
     unlisten = runtime.listen_deltas(heard.delta) if listening else lambda: None
-    store = SQLiteStore(tmp_path / "parent.db")
     try:
-        with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
-            async with parent:
-                run = await runtime.subagents.start(
-                    "tether-child", SubagentStartRequest("go", parent)
-                )
-                result = await run.result()
-                await run.dispose()
+        run, result = await one_shot(runtime, tmp_path / "parent.db")
     finally:
         unlisten()
-        await store.aclose()
     assert result.output == "The real answer."
     expected = [("text", "A first dra"), ("retry", ""), ("text", "The real "), ("text", "answer.")]
     assert [(d.kind, d.text) for d in heard.deltas(run.id)] == (expected if listening else [])

@@ -75,6 +75,24 @@ def quiet_parent(request: ModelRequest) -> ModelResponse | str:
     return "noted"
 
 
+async def one_shot(runtime: Any, db: Path) -> tuple[Any, Any]:
+    """A quiet parent on a SQLite store at ``db`` delegates "go" to the ACP child once:
+    the run and its result."""
+    store = SQLiteStore(db)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
+            async with parent:
+                run = await runtime.subagents.start(
+                    "tether-child", SubagentStartRequest("go", parent)
+                )
+                result = await run.result()
+                await run.dispose()
+    finally:
+        await store.aclose()
+    return run, result
+
+
 async def test_a_continuable_tether_child_over_acp_takes_a_follow_up_with_its_history(tmp_path):
     child = child_profile(
         tmp_path / "child",
@@ -248,17 +266,6 @@ text = "Found it."
 """,
     )
     runtime = parent_kernel(tmp_path / "parent", child)
-    store = SQLiteStore(tmp_path / "parent.db")
-    try:
-        with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(runtime, store, model=FunctionModel(quiet_parent))
-            async with parent:
-                run = await runtime.subagents.start(
-                    "tether-child", SubagentStartRequest("go", parent)
-                )
-                result = await run.result()
-                await run.dispose()
-    finally:
-        await store.aclose()
+    _, result = await one_shot(runtime, tmp_path / "parent.db")
     # Each message streams with its own id, so the parent does not glue them together.
     assert result.output == "Let me look.\n\nFound it."
