@@ -83,3 +83,17 @@ def test_a_long_session_compacts_and_survives_a_kill_in_the_middle_of_a_compacti
     assert shown.returncode == 0, shown.stderr
     assert "compacted at event" in shown.stdout
     assert "3000 tokens (agent)" in shown.stdout
+
+
+def test_sessions_compact_is_refused_while_another_process_drives_the_session(make_project):
+    project = make_project()
+    project.script('[[steps]]\ndelay = 60\ntext = "never"\n')
+    process = project.start("run", "first")
+    wait_for(lambda: printed(process, "> first"), "the turn to start its request")
+    (root,) = project.roots()
+    before = project.events(root)
+    refused = project.run("sessions", "compact", root)
+    assert refused.returncode == 2
+    assert "[SESSION_BUSY]" in refused.stderr
+    assert project.events(root) == before  # the second process touched nothing
+    kill(process)
