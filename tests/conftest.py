@@ -53,3 +53,46 @@ def _no_loose_tasks() -> Iterator[None]:
         found = "; ".join(record.getMessage().splitlines()[0] for record in _loose.records)
         _loose.records.clear()
         pytest.fail(f"asyncio reported: {found}", pytrace=False)
+
+
+# -- PostgreSQL: one database per test run, one schema per test ------------------------------
+
+#: The server the PostgreSQL tests use (trust auth); a database is created on it per test run.
+POSTGRES_SERVER = os.environ.get("TETHER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh database for this test run (dropped afterwards): its URL. Skips on a developer's
+    machine without a server; under ``CI=true`` a missing server fails."""
+    import uuid
+
+    psycopg = pytest.importorskip("psycopg")
+    name = f"tether_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(f"{POSTGRES_SERVER}/postgres", autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        reason = f"no PostgreSQL server at {POSTGRES_SERVER} ({exc}); set TETHER_TEST_POSTGRES"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"{POSTGRES_SERVER}/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> str:
+    """The URL of a schema of its own for this test in the run's database (tables of one test
+    never meet another's)."""
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_database, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{schema}"'.encode())
+    return f"{postgres_database}?options=-csearch_path%3D{schema}"

@@ -27,6 +27,7 @@ PACKAGES = (
     "tether_acp",
     "tether_fork",
     "tether_subagent_tools",
+    "tether_postgres",
 )
 
 #: Re-exports not yet in ``__all__``, in packages outside this change. Each is a name a

@@ -29,13 +29,16 @@ from ._events import (
     TurnEnded,
     TurnStarted,
     UserMessage,
+    dump_event,
     parse_event,
+    replace_surrogates,
 )
-from ._lease import DEFAULT_LEASE_TTL, LeaseOwner
+from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
 from ._memory import MemoryStore
 from ._plugin import BUILTIN_STORE_PROVIDERS
 from ._protocol import SessionStore
 from ._providers import StoreProvider, find_store_provider
+from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite import DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, SQLiteStore
 
 if TYPE_CHECKING:
@@ -69,11 +72,17 @@ __all__ = (
     "TurnEnded",
     "TurnStarted",
     "UserMessage",
+    "check_depth",
+    "check_mail",
+    "dump_event",
     "find_store_provider",
     "open_store",
     "parse_event",
     "profile_store",
     "profile_store_provider",
+    "replace_surrogates",
+    "session_busy",
+    "session_not_found",
 )
 
 #: The store of a profile without ``[tether] store``, next to the profile.

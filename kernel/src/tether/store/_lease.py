@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import ErrorCode, StoreError
 
-__all__ = ("DEFAULT_LEASE_TTL", "LeaseOwner", "busy")
+__all__ = ("DEFAULT_LEASE_TTL", "LeaseOwner", "session_busy")
 
 #: Seconds a lease lasts past its last renewal, as seen from another host.
 DEFAULT_LEASE_TTL = 30.0
@@ -128,7 +128,9 @@ def _wall_time(started: float | None) -> float | None:
     return None
 
 
-def busy(session_id: str, holder: LeaseOwner, *, alive: bool, file: Path | None) -> StoreError:
+def session_busy(
+    session_id: str, holder: LeaseOwner, *, alive: bool, file: Path | str | None
+) -> StoreError:
     """``SESSION_BUSY``: ``holder``, not this store, holds the lease of ``session_id``."""
     if alive and holder.host == _HOST and holder.pid == os.getpid():
         return StoreError(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ..errors import ErrorCode, StoreError
 from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
 from ._lease import LeaseOwner
-from ._rules import check_depth, check_mail, missing
+from ._rules import check_depth, check_mail, session_not_found
 
 __all__ = ("MemoryStore",)
 
@@ -44,7 +44,7 @@ class MemoryStore:
         try:
             return self._headers[session_id]
         except KeyError:
-            raise missing(session_id) from None
+            raise session_not_found(session_id) from None
 
     async def raise_depth(self, session_id: str, depth: int) -> SessionHeader:
         header = await self.header(session_id)
@@ -66,7 +66,7 @@ class MemoryStore:
     def _log(self, session_id: str) -> list[Event]:
         log = self._logs.get(session_id)
         if log is None:
-            raise missing(session_id)
+            raise session_not_found(session_id)
         return log
 
     async def append(self, session_id: str, events: Sequence[Event]) -> int:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from ..errors import ErrorCode, StoreError
 from ._events import InboxAccepted, SessionHeader
 
+__all__ = ("check_depth", "check_mail", "session_not_found")
 
-def missing(session_id: str) -> StoreError:
+
+def session_not_found(session_id: str) -> StoreError:
+    """``SESSION_NOT_FOUND``: the error every store raises for an unknown session id."""
     return StoreError(
         ErrorCode.SESSION_NOT_FOUND,
         f'no session "{session_id}"',

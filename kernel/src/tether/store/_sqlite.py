@@ -36,8 +36,8 @@ from ._events import (
     parse_event,
     replace_surrogates,
 )
-from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, busy
-from ._rules import check_depth, check_mail, missing
+from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
+from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite_faults import check_location
 from ._sqlite_locks import DEFAULT_BUSY_TIMEOUT, Transaction, raise_failure, retry, waitable
 from ._sqlite_schema import SCHEMA_VERSION, open_database
@@ -151,7 +151,7 @@ class SQLiteStore:
             ).fetchone()
         )
         if row is None:
-            raise missing(session_id)
+            raise session_not_found(session_id)
         return _header(row, self.path)
 
     async def raise_depth(self, session_id: str, depth: int) -> SessionHeader:
@@ -202,7 +202,7 @@ class SQLiteStore:
 
     def _last_seq(self, session_id: str) -> int:
         if not self._exists(session_id):
-            raise missing(session_id)
+            raise session_not_found(session_id)
         (last,) = self._db.execute(
             "SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()
@@ -392,7 +392,7 @@ class SQLiteStore:
 
     def _event_rows(self, session_id: str, after: int, limit: int | None) -> list[tuple[int, str]]:
         if not self._exists(session_id):
-            raise missing(session_id)
+            raise session_not_found(session_id)
         return self._db.execute(
             "SELECT seq, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, after, -1 if limit is None else limit),
@@ -420,12 +420,12 @@ class SQLiteStore:
     def _delete(self, session_id: str) -> None:
         with self._transaction():
             if not self._exists(session_id):
-                raise missing(session_id)
+                raise session_not_found(session_id)
             lease = self._lease(session_id)
             if lease is not None and lease[0].token != self.owner.token:
                 holder, expires_at = lease
                 if holder.alive(expires_at):  # a dead owner's session may be rolled back
-                    raise busy(session_id, holder, alive=True, file=self.path)
+                    raise session_busy(session_id, holder, alive=True, file=self.path)
             for table, column in _SESSION_ROWS:
                 self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
 
@@ -465,13 +465,13 @@ class SQLiteStore:
         lease = self._lease(session_id)
         if lease is None:
             if not self._exists(session_id):
-                raise missing(session_id)
+                raise session_not_found(session_id)
             self._insert_lease(session_id)
             self._next_seq.pop(session_id, None)  # others may have written while it was free
             return
         holder, expires_at = lease
         if holder.token != self.owner.token:
-            raise busy(session_id, holder, alive=holder.alive(expires_at), file=self.path)
+            raise session_busy(session_id, holder, alive=holder.alive(expires_at), file=self.path)
 
     async def acquire(self, session_id: str) -> bool:
         return await self._run(lambda: self._acquire(session_id))
@@ -486,7 +486,7 @@ class SQLiteStore:
                 return False
             holder, expires_at = lease
             if holder.alive(expires_at):
-                raise busy(session_id, holder, alive=True, file=self.path)
+                raise session_busy(session_id, holder, alive=True, file=self.path)
             # Conditional on the dead owner's token: of several takers, exactly one wins.
             me = self.owner
             taken = self._db.execute(
@@ -496,7 +496,7 @@ class SQLiteStore:
             ).rowcount
             self._leasing = True
         if taken != 1:  # not reachable under the write lock; kept for stores without one
-            raise busy(session_id, holder, alive=True, file=self.path)
+            raise session_busy(session_id, holder, alive=True, file=self.path)
         self._next_seq.pop(session_id, None)  # the dead owner may have written last
         return True
 
@@ -532,7 +532,7 @@ class SQLiteStore:
     def _lease_or_missing(self, session_id: str) -> tuple[LeaseOwner, float] | None:
         lease = self._lease(session_id)
         if lease is None and not self._exists(session_id):
-            raise missing(session_id)
+            raise session_not_found(session_id)
         return lease
 
     # -- the mailbox ------------------------------------------------------------------------
@@ -550,7 +550,7 @@ class SQLiteStore:
             )
         )
         if posted != 1:
-            raise missing(session_id)
+            raise session_not_found(session_id)
 
     async def mail(self) -> list[str]:
         rows = await self._run(
@@ -569,7 +569,7 @@ class SQLiteStore:
             "SELECT id, data FROM mailbox WHERE session_id = ? ORDER BY id", (session_id,)
         ).fetchall()
         if not rows and not self._exists(session_id):
-            raise missing(session_id)
+            raise session_not_found(session_id)
         return rows
 
     def _has_mail(self, session_id: str) -> bool:

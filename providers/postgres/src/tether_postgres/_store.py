@@ -1,0 +1,727 @@
+"""``PostgresStore``: sessions, leases and mailboxes in one PostgreSQL database.
+
+Every process (and host) that opens the same database shares its sessions, under the rules the
+SQLite store keeps for one file: a session is written only by the holder of its lease, and every
+write checks the lease in the same statement or transaction (``FOR SHARE`` on the lease row, so a
+takeover waits for a write in flight and a write after a takeover is refused); any process may
+post to a session's mailbox. Lease expiries are read and written on the database server's clock,
+so hosts whose clocks disagree still agree on when a lease ran out.
+
+Calls run on a pool of connections (psycopg 3, async): the sessions of one process write in
+parallel, each write one round trip when the lease is already held.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Generator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, NoReturn
+
+import anyio
+import psycopg
+import psycopg.errors
+from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import ValidationError
+
+from tether.errors import ErrorCode, StoreError
+from tether.store import (
+    DEFAULT_LEASE_TTL,
+    Event,
+    InboxAccepted,
+    LeaseOwner,
+    SessionHeader,
+    StoredEvent,
+    check_depth,
+    check_mail,
+    dump_event,
+    parse_event,
+    replace_surrogates,
+    session_busy,
+    session_not_found,
+)
+
+from ._schema import migrate
+
+__all__ = ("DEFAULT_POOL_SIZE", "PostgresStore", "describe")
+
+log = logging.getLogger(__name__)
+
+#: Connections one store keeps at most (its sessions' writes run in parallel up to this many).
+DEFAULT_POOL_SIZE = 8
+#: Seconds to wait for the server (a connection, or one from the pool) before STORE_UNAVAILABLE.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Seconds a statement waits for a row or table lock another program holds before STORE_BUSY.
+DEFAULT_BUSY_TIMEOUT = 5.0
+
+_HEADER_COLUMNS = (
+    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
+)
+_NOW = "extract(epoch from clock_timestamp())"
+_LEASE = (
+    f"SELECT host, pid, started, token, expires_at, {_NOW} FROM tether_leases WHERE session_id = %s"
+)
+#: One statement: the events are inserted only if this store holds the session's lease, and the
+#: lease row is share-locked until they commit (a takeover, which updates it, waits for them).
+_FENCED_INSERT = (
+    "WITH lease AS (SELECT 1 FROM tether_leases WHERE session_id = %(session)s "
+    "AND token = %(token)s FOR SHARE) "
+    "INSERT INTO tether_events (session_id, seq, type, data) "
+    "SELECT %(session)s, v.seq, v.type, v.data "
+    "FROM unnest(%(seqs)s::integer[], %(types)s::text[], %(datas)s::text[]) AS v(seq, type, data) "
+    "WHERE EXISTS (SELECT 1 FROM lease)"
+)
+_INSERT = (
+    "INSERT INTO tether_events (session_id, seq, type, data) "
+    "SELECT %(session)s, v.seq, v.type, v.data "
+    "FROM unnest(%(seqs)s::integer[], %(types)s::text[], %(datas)s::text[]) AS v(seq, type, data)"
+)
+#: What ``delete`` removes, children before the session row they refer to.
+_SESSION_ROWS = (
+    ("tether_events", "session_id"),
+    ("tether_mailbox", "session_id"),
+    ("tether_leases", "session_id"),
+    ("tether_sessions", "id"),
+)
+
+Connection = AsyncConnection[tuple[Any, ...]]
+
+
+def describe(conninfo: str) -> str:
+    """Where a connection string points, without its password: ``postgresql://HOST:PORT/DB``."""
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "postgresql (an unreadable connection string)"
+    host = str(parts.get("host") or "localhost")
+    port = str(parts.get("port") or 5432)
+    user = parts.get("user")
+    where = f"postgresql://{user}@" if user else "postgresql://"
+    return f"{where}{host}:{port}/{parts.get('dbname') or user or ''}"
+
+
+class PostgresStore:
+    """Sessions in a PostgreSQL database (``postgresql://...`` in a profile).
+
+    ``conninfo``: a libpq connection string or URL. ``pool_size``: connections kept at most.
+    ``busy_timeout``: seconds to wait for a lock another program holds before ``STORE_BUSY``.
+    ``connect_timeout``: seconds to wait for the server before ``STORE_UNAVAILABLE``.
+    ``lease_ttl``: seconds a lease lasts past its last ``renew()``, for stores on other hosts
+    (on the holder's own host a lease lasts as long as its process). Nothing connects until the
+    first call.
+    """
+
+    durable = True
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
+        self.conninfo = conninfo
+        self.where = describe(conninfo)
+        try:
+            conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError as exc:
+            raise StoreError(
+                ErrorCode.STORE_SPEC_INVALID,
+                f"the PostgreSQL connection string cannot be read: {exc}",
+                key="[tether] store",
+                remedy='write a URL such as "postgresql://USER@HOST:5432/DATABASE"',
+            ) from None
+        self.pool_size = pool_size
+        self.busy_timeout = busy_timeout
+        self.connect_timeout = connect_timeout
+        self.lease_ttl = lease_ttl
+        self.owner = LeaseOwner.current()
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._opening = anyio.Lock()
+        self._closed = False
+        # The next seq of the sessions this store wrote to; true while it holds their lease.
+        self._next_seq: dict[str, int] = {}
+
+    # -- connections ------------------------------------------------------------------------
+
+    async def _open(self) -> AsyncConnectionPool[Connection]:
+        async with self._opening:
+            if self._closed:
+                raise StoreError(
+                    ErrorCode.STORE_UNAVAILABLE,
+                    f"the session store {self.where} is closed; nothing was written",
+                    file=self.where,
+                    remedy="open a new store",
+                )
+            if self._pool is not None:
+                return self._pool
+            # One direct connection first: it says exactly why a server cannot be used (refused,
+            # no such database, authentication), where a pool would only time out.
+            with self._errors():
+                first = await AsyncConnection.connect(
+                    self.conninfo,
+                    autocommit=True,
+                    connect_timeout=max(1, int(self.connect_timeout)),
+                )
+                try:
+                    await migrate(first, self.where)
+                finally:
+                    await first.close()
+                pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+                    self.conninfo,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    kwargs={"autocommit": True},
+                    configure=self._configure,
+                    timeout=self.connect_timeout,
+                    open=False,
+                    name="tether",
+                )
+                await pool.open(wait=True, timeout=self.connect_timeout)
+            self._pool = pool
+            return pool
+
+    async def _configure(self, db: Connection) -> None:
+        # A lock another program holds is waited for this long, then STORE_BUSY.
+        await db.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}".encode())
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncGenerator[Connection]:
+        pool = self._pool or await self._open()
+        with self._errors():
+            async with pool.connection() as db:
+                yield db
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncGenerator[Connection]:
+        async with self._connection() as db, db.transaction():
+            yield db
+
+    @contextmanager
+    def _errors(self) -> Generator[None]:
+        """Turn what psycopg raises into the ``StoreError`` that says what it means; integrity
+        errors (the caller's to read) and ``StoreError`` pass through."""
+        try:
+            yield
+        except psycopg.errors.IntegrityError:
+            raise
+        except (psycopg.Error, PoolTimeout) as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> NoReturn:
+        """Raise the ``StoreError`` that says what ``exc`` (from psycopg) means for the user."""
+        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+            raise StoreError(
+                ErrorCode.STORE_BUSY,
+                f"the session store {self.where} stayed locked by another program for "
+                f"{self.busy_timeout:g} s: {_first_line(exc)}",
+                file=self.where,
+                remedy="find the session that holds the lock (pg_stat_activity) and end it, or "
+                "try again later; nothing was written",
+            ) from exc
+        if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+            raise StoreError(
+                ErrorCode.STORE_CORRUPT,
+                f"the session store {self.where} lacks a table or column it had: "
+                f"{_first_line(exc)}",
+                file=self.where,
+                remedy="another program dropped or altered the tether_ tables; restore them "
+                "from a backup, or point the profile at a new database",
+            ) from exc
+        if isinstance(exc, PoolTimeout):
+            raise StoreError(
+                ErrorCode.STORE_UNAVAILABLE,
+                f"no connection to the session store {self.where} within "
+                f"{self.connect_timeout:g} s",
+                file=self.where,
+                remedy="check that the server runs and accepts connections, or raise the "
+                "server's max_connections; nothing was written",
+            ) from exc
+        raise StoreError(
+            ErrorCode.STORE_UNAVAILABLE,
+            f"the session store {self.where} cannot be used: {_first_line(exc)}",
+            file=self.where,
+            remedy="check that the PostgreSQL server runs, that the database exists and that "
+            "the profile's URL names the right user; nothing was written",
+        ) from exc
+
+    # -- sessions and their logs ------------------------------------------------------------
+
+    async def create(self, header: SessionHeader, events: Sequence[Event] = ()) -> SessionHeader:
+        datas = [(event.type, _text(dump_event(event))) for event in events]
+        try:
+            async with self._transaction() as db:  # header, lease and first events, or nothing
+                await db.execute(
+                    f"INSERT INTO tether_sessions ({_HEADER_COLUMNS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    _header_row(header),
+                )
+                await self._insert_lease(db, header.id)
+                if datas:
+                    await db.execute(_INSERT, _rows(header.id, 1, datas))
+        except psycopg.errors.UniqueViolation:
+            raise StoreError(
+                ErrorCode.SESSION_EXISTS,
+                f'session "{header.id}" already exists',
+                file=self.where,
+                remedy="use a new session id",
+            ) from None
+        self._next_seq[header.id] = len(datas) + 1
+        return header
+
+    async def header(self, session_id: str) -> SessionHeader:
+        async with self._connection() as db:
+            row = await (
+                await db.execute(
+                    f"SELECT {_HEADER_COLUMNS} FROM tether_sessions WHERE id = %s", (session_id,)
+                )
+            ).fetchone()
+        if row is None:
+            raise session_not_found(session_id)
+        return self._header(row)
+
+    async def raise_depth(self, session_id: str, depth: int) -> SessionHeader:
+        header = await self.header(session_id)
+        if check_depth(header, depth):
+            async with self._connection() as db:
+                # The WHERE clause keeps the rule even against a concurrent writer.
+                await db.execute(
+                    "UPDATE tether_sessions SET delegation_depth = %s "
+                    "WHERE id = %s AND delegation_depth < %s",
+                    (depth, session_id, depth),
+                )
+            header = header.model_copy(update={"delegation_depth": depth})
+        return header
+
+    async def set_model(
+        self, session_id: str, model: str, events: Sequence[Event] = ()
+    ) -> SessionHeader:
+        datas = [(event.type, _text(dump_event(event))) for event in events]
+        first = 0
+        try:
+            async with self._transaction() as db:  # the header and the events that log it
+                await self._claim(db, session_id)
+                first = await self._seq(db, session_id)
+                await db.execute(
+                    "UPDATE tether_sessions SET model = %s WHERE id = %s",
+                    (_text(replace_surrogates(model)), session_id),
+                )
+                if datas:
+                    await db.execute(_INSERT, _rows(session_id, first, datas))
+        except psycopg.errors.UniqueViolation:
+            raise self._conflict(session_id, first) from None
+        self._next_seq[session_id] = first + len(datas)
+        return await self.header(session_id)
+
+    async def _seq(self, db: Connection, session_id: str) -> int:
+        seq = self._next_seq.get(session_id)
+        if seq is None:
+            seq = self._next_seq[session_id] = await self._last_seq(db, session_id) + 1
+        return seq
+
+    async def _last_seq(self, db: Connection, session_id: str) -> int:
+        row = await (
+            await db.execute(
+                "SELECT (SELECT max(seq) FROM tether_events WHERE session_id = %s), "
+                "EXISTS (SELECT 1 FROM tether_sessions WHERE id = %s)",
+                (session_id, session_id),
+            )
+        ).fetchone()
+        if row is None or not row[1]:
+            raise session_not_found(session_id)
+        return int(row[0] or 0)
+
+    async def append(self, session_id: str, events: Sequence[Event]) -> int:
+        datas = [(event.type, _text(dump_event(event))) for event in events]
+        first = self._next_seq.get(session_id)
+        if not datas:
+            if first is not None:
+                return first - 1
+            async with self._connection() as db:
+                return await self._last_seq(db, session_id)
+        try:
+            async with self._connection() as db:
+                if first is not None:
+                    # The common case: one statement, one round trip, the lease checked inside.
+                    params = _rows(session_id, first, datas)
+                    params["token"] = self.owner.token
+                    cursor = await db.execute(_FENCED_INSERT, params)
+                    if cursor.rowcount == len(datas):
+                        self._next_seq[session_id] = first + len(datas)
+                        return first + len(datas) - 1
+                # Not ours (or not known to be): claim a free lease, or say why not.
+                async with db.transaction():
+                    if not await self._holds(db, session_id, lock=True):
+                        await self._claim(db, session_id)
+                    self._next_seq.pop(session_id, None)
+                    first = await self._seq(db, session_id)
+                    await db.execute(_INSERT, _rows(session_id, first, datas))
+        except psycopg.errors.UniqueViolation:
+            raise self._conflict(session_id, first or 0) from None
+        except BaseException:
+            self._next_seq.pop(session_id, None)  # read where the log is before the next append
+            raise
+        self._next_seq[session_id] = first + len(datas)
+        return first + len(datas) - 1
+
+    def _conflict(self, session_id: str, seq: int) -> StoreError:
+        # Only a writer that ignores leases (another program, an old tether) gets here.
+        self._next_seq.pop(session_id, None)
+        return StoreError(
+            ErrorCode.SESSION_CONFLICT,
+            f'session "{session_id}" already has an event {seq}: another writer appended to it',
+            file=self.where,
+            remedy="let one process at a time run a session; nothing was written",
+        )
+
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        async with self._connection() as db:
+            rows = await (
+                await db.execute(
+                    "SELECT seq, data FROM tether_events WHERE session_id = %s AND seq > %s "
+                    "ORDER BY seq LIMIT %s",
+                    (session_id, after, limit),
+                )
+            ).fetchall()
+            if not rows and not await self._exists(db, session_id):
+                raise session_not_found(session_id)
+        stored: list[StoredEvent] = []
+        expected = after + 1
+        for seq, data in rows:
+            if seq != expected:
+                raise self._corrupt(session_id, expected, f"event {expected} is missing")
+            try:
+                event = parse_event(data)
+            except ValidationError as exc:
+                raise self._corrupt(session_id, seq, _reason(exc)) from exc
+            stored.append(StoredEvent(seq, event))
+            expected += 1
+        return stored
+
+    async def sessions(
+        self, *, parent: str | None = None, limit: int | None = None
+    ) -> list[SessionHeader]:
+        where = "" if parent is None else "WHERE parent_session = %(parent)s "
+        async with self._connection() as db:
+            rows = await (
+                await db.execute(
+                    f"SELECT {_HEADER_COLUMNS} FROM tether_sessions {where}"
+                    "ORDER BY created_at DESC, id LIMIT %(limit)s".encode(),
+                    {"parent": parent, "limit": limit},
+                )
+            ).fetchall()
+        return [self._header(row) for row in rows]
+
+    async def delete(self, session_id: str) -> None:
+        async with self._transaction() as db:
+            if not await self._exists(db, session_id):
+                raise session_not_found(session_id)
+            lease = await self._lease(db, session_id, lock=True)
+            if lease is not None and lease[0].token != self.owner.token:
+                holder, expires_at, now = lease
+                if holder.alive(expires_at, now=now):  # a dead owner's session may be undone
+                    raise session_busy(session_id, holder, alive=True, file=self.where)
+            for table, column in _SESSION_ROWS:
+                await db.execute(f"DELETE FROM {table} WHERE {column} = %s".encode(), (session_id,))
+        self._next_seq.pop(session_id, None)
+
+    async def _exists(self, db: Connection, session_id: str) -> bool:
+        cursor = await db.execute("SELECT 1 FROM tether_sessions WHERE id = %s", (session_id,))
+        return await cursor.fetchone() is not None
+
+    # -- leases -----------------------------------------------------------------------------
+
+    async def _lease(
+        self, db: Connection, session_id: str, *, lock: bool = False
+    ) -> tuple[LeaseOwner, float, float] | None:
+        """The lease row (owner, expiry) and the server's clock; ``lock``: ``FOR UPDATE``."""
+        query = _LEASE + (" FOR UPDATE" if lock else "")
+        row = await (await db.execute(query.encode(), (session_id,))).fetchone()
+        if row is None:
+            return None
+        host, pid, started, token, expires_at, now = row
+        owner = LeaseOwner(host=host, pid=pid, started=started, token=token)
+        return owner, float(expires_at), float(now)
+
+    async def _holds(self, db: Connection, session_id: str, *, lock: bool = False) -> bool:
+        query = "SELECT 1 FROM tether_leases WHERE session_id = %s AND token = %s"
+        cursor = await db.execute(
+            (query + (" FOR SHARE" if lock else "")).encode(), (session_id, self.owner.token)
+        )
+        return await cursor.fetchone() is not None
+
+    async def _insert_lease(self, db: Connection, session_id: str) -> bool:
+        """Take the free lease of ``session_id``; False when someone else holds it."""
+        owner = self.owner
+        cursor = await db.execute(
+            "INSERT INTO tether_leases (session_id, host, pid, started, token, expires_at) "
+            f"VALUES (%s, %s, %s, %s, %s, {_NOW} + %s) ON CONFLICT (session_id) DO NOTHING",
+            (session_id, owner.host, owner.pid, owner.started, owner.token, self.lease_ttl),
+        )
+        return cursor.rowcount == 1
+
+    async def _claim(self, db: Connection, session_id: str) -> None:
+        """Inside a transaction: make sure this store holds the lease before it writes. A free
+        lease is taken; another owner's (even a dead one's) is ``SESSION_BUSY``."""
+        lease = await self._lease(db, session_id, lock=True)
+        if lease is None:
+            if not await self._exists(db, session_id):
+                raise session_not_found(session_id)
+            if await self._insert_lease(db, session_id):
+                self._next_seq.pop(session_id, None)  # others may have written while it was free
+                return
+            lease = await self._lease(db, session_id, lock=True)  # another store took it first
+            if lease is None:  # and gave it back already: a race lost twice is a busy store
+                raise self._retry_later(session_id)
+        holder, expires_at, now = lease
+        if holder.token != self.owner.token:
+            raise session_busy(
+                session_id, holder, alive=holder.alive(expires_at, now=now), file=self.where
+            )
+
+    def _retry_later(self, session_id: str) -> StoreError:
+        return StoreError(
+            ErrorCode.STORE_BUSY,
+            f'the lease of session "{session_id}" changed hands while it was being taken',
+            file=self.where,
+            remedy="another process is taking and releasing it right now; try again",
+        )
+
+    async def acquire(self, session_id: str) -> bool:
+        async with self._connection() as db:
+            if await self._holds(db, session_id):
+                return False  # already ours: nothing to write
+            async with db.transaction():
+                lease = await self._lease(db, session_id, lock=True)
+                if lease is None or lease[0].token == self.owner.token:
+                    await self._claim(db, session_id)  # a free lease is taken
+                    return False
+                holder, expires_at, now = lease
+                if holder.alive(expires_at, now=now):
+                    raise session_busy(session_id, holder, alive=True, file=self.where)
+                # The row is locked: of several takers, exactly one finds the dead token.
+                me = self.owner
+                cursor = await db.execute(
+                    f"UPDATE tether_leases SET host = %s, pid = %s, started = %s, token = %s, "
+                    f"expires_at = {_NOW} + %s WHERE session_id = %s AND token = %s",
+                    (
+                        me.host,
+                        me.pid,
+                        me.started,
+                        me.token,
+                        self.lease_ttl,
+                        session_id,
+                        holder.token,
+                    ),
+                )
+                if cursor.rowcount != 1:
+                    raise session_busy(session_id, holder, alive=True, file=self.where)
+        self._next_seq.pop(session_id, None)  # the dead owner may have written last
+        return True
+
+    async def release(self, session_id: str) -> None:
+        async with self._connection() as db:
+            await db.execute(
+                "DELETE FROM tether_leases WHERE session_id = %s AND token = %s",
+                (session_id, self.owner.token),
+            )
+        self._next_seq.pop(session_id, None)  # once released, others may write
+
+    async def renew(self) -> None:
+        if self._pool is None:
+            return  # never connected: no lease to renew
+        async with self._connection() as db:
+            await db.execute(
+                f"UPDATE tether_leases SET expires_at = {_NOW} + %s WHERE token = %s",
+                (self.lease_ttl, self.owner.token),
+            )
+
+    async def holder(self, session_id: str) -> LeaseOwner | None:
+        async with self._connection() as db:
+            lease = await self._lease(db, session_id)
+            if lease is None:
+                if not await self._exists(db, session_id):
+                    raise session_not_found(session_id)
+                return None
+        owner, expires_at, now = lease
+        if owner.token == self.owner.token or owner.alive(expires_at, now=now):
+            return owner
+        return None
+
+    # -- the mailbox ------------------------------------------------------------------------
+
+    async def post(self, session_id: str, message: InboxAccepted) -> None:
+        check_mail(message)
+        async with self._connection() as db:
+            cursor = await db.execute(
+                "INSERT INTO tether_mailbox (session_id, message_id, data) SELECT %s, %s, %s "
+                "WHERE EXISTS (SELECT 1 FROM tether_sessions WHERE id = %s)",
+                (session_id, _text(message.message_id), _text(dump_event(message)), session_id),
+            )
+        if cursor.rowcount != 1:
+            raise session_not_found(session_id)
+
+    async def mail(self) -> list[str]:
+        async with self._connection() as db:
+            rows = await (
+                await db.execute(
+                    "SELECT session_id FROM tether_mailbox GROUP BY session_id ORDER BY min(id)"
+                )
+            ).fetchall()
+        return [session_id for (session_id,) in rows]
+
+    async def mailbox(self, session_id: str) -> list[InboxAccepted]:
+        async with self._connection() as db:
+            rows = await self._mail_rows(db, session_id)
+        return [self._parse_mail(session_id, data) for _, data in rows]
+
+    async def _mail_rows(
+        self, db: Connection, session_id: str, *, lock: bool = False
+    ) -> list[tuple[int, str]]:
+        query = "SELECT id, data FROM tether_mailbox WHERE session_id = %s ORDER BY id"
+        cursor = await db.execute((query + (" FOR UPDATE" if lock else "")).encode(), (session_id,))
+        rows = [(int(id_), str(data)) for id_, data in await cursor.fetchall()]
+        if not rows and not await self._exists(db, session_id):
+            raise session_not_found(session_id)
+        return rows
+
+    def _parse_mail(self, session_id: str, data: str) -> InboxAccepted:
+        try:
+            return InboxAccepted.model_validate_json(data)
+        except ValidationError as exc:
+            raise StoreError(
+                ErrorCode.SESSION_CORRUPT,
+                f'a message posted to session "{session_id}" cannot be read: {_reason(exc)}',
+                file=self.where,
+                remedy="the mailbox was written by another program or a newer tether; delete "
+                "the row from tether_mailbox (nothing was taken)",
+            ) from exc
+
+    async def take_mail(self, session_id: str) -> list[InboxAccepted]:
+        first = 0
+        try:
+            async with self._connection() as db:
+                row = await (
+                    await db.execute(
+                        "SELECT EXISTS (SELECT 1 FROM tether_leases WHERE session_id = %s "
+                        "AND token = %s), "
+                        "EXISTS (SELECT 1 FROM tether_mailbox WHERE session_id = %s)",
+                        (session_id, self.owner.token, session_id),
+                    )
+                ).fetchone()
+                if row is not None and row[0] and not row[1]:
+                    return []  # the usual answer: one read, no transaction
+                async with db.transaction():  # into the log and out of the mailbox, or neither
+                    await self._claim(db, session_id)
+                    rows = await self._mail_rows(db, session_id, lock=True)
+                    messages = [self._parse_mail(session_id, data) for _, data in rows]
+                    if not rows:
+                        return []
+                    first = await self._seq(db, session_id)
+                    datas = [("inbox/accepted", data) for _, data in rows]
+                    await db.execute(_INSERT, _rows(session_id, first, datas))
+                    await db.execute(
+                        "DELETE FROM tether_mailbox WHERE session_id = %s AND id <= %s",
+                        (session_id, rows[-1][0]),
+                    )
+        except psycopg.errors.UniqueViolation:
+            raise self._conflict(session_id, first) from None
+        except BaseException:
+            self._next_seq.pop(session_id, None)
+            raise
+        self._next_seq[session_id] = first + len(rows)
+        return messages
+
+    # -- closing ----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        async with self._opening:
+            if self._closed:
+                return
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            # Shielded: a cancelled close still gives its sessions back.
+            with anyio.CancelScope(shield=True):
+                async with pool.connection(timeout=self.connect_timeout) as db:
+                    await db.execute(
+                        "DELETE FROM tether_leases WHERE token = %s", (self.owner.token,)
+                    )
+        except (psycopg.Error, PoolTimeout) as exc:
+            log.warning("could not release the leases of %s: %s", self.where, exc)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pool.close()
+
+    # -- reading rows -----------------------------------------------------------------------
+
+    def _header(self, row: tuple[Any, ...]) -> SessionHeader:
+        keys = [key.strip() for key in _HEADER_COLUMNS.split(",")]
+        try:
+            return SessionHeader.model_validate(dict(zip(keys, row, strict=True)))
+        except ValidationError as exc:
+            raise StoreError(
+                ErrorCode.SESSION_CORRUPT,
+                f"the header of session {str(row[0])[:80]!r} cannot be read: {_reason(exc)}",
+                file=self.where,
+                remedy="tether_sessions was written by another program or a newer tether; "
+                "restore it from a backup or delete that row (nothing was changed)",
+            ) from exc
+
+    def _corrupt(self, session_id: str, seq: int, reason: str) -> StoreError:
+        return StoreError(
+            ErrorCode.SESSION_CORRUPT,
+            f'event {seq} of session "{session_id}" cannot be read: {reason}',
+            file=self.where,
+            remedy="the log was written by another program or a newer tether; restore it from "
+            "a backup or start a new session (nothing was skipped)",
+        )
+
+
+def _rows(session_id: str, first: int, datas: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "session": session_id,
+        "seqs": list(range(first, first + len(datas))),
+        "types": [kind for kind, _ in datas],
+        "datas": [data for _, data in datas],
+    }
+
+
+def _text(value: str) -> str:
+    # PostgreSQL's text cannot hold NUL; JSON escapes it, but a header's text may carry one.
+    return value.replace("\0", "\ufffd") if "\0" in value else value
+
+
+def _header_row(header: SessionHeader) -> tuple[object, ...]:
+    def text(value: str | None) -> str | None:
+        return None if value is None else _text(replace_surrogates(value))
+
+    return (
+        _text(header.id),
+        header.created_at,
+        text(header.label),
+        text(header.agent),
+        header.parent_session,
+        header.origin,
+        header.delegation_depth,
+        header.seed_length,
+        text(header.model),
+    )
+
+
+def _reason(exc: ValidationError) -> str:
+    detail = exc.errors()[0]
+    return f"{detail['msg']} at {'.'.join(str(p) for p in detail['loc']) or 'top'}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
