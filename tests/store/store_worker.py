@@ -1,5 +1,7 @@
 """A separate process for the store tests: ``python store_worker.py MODE DB [ARG]``.
 
+``DB`` is a SQLite file, or a ``postgresql://`` URL for the PostgreSQL store.
+
 Every mode prints ``READY`` once it is set up, then:
 
 * ``hold SESSION``: holds the session's lease (creating the session if needed) and sleeps;
@@ -19,7 +21,15 @@ import time
 import anyio
 
 from tether.errors import ErrorCode, StoreError
-from tether.store import SessionHeader, SQLiteStore, TurnStarted
+from tether.store import SessionHeader, SessionStore, SQLiteStore, TurnStarted
+
+
+def open_store(db: str) -> SessionStore:
+    if db.startswith("postgresql"):
+        from tether_postgres import PostgresStore
+
+        return PostgresStore(db)
+    return SQLiteStore(db)
 
 
 def say(line: str) -> None:
@@ -27,7 +37,7 @@ def say(line: str) -> None:
 
 
 async def hold(db: str, session_id: str) -> None:
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         await store.create(SessionHeader(id=session_id, created_at=time.time()))
     except StoreError as exc:
@@ -40,7 +50,7 @@ async def hold(db: str, session_id: str) -> None:
 
 
 async def race(db: str, session_id: str) -> None:
-    store = SQLiteStore(db)
+    store = open_store(db)
     say("READY")
     while sys.stdin.readline():
         try:
@@ -54,7 +64,7 @@ async def race(db: str, session_id: str) -> None:
 async def open_new(db: str, session_id: str) -> None:
     say("READY")
     sys.stdin.readline()
-    store = SQLiteStore(db)
+    store = open_store(db)
     await store.create(SessionHeader(id=session_id, created_at=time.time()), [TurnStarted(turn=1)])
     await store.append(session_id, [TurnStarted(turn=2)])
     await store.aclose()

@@ -129,15 +129,22 @@ def _wall_time(started: float | None) -> float | None:
 
 
 def session_busy(
-    session_id: str, holder: LeaseOwner, *, alive: bool, file: Path | str | None
+    session_id: str,
+    holder: LeaseOwner,
+    *,
+    alive: bool,
+    file: Path | None = None,
+    where: str | None = None,
 ) -> StoreError:
-    """``SESSION_BUSY``: ``holder``, not this store, holds the lease of ``session_id``."""
+    """``SESSION_BUSY``: ``holder``, not this store, holds the lease of ``session_id``; ``file``
+    (a store's file) or ``where`` (any other place, such as a server) names the store."""
     if alive and holder.host == _HOST and holder.pid == os.getpid():
         return StoreError(
             ErrorCode.SESSION_BUSY,
             f'session "{session_id}" is driven by another store object of this process: '
             f"{holder.describe()}",
             file=file,
+            where=where,
             remedy="write through the store object that holds it, or release it there first "
             "(`store.release(session_id)`, or close that store); nothing was written",
         )
@@ -146,6 +153,7 @@ def session_busy(
             ErrorCode.SESSION_BUSY,
             f'session "{session_id}" is driven by another process: {holder.describe()}',
             file=file,
+            where=where,
             remedy="wait for that process to finish, send the message with "
             f"`tether sessions send {session_id} MESSAGE` (it is delivered to that process), "
             "or stop that process; nothing was written",
@@ -154,6 +162,7 @@ def session_busy(
         ErrorCode.SESSION_BUSY,
         f'session "{session_id}" is leased to {holder.describe()}, which has stopped',
         file=file,
+        where=where,
         remedy=f"restore the session first (continue it with `tether run --session {session_id}`, "
         "or call `store.acquire()` from Python): that takes the lease over and closes the turn "
         "it left open; nothing was written",

@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 
 from ..errors import ErrorCode, StoreError
@@ -123,6 +124,28 @@ class SessionStoreConformance:
         stored = await store.events("s1")
         assert [s.seq for s in stored] == [1, 2, 3, 4]
         assert [s.event for s in stored] == events
+
+    async def test_concurrent_appends_to_one_session_keep_their_call_order(
+        self, store: SessionStore
+    ) -> None:
+        # Parallel tool calls append their results at once: each gets the next seq in the
+        # order the appends were called, none is refused, none is lost.
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        results: dict[int, int] = {}
+
+        async def append(n: int) -> None:
+            results[n] = await store.append(
+                "s1", [ToolResult(tool_call_id=f"c{n}", name="t", content=str(n))]
+            )
+
+        async with anyio.create_task_group() as group:
+            for n in range(8):
+                group.start_soon(append, n)
+        assert results == {n: n + 2 for n in range(8)}
+        stored = [s.event for s in (await store.events("s1"))[1:]]
+        assert [e.content for e in stored if isinstance(e, ToolResult)] == [
+            str(n) for n in range(8)
+        ]
 
     async def test_events_after_a_seq(self, store: SessionStore) -> None:
         await store.create(_header("s1"))

@@ -145,6 +145,15 @@ class PostgresStore:
         self._closed = False
         # The next seq of the sessions this store wrote to; true while it holds their lease.
         self._next_seq: dict[str, int] = {}
+        # One writer at a time per session in this store: writes awaited concurrently (the
+        # results of parallel tool calls) get their seqs, and their places, in call order.
+        self._writing: dict[str, anyio.Lock] = {}
+
+    def _writer(self, session_id: str) -> anyio.Lock:
+        lock = self._writing.get(session_id)
+        if lock is None:
+            lock = self._writing[session_id] = anyio.Lock()
+        return lock
 
     # -- connections ------------------------------------------------------------------------
 
@@ -154,7 +163,7 @@ class PostgresStore:
                 raise StoreError(
                     ErrorCode.STORE_UNAVAILABLE,
                     f"the session store {self.where} is closed; nothing was written",
-                    file=self.where,
+                    where=self.where,
                     remedy="open a new store",
                 )
             if self._pool is not None:
@@ -219,7 +228,7 @@ class PostgresStore:
                 ErrorCode.STORE_BUSY,
                 f"the session store {self.where} stayed locked by another program for "
                 f"{self.busy_timeout:g} s: {_first_line(exc)}",
-                file=self.where,
+                where=self.where,
                 remedy="find the session that holds the lock (pg_stat_activity) and end it, or "
                 "try again later; nothing was written",
             ) from exc
@@ -228,7 +237,7 @@ class PostgresStore:
                 ErrorCode.STORE_CORRUPT,
                 f"the session store {self.where} lacks a table or column it had: "
                 f"{_first_line(exc)}",
-                file=self.where,
+                where=self.where,
                 remedy="another program dropped or altered the tether_ tables; restore them "
                 "from a backup, or point the profile at a new database",
             ) from exc
@@ -237,14 +246,14 @@ class PostgresStore:
                 ErrorCode.STORE_UNAVAILABLE,
                 f"no connection to the session store {self.where} within "
                 f"{self.connect_timeout:g} s",
-                file=self.where,
+                where=self.where,
                 remedy="check that the server runs and accepts connections, or raise the "
                 "server's max_connections; nothing was written",
             ) from exc
         raise StoreError(
             ErrorCode.STORE_UNAVAILABLE,
             f"the session store {self.where} cannot be used: {_first_line(exc)}",
-            file=self.where,
+            where=self.where,
             remedy="check that the PostgreSQL server runs, that the database exists and that "
             "the profile's URL names the right user; nothing was written",
         ) from exc
@@ -267,7 +276,7 @@ class PostgresStore:
             raise StoreError(
                 ErrorCode.SESSION_EXISTS,
                 f'session "{header.id}" already exists',
-                file=self.where,
+                where=self.where,
                 remedy="use a new session id",
             ) from None
         self._next_seq[header.id] = len(datas) + 1
@@ -301,6 +310,11 @@ class PostgresStore:
         self, session_id: str, model: str, events: Sequence[Event] = ()
     ) -> SessionHeader:
         datas = [(event.type, _text(dump_event(event))) for event in events]
+        async with self._writer(session_id):
+            await self._set_model(session_id, model, datas)
+        return await self.header(session_id)
+
+    async def _set_model(self, session_id: str, model: str, datas: list[tuple[str, str]]) -> None:
         first = 0
         try:
             async with self._transaction() as db:  # the header and the events that log it
@@ -315,7 +329,6 @@ class PostgresStore:
         except psycopg.errors.UniqueViolation:
             raise self._conflict(session_id, first) from None
         self._next_seq[session_id] = first + len(datas)
-        return await self.header(session_id)
 
     async def _seq(self, db: Connection, session_id: str) -> int:
         seq = self._next_seq.get(session_id)
@@ -337,6 +350,10 @@ class PostgresStore:
 
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
         datas = [(event.type, _text(dump_event(event))) for event in events]
+        async with self._writer(session_id):
+            return await self._append(session_id, datas)
+
+    async def _append(self, session_id: str, datas: list[tuple[str, str]]) -> int:
         first = self._next_seq.get(session_id)
         if not datas:
             if first is not None:
@@ -374,7 +391,7 @@ class PostgresStore:
         return StoreError(
             ErrorCode.SESSION_CONFLICT,
             f'session "{session_id}" already has an event {seq}: another writer appended to it',
-            file=self.where,
+            where=self.where,
             remedy="let one process at a time run a session; nothing was written",
         )
 
@@ -426,7 +443,7 @@ class PostgresStore:
             if lease is not None and lease[0].token != self.owner.token:
                 holder, expires_at, now = lease
                 if holder.alive(expires_at, now=now):  # a dead owner's session may be undone
-                    raise session_busy(session_id, holder, alive=True, file=self.where)
+                    raise session_busy(session_id, holder, alive=True, where=self.where)
             for table, column in _SESSION_ROWS:
                 await db.execute(f"DELETE FROM {table} WHERE {column} = %s".encode(), (session_id,))
         self._next_seq.pop(session_id, None)
@@ -482,14 +499,14 @@ class PostgresStore:
         holder, expires_at, now = lease
         if holder.token != self.owner.token:
             raise session_busy(
-                session_id, holder, alive=holder.alive(expires_at, now=now), file=self.where
+                session_id, holder, alive=holder.alive(expires_at, now=now), where=self.where
             )
 
     def _retry_later(self, session_id: str) -> StoreError:
         return StoreError(
             ErrorCode.STORE_BUSY,
             f'the lease of session "{session_id}" changed hands while it was being taken',
-            file=self.where,
+            where=self.where,
             remedy="another process is taking and releasing it right now; try again",
         )
 
@@ -504,7 +521,7 @@ class PostgresStore:
                     return False
                 holder, expires_at, now = lease
                 if holder.alive(expires_at, now=now):
-                    raise session_busy(session_id, holder, alive=True, file=self.where)
+                    raise session_busy(session_id, holder, alive=True, where=self.where)
                 # The row is locked: of several takers, exactly one finds the dead token.
                 me = self.owner
                 cursor = await db.execute(
@@ -521,7 +538,7 @@ class PostgresStore:
                     ),
                 )
                 if cursor.rowcount != 1:
-                    raise session_busy(session_id, holder, alive=True, file=self.where)
+                    raise session_busy(session_id, holder, alive=True, where=self.where)
         self._next_seq.pop(session_id, None)  # the dead owner may have written last
         return True
 
@@ -532,6 +549,12 @@ class PostgresStore:
                 (session_id, self.owner.token),
             )
         self._next_seq.pop(session_id, None)  # once released, others may write
+        self._forget_writer(session_id)
+
+    def _forget_writer(self, session_id: str) -> None:
+        lock = self._writing.get(session_id)
+        if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
+            del self._writing[session_id]
 
     async def renew(self) -> None:
         if self._pool is None:
@@ -598,12 +621,16 @@ class PostgresStore:
             raise StoreError(
                 ErrorCode.SESSION_CORRUPT,
                 f'a message posted to session "{session_id}" cannot be read: {_reason(exc)}',
-                file=self.where,
+                where=self.where,
                 remedy="the mailbox was written by another program or a newer tether; delete "
                 "the row from tether_mailbox (nothing was taken)",
             ) from exc
 
     async def take_mail(self, session_id: str) -> list[InboxAccepted]:
+        async with self._writer(session_id):
+            return await self._take_mail(session_id)
+
+    async def _take_mail(self, session_id: str) -> list[InboxAccepted]:
         first = 0
         try:
             async with self._connection() as db:
@@ -671,7 +698,7 @@ class PostgresStore:
             raise StoreError(
                 ErrorCode.SESSION_CORRUPT,
                 f"the header of session {str(row[0])[:80]!r} cannot be read: {_reason(exc)}",
-                file=self.where,
+                where=self.where,
                 remedy="tether_sessions was written by another program or a newer tether; "
                 "restore it from a backup or delete that row (nothing was changed)",
             ) from exc
@@ -680,7 +707,7 @@ class PostgresStore:
         return StoreError(
             ErrorCode.SESSION_CORRUPT,
             f'event {seq} of session "{session_id}" cannot be read: {reason}',
-            file=self.where,
+            where=self.where,
             remedy="the log was written by another program or a newer tether; restore it from "
             "a backup or start a new session (nothing was skipped)",
         )
