@@ -28,6 +28,7 @@ PACKAGES = (
     "tether_fork",
     "tether_subagent_tools",
     "tether_postgres",
+    "tether_temporal",
 )
 
 #: Re-exports not yet in ``__all__``, in packages outside this change. Each is a name a

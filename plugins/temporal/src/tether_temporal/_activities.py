@@ -1,0 +1,141 @@
+"""The activities a worker runs: they act on the tether store with the worker's runtime.
+
+Each is safe to run again after it was cut short (Temporal retries an activity whose worker
+died): opening a session that exists does nothing, a message already in the mailbox or the log
+is not posted twice, and a drive restores the session from its log (taking the lease over from
+a dead driver and closing the turn it left open) before it runs what is waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from tether.agents import new_header, resolve_agent_name
+from tether.errors import ErrorCode, StoreError, TetherError
+from tether.runtime import Runtime
+from tether.store import InboxAccepted, MessageSource, SessionStore, TurnEnded
+
+from ._workflow import DRIVE, OPEN, POST, DriveResult, SessionMessage, SessionStart
+
+__all__ = ("SessionActivities",)
+
+#: tether errors another attempt can get past (a lease that has not expired yet, a busy or
+#: unreachable store); any other is final for the drive.
+_RETRY = {ErrorCode.SESSION_BUSY, ErrorCode.STORE_BUSY, ErrorCode.STORE_UNAVAILABLE}
+
+
+class SessionActivities:
+    """The activities of one worker, acting through its open ``runtime`` on its ``store``."""
+
+    def __init__(self, runtime: Runtime, store: SessionStore, heartbeat_every: float) -> None:
+        self.runtime = runtime
+        self.store = store
+        self.heartbeat_every = heartbeat_every
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.open_session, self.post_message, self.drive_session]
+
+    @activity.defn(name=OPEN)
+    async def open_session(self, start: SessionStart) -> None:
+        """Create the session if it does not exist yet (its lease given back at once)."""
+        with _failures():
+            try:
+                await self.store.header(start.session_id)
+                return
+            except StoreError as exc:
+                if exc.code is not ErrorCode.SESSION_NOT_FOUND:
+                    raise
+            preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, start.agent))
+            header = new_header(
+                session_id=start.session_id,
+                agent=preset.name,
+                label=start.label,
+                model=preset.model_spec,
+            )
+            try:
+                await self.store.create(header)
+            except StoreError as exc:
+                if exc.code is not ErrorCode.SESSION_EXISTS:
+                    raise
+                return
+            await self.store.release(start.session_id)
+
+    @activity.defn(name=POST)
+    async def post_message(self, session_id: str, message: SessionMessage) -> None:
+        """Post ``message`` to the session's mailbox, once: a retry after a post that landed
+        finds it in the mailbox, or already taken into the log."""
+        with _failures():
+            if any(
+                m.message_id == message.message_id for m in await self.store.mailbox(session_id)
+            ):
+                return
+            for stored in await self.store.events(session_id):
+                event = stored.event
+                if isinstance(event, InboxAccepted) and event.message_id == message.message_id:
+                    return
+            kind = {"turn": "followup", "step": "steer", "context": "inject"}[message.delivery]
+            await self.store.post(
+                session_id,
+                InboxAccepted(
+                    message_id=message.message_id,
+                    content=message.content,
+                    delivery=message.delivery,  # type: ignore[arg-type]
+                    source=MessageSource(kind=kind, sender=message.sender),  # type: ignore[arg-type]
+                ),
+            )
+
+    @activity.defn(name=DRIVE)
+    async def drive_session(self, session_id: str) -> DriveResult:
+        """Restore the session on this worker and run what waits (the mailbox, and messages a
+        cut drive left unrun) until it is quiet; heartbeats all the while."""
+        turns: list[str] = []
+
+        def hear(event: object) -> None:
+            if isinstance(event, TurnEnded):
+                turns.append(event.stop_reason)
+
+        beating = asyncio.create_task(self._heartbeat())
+        try:
+            with _failures():
+                runtime = self.runtime
+                agent = await runtime.compose(session_id=session_id)
+                agent.listen(hear)
+                async with agent:
+                    await runtime.recover(agent)
+                    await agent.run_parked()
+                    await runtime.settle(agent)
+                if agent.fault is not None:
+                    raise agent.fault
+        finally:
+            beating.cancel()
+        return DriveResult(
+            turns=len(turns), stop_reason=turns[-1] if turns else "completed", worker=self.name
+        )
+
+    async def _heartbeat(self) -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(self.heartbeat_every)
+
+
+class _failures:
+    """Report a tether error to Temporal as an ``ApplicationError`` of its class, retryable
+    only when another attempt can get past it."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, TetherError):
+            raise ApplicationError(
+                str(exc), type=type(exc).__name__, non_retryable=exc.code not in _RETRY
+            ) from exc
+        return False

@@ -1,0 +1,94 @@
+"""Clients of the cluster: send a message to a session (starting its workflow if needed), and
+follow its log in the shared store until the message's turn has ended."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import anyio
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from tether.agents import new_header
+from tether.store import SessionStore, StoredEvent, TurnEnded, TurnStarted
+
+from ._settings import Settings
+from ._workflow import SessionMessage, SessionStart, SessionWorkflow, workflow_id
+
+__all__ = ("new_message_id", "new_session_id", "send", "wait_for_turn")
+
+#: How often a client reads the session's log for what a worker appended.
+FOLLOW_POLL = 0.05
+
+
+def new_session_id() -> str:
+    return new_header().id
+
+
+def new_message_id() -> str:
+    return f"msg_{os.urandom(8).hex()}"
+
+
+async def send(
+    client: Client,
+    settings: Settings,
+    session_id: str,
+    content: str,
+    *,
+    agent: str | None = None,
+    label: str | None = None,
+    delivery: str = "turn",
+    message_id: str | None = None,
+) -> str:
+    """Send ``content`` to ``session_id`` through its workflow, starting the workflow if it
+    does not run; return the message id once the message is stored (durable)."""
+    message = SessionMessage(
+        message_id=message_id or new_message_id(), content=content, delivery=delivery
+    )
+    start = WithStartWorkflowOperation(
+        SessionWorkflow.run,
+        SessionStart(
+            session_id=session_id,
+            agent=agent,
+            label=label,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            turn_timeout=settings.turn_timeout,
+            idle_timeout=settings.idle_timeout,
+        ),
+        id=workflow_id(session_id),
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    accepted = await client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
+        "send",
+        message,
+        start_workflow_operation=start,
+        id=message.message_id,
+        result_type=str,
+    )
+    return str(accepted)
+
+
+async def wait_for_turn(
+    store: SessionStore,
+    session_id: str,
+    message_id: str,
+    *,
+    after: int = 0,
+    hear: Callable[[StoredEvent], None] | None = None,
+) -> str:
+    """Read the session's log from ``after`` until the turn of ``message_id`` has ended
+    (handing every event to ``hear``); its stop reason."""
+    turn: int | None = None
+    while True:
+        for stored in await store.events(session_id, after=after):
+            after = stored.seq
+            if hear is not None:
+                hear(stored)
+            event = stored.event
+            if isinstance(event, TurnStarted) and event.message_id == message_id:
+                turn = event.turn
+            elif isinstance(event, TurnEnded) and turn is not None and event.turn == turn:
+                return event.stop_reason
+        await anyio.sleep(FOLLOW_POLL)

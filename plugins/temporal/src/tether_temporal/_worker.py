@@ -1,0 +1,88 @@
+"""``tether worker``: a Temporal worker that hosts the sessions of one profile."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+import anyio
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from tether.errors import ErrorCode, PluginError, StoreError
+from tether.loading import Kernel
+from tether.runtime import Runtime
+from tether.store import profile_store
+
+from ._activities import SessionActivities
+from ._settings import Settings
+from ._workflow import SessionWorkflow
+
+__all__ = ("connect", "run_worker", "settings_of")
+
+log = logging.getLogger("tether.temporal")
+
+
+def settings_of(kernel: Kernel) -> Settings:
+    """The ``[plugin.temporal]`` settings of a loaded profile; a profile that does not load
+    the plugin is ``PLUGIN_NOT_FOUND``-like, said plainly."""
+    plugin = kernel.global_scope.find_plugin("temporal")
+    if plugin is None or not isinstance(plugin.settings, Settings):
+        raise PluginError(
+            ErrorCode.PLUGIN_SETTINGS_INVALID,
+            "this profile does not load the temporal plugin",
+            file=kernel.profile.path,
+            key="[tether] plugins",
+            remedy='add "temporal" to [tether] plugins (and a [plugin.temporal] table if the '
+            "cluster is not at 127.0.0.1:7233)",
+        )
+    return plugin.settings
+
+
+async def connect(settings: Settings) -> Client:
+    """A client of the cluster ``settings`` name."""
+    return await Client.connect(settings.address, namespace=settings.namespace)
+
+
+async def run_worker(
+    kernel: Kernel,
+    *,
+    ready: Callable[[], None] | None = None,
+    stop: anyio.Event | None = None,
+) -> None:
+    """Host the profile's sessions until ``stop`` is set (or the task is cancelled): one
+    runtime on the profile's store, the session workflow, and its activities, on the task
+    queue of ``[plugin.temporal]``. ``ready`` is called once the worker polls."""
+    settings = settings_of(kernel)
+    store = profile_store(kernel)
+    if not getattr(store, "durable", False):
+        await store.aclose()
+        raise StoreError(
+            ErrorCode.STORE_SPEC_INVALID,
+            "a worker needs a store that every worker and client shares; "
+            f'"{kernel.profile.tether.store}" keeps nothing past the process',
+            file=kernel.profile.path,
+            key="[tether] store",
+            remedy='use "postgresql://..." (tether-postgres), or a "sqlite:PATH" that every '
+            "worker on this host opens",
+        )
+    try:
+        client = await connect(settings)
+        async with Runtime.open(kernel, store) as runtime:
+            activities = SessionActivities(runtime, store, settings.heartbeat_timeout / 3)
+            worker = Worker(
+                client,
+                task_queue=settings.task_queue,
+                workflows=[SessionWorkflow],
+                activities=activities.all(),
+                max_concurrent_activities=settings.max_sessions + 16,
+                graceful_shutdown_timeout=timedelta(seconds=5),
+                max_heartbeat_throttle_interval=timedelta(seconds=settings.heartbeat_timeout / 3),
+            )
+            async with worker:
+                if ready is not None:
+                    ready()
+                await (stop or anyio.Event()).wait()
+    finally:
+        await store.aclose()

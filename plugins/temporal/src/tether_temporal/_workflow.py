@@ -1,0 +1,208 @@
+"""The session workflow: deterministic code only (it runs in Temporal's sandbox).
+
+It holds no conversation: the session's log is in the tether store. It accepts messages (an
+update that returns once the message is stored in the session's mailbox), and drives the
+session (an activity that runs its queued turns on whichever worker picks it up) whenever a
+message is waiting. A driver that dies is found out by its missing heartbeats and the drive is
+retried on another worker, which takes the session's lease over and repairs the turn that was
+cut (a tool call without a result is answered "interrupted, may or may not have run"; nothing
+is run twice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+__all__ = (
+    "DRIVE",
+    "OPEN",
+    "POST",
+    "DriveResult",
+    "SessionMessage",
+    "SessionStart",
+    "SessionStatus",
+    "SessionWorkflow",
+    "workflow_id",
+)
+
+#: The activity names (workers register them under these; the workflow calls them by name).
+OPEN = "tether.open_session"
+POST = "tether.post_message"
+DRIVE = "tether.drive_session"
+
+#: Errors a retry cannot fix: the drive fails for the workflow instead of being retried.
+_FINAL = ["ProfileError", "CapabilityError", "PluginError", "ModelConfigError"]
+
+
+def workflow_id(session_id: str) -> str:
+    """The id of the workflow that drives ``session_id``."""
+    return f"tether-session/{session_id}"
+
+
+@dataclass
+class SessionStart:
+    """What a client starts a session's workflow with (from its profile's settings)."""
+
+    session_id: str
+    agent: str | None = None
+    label: str | None = None
+    heartbeat_timeout: float = 5.0
+    turn_timeout: float = 3600.0
+    idle_timeout: float = 600.0
+    seen: list[str] = field(default_factory=list[str])
+    """Message ids already accepted (carried over a continue-as-new)."""
+
+
+@dataclass
+class SessionMessage:
+    """One message for the session: ``delivery`` ``turn`` (a follow-up), ``step`` (steer the
+    running turn) or ``context`` (inject)."""
+
+    message_id: str
+    content: str
+    delivery: str = "turn"
+    sender: str | None = None
+
+
+@dataclass
+class DriveResult:
+    """What one drive did: the turns it ran and the stop reason of the last."""
+
+    turns: int = 0
+    stop_reason: str = "completed"
+    worker: str = ""
+
+
+@dataclass
+class SessionStatus:
+    session_id: str
+    waiting: int
+    driving: bool
+    drives: int
+    accepted: int
+
+
+@workflow.defn(name="TetherSession")
+class SessionWorkflow:
+    @workflow.init
+    def __init__(self, start: SessionStart) -> None:
+        # The start input reaches __init__ too: an update sent with the start (update-with-
+        # start) runs before run() does, and needs it.
+        self._start = start
+        self._opened = False
+        self._waiting = 0
+        self._driving = False
+        self._drives = 0
+        self._seen: set[str] = set(start.seen)
+        self._closing = False
+
+    @workflow.run
+    async def run(self, start: SessionStart) -> DriveResult:
+        await self._open(start)
+        last = DriveResult()
+        while True:
+            try:
+                await workflow.wait_condition(
+                    lambda: self._waiting > 0 or self._closing,
+                    timeout=timedelta(seconds=start.idle_timeout),
+                )
+            except TimeoutError:
+                break  # idle: the next message starts the workflow again
+            if self._closing and not self._waiting:
+                break
+            self._waiting = 0
+            self._driving = True
+            try:
+                last = await workflow.execute_activity(
+                    DRIVE,
+                    start.session_id,
+                    result_type=DriveResult,
+                    start_to_close_timeout=timedelta(seconds=start.turn_timeout),
+                    heartbeat_timeout=timedelta(seconds=start.heartbeat_timeout),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(seconds=0.5),
+                        backoff_coefficient=2.0,
+                        maximum_interval=timedelta(seconds=10),
+                        non_retryable_error_types=_FINAL,
+                    ),
+                )
+            finally:
+                self._driving = False
+            self._drives += 1
+            if workflow.info().is_continue_as_new_suggested() and not self._waiting:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    SessionStart(
+                        session_id=start.session_id,
+                        agent=start.agent,
+                        label=start.label,
+                        heartbeat_timeout=start.heartbeat_timeout,
+                        turn_timeout=start.turn_timeout,
+                        idle_timeout=start.idle_timeout,
+                        seen=sorted(self._seen)[-1000:],
+                    )
+                )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return last
+
+    async def _open(self, start: SessionStart) -> None:
+        if self._opened:
+            return
+        await workflow.execute_activity(
+            OPEN,
+            start,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(
+                maximum_interval=timedelta(seconds=10), non_retryable_error_types=_FINAL
+            ),
+        )
+        self._opened = True
+
+    @workflow.update(name="send")
+    async def send(self, message: SessionMessage) -> str:
+        """Store ``message`` in the session's mailbox; return its id once it is stored."""
+        if message.message_id in self._seen:
+            return message.message_id  # sent again (a client retry): accepted once
+        await workflow.wait_condition(lambda: self._opened)
+        await workflow.execute_activity(
+            POST,
+            args=[self._start.session_id, message],
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+        )
+        self._seen.add(message.message_id)
+        if message.delivery != "context":
+            self._waiting += 1
+        return message.message_id
+
+    @send.validator
+    def _check(self, message: SessionMessage) -> None:
+        if self._closing:
+            raise ApplicationError("the session's workflow is closing; send again", type="Closing")
+        if not message.message_id or not message.content.strip():
+            raise ApplicationError("a message needs an id and some text", type="BadMessage")
+        if message.delivery not in ("turn", "step", "context"):
+            raise ApplicationError(
+                f"delivery must be turn, step or context, not {message.delivery!r}",
+                type="BadMessage",
+            )
+
+    @workflow.signal(name="close")
+    def close(self) -> None:
+        """End the workflow once the waiting messages have run."""
+        self._closing = True
+
+    @workflow.query(name="status")
+    def status(self) -> SessionStatus:
+        return SessionStatus(
+            session_id=self._start.session_id,
+            waiting=self._waiting,
+            driving=self._driving,
+            drives=self._drives,
+            accepted=len(self._seen),
+        )

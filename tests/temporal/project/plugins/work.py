@@ -1,0 +1,38 @@
+"""Tools for the worker tests: each adds a line (the worker's pid) to ``MARKERS/TEXT.KIND``;
+``slow`` then sleeps (long enough to be killed in), ``quick`` answers at once."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import tether
+from tether.agents import Tool
+
+_TEXT = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+def _mark(args, kind: str) -> None:
+    folder = Path(os.environ["TETHER_TEST_MARKERS"])
+    with (folder / f"{args.get('text', kind)}.{kind}").open("a") as marks:
+        marks.write(f"{os.getpid()}\n")
+
+
+def _slow(args, ctx):
+    _mark(args, "slow")
+    time.sleep(float(os.environ.get("TETHER_TEST_SLOW", "120")))
+    return "slow finished"
+
+
+def _quick(args, ctx):
+    _mark(args, "quick")
+    return f"quick:{args.get('text', '')}"
+
+
+@tether.hookimpl
+def tether_tools():
+    return [
+        Tool("slow", "Work for a long time.", _slow, _TEXT, safe=True),
+        Tool("quick", "Answer at once.", _quick, _TEXT, safe=True),
+    ]
