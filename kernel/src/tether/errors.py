@@ -116,6 +116,7 @@ class ErrorCode(StrEnum):
     SKILL_PROVIDER_INVALID = "SKILL_PROVIDER_INVALID"
     UNEXPECTED_ERROR = "UNEXPECTED_ERROR"
     PLUGIN_UNEXPECTED_ERROR = "PLUGIN_UNEXPECTED_ERROR"
+    HOST_UNAVAILABLE = "HOST_UNAVAILABLE"
 
 
 class TetherError(Exception):
@@ -251,6 +252,11 @@ class AgentError(TetherError):
 
 class SkillError(TetherError):
     """A skill or a skill provider breaks the contract (fails the catalog loudly)."""
+
+
+class HostError(TetherError):
+    """The session host a plugin offers (a cluster that runs the profile's sessions) cannot
+    take a message: unreachable, or no worker picked it up."""
 
 
 class SubagentError(TetherError):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .agents import CompactionStrategy, DynamicInstruction, PreStep, Tool, ToolSource
     from .loading.capabilities import Offer, Requirement
     from .models import ModelProvider
+    from .runtime import SessionHost
     from .skills import SkillProviderFactory
     from .store import StoreProvider
     from .subagents import SubagentProvider
@@ -119,6 +120,23 @@ def tether_store_providers(settings: Any) -> Iterable[StoreProvider]:  # type: i
     wins, in profile order; the built-in plugin ``tether.store`` (``sqlite``, ``memory``) comes
     last. ``open(rest, base)`` is called only when a command opens the store and must return a
     :class:`tether.store.SessionStore` (else ``PLUGIN_CONTRACT_VIOLATION``).
+    """
+
+
+@hookspec
+def tether_session_hosts(settings: Any) -> Iterable[SessionHost]:  # type: ignore[empty-body]
+    """Offer a place other than this process where the profile's sessions run (a cluster).
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.runtime.SessionHost` (usually one, or none).
+
+    Called for the plugin instances of the global layer only, when ``tether run`` or ``tether
+    sessions send`` starts (never at load; a host must not connect before its first ``send``).
+    The first host offered, in profile order, is used: each message is handed to its
+    ``send``, which returns once the message is stored durably, and the command follows the
+    session's log in the profile's store to print the turn. A profile whose plugins offer none
+    runs its sessions in the process, as always. Anything but an iterable of ``SessionHost``
+    is ``PLUGIN_CONTRACT_VIOLATION``.
     """
 
 

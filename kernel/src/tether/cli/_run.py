@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from ._group import (
 
 if TYPE_CHECKING:
     import anyio
+    from anyio import CancelScope
 
     from ..agents import Agent
     from ..models import ModelDelta
@@ -121,9 +123,14 @@ async def _run(
     reasoning: bool = True,
 ) -> str:
     from ..models import ScriptedModel
-    from ..runtime import Runtime
+    from ..runtime import Runtime, profile_session_host
     from ..store import TurnEnded, TurnStarted, profile_store
 
+    host = profile_session_host(kernel)
+    if host is not None:
+        return await run_on_host(
+            host, kernel, agent_name, session_id, prompts, debug, interruption.stoppable()
+        )
     store = profile_store(kernel)
     try:
         # The runtime keeps the process's sessions (one keeper: leases, posted mail).
@@ -169,6 +176,59 @@ async def _run(
             await close_model(agent.model)
         return stop
     finally:
+        await store.aclose()
+
+
+async def run_on_host(
+    host: Any,
+    kernel: Any,
+    agent_name: str | None,
+    session_id: str | None,
+    prompts: Sequence[str],
+    debug: bool = False,
+    stop: CancelScope | None = None,
+) -> str:
+    """``tether run`` on a profile whose sessions run elsewhere (a plugin's session host):
+    hand each prompt to the host, print its turn from the session's log in the shared store,
+    then the next. Prints what a local run prints but the streamed pieces (whole events, as
+    they are stored). The stop reason of the first turn that did not complete, else
+    ``completed``. ``stop`` (Ctrl-C) stops following and sending: what was sent runs on."""
+    from ..agents import new_header, resolve_agent_name
+    from ..runtime import follow_turn
+    from ..store import profile_store
+
+    store = profile_store(kernel)
+    try:
+        new = session_id is None
+        if session_id is None:
+            session_id = new_header().id
+            name = resolve_agent_name(kernel, agent_name)
+            after = 0
+        else:
+            header = await store.header(session_id)  # SESSION_NOT_FOUND before anything is sent
+            name = header.agent
+            after = len(await store.events(session_id))
+        show = printer(None, debug=debug)
+        stops: list[str] = []
+        with stop if stop is not None else nullcontext():
+            for prompt in prompts:
+                message_id = await host.send(session_id, prompt, agent=name, new=new)
+                new = False
+                reason, after = await follow_turn(
+                    store, session_id, message_id, after=after, hear=lambda s: show(s.event)
+                )
+                stops.append(reason)
+        if stop is not None and stop.cancel_called:
+            click.echo(
+                f"note: what was sent runs on in {host.name}; follow it with "
+                f"`tether sessions show {session_id}`",
+                err=True,
+            )
+            stops.append("interrupted")
+        click.echo(f"session {session_id}")
+        return next((s for s in stops if s != "completed"), "completed")
+    finally:
+        await host.aclose()
         await store.aclose()
 
 
@@ -474,7 +534,7 @@ def capped(text: str, *, debug: bool, limit: int = PRINTED_LIMIT) -> str:
 
 
 def printer(
-    agent: Agent,
+    agent: Agent | None,
     terminal: Terminal | None = None,
     *,
     debug: bool = False,

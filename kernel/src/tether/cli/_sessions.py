@@ -206,10 +206,20 @@ async def _send(
     interruption: Interruption, kernel: Any, model_spec: str | None, child_id: str, message: str
 ) -> str:
     from ..errors import TetherError
-    from ..runtime import Runtime
+    from ..runtime import Runtime, profile_session_host
     from ..store import TurnEnded, profile_store
-    from ._run import close_model, debugging, printer
+    from ._run import close_model, debugging, printer, run_on_host
 
+    host = profile_session_host(kernel)
+    if host is not None:
+        store = profile_store(kernel)
+        try:
+            root = (await store.header(child_id)).parent_session is None
+        finally:
+            await store.aclose()
+        if root:  # a session of the cluster: its host runs the message
+            return await run_on_host(host, kernel, None, child_id, [message], debugging())
+        await host.aclose()  # a child runs under its root, opened here (docs/scale-out.md)
     store = profile_store(kernel)
     try:
         owner, posted = await _post_to_owner(store, child_id, message)

@@ -7,6 +7,17 @@ changes; a runtime is what one process does with it.
 from __future__ import annotations
 
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
+from ._hosts import FOLLOW_POLL, SessionHost, follow_turn, profile_session_host
 from ._runtime import COMPACT_GESTURE, Runtime, compose_agent
 
-__all__ = ("COMPACT_GESTURE", "RUNTIME_THRESHOLDS", "Runtime", "compose_agent", "tuned_collector")
+__all__ = (
+    "COMPACT_GESTURE",
+    "FOLLOW_POLL",
+    "RUNTIME_THRESHOLDS",
+    "Runtime",
+    "SessionHost",
+    "compose_agent",
+    "follow_turn",
+    "profile_session_host",
+    "tuned_collector",
+)

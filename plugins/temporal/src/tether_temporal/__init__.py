@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import tether
+from tether.runtime import SessionHost
 
 from ._settings import Settings
 
@@ -49,6 +50,14 @@ def __getattr__(name: str) -> object:
 @tether.hookimpl
 def tether_settings_model() -> type[Settings]:
     return Settings
+
+
+@tether.hookimpl
+def tether_session_hosts(settings: Settings) -> list[SessionHost]:
+    """The cluster runs this profile's sessions (``tether run``, ``tether sessions send``)."""
+    from ._host import TemporalHost
+
+    return [TemporalHost(settings)]
 
 
 @tether.hookimpl

@@ -27,6 +27,9 @@ class Settings(tether.PluginSettings):
     another worker takes the session over (a heartbeat is sent every third of this)."""
     turn_timeout: float = Field(default=3600.0, gt=0)
     """Seconds one drive of a session (its queued turns) may take at most."""
+    submit_timeout: float = Field(default=60.0, gt=0)
+    """Seconds ``tether run`` waits for a worker to take a message before ``HOST_UNAVAILABLE``
+    (the message then waits in the cluster for one)."""
     idle_timeout: float = Field(default=600.0, gt=0)
     """Seconds a session's workflow waits for another message before it ends (the next
     message starts it again; the session itself is in the store)."""

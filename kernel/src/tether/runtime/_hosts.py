@@ -1,0 +1,80 @@
+"""Session hosts: where a profile's sessions run when it is not this process (a cluster).
+
+A plugin of the profile's global layer offers a :class:`SessionHost` through
+``tether_session_hosts``; ``tether run`` and ``tether sessions send`` then hand each message to
+the host, which stores it durably and has the session run elsewhere, and follow the session's
+log in the shared store (:func:`follow_turn`) to print its turn. Without a host they run the
+session here, as always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import anyio
+
+from ..store import SessionStore, StoredEvent, TurnEnded, TurnStarted
+
+if TYPE_CHECKING:
+    from ..loading import Kernel
+
+__all__ = ("FOLLOW_POLL", "SessionHost", "follow_turn", "profile_session_host")
+
+#: How often :func:`follow_turn` reads the log for what the host appended, in seconds.
+FOLLOW_POLL = 0.05
+_HOOK = "tether_session_hosts"
+
+
+@runtime_checkable
+class SessionHost(Protocol):
+    """Runs the sessions of a profile somewhere other than the calling process."""
+
+    name: str
+    """Names the host in messages: ``"temporal"``."""
+
+    async def send(
+        self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
+    ) -> str:
+        """Hand ``content`` to the session as its next message (a follow-up); return its
+        message id once it is stored durably. ``new``: the session does not exist yet and is
+        created for ``agent`` (the profile's agent name, resolved). The message's turn runs
+        elsewhere; its events reach the profile's store, where the caller reads them."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the host holds (connections); idempotent."""
+        ...
+
+
+def profile_session_host(kernel: Kernel) -> SessionHost | None:
+    """The first session host the plugins of the kernel's global layer offer (profile order),
+    or ``None``: run sessions in this process. Nothing connects here."""
+    for plugin in kernel.global_scope.plugins:
+        for host in plugin.collect(_HOOK, SessionHost):
+            return host
+    return None
+
+
+async def follow_turn(
+    store: SessionStore,
+    session_id: str,
+    message_id: str,
+    *,
+    after: int = 0,
+    hear: Callable[[StoredEvent], None] | None = None,
+) -> tuple[str, int]:
+    """Read the session's log from ``after`` until the turn of ``message_id`` has ended,
+    handing every event to ``hear``; the turn's stop reason and the last ``seq`` read."""
+    turn: int | None = None
+    while True:
+        for stored in await store.events(session_id, after=after):
+            after = stored.seq
+            if hear is not None:
+                hear(stored)
+            event = stored.event
+            if isinstance(event, TurnStarted) and event.message_id == message_id:
+                turn = event.turn
+            elif isinstance(event, TurnEnded) and turn is not None and event.turn == turn:
+                return event.stop_reason, after
+        await anyio.sleep(FOLLOW_POLL)

@@ -1,0 +1,58 @@
+"""The session host ``temporal``: ``tether run`` and ``tether sessions send`` on a profile that
+loads the plugin hand each message to the session's workflow instead of running it here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from tether.errors import ErrorCode, HostError
+
+from ._settings import Settings
+
+__all__ = ("TemporalHost",)
+
+
+class TemporalHost:
+    """Sends to sessions' workflows on the cluster ``settings`` name; connects on first use."""
+
+    name = "temporal"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: Any = None
+
+    async def send(
+        self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
+    ) -> str:
+        from ._client import send
+        from ._worker import connect
+
+        settings = self.settings
+        if self._client is None:
+            try:
+                self._client = await connect(settings)
+            except Exception as exc:  # the SDK raises RuntimeError (and others) for a dead server
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise HostError(
+                    ErrorCode.HOST_UNAVAILABLE,
+                    f"the Temporal cluster at {settings.address} cannot be reached: {reason}",
+                    key="[plugin.temporal] address",
+                    remedy="start it (`temporal server start-dev`) or fix [plugin.temporal] "
+                    "address and namespace; nothing was sent",
+                ) from exc
+        with anyio.move_on_after(settings.submit_timeout) as waited:
+            return await send(self._client, settings, session_id, content, agent=agent)
+        assert waited.cancelled_caught
+        raise HostError(
+            ErrorCode.HOST_UNAVAILABLE,
+            f"no worker took the message for session {session_id} within "
+            f'{settings.submit_timeout:g} s (task queue "{settings.task_queue}")',
+            key="[plugin.temporal] task_queue",
+            remedy="start a worker on this profile: `tether worker --profile PROFILE`; the "
+            "message waits in the cluster and runs once one polls",
+        )
+
+    async def aclose(self) -> None:
+        self._client = None  # the SDK's client holds no resource that needs closing

@@ -1,0 +1,163 @@
+"""Session hosts (``tether_session_hosts``): a profile whose plugin offers one runs its
+sessions there; ``tether run`` hands each prompt to the host and prints the turn from the
+session's log in the shared store.
+
+The host here is a real one that runs each message in a runtime of its own, on its own store
+object (another lease owner) over the same SQLite file, as a worker process would."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+import tether
+from tether.errors import ErrorCode, PluginError
+from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host
+from tether.store import InboxAccepted, SQLiteStore, TurnEnded, UserMessage, profile_store
+
+pytestmark = pytest.mark.anyio
+
+PROFILE = """\
+[tether]
+plugins = ["{name}"]
+store = "sqlite:sessions.db"
+
+[agent.main]
+model = "scripted:script.toml"
+"""
+SCRIPT = '[[steps]]\ntext = "first answer"\n\n[[steps]]\ntext = "second answer"\n'
+
+
+class ElsewhereHost:
+    """Runs each message on a store object and runtime of its own (another owner), in a task
+    of its own: the caller only sees the log."""
+
+    name = "elsewhere"
+
+    def __init__(self) -> None:
+        self.kernel: tether.Kernel | None = None
+        self.sent: list[tuple[str, str, str | None, bool]] = []
+        self.group: anyio.abc.TaskGroup | None = None
+
+    async def send(
+        self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
+    ) -> str:
+        assert self.kernel is not None and self.group is not None
+        self.sent.append((session_id, content, agent, new))
+        store = profile_store(self.kernel)
+        if new:
+            from tether.agents import new_header
+
+            await store.create(new_header(session_id=session_id, agent=agent))
+            await store.release(session_id)
+        message_id = f"msg_{len(self.sent)}"
+        await store.post(session_id, InboxAccepted(message_id=message_id, content=content))
+        self.group.start_soon(self._drive, store, session_id)
+        return message_id
+
+    async def _drive(self, store: SQLiteStore, session_id: str) -> None:
+        assert self.kernel is not None
+        try:
+            async with Runtime.open(self.kernel, store) as runtime:
+                agent = await runtime.compose(session_id=session_id)
+                async with agent:
+                    # Whatever reached the log first (the mail, taken on entering, or by the
+                    # runtime's keeper before) runs now.
+                    await agent.run_parked()
+                    await runtime.settle(agent)
+        finally:
+            await store.aclose()
+
+    async def aclose(self) -> None:
+        pass
+
+
+class HostPlugin:
+    def __init__(self, host: object) -> None:
+        self.host = host
+
+    @tether.hookimpl
+    def tether_session_hosts(self) -> list[object]:
+        return [self.host]
+
+
+async def test_hook_tether_session_hosts_runs_prompts_elsewhere_and_prints_the_log(
+    tether_kernel, tmp_path, monkeypatch, capsys
+):
+    from tether.cli._run import run_on_host
+
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    host = ElsewhereHost()
+    kernel = tether_kernel(PROFILE.format(name="far"), {"far": HostPlugin(host)})
+    host.kernel = kernel
+    assert profile_session_host(kernel) is host
+    async with anyio.create_task_group() as group:
+        host.group = group
+        stop = await run_on_host(host, kernel, None, None, ["hello", "and again"])
+    assert stop == "completed"
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == ["> hello", "first answer", "> and again", "second answer"]
+    (session_id,) = [line.split()[1] for line in out if line.startswith("session ")]
+    assert [(s, c, new) for s, c, _, new in host.sent] == [
+        (session_id, "hello", True),
+        (session_id, "and again", False),
+    ]
+    assert host.sent[0][2] == "main"  # the profile's agent, resolved
+    store = profile_store(kernel)
+    try:
+        log = [s.event for s in await store.events(session_id)]
+    finally:
+        await store.aclose()
+    assert [e.content for e in log if isinstance(e, UserMessage)] == ["hello", "and again"]
+    assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["completed"] * 2
+
+
+def test_hook_tether_session_hosts_none_means_this_process(tether_kernel):
+    kernel = tether_kernel('[tether]\nstore = "memory"\n')
+    assert profile_session_host(kernel) is None
+
+
+def test_hook_tether_session_hosts_checks_what_it_is_given(tether_kernel):
+    kernel = tether_kernel(PROFILE.format(name="bad"), {"bad": HostPlugin("not a host")})
+    with pytest.raises(PluginError) as info:
+        profile_session_host(kernel)
+    assert info.value.code is ErrorCode.PLUGIN_CONTRACT_VIOLATION
+    assert "SessionHost" in str(info.value)
+
+
+async def test_follow_turn_waits_for_the_turn_of_its_message(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        from tether.agents import new_header
+        from tether.store import TurnStarted
+
+        header = await store.create(new_header())
+        heard: list[int] = []
+
+        async def write_later() -> None:
+            await anyio.sleep(0.2)
+            await store.append(
+                header.id,
+                [
+                    TurnStarted(turn=1, message_id="other"),
+                    TurnEnded(turn=1, stop_reason="completed"),
+                    TurnStarted(turn=2, message_id="mine"),
+                    TurnEnded(turn=2, stop_reason="max-tokens"),
+                ],
+            )
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write_later)
+            with anyio.fail_after(30):
+                stop, last = await follow_turn(
+                    store, header.id, "mine", hear=lambda s: heard.append(s.seq)
+                )
+        assert (stop, last) == ("max-tokens", 4)
+        assert heard == [1, 2, 3, 4]
+    finally:
+        await store.aclose()
+
+
+def test_a_session_host_is_a_protocol():
+    assert isinstance(ElsewhereHost(), SessionHost)

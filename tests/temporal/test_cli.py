@@ -1,0 +1,61 @@
+"""``tether run`` and ``tether sessions send`` on a profile that loads tether-temporal: each
+message goes to the session's workflow, a worker process runs it, and the command prints the
+turn from the shared store, from processes that are neither of the workers."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from .conftest import TIMEOUT, Cluster
+
+
+def tether(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args, "--profile", str(cluster.profile)],
+        cwd=cluster.folder,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 2,
+        env=cluster.env(),
+    )
+
+
+def test_run_and_sessions_send_submit_to_the_cluster(cluster):
+    cluster.script(
+        '[[steps]]\ntool_calls = [{ name = "quick", arguments = { text = "a" } }]\n\n'
+        '[[steps]]\ntext = "first done"\n\n'
+        '[[steps]]\ntext = "second done"\n'
+    )
+    worker = cluster.worker()
+    ran = tether(cluster, "run", "hello")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[:4] == [
+        "> hello",
+        '-> quick({"text": "a"})',
+        "<- quick: quick:a",
+        "first done",
+    ]
+    (session_id,) = re.findall(r"^session (ses_\w+)$", ran.stdout, re.M)
+    assert cluster.runs("a.quick") == [worker.pid]  # the worker ran it, not this process
+
+    sent = tether(cluster, "sessions", "send", session_id, "more")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert sent.stdout.splitlines() == ["> more", "second done", f"session {session_id}"]
+
+    shown = tether(cluster, "sessions", "show", session_id)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("turn/end") == 2
+
+
+def test_an_unreachable_cluster_is_one_error_line(cluster):
+    text = cluster.profile.read_text()
+    cluster.profile.write_text(re.sub(r'address = "[^"]*"', 'address = "127.0.0.1:1"', text))
+    result = tether(cluster, "run", "hello")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].endswith("[HOST_UNAVAILABLE]")
+    assert "the Temporal cluster at 127.0.0.1:1 cannot be reached" in lines[0]
