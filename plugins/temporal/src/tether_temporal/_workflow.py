@@ -35,10 +35,6 @@ OPEN = "tether.open_session"
 POST = "tether.post_message"
 DRIVE = "tether.drive_session"
 
-#: Errors a retry cannot fix: the drive fails for the workflow instead of being retried.
-_FINAL = ["ProfileError", "CapabilityError", "PluginError", "ModelConfigError"]
-
-
 def workflow_id(session_id: str) -> str:
     """The id of the workflow that drives ``session_id``."""
     return f"tether-session/{session_id}"
@@ -98,7 +94,8 @@ class SessionWorkflow:
         self._waiting = 0
         self._driving = False
         self._drives = 0
-        self._seen: set[str] = set(start.seen)
+        # Accepted message ids, oldest first (a dict keeps their order).
+        self._seen: dict[str, None] = dict.fromkeys(start.seen)
         self._closing = False
 
     @workflow.run
@@ -124,11 +121,13 @@ class SessionWorkflow:
                     result_type=DriveResult,
                     start_to_close_timeout=timedelta(seconds=start.turn_timeout),
                     heartbeat_timeout=timedelta(seconds=start.heartbeat_timeout),
+                    # A tether error another attempt cannot get past is raised non-retryable by
+                    # the activity; anything else (a lease not expired yet, a dead worker) is
+                    # tried again.
                     retry_policy=RetryPolicy(
                         initial_interval=timedelta(seconds=0.5),
                         backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=10),
-                        non_retryable_error_types=_FINAL,
                     ),
                 )
             finally:
@@ -144,7 +143,7 @@ class SessionWorkflow:
                         heartbeat_timeout=start.heartbeat_timeout,
                         turn_timeout=start.turn_timeout,
                         idle_timeout=start.idle_timeout,
-                        seen=sorted(self._seen)[-1000:],
+                        seen=list(self._seen)[-1000:],  # the latest: a client retries soon
                     )
                 )
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -157,9 +156,7 @@ class SessionWorkflow:
             OPEN,
             start,
             start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=RetryPolicy(
-                maximum_interval=timedelta(seconds=10), non_retryable_error_types=_FINAL
-            ),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )
         self._opened = True
 
@@ -175,7 +172,7 @@ class SessionWorkflow:
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
         )
-        self._seen.add(message.message_id)
+        self._seen[message.message_id] = None
         if message.delivery != "context":
             self._waiting += 1
         return message.message_id
