@@ -128,6 +128,7 @@ class Agent:
     # Slots: thousands of live children each hold one agent, and an instance dict costs more.
     __slots__ = (
         "__weakref__",
+        "_appending",
         "_compactions",
         "_cwd",
         "_delegation_note",
@@ -248,6 +249,10 @@ class Agent:
         self._turn_item: _InboxItem | None = None
         self._unsaved: tuple[Event, ...] = ()
         self._told = 0  # how many of the unsaved events listeners have heard of
+        # One append at a time: a store that awaits its writes (PostgreSQL) would otherwise
+        # let two appends both carry the held events (stored twice). Fast: no checkpoint when
+        # free, so a store that never awaits (SQLite) sees no new scheduling point.
+        self._appending = anyio.Lock(fast_acquire=True)
         self._leased = False
         self._new_session = new_session
         self.compaction = CompactionPolicy()
@@ -627,28 +632,33 @@ class Agent:
         result) is never lost once received. A lost lease (``SESSION_BUSY``, another process
         owns the session now) is final: the agent writes nothing more.
         """
-        if self._fault is not None and self._fault.code in _FENCED:
-            raise self._fault
-        batch = (*self._unsaved, *events) if self._unsaved else events
-        try:
-            await self.store.append(self.session_id, batch)
-        except TetherError as exc:
-            if exc.code in _FENCED:
-                self._unsaved, self._told = (), 0
-                self._fault = exc
-                self._parked = True
-            elif hold:
-                self._unsaved = batch
-            raise
-        told = self._told
-        if self._unsaved:
-            self._unsaved, self._told = (), 0
-            if self._fault is not None and self._fault.code not in _FENCED:
-                self._fault = None  # what it held is stored: the agent may take turns again
-        self._log_length += len(batch)
-        for event in batch[told:]:
-            for listener in self._listeners:
-                listener(event)
+        async with self._appending:
+            if self._fault is not None and self._fault.code in _FENCED:
+                raise self._fault
+            held = len(self._unsaved)
+            batch = (*self._unsaved, *events) if held else events
+            try:
+                await self.store.append(self.session_id, batch)
+            except TetherError as exc:
+                if exc.code in _FENCED:
+                    self._unsaved, self._told = (), 0
+                    self._fault = exc
+                    self._parked = True
+                elif hold:
+                    # Deferred while it was written: those follow what it held.
+                    self._unsaved = (*batch, *self._unsaved[held:])
+                    self._told = min(self._told, held)
+                raise
+            told = min(self._told, held)
+            if held:
+                # Only what this batch held is stored: what was deferred meanwhile stays held.
+                self._unsaved, self._told = self._unsaved[held:], max(0, self._told - held)
+                if self._fault is not None and self._fault.code not in _FENCED:
+                    self._fault = None  # what it held is stored: the agent may take turns again
+            self._log_length += len(batch)
+            for event in batch[told:]:
+                for listener in self._listeners:
+                    listener(event)
 
     def _defer(self, *events: Event) -> None:
         """Store ``events`` with the next append (what opens a turn or a step waits for the
