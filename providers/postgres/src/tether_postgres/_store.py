@@ -70,13 +70,13 @@ _FENCED_INSERT = (
     "AND token = %(token)s FOR SHARE) "
     "INSERT INTO tether_events (session_id, seq, type, data) "
     "SELECT %(session)s, v.seq, v.type, v.data "
-    "FROM unnest(%(seqs)s::integer[], %(types)s::text[], %(datas)s::text[]) AS v(seq, type, data) "
+    "FROM unnest(%(seqs)b::integer[], %(types)b::text[], %(datas)b::text[]) AS v(seq, type, data) "
     "WHERE EXISTS (SELECT 1 FROM lease)"
 )
 _INSERT = (
     "INSERT INTO tether_events (session_id, seq, type, data) "
     "SELECT %(session)s, v.seq, v.type, v.data "
-    "FROM unnest(%(seqs)s::integer[], %(types)s::text[], %(datas)s::text[]) AS v(seq, type, data)"
+    "FROM unnest(%(seqs)b::integer[], %(types)b::text[], %(datas)b::text[]) AS v(seq, type, data)"
 )
 #: What ``delete`` removes, children before the session row they refer to.
 _SESSION_ROWS = (
@@ -200,10 +200,17 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _connection(self) -> AsyncGenerator[Connection]:
-        pool = self._pool or await self._open()
-        with self._errors():
-            async with pool.connection() as db:
-                yield db
+        # Shielded, as a SQLite store's call is (it never awaits): a caller cancelled during
+        # a call gets its outcome, and the cancellation at its next checkpoint. Unshielded,
+        # psycopg cancels the statement on the server, is itself interrupted doing so (anyio
+        # cancels at every await), closes the connection and logs two warnings to stderr; and
+        # a write the server committed looks unwritten to its caller. Each statement is
+        # bounded by busy_timeout, the pool by connect_timeout.
+        with anyio.CancelScope(shield=True):
+            pool = self._pool or await self._open()
+            with self._errors():
+                async with pool.connection() as db:
+                    yield db
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncGenerator[Connection]:
