@@ -1,6 +1,7 @@
 """PostgreSQL store figures, as medians of CPU time and wall time, next to the SQLite store.
 
     uv run python benchmarks/postgres_store.py [--quick] [--runs 3] [--pools 8,16] [--turns 3]
+                                               [--no-nosync]
     uv run python benchmarks/postgres_store.py --server postgresql://postgres@127.0.0.1:5432
     uv run python benchmarks/postgres_store.py --one turn:postgres/8   (one figure, one JSON line)
     uv run python benchmarks/postgres_store.py --profile concurrent:postgres/8
@@ -12,21 +13,25 @@
 * 1,000 sessions on one worker, each running ``--turns`` one-step turns in a row against a model
   with 50 ms latency, all sessions at once: wall and CPU time of the turns (enter, the turns,
   leave), and whole (creating the 1,000 sessions and agents first, one after another), for each
-  ``--pools`` size. Target: PostgreSQL's wall time of the turns within 2x of SQLite's.
+  ``--pools`` size. Target: PostgreSQL's wall time of the turns within 2x of SQLite's. Every
+  session's log is read back afterwards (untimed): it must hold its turns.
 
 Stores (``STORE`` below): ``sqlite`` (``synchronous=NORMAL``, the default: a commit is not
 flushed to disk), ``sqlite-full`` (``FULL``: every commit flushed, as PostgreSQL's default),
 ``postgres/N`` (``PostgresStore(url, pool_size=N)``, the server's own settings) and
 ``postgres-nosync/N`` (the same with ``synchronous_commit=off`` for its connections: a commit
-does not wait for the WAL flush, the durability of SQLite's ``NORMAL``). The two without a flush
-per commit say what the store costs; the two with one say what the disk adds.
+does not wait for the WAL flush, so a crash of the server's machine may lose the last ~0.6 s of
+commits, about what ``NORMAL`` risks). The two without a flush per commit say what the store
+costs; the two with one say what the disk adds (``pg_test_fsync`` gives its flush time).
 
 The script makes a database of its own on ``--server`` (default ``$TETHER_BENCH_POSTGRES``, else
 ``$TETHER_TEST_POSTGRES``, else ``postgresql://postgres@127.0.0.1:5432``; trust auth or a
 password in the URL), a schema in it per figure, and drops the database at the end. Each figure
 runs in a fresh interpreter (this script with ``--one FIGURE:STORE``), ``--runs`` times; the
 figures are medians over those processes. CPU time is ``time.process_time()`` (this process
-only, not the server's); wall time is ``time.perf_counter()``.
+only); wall time is ``time.perf_counter()``; "server cpu" is the CPU time of the server processes
+serving the benchmark's database, read from ``/proc`` (a server on this machine only; on a
+machine of two cores it competes with the worker). ``--profile`` prints a cProfile of one figure.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from urllib.parse import quote
 
 import anyio
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from tether.agents import Agent
 from tether.models import FunctionModel, ModelRequest
@@ -103,17 +109,58 @@ def database(server: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
+class ServerClock:
+    """CPU time of the server processes connected to the benchmark's database (its backends,
+    read from ``/proc``): only for a server on this machine, else (and for SQLite) ``None``."""
+
+    def __init__(self, admin: psycopg.AsyncConnection[Any] | None = None) -> None:
+        self.admin = admin
+        self.seen: dict[int, float] = {}
+
+    async def _read(self) -> dict[int, float]:
+        assert self.admin is not None
+        rows = await (
+            await self.admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            )
+        ).fetchall()
+        found: dict[int, float] = {}
+        for (pid,) in rows:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            found[int(pid)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return found
+
+    async def lap(self) -> float | None:
+        """Server CPU seconds since the last lap, and start the next."""
+        if self.admin is None:
+            return None
+        now = await self._read()
+        spent = sum(cpu - self.seen.get(pid, 0.0) for pid, cpu in now.items())
+        self.seen = now
+        return spent
+
+
+def _local(url: str) -> bool:
+    host = str(conninfo_to_dict(url).get("host") or "")
+    return host in ("", "localhost", "127.0.0.1", "::1") or host.startswith("/")
+
+
 @contextlib.asynccontextmanager
-async def store_for(spec: str, database_url: str | None) -> AsyncIterator[SessionStore]:
+async def store_for(
+    spec: str, database_url: str | None
+) -> AsyncIterator[tuple[SessionStore, ServerClock]]:
     """The store ``spec`` names, on a fresh file or a fresh schema of ``database_url`` (dropped
-    afterwards); closed afterwards."""
+    afterwards), closed afterwards; and the clock of its server's CPU time."""
     kind, pool_size = _parse_store(spec)
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as folder:
         if kind.startswith("sqlite"):
             synchronous = "FULL" if kind == "sqlite-full" else "NORMAL"
             store = SQLiteStore(Path(folder) / "s.db", synchronous=synchronous)
             try:
-                yield store
+                yield store, ServerClock()
             finally:
                 await store.aclose()
             return
@@ -128,7 +175,7 @@ async def store_for(spec: str, database_url: str | None) -> AsyncIterator[Sessio
             url = f"{database_url}?options={quote(options, safe='')}"
             store = PostgresStore(url, pool_size=pool_size)
             try:
-                yield store
+                yield store, ServerClock(admin if _local(database_url) else None)
             finally:
                 await store.aclose()
                 await admin.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
@@ -138,19 +185,23 @@ async def store_for(spec: str, database_url: str | None) -> AsyncIterator[Sessio
 
 
 async def concurrent_sessions(
-    runtime: Runtime, sessions: int, turns: int, latency: float
+    runtime: Runtime, server: ServerClock, sessions: int, turns: int, latency: float
 ) -> dict[str, Any]:
     """``sessions`` agents made one after another, then all at once each entered, running
-    ``turns`` one-step turns in a row, and left: the turns alone, and whole (making them too)."""
+    ``turns`` one-step turns in a row, and left: the turns alone, and whole (making them too);
+    the server's CPU seconds in each (``None`` for SQLite)."""
 
     async def slow(request: ModelRequest) -> str:
         await anyio.sleep(latency)
         return "ok"
 
     model = FunctionModel(slow)
+    await server.lap()
     clock = Clock()
     agents = [await new_agent(runtime, model) for _ in range(sessions)]
     setup = clock.lap()
+    server_setup = await server.lap()
+    clock.lap()  # not the server's reading
 
     async def one(agent: Agent) -> None:
         async with agent:
@@ -161,12 +212,29 @@ async def concurrent_sessions(
         for agent in agents:
             group.start_soon(one, agent)
     ran = clock.lap()
+    server_turns = await server.lap()
     model.requests.clear()
+    await check_logs(runtime, [agent.session_id for agent in agents], turns)
     return {
-        "setup": {"cpu": setup[0], "wall": setup[1]},
-        "turns": {"cpu": ran[0], "wall": ran[1]},
-        "whole": {"cpu": setup[0] + ran[0], "wall": setup[1] + ran[1]},
+        "setup": {"cpu": setup[0], "wall": setup[1], "server": server_setup},
+        "turns": {"cpu": ran[0], "wall": ran[1], "server": server_turns},
+        "whole": {
+            "cpu": setup[0] + ran[0],
+            "wall": setup[1] + ran[1],
+            "server": None if server_turns is None else (server_setup or 0.0) + server_turns,
+        },
     }
+
+
+async def check_logs(runtime: Runtime, sessions: list[str], turns: int) -> None:
+    """Fail unless every session's log holds its ``turns`` ended turns (what was timed was
+    stored)."""
+    store = runtime.store
+    assert store is not None
+    for session_id in sessions:
+        ended = sum(stored.event.type == "turn/end" for stored in await store.events(session_id))
+        if ended != turns:
+            raise SystemExit(f"session {session_id} logged {ended} ended turns, not {turns}")
 
 
 async def one_figure(
@@ -174,10 +242,16 @@ async def one_figure(
 ) -> dict[str, Any]:
     """One figure on one store, in this process."""
     gc.collect()
-    async with store_for(spec, database_url) as store, opened(store) as runtime:
+    async with store_for(spec, database_url) as (store, server), opened(store) as runtime:
         if figure == "turn":
-            return await fresh_turns(runtime, 200 if quick else 1000)
-        return await concurrent_sessions(runtime, SESSIONS, turns, LATENCY)
+            runs, warmup = (200 if quick else 1000), 20
+            await server.lap()
+            found = await fresh_turns(runtime, runs, warmup)
+            spent = await server.lap()
+            # Per whole turn, warm-up included (the server's clock cannot tell them apart).
+            found["server"] = None if spent is None else spent / (runs + warmup)
+            return found
+        return await concurrent_sessions(runtime, server, SESSIONS, turns, LATENCY)
 
 
 def run_figure(
@@ -197,6 +271,16 @@ def run_figure(
 
 def _medians(samples: list[dict[str, float]]) -> dict[str, float]:
     return {clock: statistics.median(s[clock] for s in samples) for clock in ("cpu", "wall")}
+
+
+def _server(samples: list[Any], unit: str) -> str:
+    """The median of the server's CPU seconds in ``samples``, in ``unit`` (``ms`` or ``s``);
+    empty for SQLite."""
+    found = [sample for sample in samples if sample is not None]
+    if not found:
+        return ""
+    scale = 1e3 if unit == "ms" else 1.0
+    return f"  server cpu {statistics.median(found) * scale:6.3f} {unit}"
 
 
 def _ms(times: dict[str, float]) -> str:
@@ -239,7 +323,8 @@ def main(server: str, quick: bool, runs: int, pools: list[int], turns: int, nosy
                 f"{part} {_medians([r[part] for r in results])['wall'] * 1e3:.3f}"
                 for part in ("create", "enter", "turn", "leave")
             )
-            print(f"  {'':<18} whole  {_ms(whole)}  (wall: {parts} ms)")
+            server_cpu = _server([r["server"] for r in results], "ms")
+            print(f"  {'':<18} whole  {_ms(whole)}{server_cpu}  (wall: {parts} ms)")
         for spec in turn_stores[1:]:
             print(f"  turn wall {spec} / sqlite: {walls[spec] / walls['sqlite']:.1f}x")
 
@@ -262,9 +347,11 @@ def main(server: str, quick: bool, runs: int, pools: list[int], turns: int, nosy
             print(
                 f"  {spec:<18} turns  {_s(found[spec]['turns'])}  "
                 f"[{min(spread):.3f}-{max(spread):.3f}]"
+                f"{_server([r['turns']['server'] for r in results], 's')}"
             )
             print(
-                f"  {'':<18} whole  {_s(found[spec]['whole'])}  "
+                f"  {'':<18} whole  {_s(found[spec]['whole'])}"
+                f"{_server([r['whole']['server'] for r in results], 's')}  "
                 f"(setup of {SESSIONS:,} sessions: wall {found[spec]['setup']['wall']:.3f} s)"
             )
         base = found["sqlite"]
@@ -287,18 +374,19 @@ def profile(figure: str, spec: str, server: str, turns: int) -> None:
     """cProfile of one figure on one store (in this process): where the time goes."""
     profiler = cProfile.Profile()
 
-    async def go(database_url: str) -> None:
-        async with store_for(spec, database_url) as store, opened(store) as runtime:
+    async def go(database_url: str | None) -> None:
+        async with store_for(spec, database_url) as (store, clock), opened(store) as runtime:
             if figure == "turn":
                 await fresh_turns(runtime, 20, warmup=20)  # imports and first-use caches
                 profiler.enable()
                 await fresh_turns(runtime, 1000, warmup=0)
             else:
                 profiler.enable()
-                await concurrent_sessions(runtime, SESSIONS, turns, LATENCY)
+                await concurrent_sessions(runtime, clock, SESSIONS, turns, LATENCY)
             profiler.disable()
 
-    with database(server) as database_url:
+    postgres = spec.startswith("postgres")
+    with database(server) if postgres else contextlib.nullcontext(None) as database_url:
         wall = time.perf_counter()
         anyio.run(go, database_url)
         wall = time.perf_counter() - wall

@@ -1,14 +1,16 @@
 """SIGKILL ``tether run`` at each point of a turn, resume, and check every log of the tree.
 
-Each test starts ``tether run`` in a real process on a real SQLite file, waits for the moment
-(a marker file a tool touched, an event in the log), kills it with SIGKILL, runs
-``tether run --session ROOT`` again, and then checks with :func:`tether.testing.tree_problems`
-that every accepted message ran exactly once, every tool call has exactly one result, every
-turn is closed once, and no child was left open.
+Each test starts ``tether run`` in a real process on a real store (a SQLite file; a PostgreSQL
+schema too for the tests marked ``@on_both_stores``), waits for the moment (a marker file a tool
+touched, an event in the log), kills it with SIGKILL, runs ``tether run --session ROOT`` again,
+and then checks with :func:`tether.testing.tree_problems` that every accepted message ran exactly
+once, every tool call has exactly one result, every turn is closed once, and no child was left
+open.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import anyio
@@ -17,7 +19,7 @@ import pytest
 from tether.store import InboxAccepted, ToolResult, TurnEnded, UserMessage
 from tether.store._sqlite_schema import MIGRATIONS
 
-from .conftest import kill, printed, wait_for
+from .conftest import TIMEOUT, kill, on_both_stores, printed, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
@@ -65,6 +67,7 @@ def test_killed_in_a_turns_first_model_step_its_message_runs_again_once(make_pro
     assert project.problems(root) == {}
 
 
+@on_both_stores
 def test_killed_in_a_later_model_step_the_turn_is_closed_and_the_queued_prompt_runs_once(
     make_project,
 ):
@@ -87,6 +90,7 @@ def test_killed_in_a_later_model_step_the_turn_is_closed_and_the_queued_prompt_r
     assert project.problems(root) == {}
 
 
+@on_both_stores
 def test_killed_in_a_tool_call_the_call_gets_one_interrupted_result(make_project):
     project = make_project()
     project.script(
@@ -235,6 +239,7 @@ text = "never"
 """
 
 
+@on_both_stores
 def test_a_message_sent_to_a_hosted_child_survives_its_host_being_killed(make_project):
     project = make_project()
     project.script(SEND_TARGET)
@@ -264,6 +269,46 @@ def test_a_message_sent_to_a_hosted_child_survives_its_host_being_killed(make_pr
     # One notice: the child settled after its follow-up (no separate orphan notice).
     (notice,) = notices(project.events(root), child)
     assert notice.content.endswith('status="completed">more findings</task_result>')
+    assert project.problems(root) == {}
+
+
+@on_both_stores
+def test_a_message_posted_to_a_driver_killed_before_taking_it_runs_once_when_resumed(
+    make_project,
+):
+    # The driver is stopped (SIGSTOP) so the message stays in the mailbox, untaken, until the
+    # driver is killed: `tether sessions send` then says it runs when the session is continued,
+    # and continuing it runs the message exactly once, in the order it was accepted.
+    project = make_project()
+    project.script('[[steps]]\ntext = "one"\n')
+    first = project.run("run", "hello")
+    assert first.returncode == 0, first.stdout + first.stderr
+    (root,) = project.roots()
+    project.script(FILLER + '[[steps]]\ndelay = 60\ntext = "never"\n', "slow.toml")
+    owner = project.start("run", "--session", root, "--model", "scripted:slow.toml", "busy")
+    wait_for(lambda: printed(owner, "> busy"), "the owner's turn to start")
+    owner.send_signal(signal.SIGSTOP)
+    sender = project.start("sessions", "send", root, "from outside")
+    wait_for(lambda: project.mailbox(root) == ["from outside"], "the message to be posted")
+    kill(owner)
+    assert sender.wait(timeout=TIMEOUT) == 0, sender.output.read_text()
+    assert "the process that drove it stopped first" in sender.output.read_text()
+
+    project.script(
+        FILLER
+        + '[[steps]]\nexpect = "busy"\ntext = "two"\n\n'
+        + '[[steps]]\nexpect = "from outside"\ntext = "three"\n\n'
+        + '[[steps]]\nexpect = "last"\ntext = "four"\n',
+        "resume.toml",
+    )
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "last")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = project.events(root)
+    assert claims(events) == ["hello", "busy", "from outside", "last"]
+    accepted = [e.content for e in events if isinstance(e, InboxAccepted)]
+    assert accepted.count("from outside") == 1
+    assert ends(events) == ["completed"] * 4
+    assert project.mailbox(root) == []
     assert project.problems(root) == {}
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tether.store import InboxAccepted, TurnStarted, UserMessage
 
-from .conftest import printed, wait_for
+from .conftest import on_both_stores, printed, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 
@@ -20,7 +20,8 @@ def claims(events) -> list[str]:
     return [e.content for e in events if isinstance(e, UserMessage)]
 
 
-def test_a_second_run_on_a_live_session_is_refused_and_touches_nothing(make_project):
+@on_both_stores
+def test_a_second_run_on_a_live_session_is_refused_and_touches_nothing(make_project, store):
     project = make_project()
     project.script('[[steps]]\ntext = "one"\n')
     first = project.run("run", "hello")
@@ -35,12 +36,13 @@ def test_a_second_run_on_a_live_session_is_refused_and_touches_nothing(make_proj
 
     assert second.returncode == 2
     assert second.stdout == ""
-    (line,) = second.stderr.splitlines()
+    *noise, line = second.stderr.splitlines()
     assert line.startswith("ERROR: ")
     assert "SESSION_BUSY" in line
     assert f"pid {owner.pid}" in line
     assert project.events(root) == before  # not a single event: no repair, no message
     assert owner.poll() is None  # the owner is untouched and still running
+    assert noise == []  # the error is all it prints
 
 
 def test_a_run_is_refused_while_sessions_send_drives_the_tree(make_project):
@@ -78,7 +80,9 @@ text = "I started a subagent."
 text = "The subagent is done."
 
 [[tasks.research.steps]]
-delay = 3.0
+tool_calls = [{ name = "gate", arguments = { text = "child" } }]
+
+[[tasks.research.steps]]
 text = "first findings"
 
 [[tasks.research.steps]]
@@ -87,17 +91,19 @@ text = "deeper findings"
 """
 
 
+@on_both_stores
 def test_sessions_send_to_a_child_hosted_by_a_live_run_is_delivered_and_run_once(make_project):
-    # The child's first turn takes 3 s: time for `tether sessions send` to start and post while
-    # the run still drives it, even on a busy machine (after it, the run would be done).
+    # The child's first turn waits at a gate until the message is sent: the run still drives
+    # the child however long `tether sessions send` takes to start (after it, the run is done).
     project = make_project()
     project.script(HOSTED)
     owner = project.start("run", "go")
-    wait_for(lambda: project.roots() and project.children(project.roots()[0]), "the child")
+    wait_for(lambda: (project.markers / "child.started").exists(), "the child's turn to start")
     (root,) = project.roots()
     (child,) = project.children(root)
 
     sent = project.run("sessions", "send", child, "dig deeper")
+    (project.markers / "child.open").touch()
 
     assert sent.returncode == 0, sent.stdout + sent.stderr
     assert re.search(rf"pid {owner.pid}\b", sent.stdout)

@@ -13,7 +13,14 @@ import pytest
 import tether
 from tether.errors import ErrorCode, PluginError
 from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host
-from tether.store import InboxAccepted, SQLiteStore, TurnEnded, UserMessage, profile_store
+from tether.store import (
+    InboxAccepted,
+    SessionStore,
+    SQLiteStore,
+    TurnEnded,
+    UserMessage,
+    profile_store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +49,8 @@ class ElsewhereHost:
     async def send(
         self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
     ) -> str:
-        assert self.kernel is not None and self.group is not None
+        assert self.kernel is not None
+        assert self.group is not None
         self.sent.append((session_id, content, agent, new))
         store = profile_store(self.kernel)
         if new:
@@ -55,7 +63,7 @@ class ElsewhereHost:
         self.group.start_soon(self._drive, store, session_id)
         return message_id
 
-    async def _drive(self, store: SQLiteStore, session_id: str) -> None:
+    async def _drive(self, store: SessionStore, session_id: str) -> None:
         assert self.kernel is not None
         try:
             async with Runtime.open(self.kernel, store) as runtime:

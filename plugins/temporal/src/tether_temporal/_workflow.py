@@ -35,6 +35,7 @@ OPEN = "tether.open_session"
 POST = "tether.post_message"
 DRIVE = "tether.drive_session"
 
+
 def workflow_id(session_id: str) -> str:
     """The id of the workflow that drives ``session_id``."""
     return f"tether-session/{session_id}"

@@ -1,4 +1,5 @@
-"""Tools for the crash tests: ``slow`` marks that it started and sleeps; ``quick`` answers."""
+"""Tools for the crash tests: ``slow`` marks that it started and sleeps; ``gate`` marks that it
+started and waits until the test opens it; ``quick`` answers."""
 
 from __future__ import annotations
 
@@ -19,10 +20,21 @@ def _slow(args, ctx):
     return "slow finished"
 
 
+def _gate(args, ctx):
+    markers = Path(os.environ["TETHER_TEST_MARKERS"])
+    name = args.get("text", "gate")
+    (markers / f"{name}.started").touch()
+    deadline = time.monotonic() + float(os.environ.get("TETHER_TEST_SLOW", "60"))
+    while not (markers / f"{name}.open").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return "gate opened"
+
+
 @tether.hookimpl
 def tether_tools():
     return [
         Tool("slow", "Work for a long time.", _slow, _TEXT, safe=True),
+        Tool("gate", "Wait until the test opens the gate.", _gate, _TEXT, safe=True),
         Tool(
             "quick",
             "Answer at once.",
