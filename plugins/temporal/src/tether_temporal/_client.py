@@ -12,15 +12,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from tether.agents import new_header
-from tether.store import SessionStore, StoredEvent, TurnEnded, TurnStarted
+from tether.runtime import follow_turn
+from tether.store import SessionStore, StoredEvent
 
 from ._settings import Settings
 from ._workflow import SessionMessage, SessionStart, SessionWorkflow, workflow_id
 
 __all__ = ("new_message_id", "new_session_id", "send", "wait_for_turn")
-
-#: How often a client reads the session's log for what a worker appended.
-FOLLOW_POLL = 0.05
 
 
 def new_session_id() -> str:
@@ -102,16 +100,6 @@ async def wait_for_turn(
     hear: Callable[[StoredEvent], None] | None = None,
 ) -> str:
     """Read the session's log from ``after`` until the turn of ``message_id`` has ended
-    (handing every event to ``hear``); its stop reason."""
-    turn: int | None = None
-    while True:
-        for stored in await store.events(session_id, after=after):
-            after = stored.seq
-            if hear is not None:
-                hear(stored)
-            event = stored.event
-            if isinstance(event, TurnStarted) and event.message_id == message_id:
-                turn = event.turn
-            elif isinstance(event, TurnEnded) and turn is not None and event.turn == turn:
-                return event.stop_reason
-        await anyio.sleep(FOLLOW_POLL)
+    (handing every event to ``hear``); its stop reason (:func:`tether.runtime.follow_turn`)."""
+    stop, _ = await follow_turn(store, session_id, message_id, after=after, hear=hear)
+    return stop
