@@ -148,3 +148,42 @@ async def test_an_answer_a_locked_store_refused_is_kept_and_stored_by_the_next_w
     assert log_problems(events) == []
     locker.close()
     await store.aclose()
+
+
+class _SlowToConnect:
+    """A session-bound model (a remote agent's, say) whose connection, opened when the agent
+    enters, hangs until ``ready`` is set."""
+
+    def __init__(self) -> None:
+        self.ready = anyio.Event()
+        self.inner = FunctionModel(lambda request: "answered")
+
+    async def attach(self, agent: Agent) -> None:
+        await self.ready.wait()
+
+    async def request(self, request):  # type: ignore[no-untyped-def]
+        return await self.inner.request(request)
+
+
+async def test_an_entry_cancelled_after_the_lease_was_taken_gives_the_session_back(tmp_path):
+    # Cancelled while entering (a worker's drive cancelled by its cluster, a deadline), the
+    # agent held the session's lease: leaving it held would refuse every later attempt.
+    store = SQLiteStore(tmp_path / "s.db")
+    other = SQLiteStore(tmp_path / "s.db")
+    try:
+        header = await store.create(new_header())
+        await store.release(header.id)
+        model = _SlowToConnect()
+        agent = Agent(header=header, store=store, model=model)  # type: ignore[arg-type]
+        with anyio.move_on_after(0.5) as waited:
+            async with agent:
+                pytest.fail("entered although the model never connected")
+        assert waited.cancelled_caught
+        assert await other.holder(header.id) is None  # given back, not held by a live process
+        model.ready.set()
+        again = Agent(header=header, store=other, model=model)  # type: ignore[arg-type]
+        async with again:
+            assert await again.run("hello") == "completed"
+    finally:
+        await store.aclose()
+        await other.aclose()

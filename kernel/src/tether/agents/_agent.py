@@ -340,9 +340,18 @@ class Agent:
             if repair:
                 await self._take_lease()
                 took_lease = True
-                await self.store.take_mail(self.session_id)  # into the log, read with it
-                await self._record_model()
-            log = [stored.event for stored in await self.store.events(self.session_id)]
+                try:
+                    await self.store.take_mail(self.session_id)  # into the log, read with it
+                    await self._record_model()
+                    log = [stored.event for stored in await self.store.events(self.session_id)]
+                except BaseException:
+                    # Failed or cancelled before anything was rebuilt: nothing ran, so the
+                    # session goes back to whoever drives it next (a kept lease would refuse
+                    # every later attempt of this process).
+                    await self._give_lease_back()
+                    raise
+            else:
+                log = [stored.event for stored in await self.store.events(self.session_id)]
         else:
             self._leased = True
         folded = fold(log, seed_length=self.header.seed_length)
@@ -350,8 +359,7 @@ class Agent:
             pins = delegation_pins(self.header, folded.setup)
         except TetherError:
             if took_lease:
-                self._leased = False
-                await self._release_lease()  # nothing ran: leave the session to the next one
+                await self._give_lease_back()  # nothing ran: leave the session to the next one
             raise
         if pins is not None:
             apply_pins(self, pins)
@@ -415,21 +423,40 @@ class Agent:
                 )
             live[self.session_id] = self
         self._tearing_down = False
-        attach = getattr(self.model, "attach", None)
-        if attach is not None:
-            await attach(self)  # a session-bound model (a remote agent) opens its connection
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        if self._keeps_sessions():
-            self.start_job(keep_sessions, self.store, self._route_mail)
-        if self._inbox:
-            self._parked = True  # restored messages wait for the next waking message
-        if not fresh or not getattr(self.store, "durable", False):
-            # Posted while it was dormant: they run now. A durable store's session created a
-            # moment ago skips the read (a query): the process's keeper, which every agent on
-            # a durable store has, finds its mail on its next round.
-            await self.collect_mail()
+        try:
+            attach = getattr(self.model, "attach", None)
+            if attach is not None:
+                await attach(self)  # a session-bound model (a remote agent) opens its connection
+            self._group = anyio.create_task_group()
+            await self._group.__aenter__()
+            if self._keeps_sessions():
+                self.start_job(keep_sessions, self.store, self._route_mail)
+            if self._inbox:
+                self._parked = True  # restored messages wait for the next waking message
+            if not fresh or not getattr(self.store, "durable", False):
+                # Posted while it was dormant: they run now. A durable store's session created
+                # a moment ago skips the read (a query): the process's keeper, which every
+                # agent on a durable store has, finds its mail on its next round.
+                await self.collect_mail()
+        except BaseException as exc:
+            await self._abandon_entry(exc)
+            raise
         return self
+
+    async def _abandon_entry(self, exc: BaseException) -> None:
+        """Entering failed or was cancelled after the session was taken: undo it (the task
+        group, the registration as open, the lease), so that the next attempt, in this process
+        or another, finds the session as a crash would have left it."""
+        group, self._group = self._group, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            with contextlib.suppress(BaseException):
+                await group.__aexit__(type(exc), exc, exc.__traceback__)
+        runtime = self.runtime
+        if runtime is not None and runtime.live_agents.get(self.session_id) is self:
+            del runtime.live_agents[self.session_id]
+        if self._leased:
+            await self._give_lease_back()
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._group is not None
@@ -479,6 +506,13 @@ class Agent:
             runtime = self.runtime
             if runtime is not None and runtime.live_agents.get(self.session_id) is self:
                 del runtime.live_agents[self.session_id]
+
+    async def _give_lease_back(self) -> None:
+        """Release the lease this agent took, shielded and bounded (its caller may be
+        cancelled), when entering the session failed before it was driven."""
+        self._leased = False
+        with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+            await self._release_lease()
 
     async def _release_lease(self) -> None:
         # If this fails, the lease expires, or its owner is seen to be gone.
