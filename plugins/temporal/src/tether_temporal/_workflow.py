@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 __all__ = (
     "DRIVE",
@@ -131,6 +131,12 @@ class SessionWorkflow:
                         maximum_interval=timedelta(seconds=10),
                     ),
                 )
+            except ActivityError as exc:
+                # A drive that failed for good (its attempts ran out, or a tether error no
+                # attempt can get past) does not end the session: what it left accepted runs
+                # at the next drive, which the next message starts.
+                workflow.logger.warning("drive of %s failed: %s", start.session_id, exc.cause)
+                last = DriveResult(stop_reason="error")
             finally:
                 self._driving = False
             self._drives += 1
