@@ -47,7 +47,13 @@ class ElsewhereHost:
         self.group: anyio.abc.TaskGroup | None = None
 
     async def send(
-        self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
+        self,
+        session_id: str,
+        content: str,
+        *,
+        agent: str | None = None,
+        new: bool = False,
+        message_id: str | None = None,
     ) -> str:
         assert self.kernel is not None
         assert self.group is not None
@@ -58,7 +64,7 @@ class ElsewhereHost:
 
             await store.create(new_header(session_id=session_id, agent=agent))
             await store.release(session_id)
-        message_id = f"msg_{len(self.sent)}"
+        message_id = message_id or f"msg_{len(self.sent)}"
         await store.post(session_id, InboxAccepted(message_id=message_id, content=content))
         self.group.start_soon(self._drive, store, session_id)
         return message_id
@@ -75,6 +81,9 @@ class ElsewhereHost:
                     await runtime.settle(agent)
         finally:
             await store.aclose()
+
+    async def cancel(self, session_id: str) -> None:
+        raise AssertionError("tether run does not cancel")
 
     async def aclose(self) -> None:
         pass

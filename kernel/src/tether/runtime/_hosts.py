@@ -34,12 +34,30 @@ class SessionHost(Protocol):
     """Names the host in messages: ``"temporal"``."""
 
     async def send(
-        self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
+        self,
+        session_id: str,
+        content: str,
+        *,
+        agent: str | None = None,
+        new: bool = False,
+        message_id: str | None = None,
     ) -> str:
         """Hand ``content`` to the session as its next message (a follow-up); return its
         message id once it is stored durably. ``new``: the session does not exist yet and is
         created for ``agent`` (the profile's agent name, resolved). The message's turn runs
-        elsewhere; its events reach the profile's store, where the caller reads them."""
+        elsewhere; its events reach the profile's store, where the caller reads them.
+
+        ``message_id`` names the message (default: a new id). A message with that id already
+        accepted by the session (in its log or mailbox) is not stored again: the session is
+        only driven, so that what it holds runs (a child created with its first prompt in
+        its log, :func:`tether.subagents.start_child`)."""
+        ...
+
+    async def cancel(self, session_id: str) -> None:
+        """Stop the session's work: abort its running turn (it ends ``aborted``) and drop
+        the messages it accepted and has not begun (``inbox/discarded``). Nothing to stop is
+        not an error. Returns once the request is delivered; the caller reads the turn's end
+        from the store."""
         ...
 
     async def aclose(self) -> None:

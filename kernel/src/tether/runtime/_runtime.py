@@ -61,6 +61,8 @@ from ._collector import tuned_collector
 if TYPE_CHECKING:
     from anyio import CancelScope
 
+    from ._hosts import SessionHost
+
 __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
 
 #: The prompt that compacts a session instead of being sent (``tether run ... /compact``).
@@ -90,6 +92,11 @@ class Runtime:
         """Who answers permission questions (a tool that needs approval, an ACP child with
         ``permission = "ask"``): the person at an interactive ``tether run``, the client of
         ``tether acp``, or ``None`` (such calls are refused)."""
+        self.child_host: SessionHost | None = None
+        """Where this runtime's one-shot children run (:func:`tether.subagents.start_child`):
+        ``None``, the default, runs them here; a session host (a ``tether worker`` sets its
+        cluster's) creates each child's session in the shared store and has the host drive
+        it, so a child may run on another worker than its parent."""
         self._skills: SkillRegistry | None = None
         self._subagents: SubagentRuntime | None = None
         self._presets: dict[str | None, AgentPreset] = {}

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._child import LocalChildRun, final_output, parse_structured, start_local_child
     from ._continuation import ContinuableStart, ContinuationManager, InterruptOutcome
     from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
+    from ._hosted import HostedChildRun, start_child
     from ._kit import CONTINUABLE_DESCRIPTOR, compose_local_child, restore_local_child
     from ._listing import AgentEntry
     from ._runtime import SubagentRuntime, check_output_schema
@@ -71,6 +72,7 @@ __all__ = (
     "ContinuableProvider",
     "ContinuableStart",
     "ContinuationManager",
+    "HostedChildRun",
     "InterruptOutcome",
     "LocalChildRun",
     "SettlingRun",
@@ -97,6 +99,7 @@ __all__ = (
     "restore_local_child",
     "sent_receipt",
     "settlement_notice",
+    "start_child",
     "start_local_child",
     "task_tools",
     "validate_depth",
@@ -119,7 +122,9 @@ _LAZY = {
     "LocalChildRun": "_child",
     "final_output": "_child",
     "parse_structured": "_child",
+    "start_child": "_hosted",
     "start_local_child": "_child",
+    "HostedChildRun": "_hosted",
     "ContinuableStart": "_continuation",
     "ContinuationManager": "_continuation",
     "InterruptOutcome": "_continuation",

@@ -55,6 +55,7 @@ __all__ = (
     "SETUP_WINDOW",
     "ChildSpec",
     "compose_local_child",
+    "create_child_session",
     "find_continuable_descriptor",
     "restore_local_child",
 )
@@ -269,6 +270,40 @@ async def compose_local_child(
     """The setup window: create the child's session and log, and return its agent, restored
     and not yet entered. With ``continuable``, a ``subagent`` descriptor (what a cold restore
     rebuilds the child from) follows the delegation descriptor."""
+    spec, header, setup = await create_child_session(
+        request,
+        provider=provider,
+        seed=seed,
+        keep_tool_list=keep_tool_list,
+        continuable=continuable,
+        model=model,
+        model_route=model_route,
+        first_prompt=first_prompt,
+    )
+    try:
+        child = spec.agent(header)
+        await child.restore(log=setup)  # just written: no need to read it back
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await request.parent.store.delete(header.id)  # nobody was told of it: leave nothing
+        raise
+    return child
+
+
+async def create_child_session(
+    request: SubagentStartRequest,
+    *,
+    provider: str,
+    seed: Sequence[Event] = (),
+    keep_tool_list: bool = False,
+    continuable: bool = False,
+    model: Model | None = None,
+    model_route: str | None = None,
+    first_prompt: InboxAccepted | None = None,
+) -> tuple[ChildSpec, SessionHeader, list[Event]]:
+    """The setup window of :func:`compose_local_child`, stored and not restored: the child's
+    spec, its header and its setup events. Its session's lease is this store's (a child
+    another process drives is released to it, :mod:`tether.subagents._hosted`)."""
     parent = request.parent
     depth = child_depth(parent, request.max_depth)
     options = request.agent_options
@@ -327,14 +362,7 @@ async def compose_local_child(
         setup.append(first_prompt)  # accepted with the session: one durable step
     # The session and its setup window are created together: never half a child.
     await parent.store.create(header, setup)
-    try:
-        child = spec.agent(header)
-        await child.restore(log=setup)  # just written: no need to read it back
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await parent.store.delete(header.id)  # nobody was told of it: leave nothing
-        raise
-    return child
+    return spec, header, setup
 
 
 async def restore_local_child(

@@ -19,13 +19,14 @@ from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolEr
 from ..agents._tools import kernel_schema
 from ..errors import AgentError, ErrorCode, TetherError
 from ..loading.text import format_loc
-from ._child import start_local_child
+from ._hosted import start_child
 from ._tasks import WAIT_DEFAULT, receipt, tasks_note
 from ._types import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
 
 if TYPE_CHECKING:
     from ..agents import Agent
     from ._child import LocalChildRun
+    from ._hosted import HostedChildRun
 
 __all__ = (
     "SPECIALIST_PROVIDER",
@@ -64,8 +65,8 @@ class SpecialistProvider:
     )
     inherits_parent_context = False
 
-    async def start(self, request: SubagentStartRequest) -> LocalChildRun:
-        return await start_local_child(request, provider=self.name)
+    async def start(self, request: SubagentStartRequest) -> LocalChildRun | HostedChildRun:
+        return await start_child(request, provider=self.name)
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         return ContinuablePlan()

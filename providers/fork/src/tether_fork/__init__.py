@@ -8,10 +8,11 @@ from tether.store import Event
 from tether.store.replay import fold
 from tether.subagents import (
     ContinuablePlan,
+    HostedChildRun,
     LocalChildRun,
     SubagentCapabilities,
     SubagentStartRequest,
-    start_local_child,
+    start_child,
 )
 
 __all__ = ("ForkProvider", "fork_seed")
@@ -33,9 +34,9 @@ class ForkProvider:
     )
     inherits_parent_context = True
 
-    async def start(self, request: SubagentStartRequest) -> LocalChildRun:
+    async def start(self, request: SubagentStartRequest) -> LocalChildRun | HostedChildRun:
         seed = await fork_seed(request.parent)
-        return await start_local_child(request, provider=self.name, seed=seed, keep_tool_list=True)
+        return await start_child(request, provider=self.name, seed=seed, keep_tool_list=True)
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         return ContinuablePlan(seed=await fork_seed(request.parent), keep_tool_list=True)

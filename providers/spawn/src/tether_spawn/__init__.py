@@ -1,14 +1,16 @@
-"""tether-spawn: a fresh in-process child agent per delegation."""
+"""tether-spawn: a fresh child agent per delegation (in this process, or on the runtime's child
+host: a cluster's worker)."""
 
 from __future__ import annotations
 
 import tether
 from tether.subagents import (
     ContinuablePlan,
+    HostedChildRun,
     LocalChildRun,
     SubagentCapabilities,
     SubagentStartRequest,
-    start_local_child,
+    start_child,
 )
 
 __all__ = ("SpawnProvider",)
@@ -23,8 +25,8 @@ class SpawnProvider:
     )
     inherits_parent_context = False
 
-    async def start(self, request: SubagentStartRequest) -> LocalChildRun:
-        return await start_local_child(request, provider=self.name)
+    async def start(self, request: SubagentStartRequest) -> LocalChildRun | HostedChildRun:
+        return await start_child(request, provider=self.name)
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         return ContinuablePlan()
