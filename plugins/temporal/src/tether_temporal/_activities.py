@@ -9,6 +9,7 @@ a dead driver and closing the turn it left open) before it runs what is waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tether.agents import new_header, resolve_agent_name
+from tether.agents import Agent, new_header, resolve_agent_name
 from tether.errors import ErrorCode, StoreError, TetherError
 from tether.runtime import Runtime
 from tether.store import InboxAccepted, MessageSource, SessionStore, TurnEnded
@@ -29,6 +30,8 @@ __all__ = ("SessionActivities",)
 #: tether errors another attempt can get past (a lease that has not expired yet, a busy or
 #: unreachable store); any other is final for the drive.
 _RETRY = {ErrorCode.SESSION_BUSY, ErrorCode.STORE_BUSY, ErrorCode.STORE_UNAVAILABLE}
+#: How long a cancelled drive waits for its aborted turn to record its end, in seconds.
+CANCEL_GRACE = 10.0
 
 
 class SessionActivities:
@@ -93,9 +96,13 @@ class SessionActivities:
             )
 
     @activity.defn(name=DRIVE)
-    async def drive_session(self, session_id: str) -> DriveResult:
+    async def drive_session(self, session_id: str, discard: bool = False) -> DriveResult:
         """Restore the session on this worker and run what waits (the mailbox, and messages a
-        cut drive left unrun) until it is quiet; heartbeats all the while."""
+        cut drive left unrun) until it is quiet; heartbeats all the while. With ``discard``
+        (a cancel came before this drive), drop what waits instead of running it.
+
+        A cancel of the activity (the workflow's ``cancel`` signal, seen at a heartbeat) aborts
+        the running turn, which records its end, and drops the messages not begun."""
         turns: list[str] = []
 
         def hear(event: object) -> None:
@@ -110,8 +117,19 @@ class SessionActivities:
                 agent.listen(hear)
                 async with agent:
                     await runtime.recover(agent)
-                    await agent.run_parked()
-                    await runtime.settle(agent)
+                    if discard:
+                        await agent.cancel(keep_inbox=False)
+                    else:
+                        work = asyncio.ensure_future(_drive(runtime, agent))
+                        try:
+                            await asyncio.shield(work)
+                        except asyncio.CancelledError:
+                            # Stopped by the workflow: the turn ends ``aborted`` (recorded)
+                            # and what waits is dropped; then the cancel goes on.
+                            await agent.cancel(keep_inbox=False)
+                            with contextlib.suppress(Exception):
+                                await asyncio.wait_for(work, CANCEL_GRACE)
+                            raise
                 if agent.fault is not None:
                     raise agent.fault
         finally:
@@ -124,6 +142,11 @@ class SessionActivities:
         while True:
             activity.heartbeat()
             await asyncio.sleep(self.heartbeat_every)
+
+
+async def _drive(runtime: Runtime, agent: Agent) -> None:
+    await agent.run_parked()
+    await runtime.settle(agent)
 
 
 class _failures:

@@ -1,5 +1,7 @@
 """The session host ``temporal``: ``tether run`` and ``tether sessions send`` on a profile that
-loads the plugin hand each message to the session's workflow instead of running it here."""
+loads the plugin hand each message to the session's workflow instead of running it here; a
+worker's runtime hands its one-shot children to it (``Runtime.child_host``), so that any
+worker may run them."""
 
 from __future__ import annotations
 
@@ -19,14 +21,53 @@ class TemporalHost:
 
     name = "temporal"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, client: Any = None) -> None:
         self.settings = settings
-        self._client: Any = None
+        self._client: Any = client
 
     async def send(
-        self, session_id: str, content: str, *, agent: str | None = None, new: bool = False
+        self,
+        session_id: str,
+        content: str,
+        *,
+        agent: str | None = None,
+        new: bool = False,
+        message_id: str | None = None,
     ) -> str:
         from ._client import send
+
+        settings = self.settings
+        await self._connect()
+        with anyio.move_on_after(settings.submit_timeout) as waited:
+            return await send(
+                self._client, settings, session_id, content, agent=agent, message_id=message_id
+            )
+        assert waited.cancelled_caught
+        raise HostError(
+            ErrorCode.HOST_UNAVAILABLE,
+            f"no worker took the message for session {session_id} within "
+            f'{settings.submit_timeout:g} s (task queue "{settings.task_queue}")',
+            key="[plugin.temporal] task_queue",
+            remedy="start a worker on this profile: `tether worker --profile PROFILE`; the "
+            "message waits in the cluster and runs once one polls",
+        )
+
+    async def cancel(self, session_id: str) -> None:
+        """Signal the session's workflow to stop its work (a workflow that does not run has
+        none: nothing is sent)."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        from ._workflow import workflow_id
+
+        await self._connect()
+        handle = self._client.get_workflow_handle(workflow_id(session_id))
+        try:
+            await handle.signal("cancel")
+        except RPCError as exc:
+            if exc.status is not RPCStatusCode.NOT_FOUND:
+                raise
+
+    async def _connect(self) -> None:
         from ._worker import connect
 
         settings = self.settings
@@ -42,17 +83,6 @@ class TemporalHost:
                     remedy="start it (`temporal server start-dev`) or fix [plugin.temporal] "
                     "address and namespace; nothing was sent",
                 ) from exc
-        with anyio.move_on_after(settings.submit_timeout) as waited:
-            return await send(self._client, settings, session_id, content, agent=agent)
-        assert waited.cancelled_caught
-        raise HostError(
-            ErrorCode.HOST_UNAVAILABLE,
-            f"no worker took the message for session {session_id} within "
-            f'{settings.submit_timeout:g} s (task queue "{settings.task_queue}")',
-            key="[plugin.temporal] task_queue",
-            remedy="start a worker on this profile: `tether worker --profile PROFILE`; the "
-            "message waits in the cluster and runs once one polls",
-        )
 
     async def aclose(self) -> None:
         self._client = None  # the SDK's client holds no resource that needs closing

@@ -17,12 +17,16 @@ from tether.runtime import Runtime
 from tether.store import profile_store
 
 from ._activities import SessionActivities
+from ._host import TemporalHost
 from ._settings import Settings
-from ._workflow import SessionWorkflow
+from ._workflow import SessionWorkflow, drive_queue
 
 __all__ = ("connect", "run_worker", "settings_of")
 
 log = logging.getLogger("tether.temporal")
+
+#: Short activities (open a session, post a message) one worker runs at once.
+SHORT_ACTIVITIES = 64
 
 
 def settings_of(kernel: Kernel) -> Settings:
@@ -71,12 +75,14 @@ async def run_worker(
     try:
         client = await connect(settings)
         async with Runtime.open(kernel, store) as runtime:
+            # This worker's one-shot children go to the cluster too: any worker may run them.
+            runtime.child_host = TemporalHost(settings, client)
             activities = SessionActivities(runtime, store, settings.heartbeat_timeout / 3)
-            worker = Worker(
+            sessions = Worker(
                 client,
                 task_queue=settings.task_queue,
                 workflows=[SessionWorkflow],
-                activities=activities.all(),
+                activities=[activities.open_session, activities.post_message],
                 # The session workflow imports nothing of tether's, but its module's package
                 # does: without passing them through, the sandbox re-imports all of tether for
                 # every new session (0.7-1 s of CPU each, benchmarks/temporal.py).
@@ -85,11 +91,20 @@ async def run_worker(
                         "tether", "tether_temporal"
                     )
                 ),
-                max_concurrent_activities=settings.max_sessions + 16,
+                max_concurrent_activities=SHORT_ACTIVITIES,
+                graceful_shutdown_timeout=timedelta(seconds=5),
+            )
+            # Drives on a queue of their own: a worker polls for one only while it has room
+            # for it (max_sessions), and still takes workflow tasks and posts meanwhile.
+            drives = Worker(
+                client,
+                task_queue=drive_queue(settings.task_queue),
+                activities=[activities.drive_session],
+                max_concurrent_activities=settings.max_sessions,
                 graceful_shutdown_timeout=timedelta(seconds=5),
                 max_heartbeat_throttle_interval=timedelta(seconds=settings.heartbeat_timeout / 3),
             )
-            async with worker:
+            async with sessions, drives:
                 if ready is not None:
                     ready()
                 await (stop or anyio.Event()).wait()

@@ -16,7 +16,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.workflow import ActivityCancellationType
 
 __all__ = (
     "DRIVE",
@@ -39,6 +40,13 @@ DRIVE = "tether.drive_session"
 def workflow_id(session_id: str) -> str:
     """The id of the workflow that drives ``session_id``."""
     return f"tether-session/{session_id}"
+
+
+def drive_queue(task_queue: str) -> str:
+    """The task queue of the drive activities of ``task_queue``'s workflows: a queue of their
+    own, so that a worker polls for at most ``max_sessions`` drives while it still takes the
+    short activities (open, post) and workflow tasks."""
+    return f"{task_queue}/drive"
 
 
 @dataclass
@@ -98,6 +106,8 @@ class SessionWorkflow:
         # Accepted message ids, oldest first (a dict keeps their order).
         self._seen: dict[str, None] = dict.fromkeys(start.seen)
         self._closing = False
+        self._drive: workflow.ActivityHandle[DriveResult] | None = None
+        self._discard = False  # a cancel came while no drive ran: the next one drops what waits
 
     @workflow.run
     async def run(self, start: SessionStart) -> DriveResult:
@@ -115,11 +125,13 @@ class SessionWorkflow:
                 break
             self._waiting = 0
             self._driving = True
+            discard, self._discard = self._discard, False
             try:
-                last = await workflow.execute_activity(
+                self._drive = workflow.start_activity(
                     DRIVE,
-                    start.session_id,
+                    args=[start.session_id, discard],
                     result_type=DriveResult,
+                    task_queue=drive_queue(workflow.info().task_queue),
                     start_to_close_timeout=timedelta(seconds=start.turn_timeout),
                     heartbeat_timeout=timedelta(seconds=start.heartbeat_timeout),
                     # A tether error another attempt cannot get past is raised non-retryable by
@@ -130,15 +142,28 @@ class SessionWorkflow:
                         backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=10),
                     ),
+                    # A cancel waits for the driver to end the turn (recorded ``aborted``):
+                    # the next drive never races the one that is stopping.
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
+                last = await self._drive
             except ActivityError as exc:
-                # A drive that failed for good (its attempts ran out, or a tether error no
-                # attempt can get past) does not end the session: what it left accepted runs
-                # at the next drive, which the next message starts.
-                workflow.logger.warning("drive of %s failed: %s", start.session_id, exc.cause)
-                last = DriveResult(stop_reason="error")
+                if isinstance(exc.cause, CancelledError):
+                    # Cancelled (the cancel signal): a drive cancelled before a worker took it
+                    # ran nothing, so one more drive drops what waits (a driver that took it
+                    # has dropped it already: the second finds nothing).
+                    self._discard = True
+                    self._waiting = max(self._waiting, 1)
+                    last = DriveResult(stop_reason="aborted")
+                else:
+                    # A drive that failed for good (its attempts ran out, or a tether error no
+                    # attempt can get past) does not end the session: what it left accepted
+                    # runs at the next drive, which the next message starts.
+                    workflow.logger.warning("drive of %s failed: %s", start.session_id, exc.cause)
+                    last = DriveResult(stop_reason="error")
             finally:
                 self._driving = False
+                self._drive = None
             self._drives += 1
             if workflow.info().is_continue_as_new_suggested() and not self._waiting:
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -195,6 +220,16 @@ class SessionWorkflow:
                 f"delivery must be turn, step or context, not {message.delivery!r}",
                 type="BadMessage",
             )
+
+    @workflow.signal(name="cancel")
+    def cancel(self) -> None:
+        """Stop the session's work: the running drive aborts its turn and drops the messages
+        not begun (a one-shot child disposed of, a cancelled task); with no drive running,
+        the next drive drops what waits instead of running it."""
+        if self._drive is not None:
+            self._drive.cancel()
+        elif self._waiting:
+            self._discard = True
 
     @workflow.signal(name="close")
     def close(self) -> None:

@@ -1,0 +1,35 @@
+"""A model for the delegation tests on the cluster, for the root and its children (which run
+the root's agent preset): the root delegates, with the ``subagent`` tool, one task per line of
+its prompt, all at once; a child calls the tool its prompt names (``quick`` or ``slow``, with
+the prompt as its text) and then answers ``done PROMPT``; the root answers with what its
+children said."""
+
+from __future__ import annotations
+
+from tether.models import ModelRequest, ModelResponse, ToolCall
+from tether.subagents import DELEGATION_NOTE
+
+
+def answer(request: ModelRequest) -> ModelResponse:
+    child = any(m.content.startswith(DELEGATION_NOTE) for m in request.messages)
+    last = request.messages[-1]
+    if child:
+        if last.role == "tool":
+            return ModelResponse(text=f"done: {last.content}")
+        prompt = last.content
+        tool = "slow" if prompt.startswith("slow") else "quick"
+        call = ToolCall(id="c1", name=tool, arguments={"text": prompt})
+        return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
+    if last.role == "tool":
+        results = sorted(m.content for m in request.messages if m.role == "tool")
+        return ModelResponse(text="children said: " + " | ".join(results))
+    calls = tuple(
+        ToolCall(
+            id=f"d{n}",
+            name="subagent",
+            arguments={"description": f"task {n}", "prompt": line.strip()},
+        )
+        for n, line in enumerate(last.content.splitlines())
+        if line.strip()
+    )
+    return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
