@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -21,8 +23,8 @@ import pytest
 import tether_temporal as temporal
 from tether.agents import Agent
 from tether.runtime import Runtime
-from tether.store import AssistantMessage, Event, ToolResult, TurnEnded
-from tether.testing import log_problems, make_kernel, write_profile
+from tether.store import AssistantMessage, Event, InboxAccepted, ToolResult, TurnEnded
+from tether.testing import log_problems, make_kernel, tree_problems, write_profile
 from tether.testing.subagent_provider_conformance import SubagentProviderConformance
 from tether_spawn import SpawnProvider
 from tether_temporal._host import TemporalHost
@@ -46,16 +48,17 @@ max_sessions = {max_sessions}
 
 [agent.main]
 model = "function:delegator:answer"
-"""
+{extra}"""
 
 
-def delegating(cluster: Cluster, max_sessions: int) -> None:
+def delegating(cluster: Cluster, max_sessions: int, extra: str = "") -> None:
     cluster.profile.write_text(
         DELEGATING.format(
             store=cluster.store_url,
             address=cluster.address,
             queue=cluster.queue,
             max_sessions=max_sessions,
+            extra=extra,
         )
     )
 
@@ -128,6 +131,58 @@ async def test_a_worker_killed_in_a_childs_tool_call_is_replaced_and_the_tool_ne
     assert [e.stop_reason for e in child_log if isinstance(e, TurnEnded)] == ["aborted"]
     (told,) = [e.content for e in log if isinstance(e, ToolResult)]
     assert told.startswith("error: subagent run was cancelled: the process stopped")
+
+
+async def test_sessions_send_from_a_third_process_reaches_a_continuable_child_on_a_worker(
+    cluster,
+):
+    """A continuable child runs under its root on a worker; `tether sessions send CHILD` from
+    another process goes to the cluster, and a worker killed while the child runs that
+    follow-up is replaced: the message ran once, the tool never twice, the turn is repaired."""
+    delegating(cluster, max_sessions=1, extra='[plugin.subagent]\nbackground = "continuable"\n')
+    cluster.start_workers(2)
+    stop, _, (child,) = await run_root(cluster, "bg child")
+    assert stop == "completed"
+    store = cluster.store()
+    try:
+
+        async def settled() -> bool:
+            ends = [s.event for s in await store.events(child) if isinstance(s.event, TurnEnded)]
+            return len(ends) == 1
+
+        with anyio.fail_after(TIMEOUT):
+            while not await settled():
+                await anyio.sleep(0.1)
+        assert cluster.runs("bg child.quick")  # the child ran on a worker
+
+        sender = subprocess.Popen(
+            [sys.executable, "-m", "tether", "sessions", "send", child, "slow follow-up",
+             "--profile", str(cluster.profile)],
+            cwd=cluster.folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=cluster.env(),
+        )  # fmt: skip
+        try:
+            (victim,) = await anyio.to_thread.run_sync(
+                lambda: wait_for(lambda: cluster.runs("slow follow-up.slow"), "the follow-up")
+            )
+            os.kill(victim, signal.SIGKILL)
+            out, err = await anyio.to_thread.run_sync(lambda: sender.communicate(timeout=TIMEOUT))
+        finally:
+            if sender.poll() is None:
+                sender.kill()
+                sender.wait()
+        assert sender.returncode == 1, out + err  # the follow-up's turn was cut: aborted
+        assert out.splitlines()[-1] == f"session {child}"
+        assert cluster.runs("slow follow-up.slow") == [victim]  # never run again
+        log = [s.event for s in await store.events(child)]
+        accepted = [e.content for e in log if isinstance(e, InboxAccepted)]
+        assert accepted.count("slow follow-up") == 1
+        (cut,) = [e for e in log if isinstance(e, ToolResult) and "slow" in e.name]
+        assert "may or may not have run" in cut.content
+        assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["completed", "aborted"]
+        assert await tree_problems(store, child) == {}
+    finally:
+        await store.aclose()
 
 
 # ------------------------------------------------------------------ the conformance suite

@@ -195,6 +195,11 @@ def send_to_child(
     its parent is told as usual. The command returns once that process took the message into
     the child's log, saying which process it is. The same holds for a root session another
     process drives.
+
+    On a profile whose sessions run on a cluster (`tether worker`s, docs/scale-out.md),
+    MESSAGE goes to the cluster: a worker runs it under CHILD_ID's root, as a process hosting
+    the child would (its parent is told as usual), and this command prints the child's turn
+    from the shared store.
     """
     kernel = load(profile)
     stop = run_interruptible(_send, Interruption(), kernel, model_spec, child_id, message)
@@ -212,14 +217,17 @@ async def _send(
 
     host = profile_session_host(kernel)
     if host is not None:
+        # A session of the cluster: its host runs the message (a continuable child under its
+        # root, on a worker: docs/scale-out.md). Checked here, before anything is sent.
         store = profile_store(kernel)
         try:
-            root = (await store.header(child_id)).parent_session is None
+            await _continuable(store, child_id)
+        except BaseException:
+            await host.aclose()
+            raise
         finally:
             await store.aclose()
-        if root:  # a session of the cluster: its host runs the message
-            return await run_on_host(host, kernel, None, child_id, [message], debugging())
-        await host.aclose()  # a child runs under its root, opened here (docs/scale-out.md)
+        return await run_on_host(host, kernel, None, child_id, [message], debugging())
     store = profile_store(kernel)
     try:
         owner, posted = await _post_to_owner(store, child_id, message)
@@ -297,6 +305,25 @@ async def _send(
         return next((s for s in stops if s != "completed"), last)
     finally:
         await store.aclose()
+
+
+async def _continuable(store: Any, session_id: str) -> None:
+    """A message for ``session_id`` can run: it is a root session, or a continuable child
+    below one (``NOT_RESUMABLE`` for a one-shot child, as a local send says)."""
+    from ..errors import ErrorCode, SubagentError
+    from ..subagents import find_continuable_descriptor
+
+    header = await store.header(session_id)
+    if header.parent_session is None:
+        return
+    await _root_of(store, session_id)
+    if await find_continuable_descriptor(store, header) is None:
+        raise SubagentError(
+            ErrorCode.NOT_RESUMABLE,
+            f'subagent "{session_id}" cannot be resumed: its log has no continuable '
+            "descriptor (a one-shot child answers once)",
+            remedy="delegate a new task, or send to its parent",
+        )
 
 
 async def _root_of(store: Any, child_id: str) -> str:

@@ -20,7 +20,12 @@ if TYPE_CHECKING:
     from ._continuation import ContinuableStart, ContinuationManager, InterruptOutcome
     from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
     from ._hosted import HostedChildRun, start_child
-    from ._kit import CONTINUABLE_DESCRIPTOR, compose_local_child, restore_local_child
+    from ._kit import (
+        CONTINUABLE_DESCRIPTOR,
+        compose_local_child,
+        find_continuable_descriptor,
+        restore_local_child,
+    )
     from ._listing import AgentEntry
     from ._runtime import SubagentRuntime, check_output_schema
     from ._specialists import SPECIALIST_PROVIDER, TASKS_NOTE, SpecialistProvider, task_tools
@@ -93,6 +98,7 @@ __all__ = (
     "declared_capabilities",
     "delegation_depth_of",
     "final_output",
+    "find_continuable_descriptor",
     "parse_structured",
     "receipt",
     "render_task_result",
@@ -134,6 +140,7 @@ _LAZY = {
     "validate_depth": "_depth",
     "CONTINUABLE_DESCRIPTOR": "_kit",
     "compose_local_child": "_kit",
+    "find_continuable_descriptor": "_kit",
     "restore_local_child": "_kit",
     "AgentEntry": "_listing",
     "SubagentRuntime": "_runtime",

@@ -22,6 +22,7 @@ from tether.agents import Agent, new_header, resolve_agent_name
 from tether.errors import ErrorCode, StoreError, TetherError
 from tether.runtime import Runtime
 from tether.store import InboxAccepted, MessageSource, SessionStore, TurnEnded
+from tether.subagents import find_continuable_descriptor
 
 from ._workflow import DRIVE, OPEN, POST, DriveResult, SessionMessage, SessionStart
 
@@ -113,7 +114,10 @@ class SessionActivities:
         try:
             with _failures():
                 runtime = self.runtime
-                agent = await runtime.compose(session_id=session_id)
+                # A continuable child runs under its root (its activation, follow-up authority
+                # and notices are its ancestors'): the root's recovery restores it and runs
+                # its mail. Any other session (a root, a one-shot child) is driven itself.
+                agent = await runtime.compose(session_id=await self._driver_of(session_id))
                 agent.listen(hear)
                 async with agent:
                     await runtime.recover(agent)
@@ -137,6 +141,22 @@ class SessionActivities:
         return DriveResult(
             turns=len(turns), stop_reason=turns[-1] if turns else "completed", worker=self.name
         )
+
+    async def _driver_of(self, session_id: str) -> str:
+        """The session whose drive runs ``session_id``'s messages: its root for a continuable
+        child, else itself."""
+        store = self.store
+        header = await store.header(session_id)
+        if (
+            header.parent_session is None
+            or await find_continuable_descriptor(store, header) is None
+        ):
+            return session_id
+        seen = {header.id}
+        while header.parent_session is not None and header.parent_session not in seen:
+            seen.add(header.parent_session)
+            header = await store.header(header.parent_session)
+        return header.id
 
     async def _heartbeat(self) -> None:
         while True:
