@@ -16,7 +16,7 @@ import sys
 import anyio
 import pytest
 
-from tether.store import InboxAccepted, ToolResult, TurnEnded, UserMessage
+from tether.store import AssistantMessage, InboxAccepted, ToolResult, TurnEnded, UserMessage
 from tether.store._sqlite_schema import MIGRATIONS
 
 from .conftest import TIMEOUT, kill, on_both_stores, printed, wait_for
@@ -110,6 +110,37 @@ def test_killed_in_a_tool_call_the_call_gets_one_interrupted_result(make_project
     assert name == "slow"
     assert content.startswith("error: interrupted: the process stopped")
     assert ends(events) == ["aborted", "completed"]
+    assert project.problems(root) == {}
+
+
+@on_both_stores
+def test_killed_in_an_idempotent_tool_call_the_call_runs_again_and_the_turn_goes_on(
+    make_project,
+):
+    project = make_project()
+    project.script(
+        '[[steps]]\ntool_calls = [{ name = "lookup", arguments = { text = "a" } }]\n\n'
+        '[[steps]]\ntext = "never"\n'
+    )
+    process = project.start("run", "go")
+    wait_for(lambda: (project.markers / "a.lookup").exists(), "the tool to start")
+    kill(process)
+    (root,) = project.roots()
+
+    # The next driver runs the cut call again, then the turn's next step, then the new prompt
+    # (a script's steps are counted from the session's first answer).
+    project.script(
+        '[[steps]]\ntext = "x"\n\n[[steps]]\ntext = "found it"\n\n[[steps]]\ntext = "again"\n',
+        "resume.toml",
+    )
+    done = project.run("run", "--session", root, "--model", "scripted:resume.toml", "again")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = project.events(root)
+    assert results(events) == [("lookup", "looked up a")]
+    assert len((project.markers / "a.lookup").read_text().split()) == 2  # it ran again
+    assert ends(events) == ["completed", "completed"]
+    answers = [e.content for e in events if isinstance(e, AssistantMessage) and e.content]
+    assert answers == ["found it", "again"]
     assert project.problems(root) == {}
 
 

@@ -59,7 +59,7 @@ from ..store import (
     UserMessage,
 )
 from ..store._events import compacted_view, replace_surrogates
-from ..store.replay import event_to_message, fold
+from ..store.replay import OpenTurn, event_to_message, fold
 from ._approvals import ApprovalPolicy
 from ._calls import run_in_batches, run_tool
 from ._compaction import CompactionPolicy, CompactionStrategy, compact
@@ -153,6 +153,7 @@ class Agent:
         "_on_teardown",
         "_parked",
         "_restored",
+        "_resume",
         "_runner_active",
         "_steering",
         "_streamed",
@@ -247,6 +248,7 @@ class Agent:
         self._log_length = 0
         self._fault: TetherError | None = None
         self._turn_item: _InboxItem | None = None
+        self._resume: OpenTurn | None = None  # a cut turn that goes on when next driven
         self._unsaved: tuple[Event, ...] = ()
         self._told = 0  # how many of the unsaved events listeners have heard of
         # One append at a time: a store that awaits its writes (PostgreSQL) would otherwise
@@ -380,11 +382,27 @@ class Agent:
             (self._injected if pending.delivery == "context" else self._inbox).append(item)
         self._restored = True
         open_turn = folded.open_turn if repair else None
-        if open_turn is not None:
+        if open_turn is not None and self._resumable(open_turn):
+            # Cut in a step whose open calls may all run again: the turn goes on when the
+            # agent is next driven (its calls first), instead of being closed here.
+            self._resume = open_turn
+        elif open_turn is not None:
             events = closing_events(open_turn)
             await self._append(*events)
             for event in events[:-1]:
                 self._history.append(event_to_message(event))  # type: ignore[arg-type]
+
+    def _resumable(self, open_turn: OpenTurn) -> bool:
+        """Whether a turn a crash cut can go on: it was cut in a tool step (not a model step,
+        whose answer was lost) and every call left open is one of this agent's idempotent
+        tools."""
+        if not open_turn.calls or open_turn.claim is None:
+            return False
+        for call in open_turn.calls:
+            tool = self.tools.get(call.name)
+            if tool is None or not tool.idempotent:
+                return False
+        return True
 
     async def _record_model(self) -> None:
         """Make the model this agent was composed with the session's recorded one, logging
@@ -825,6 +843,12 @@ class Agent:
         without it they are discarded (``inbox/discarded``).
         """
         self._parked = True
+        resume, self._resume = self._resume, None
+        if resume is not None:  # a cut turn waiting to go on: closed as a restore would
+            events = closing_events(resume)
+            await self._append(*events)
+            for event in events[:-1]:
+                self._history.append(event_to_message(event))  # type: ignore[arg-type]
         if not keep_inbox:
             dropped, self._inbox = [*self._inbox, *self._steering], deque()
             self._steering.clear()
@@ -847,7 +871,7 @@ class Agent:
     def resume(self) -> None:
         """Run the messages a restore or an interrupt left parked, without sending one."""
         self._require_open()
-        if self._inbox:
+        if self._inbox or self._resume is not None:
             self._wake()
 
     async def run_parked(self) -> None:
@@ -858,7 +882,7 @@ class Agent:
         self._parked = False
         if self._runner_active:
             await self.when_idle()
-        elif self._inbox:
+        elif self._inbox or self._resume is not None:
             self._runner_active = True
             await self._drain()
 
@@ -875,6 +899,12 @@ class Agent:
         """Run the inbox's turns until it is empty or parked: in a task of the agent's group
         (woken by a message), or inline in the caller's task (``run`` on an idle agent)."""
         try:
+            resume, self._resume = self._resume, None
+            if resume is not None and resume.claim is not None:
+                claim = resume.claim  # the turn a crash cut goes on before anything new
+                await self._run_turn(
+                    _InboxItem(claim.message_id, claim.content, claim.source), resume=resume
+                )
             while self._inbox and not self._parked:
                 item = self._inbox.popleft()
                 if item.source.kind == "notice":
@@ -1051,10 +1081,13 @@ class Agent:
 
     # ---------------------------------------------------------------- the turn
 
-    async def _run_turn(self, item: _InboxItem) -> None:
+    async def _run_turn(self, item: _InboxItem, resume: OpenTurn | None = None) -> None:
+        """Run the turn of ``item``; with ``resume``, go on with the turn a crash cut (its
+        open calls, all idempotent, run again first; the log holds everything before)."""
         self._turn_item = item
-        self._turns += 1
-        turn = self._turns
+        if resume is None:
+            self._turns += 1
+        turn = self._turns if resume is None else resume.turn
         usage = _NO_USAGE
         steps = 0
         stop: StopReason = "error"
@@ -1073,18 +1106,26 @@ class Agent:
                     # first step's answer, in one commit: a crash before that re-queues the message
                     # (its unanswered model request changed nothing), and a one-step turn costs one
                     # commit, not three (each an fsync with synchronous = FULL).
-                    instructions = await self._resolve_instructions(turn)
-                    claim = UserMessage(
-                        message_id=item.message_id, content=item.content, source=item.source
-                    )
-                    self._defer(
-                        TurnStarted(turn=turn, message_id=item.message_id), *instructions, claim
-                    )
-                    for event in instructions:
-                        self._instruction_values[event.slug] = event.content
-                        self._history.append(event_to_message(event))  # type: ignore[arg-type]
-                    self._history.append(Message(role="user", content=item.content))
-                    claimed = True
+                    if resume is None:
+                        instructions = await self._resolve_instructions(turn)
+                        claim = UserMessage(
+                            message_id=item.message_id, content=item.content, source=item.source
+                        )
+                        self._defer(
+                            TurnStarted(turn=turn, message_id=item.message_id),
+                            *instructions,
+                            claim,
+                        )
+                        for event in instructions:
+                            self._instruction_values[event.slug] = event.content
+                            self._history.append(event_to_message(event))  # type: ignore[arg-type]
+                        self._history.append(Message(role="user", content=item.content))
+                        claimed = True
+                    else:
+                        claimed = True  # opened and claimed before the crash
+                        pending_calls = resume.calls
+                        await self._run_tools(resume.calls)
+                        pending_calls = ()
                     while True:
                         if steps >= self.limits.max_steps:
                             stop = "max-tokens"

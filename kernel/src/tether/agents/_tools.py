@@ -86,6 +86,11 @@ class Tool:
     :mod:`tether.agents` approvals): ``ask`` asks the kernel's permission host."""
     keep_on_restrict: bool = False
     """A control tool a continuable child keeps whatever its tool filter says (``report``)."""
+    idempotent: bool = False
+    """Running it again with the same arguments does no harm (a read, a lookup, a pure
+    computation). When a crash cuts a step whose open calls are all idempotent, the next
+    driver runs them again and goes on with the turn; any other cut call is answered
+    "interrupted, may or may not have run" and its turn ends ``aborted`` (never run twice)."""
     available: Callable[[Agent], bool] | None = field(default=None, repr=False, compare=False)
     """When given, the tool is in an agent's tool list (and callable) only while
     ``available(agent)`` is true, e.g. the delegation tool while its provider is registered.

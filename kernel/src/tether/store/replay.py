@@ -86,6 +86,8 @@ class OpenTurn:
 
     turn: int
     calls: tuple[ToolCall, ...]
+    claim: UserMessage | None = None
+    """The message the turn runs (its claim), when the log holds it."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
     accepted: dict[str, PendingMessage] = {}
     claimed: set[str] = set()
     open_turn: int | None = None
+    open_claim: UserMessage | None = None
+    opened_by: str | None = None
     open_calls: dict[str, ToolCall] = {}
     in_setup = True
     for index, event in enumerate(log):
@@ -159,11 +163,15 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
         match event:
             case InboxAccepted(message_id=mid, content=content, source=source, delivery=how):
                 accepted[mid] = PendingMessage(mid, content, source, how)
+            case UserMessage(message_id=mid) if mid == opened_by and open_claim is None:
+                claimed.add(mid)
+                open_claim = event
             case UserMessage(message_id=mid) | InboxDiscarded(message_id=mid):
                 claimed.add(mid)
-            case TurnStarted(turn=turn):
+            case TurnStarted(turn=turn, message_id=mid):
                 result.turns = turn
                 open_turn = turn
+                opened_by, open_claim = mid, None
             case TurnEnded():
                 open_turn = None
                 open_calls = {}
@@ -188,5 +196,5 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 pass
     result.unclaimed = [item for mid, item in accepted.items() if mid not in claimed]
     if open_turn is not None:
-        result.open_turn = OpenTurn(open_turn, tuple(open_calls.values()))
+        result.open_turn = OpenTurn(open_turn, tuple(open_calls.values()), open_claim)
     return result

@@ -1,5 +1,6 @@
 """Tools for the crash tests: ``slow`` marks that it started and sleeps; ``gate`` marks that it
-started and waits until the test opens it; ``quick`` answers."""
+started and waits until the test opens it; ``quick`` answers; ``lookup`` (idempotent) adds a
+line to ``TEXT.lookup`` per run, sleeps on its first run and answers on any later one."""
 
 from __future__ import annotations
 
@@ -30,6 +31,15 @@ def _gate(args, ctx):
     return "gate opened"
 
 
+def _lookup(args, ctx):
+    runs = Path(os.environ["TETHER_TEST_MARKERS"]) / f"{args.get('text', 'lookup')}.lookup"
+    with runs.open("a") as marks:
+        marks.write(f"{os.getpid()}\n")
+    if len(runs.read_text().split()) == 1:
+        time.sleep(float(os.environ.get("TETHER_TEST_SLOW", "60")))
+    return f"looked up {args.get('text', '')}"
+
+
 @tether.hookimpl
 def tether_tools():
     return [
@@ -42,4 +52,5 @@ def tether_tools():
             _TEXT,
             safe=True,
         ),
+        Tool("lookup", "Look something up.", _lookup, _TEXT, safe=True, idempotent=True),
     ]
