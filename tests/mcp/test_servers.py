@@ -64,11 +64,13 @@ async def test_one_step_calls_tools_of_two_servers_and_both_results_reach_the_mo
     async with Runtime.open(kernel, store) as runtime:
         agent = await runtime.compose(agent="main", model=model)
         tools = agent.tools
-        # Read-only-annotated tools are safe (they run side by side); the others are not.
+        # Read-only-annotated tools are safe (they run side by side) and idempotent (run
+        # again after a crash); the others are not.
         for name in ("time__get_current_time", "time__convert_time", "everything__get-sum"):
             found = tools.get(name)
             assert found is not None, name
             assert found.safe, name
+            assert found.idempotent, name
         toggle = tools.get("everything__toggle-simulated-logging")
         assert toggle is not None
         assert not toggle.safe

@@ -81,8 +81,10 @@ class ServerSettings(BaseModel):
     """``${NAME}`` in ``env`` and ``headers`` values is read from tether's environment;
     ``false`` takes the values as written (``tether acp`` so passes its client's servers)."""
     trust_read_only: bool = True
-    """A tool the server annotates ``readOnlyHint`` runs in parallel with the step's other
-    safe calls; ``false`` runs every tool of the server one at a time."""
+    """Trust the server's tool annotations: a tool it annotates ``readOnlyHint`` runs in
+    parallel with the step's other safe calls, and one annotated ``readOnlyHint`` or
+    ``idempotentHint`` is idempotent (a call a crash cut is run again by the next driver);
+    ``false`` runs every tool of the server one at a time and never again after a crash."""
     start: Literal["lazy", "eager"] = "lazy"
     """``lazy``: started when an agent that sees it is first composed; ``eager``: when the
     runtime opens, and connected to by ``tether check``."""

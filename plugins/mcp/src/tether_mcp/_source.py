@@ -164,6 +164,8 @@ def build_tools(
             )
         annotations = remote.annotations
         read_only = annotations is not None and annotations.read_only_hint is True
+        # A read-only tool is idempotent too; a writing one only when it says so.
+        idempotent = read_only or (annotations is not None and annotations.idempotent_hint is True)
         parameters = dict(remote.input_schema)
         parameters.setdefault("type", "object")
         call = McpCall(
@@ -183,6 +185,7 @@ def build_tools(
                 run=call.run,
                 parameters=parameters,
                 safe=config.trust_read_only and read_only,
+                idempotent=config.trust_read_only and idempotent,
                 needs_approval=config.approves(remote.name),
             )
         except TetherError as exc:
