@@ -104,6 +104,36 @@ async def test_a_worker_killed_in_a_tool_call_is_replaced_and_the_tool_never_run
         await store.aclose()
 
 
+async def test_a_worker_killed_in_an_idempotent_tool_call_is_replaced_and_the_turn_goes_on(
+    cluster,
+):
+    cluster.script(
+        '[[steps]]\ntool_calls = [{ name = "lookup", arguments = { text = "again" } }]\n\n'
+        '[[steps]]\ntext = "found"\n'
+    )
+    workers = {w.pid: w for w in cluster.start_workers(2)}
+    client = await temporal.connect(cluster.settings())
+    session_id = temporal.new_session_id()
+    store = cluster.store()
+    try:
+        message_id = await temporal.send(client, cluster.settings(), session_id, "look")
+        (victim,) = wait_for(lambda: cluster.runs("again.lookup"), "the lookup to start")
+        os.kill(victim, signal.SIGKILL)
+        workers[victim].wait(timeout=TIMEOUT)
+        with anyio.fail_after(TIMEOUT):
+            stop = await temporal.wait_for_turn(store, session_id, message_id)
+        assert stop == "completed"  # the other worker ran the call again and went on
+        (survivor,) = set(workers) - {victim}
+        assert cluster.runs("again.lookup") == [victim, survivor]
+        log = await events(cluster, session_id)
+        assert [e.content for e in log if isinstance(e, ToolResult)] == ["looked up again"]
+        assert [e.content for e in log if isinstance(e, AssistantMessage)][-1] == "found"
+        assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["completed"]
+        assert _accepted(log) == [message_id]
+    finally:
+        await store.aclose()
+
+
 def _accepted(log: list[object]) -> list[str]:
     return [e.message_id for e in log if isinstance(e, InboxAccepted)]
 

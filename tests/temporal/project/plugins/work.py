@@ -1,5 +1,6 @@
 """Tools for the worker tests: each adds a line (the worker's pid) to ``MARKERS/TEXT.KIND``;
-``slow`` then sleeps (long enough to be killed in), ``quick`` answers at once."""
+``slow`` then sleeps (long enough to be killed in), ``quick`` answers at once; ``lookup``
+(idempotent) sleeps on its first run only."""
 
 from __future__ import annotations
 
@@ -30,9 +31,18 @@ def _quick(args, ctx):
     return f"quick:{args.get('text', '')}"
 
 
+def _lookup(args, ctx):
+    _mark(args, "lookup")
+    runs = Path(os.environ["TETHER_TEST_MARKERS"]) / f"{args.get('text', 'lookup')}.lookup"
+    if len(runs.read_text().split()) == 1:
+        time.sleep(float(os.environ.get("TETHER_TEST_SLOW", "120")))
+    return f"looked up {args.get('text', '')}"
+
+
 @tether.hookimpl
 def tether_tools():
     return [
         Tool("slow", "Work for a long time.", _slow, _TEXT, safe=True),
         Tool("quick", "Answer at once.", _quick, _TEXT, safe=True),
+        Tool("lookup", "Look something up.", _lookup, _TEXT, safe=True, idempotent=True),
     ]
