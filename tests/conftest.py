@@ -27,6 +27,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Temporal tests run in one xdist worker (``--dist loadgroup``): one dev server for
+    them all, not one per worker."""
+    for item in items:
+        if "temporal" in item.path.parts and "tests" in item.path.parts:
+            item.add_marker(pytest.mark.xdist_group("temporal"))
+
+
 class _LooseTasks(logging.Handler):
     """What asyncio reports about tasks nobody awaited ("Task exception was never retrieved",
     "Task was destroyed but it is pending!") and errors in callbacks: each is a bug."""
