@@ -96,7 +96,9 @@ async def kill_during(conn: Any, client: Recorder, process: Any, sid: str, promp
 
 async def test_a_turn_a_crash_left_open_is_closed_once_and_replayed_the_same_way(tmp_path):
     profile = hanging_profile(tmp_path)
-    with anyio.fail_after(TIMEOUT):
+    # Four server processes, one after another: a budget for each (on a busy machine a start
+    # alone can take seconds).
+    with anyio.fail_after(TIMEOUT * 3):
         async with served(profile) as (conn, live, process):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
@@ -175,7 +177,7 @@ async def test_session_load_repairs_a_child_a_crash_left_mid_turn(tmp_path, monk
         """,
     )
     monkeypatch.setenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", "0")  # spawn, subagent: installed
-    with anyio.fail_after(TIMEOUT):
+    with anyio.fail_after(TIMEOUT * 2):  # two server processes, one after another
         async with served(profile) as (conn, client, process):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
