@@ -59,3 +59,20 @@ def test_an_unreachable_cluster_is_one_error_line(cluster):
     assert len(lines) == 1, result.stderr
     assert lines[0].endswith("[HOST_UNAVAILABLE]")
     assert "the Temporal cluster at 127.0.0.1:1 cannot be reached" in lines[0]
+
+
+def test_a_session_the_workers_cannot_run_is_answered_with_an_error_turn(cluster):
+    # The workers cannot make the agent's model: the drive fails for good, and the message is
+    # answered with a turn that ends `error` saying why, instead of `tether run` waiting.
+    text = cluster.profile.read_text()
+    cluster.profile.write_text(text.replace("scripted:script.toml", "function:missing_module:f"))
+    cluster.worker()
+    ran = tether(cluster, "run", "hello")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "> hello"
+    assert lines[1].startswith("[turn 1 stopped: error] the cluster could not run this session: ")
+    assert "missing_module" in lines[1]
+    (session_id,) = re.findall(r"^session (ses_\w+)$", ran.stdout, re.M)
+    shown = tether(cluster, "sessions", "show", session_id)
+    assert shown.stdout.count("turn/end") == 1

@@ -21,10 +21,19 @@ from temporalio.exceptions import ApplicationError
 from tether.agents import Agent, new_header, resolve_agent_name
 from tether.errors import ErrorCode, StoreError, TetherError
 from tether.runtime import Runtime
-from tether.store import InboxAccepted, MessageSource, SessionStore, TurnEnded
+from tether.store import (
+    Event,
+    InboxAccepted,
+    MessageSource,
+    SessionStore,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
+)
+from tether.store.replay import fold
 from tether.subagents import find_continuable_descriptor
 
-from ._workflow import DRIVE, OPEN, POST, DriveResult, SessionMessage, SessionStart
+from ._workflow import DRIVE, FAIL, OPEN, POST, DriveResult, SessionMessage, SessionStart
 
 __all__ = ("SessionActivities",)
 
@@ -45,7 +54,7 @@ class SessionActivities:
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.open_session, self.post_message, self.drive_session]
+        return [self.open_session, self.post_message, self.drive_session, self.fail_waiting]
 
     @activity.defn(name=OPEN)
     async def open_session(self, start: SessionStart) -> None:
@@ -141,6 +150,43 @@ class SessionActivities:
         return DriveResult(
             turns=len(turns), stop_reason=turns[-1] if turns else "completed", worker=self.name
         )
+
+    @activity.defn(name=FAIL)
+    async def fail_waiting(self, session_id: str, error: str) -> int:
+        """Answer each message the session accepted and never ran with a turn of its own that
+        ends ``error`` (``error`` says why: the drive failed for good); how many. A session
+        whose last turn a crash left open is left alone (the next driver repairs it); one
+        another process drives is ``SESSION_BUSY`` (tried again)."""
+        store = self.store
+        events = list[Event]()
+        with _failures():
+            await store.acquire(session_id)
+            try:
+                await store.take_mail(session_id)
+                folded = fold([stored.event for stored in await store.events(session_id)])
+                if folded.open_turn is not None:
+                    return 0
+                turn = folded.turns
+                for pending in folded.unclaimed:
+                    turn += 1
+                    events += [
+                        TurnStarted(turn=turn, message_id=pending.message_id),
+                        UserMessage(
+                            message_id=pending.message_id,
+                            content=pending.content,
+                            source=pending.source,
+                        ),
+                        TurnEnded(
+                            turn=turn,
+                            stop_reason="error",
+                            error=f"the cluster could not run this session: {error}"[:2000],
+                        ),
+                    ]
+                if events:
+                    await store.append(session_id, events)
+            finally:
+                await store.release(session_id)
+        return len(events) // 3
 
     async def _driver_of(self, session_id: str) -> str:
         """The session whose drive runs ``session_id``'s messages: its root for a continuable

@@ -82,7 +82,11 @@ async def run_worker(
                 client,
                 task_queue=settings.task_queue,
                 workflows=[SessionWorkflow],
-                activities=[activities.open_session, activities.post_message],
+                activities=[
+                    activities.open_session,
+                    activities.post_message,
+                    activities.fail_waiting,
+                ],
                 # The session workflow imports nothing of tether's, but its module's package
                 # does: without passing them through, the sandbox re-imports all of tether for
                 # every new session (0.7-1 s of CPU each, benchmarks/temporal.py).

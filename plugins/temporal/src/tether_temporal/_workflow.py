@@ -21,6 +21,7 @@ from temporalio.workflow import ActivityCancellationType
 
 __all__ = (
     "DRIVE",
+    "FAIL",
     "OPEN",
     "POST",
     "DriveResult",
@@ -35,6 +36,7 @@ __all__ = (
 OPEN = "tether.open_session"
 POST = "tether.post_message"
 DRIVE = "tether.drive_session"
+FAIL = "tether.fail_waiting"
 
 
 def workflow_id(session_id: str) -> str:
@@ -156,10 +158,13 @@ class SessionWorkflow:
                     self._waiting = max(self._waiting, 1)
                     last = DriveResult(stop_reason="aborted")
                 else:
-                    # A drive that failed for good (its attempts ran out, or a tether error no
-                    # attempt can get past) does not end the session: what it left accepted
-                    # runs at the next drive, which the next message starts.
+                    # A drive that failed for good (a tether error no attempt can get past: the
+                    # worker cannot make the session's agent or model) does not end the
+                    # session; the messages it could not run are answered with turns that end
+                    # ``error`` saying why, so that whoever follows them (tether run, a parent)
+                    # is told instead of waiting. The next message is driven afresh.
                     workflow.logger.warning("drive of %s failed: %s", start.session_id, exc.cause)
+                    await self._fail_waiting(start.session_id, str(exc.cause or exc))
                     last = DriveResult(stop_reason="error")
             finally:
                 self._driving = False
@@ -180,6 +185,17 @@ class SessionWorkflow:
                 )
         await workflow.wait_condition(workflow.all_handlers_finished)
         return last
+
+    async def _fail_waiting(self, session_id: str, error: str) -> None:
+        try:
+            await workflow.execute_activity(
+                FAIL,
+                args=[session_id, error],
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=5)),
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("could not answer %s's messages: %s", session_id, exc.cause)
 
     async def _open(self, start: SessionStart) -> None:
         if self._opened:
