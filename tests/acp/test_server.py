@@ -137,7 +137,9 @@ async def served(
             *args,
             env=dict(os.environ),
             cwd=profile.parent,
-            transport_kwargs={"stderr": stderr.fileno()},
+            # The server exits on its own once its input closes; on a busy machine that can
+            # take longer than the library's 2 s before it terminates the process.
+            transport_kwargs={"stderr": stderr.fileno(), "shutdown_timeout": 15.0},
         ) as (conn, process):
             yield conn, client, process
 
