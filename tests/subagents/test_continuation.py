@@ -267,6 +267,7 @@ async def test_cold_restores_a_settled_child_into_a_new_activation(runtime, stor
         await settled(runtime, started.child_id)
         await manager.followup(parent, started.child_id, "more")
         await settled(runtime, started.child_id)
+        await runtime.settle(parent)  # and the parent took its notice (a turn of its own)
     log = [s.event for s in await store.events(started.child_id)]
     assert (
         sum(isinstance(e, DescriptorEvent) and e.kind == CONTINUABLE_DESCRIPTOR for e in log) == 1

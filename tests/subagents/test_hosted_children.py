@@ -224,3 +224,35 @@ async def test_parallel_delegations_run_side_by_side_on_the_host(tool_runtimes):
     assert sorted(m.content for m in parent.messages if m.role == "tool") == [
         f"child answer to task {n}" for n in range(3)
     ]
+
+
+class _Unreachable:
+    """A session host whose cluster cannot be reached."""
+
+    name = "unreachable"
+
+    async def send(self, session_id, content, *, agent=None, new=False, message_id=None) -> str:
+        from tether.errors import ErrorCode, HostError
+
+        raise HostError(ErrorCode.HOST_UNAVAILABLE, "the cluster cannot be reached")
+
+    async def cancel(self, session_id: str) -> None:
+        raise AssertionError("nothing was started")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_start_the_host_refuses_raises_and_leaves_no_child(hosted: _Hosted) -> None:
+    from tether.errors import ErrorCode, HostError
+    from tether.runtime import SessionHost
+    from tether.subagents import SubagentStartRequest
+
+    assert isinstance(_Unreachable(), SessionHost)
+    hosted.parent.child_host = _Unreachable()
+    parent = await hosted.make_parent()
+    async with parent:
+        with pytest.raises(HostError) as caught:
+            await SpawnProvider().start(SubagentStartRequest(prompt="hello", parent=parent))
+        assert caught.value.code is ErrorCode.HOST_UNAVAILABLE
+        assert await parent.store.sessions(parent=parent.session_id) == []
