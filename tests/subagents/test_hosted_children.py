@@ -256,3 +256,29 @@ async def test_a_start_the_host_refuses_raises_and_leaves_no_child(hosted: _Host
             await SpawnProvider().start(SubagentStartRequest(prompt="hello", parent=parent))
         assert caught.value.code is ErrorCode.HOST_UNAVAILABLE
         assert await parent.store.sessions(parent=parent.session_id) == []
+
+
+class _Losing(RuntimeSessionHost):
+    """Takes the child and loses it: its session is gone before it runs."""
+
+    async def send(self, session_id, content, *, agent=None, new=False, message_id=None) -> str:
+        await self.store.acquire(session_id)
+        await self.store.delete(session_id)
+        return message_id or "msg_lost"
+
+
+async def test_a_background_child_whose_log_cannot_be_read_is_a_failed_task(tool_runtimes):
+    kernel, here, there = await tool_runtimes("spawn")
+    async with Runtime.open(kernel, there) as driver, Runtime.open(kernel, here) as runtime:
+        runtime.child_host = _Losing(driver)
+        parent = await runtime.compose()
+        async with parent:
+            with anyio.fail_after(20):
+                await parent.run("in the background")
+                (result,) = [m.content for m in parent.messages if m.role == "tool"]
+                child = result.split()[2].rstrip(".")
+                await runtime.settle(parent)  # the notice's turn too: the parent lives on
+    (notice,) = [m.content for m in parent.messages if m.content.startswith("<task_result")]
+    assert notice.startswith(f'<task_result id="{child}" tool="subagent" status="failed">')
+    assert notice.endswith("[SESSION_NOT_FOUND]</task_result>")
+    assert parent.messages[-1].content == "noted"

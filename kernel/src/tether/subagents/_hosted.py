@@ -168,7 +168,12 @@ class HostedChildRun:
         self._settling = True
 
         async def settle() -> None:
-            result = await self.result()
+            try:
+                result = await self.result()
+            except TetherError as exc:
+                # The child's log could not be read (the store failed, the session is gone):
+                # the parent is told so, instead of its job failing and taking it down.
+                result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
             self._disposed = True
             try:
                 await callback(result)
@@ -220,10 +225,16 @@ class HostedChildRun:
         its last non-empty answer and its error. A cancel of the request stops the child
         meanwhile."""
         found: list[tuple[str, str, str | None]] = []
+        failure: TetherError | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(self._stop_on_cancel)
-            found.append(await self._read_turn(message_id))
+            try:
+                found.append(await self._read_turn(message_id))
+            except TetherError as exc:
+                failure = exc  # raised as itself, not in the task group's exception group
             group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         return found[0]
 
     async def _stop_on_cancel(self) -> None:
