@@ -64,8 +64,15 @@ class TemporalHost:
         try:
             await handle.signal("cancel")
         except RPCError as exc:
-            if exc.status is not RPCStatusCode.NOT_FOUND:
-                raise
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return  # its workflow ended: nothing runs
+            raise HostError(
+                ErrorCode.HOST_UNAVAILABLE,
+                f"the cancel for session {session_id} did not reach the Temporal cluster at "
+                f"{self.settings.address}: {exc.message}",
+                key="[plugin.temporal] address",
+                remedy="check that the cluster runs; the session's turn goes on until it ends",
+            ) from exc
 
     async def _connect(self) -> None:
         from ._worker import connect
