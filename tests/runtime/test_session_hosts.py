@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 import tether
+from tether.agents import Agent
 from tether.errors import ErrorCode, PluginError
 from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host
 from tether.store import (
@@ -45,6 +46,8 @@ class ElsewhereHost:
         self.kernel: tether.Kernel | None = None
         self.sent: list[tuple[str, str, str | None, bool]] = []
         self.group: anyio.abc.TaskGroup | None = None
+        self.driving: dict[str, Agent] = {}
+        self.interrupted: list[str] = []
 
     async def send(
         self,
@@ -75,15 +78,24 @@ class ElsewhereHost:
             async with Runtime.open(self.kernel, store) as runtime:
                 agent = await runtime.compose(session_id=session_id)
                 async with agent:
+                    self.driving[session_id] = agent
                     # Whatever reached the log first (the mail, taken on entering, or by the
                     # runtime's keeper before) runs now.
                     await agent.run_parked()
                     await runtime.settle(agent)
         finally:
+            self.driving.pop(session_id, None)
             await store.aclose()
 
     async def cancel(self, session_id: str) -> None:
         raise AssertionError("tether run does not cancel")
+
+    async def interrupt(self, session_id: str) -> None:
+        self.interrupted.append(session_id)
+        agent = self.driving.get(session_id)
+        if agent is not None:
+            agent.interrupt()
+            await agent.when_idle()
 
     async def aclose(self) -> None:
         pass
@@ -128,6 +140,46 @@ async def test_hook_tether_session_hosts_runs_prompts_elsewhere_and_prints_the_l
         await store.aclose()
     assert [e.content for e in log if isinstance(e, UserMessage)] == ["hello", "and again"]
     assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["completed"] * 2
+
+
+async def test_ctrl_c_on_a_host_interrupts_the_running_turn_and_prints_its_end(
+    tether_kernel, tmp_path, monkeypatch, capsys
+):
+    """Ctrl-C while ``tether run`` follows a turn elsewhere: the host is asked to interrupt it,
+    the turn ends ``aborted`` (printed from the log), and the prompts not sent are not."""
+    from tether.cli._run import run_on_host
+
+    (tmp_path / "script.toml").write_text('[[steps]]\ntext = "too late"\ndelay = 60\n')
+    monkeypatch.chdir(tmp_path)
+    host = ElsewhereHost()
+    kernel = tether_kernel(PROFILE.format(name="far"), {"far": HostPlugin(host)})
+    host.kernel = kernel
+    stop_scope = anyio.CancelScope()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            host.group = group
+
+            async def press_ctrl_c() -> None:
+                while not host.driving:  # the turn runs on the host
+                    await anyio.sleep(0.02)
+                await anyio.sleep(0.1)
+                stop_scope.cancel()
+
+            group.start_soon(press_ctrl_c)
+            stop = await run_on_host(
+                host, kernel, None, None, ["hello", "never sent"], stop=stop_scope
+            )
+    assert stop == "aborted"
+    out = capsys.readouterr().out.splitlines()
+    (session_id,) = [line.split()[1] for line in out if line.startswith("session ")]
+    assert host.interrupted == [session_id]
+    assert [content for _, content, _, _ in host.sent] == ["hello"]
+    store = profile_store(kernel)
+    try:
+        log = [s.event for s in await store.events(session_id)]
+    finally:
+        await store.aclose()
+    assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["aborted"]
 
 
 def test_hook_tether_session_hosts_none_means_this_process(tether_kernel):

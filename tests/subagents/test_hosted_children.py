@@ -239,6 +239,9 @@ class _Unreachable:
     async def cancel(self, session_id: str) -> None:
         raise AssertionError("nothing was started")
 
+    async def interrupt(self, session_id: str) -> None:
+        raise AssertionError("nothing was started")
+
     async def aclose(self) -> None:
         return None
 

@@ -4,11 +4,13 @@ turn from the shared store, from processes that are neither of the workers."""
 
 from __future__ import annotations
 
+import json
 import re
+import signal
 import subprocess
 import sys
 
-from .conftest import TIMEOUT, Cluster
+from .conftest import TIMEOUT, Cluster, wait_for
 
 
 def tether(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,3 +78,55 @@ def test_a_session_the_workers_cannot_run_is_answered_with_an_error_turn(cluster
     (session_id,) = re.findall(r"^session (ses_\w+)$", ran.stdout, re.M)
     shown = tether(cluster, "sessions", "show", session_id)
     assert shown.stdout.count("turn/end") == 1
+
+
+WAITING = (
+    '[[steps]]\ntool_calls = [{ name = "wait", arguments = { text = "{text}" } }]\n\n'
+    '[[steps]]\ntext = "second done"\n\n'
+    '[[steps]]\ntext = "third done"\n'
+)
+
+
+def test_ctrl_c_on_run_interrupts_the_turn_on_the_worker(cluster):
+    """Ctrl-C on ``tether run`` against a cluster aborts the turn on the worker (as it would
+    in one process), prints its end, and exits 130; the session takes its next message."""
+    cluster.script(WAITING.replace("{text}", "int"))
+    worker = cluster.worker()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tether", "run", "hello", "--profile", str(cluster.profile)],
+        cwd=cluster.folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cluster.env(),
+        # A test run in the background ignores SIGINT, and its children would inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        wait_for(lambda: cluster.runs("int.wait"), "the worker to run the tool")
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, out + err
+    assert "[interrupted" in err
+    lines = out.splitlines()
+    assert lines[:2] == ["> hello", '-> wait({"text": "int"})']
+    assert "<- wait failed: error: interrupted" in out
+    assert "[turn 1 stopped: aborted]" in out
+    (session_id,) = re.findall(r"^session (ses_\w+)$", out, re.M)
+    assert cluster.runs("int.wait") == [worker.pid]  # ran on the worker, once
+
+    sent = tether(cluster, "sessions", "send", session_id, "more")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert sent.stdout.splitlines() == ["> more", "second done", f"session {session_id}"]
+    shown = tether(cluster, "sessions", "show", session_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert [
+        e["stop_reason"] for e in json.loads(shown.stdout)["events"] if e["type"] == "turn/end"
+    ] == [
+        "aborted",
+        "completed",
+    ]

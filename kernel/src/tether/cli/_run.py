@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..agents import Agent
     from ..models import ModelDelta
     from ..runtime import Runtime
-    from ..store import Event
+    from ..store import Event, StoredEvent
 
 __all__ = (
     "LatestLine",
@@ -192,7 +192,10 @@ async def run_on_host(
     hand each prompt to the host, print its turn from the session's log in the shared store,
     then the next. Prints what a local run prints but the streamed pieces (whole events, as
     they are stored). The stop reason of the first turn that did not complete, else
-    ``completed``. ``stop`` (Ctrl-C) stops following and sending: what was sent runs on."""
+    ``completed``. ``stop`` (Ctrl-C) stops sending, and asks the host to interrupt the turn
+    being followed (:meth:`SessionHost.interrupt`), whose end is printed once it is stored."""
+    import anyio
+
     from ..agents import new_header, resolve_agent_name
     from ..runtime import follow_turn
     from ..store import profile_store
@@ -210,26 +213,67 @@ async def run_on_host(
             after = len(await store.events(session_id))
         show = printer(None, debug=debug)
         stops: list[str] = []
+        read = after  # the last seq printed
+        running: str | None = None  # the message whose turn is being followed
+        sent_at = after  # where the log was when it was sent
+
+        def hear(stored: StoredEvent) -> None:
+            nonlocal read
+            if stored.seq > read:  # a second pass over the same events prints nothing twice
+                read = stored.seq
+                show(stored.event)
+
         with stop if stop is not None else nullcontext():
             for prompt in prompts:
+                sent_at = read
                 message_id = await host.send(session_id, prompt, agent=name, new=new)
                 new = False
-                reason, after = await follow_turn(
-                    store, session_id, message_id, after=after, hear=lambda s: show(s.event)
-                )
+                running = message_id
+                reason, _ = await follow_turn(store, session_id, message_id, after=read, hear=hear)
+                running = None
                 stops.append(reason)
         if stop is not None and stop.cancel_called:
-            click.echo(
-                f"note: what was sent runs on in {host.name}; follow it with "
-                f"`tether sessions show {session_id}`",
-                err=True,
-            )
+            if running is not None:
+                # Ctrl-C while a turn ran: the host aborts it and returns once it stopped (what
+                # waits stays parked, as a local interrupt leaves it); its end is printed.
+                with anyio.CancelScope(shield=True):
+                    await host.interrupt(session_id)
+                    if await _claimed(store, session_id, running, sent_at):
+                        with anyio.move_on_after(INTERRUPT_GRACE):
+                            reason, _ = await follow_turn(
+                                store, session_id, running, after=sent_at, hear=hear
+                            )
+                            stops.append(reason)
+                            running = None
+                    else:
+                        click.echo(
+                            f"note: the message was not begun; it waits in {session_id} and "
+                            "runs before the next message sent to it",
+                            err=True,
+                        )
+                        running = None
+            if running is not None:
+                click.echo(
+                    f"note: the turn had not ended {INTERRUPT_GRACE:g} s after the interrupt; "
+                    f"follow it with `tether sessions show {session_id}`",
+                    err=True,
+                )
             stops.append("interrupted")
         click.echo(f"session {session_id}")
         return next((s for s in stops if s != "completed"), "completed")
     finally:
         await host.aclose()
         await store.aclose()
+
+
+async def _claimed(store: Any, session_id: str, message_id: str, after: int) -> bool:
+    """Whether a turn of ``message_id`` began in the session's log after ``after``."""
+    from ..store import TurnStarted
+
+    return any(
+        isinstance(stored.event, TurnStarted) and stored.event.message_id == message_id
+        for stored in await store.events(session_id, after=after)
+    )
 
 
 def _echo(text: str, nl: bool) -> None:
@@ -393,6 +437,8 @@ class Terminal:
 
 
 #: ANSI dim, and back to normal: reasoning on a terminal.
+#: Seconds ``tether run`` on a session host waits, after Ctrl-C, for the aborted turn's end.
+INTERRUPT_GRACE = 30.0
 DIM = "\x1b[2m"
 UNDIM = "\x1b[0m"
 #: What starts each line of reasoning when standard output is not a terminal.

@@ -227,7 +227,9 @@ async def _send(
             raise
         finally:
             await store.aclose()
-        return await run_on_host(host, kernel, None, child_id, [message], debugging())
+        return await run_on_host(
+            host, kernel, None, child_id, [message], debugging(), interruption.stoppable()
+        )
     store = profile_store(kernel)
     try:
         owner, posted = await _post_to_owner(store, child_id, message)

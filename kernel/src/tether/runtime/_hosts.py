@@ -60,6 +60,13 @@ class SessionHost(Protocol):
         from the store."""
         ...
 
+    async def interrupt(self, session_id: str) -> None:
+        """Abort the session's running turn (it ends ``aborted``), as Ctrl-C does to a local
+        one: the messages it accepted and has not begun stay parked, and run when the next
+        message arrives. No running turn: nothing happens. Returns once the turn has stopped
+        (its end is in the store) or was never begun (its message parked)."""
+        ...
+
     async def aclose(self) -> None:
         """Release what the host holds (connections); idempotent."""
         ...

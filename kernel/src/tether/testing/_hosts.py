@@ -84,6 +84,12 @@ class RuntimeSessionHost:
         else:
             await agent.cancel(keep_inbox=False)
 
+    async def interrupt(self, session_id: str) -> None:
+        agent = self._driving.get(session_id)
+        if agent is not None:
+            agent.interrupt()
+            await agent.when_idle()  # the turn's end is stored
+
     async def aclose(self) -> None:
         return None
 

@@ -111,8 +111,9 @@ class SessionActivities:
         cut drive left unrun) until it is quiet; heartbeats all the while. With ``discard``
         (a cancel came before this drive), drop what waits instead of running it.
 
-        A cancel of the activity (the workflow's ``cancel`` signal, seen at a heartbeat) aborts
-        the running turn, which records its end, and drops the messages not begun."""
+        A cancel of the activity (the workflow's ``cancel`` or ``interrupt`` signal, seen at a
+        heartbeat) aborts the running turn, which records its end, and parks the messages not
+        begun."""
         turns: list[str] = []
 
         def hear(event: object) -> None:
@@ -138,8 +139,9 @@ class SessionActivities:
                             await asyncio.shield(work)
                         except asyncio.CancelledError:
                             # Stopped by the workflow: the turn ends ``aborted`` (recorded)
-                            # and what waits is dropped; then the cancel goes on.
-                            await agent.cancel(keep_inbox=False)
+                            # and what waits stays parked (a cancel's next drive drops it, an
+                            # interrupt's next message runs it); then the cancel goes on.
+                            await agent.cancel(keep_inbox=True)
                             with contextlib.suppress(Exception):
                                 await asyncio.wait_for(work, CANCEL_GRACE)
                             raise

@@ -55,6 +55,12 @@ class TemporalHost:
     async def cancel(self, session_id: str) -> None:
         """Signal the session's workflow to stop its work (a workflow that does not run has
         none: nothing is sent)."""
+        await self._signal(session_id, "cancel")
+
+    async def interrupt(self, session_id: str) -> None:
+        """Ask the session's workflow to abort its running turn (what waits stays parked);
+        returns once its drive has stopped."""
+        from temporalio.client import WorkflowUpdateFailedError
         from temporalio.service import RPCError, RPCStatusCode
 
         from ._workflow import workflow_id
@@ -62,17 +68,36 @@ class TemporalHost:
         await self._connect()
         handle = self._client.get_workflow_handle(workflow_id(session_id))
         try:
-            await handle.signal("cancel")
+            await handle.execute_update("interrupt")
         except RPCError as exc:
             if exc.status is RPCStatusCode.NOT_FOUND:
                 return  # its workflow ended: nothing runs
-            raise HostError(
-                ErrorCode.HOST_UNAVAILABLE,
-                f"the cancel for session {session_id} did not reach the Temporal cluster at "
-                f"{self.settings.address}: {exc.message}",
-                key="[plugin.temporal] address",
-                remedy="check that the cluster runs; the session's turn goes on until it ends",
-            ) from exc
+            raise self._unreached(session_id, "interrupt", exc.message) from exc
+        except WorkflowUpdateFailedError as exc:
+            raise self._unreached(session_id, "interrupt", str(exc.cause or exc)) from exc
+
+    async def _signal(self, session_id: str, name: str) -> None:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        from ._workflow import workflow_id
+
+        await self._connect()
+        handle = self._client.get_workflow_handle(workflow_id(session_id))
+        try:
+            await handle.signal(name)
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return  # its workflow ended: nothing runs
+            raise self._unreached(session_id, name, exc.message) from exc
+
+    def _unreached(self, session_id: str, name: str, reason: str) -> HostError:
+        return HostError(
+            ErrorCode.HOST_UNAVAILABLE,
+            f"the {name} for session {session_id} did not reach the Temporal cluster at "
+            f"{self.settings.address}: {reason}",
+            key="[plugin.temporal] address",
+            remedy="check that the cluster runs; the session's turn goes on until it ends",
+        )
 
     async def _connect(self) -> None:
         from ._worker import connect

@@ -110,6 +110,7 @@ class SessionWorkflow:
         self._closing = False
         self._drive: workflow.ActivityHandle[DriveResult] | None = None
         self._discard = False  # a cancel came while no drive ran: the next one drops what waits
+        self._interrupting = False  # the running drive is cancelled by an interrupt, not a cancel
 
     @workflow.run
     async def run(self, start: SessionStart) -> DriveResult:
@@ -150,10 +151,15 @@ class SessionWorkflow:
                 )
                 last = await self._drive
             except ActivityError as exc:
-                if isinstance(exc.cause, CancelledError):
-                    # Cancelled (the cancel signal): a drive cancelled before a worker took it
-                    # ran nothing, so one more drive drops what waits (a driver that took it
-                    # has dropped it already: the second finds nothing).
+                if isinstance(exc.cause, CancelledError) and self._interrupting:
+                    # Interrupted (a client's Ctrl-C): the driver aborted the turn and left
+                    # what waits parked; the next message runs it, as in one process.
+                    self._waiting = 0
+                    last = DriveResult(stop_reason="aborted")
+                elif isinstance(exc.cause, CancelledError):
+                    # Cancelled (the cancel signal): the driver aborted the turn and parked
+                    # what waits (a drive cancelled before a worker took it ran nothing), so
+                    # one more drive drops what waits.
                     self._discard = True
                     self._waiting = max(self._waiting, 1)
                     last = DriveResult(stop_reason="aborted")
@@ -169,6 +175,7 @@ class SessionWorkflow:
             finally:
                 self._driving = False
                 self._drive = None
+                self._interrupting = False
             self._drives += 1
             if workflow.info().is_continue_as_new_suggested() and not self._waiting:
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -242,10 +249,24 @@ class SessionWorkflow:
         """Stop the session's work: the running drive aborts its turn and drops the messages
         not begun (a one-shot child disposed of, a cancelled task); with no drive running,
         the next drive drops what waits instead of running it."""
+        self._interrupting = False  # a cancel after an interrupt drops what waits too
         if self._drive is not None:
             self._drive.cancel()
         elif self._waiting:
             self._discard = True
+
+    @workflow.update(name="interrupt")
+    async def interrupt(self) -> None:
+        """Abort the running turn (a client's Ctrl-C): the drive ends it ``aborted`` and the
+        messages not begun stay parked until the next message; returns once the drive has
+        stopped (the turn's end is stored). No drive running: nothing happens."""
+        if self._drive is None:
+            return
+        drives = self._drives
+        if not self._interrupting:
+            self._interrupting = True
+            self._drive.cancel()
+        await workflow.wait_condition(lambda: self._drives > drives)
 
     @workflow.signal(name="close")
     def close(self) -> None:

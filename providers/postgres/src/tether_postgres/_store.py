@@ -14,6 +14,7 @@ parallel, each write one round trip when the lease is already held.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import AsyncGenerator, Generator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NoReturn
@@ -72,6 +73,18 @@ _FENCED_INSERT = (
     "SELECT %(session)s, v.seq, v.type, v.data "
     "FROM unnest(%(seqs)b::integer[], %(types)b::text[], %(datas)b::text[]) AS v(seq, type, data) "
     "WHERE EXISTS (SELECT 1 FROM lease)"
+)
+#: Many sessions' appends in one statement (group commit): each session's rows are inserted only
+#: if this store holds its lease (share-locked in session order, so two batches never wait on
+#: each other in a cycle); the rows that went in come back, to tell each append its outcome.
+_GROUPED_INSERT = (
+    "WITH held AS (SELECT session_id FROM tether_leases WHERE session_id = ANY(%(ids)b::text[]) "
+    "AND token = %(token)s ORDER BY session_id FOR SHARE) "
+    "INSERT INTO tether_events (session_id, seq, type, data) "
+    "SELECT v.session_id, v.seq, v.type, v.data FROM unnest(%(sessions)b::text[], "
+    "%(seqs)b::integer[], %(types)b::text[], %(datas)b::text[]) AS v(session_id, seq, type, data) "
+    "WHERE v.session_id IN (SELECT session_id FROM held) "
+    "RETURNING session_id"
 )
 _INSERT = (
     "INSERT INTO tether_events (session_id, seq, type, data) "
@@ -148,6 +161,8 @@ class PostgresStore:
         # One writer at a time per session in this store: writes awaited concurrently (the
         # results of parallel tool calls) get their seqs, and their places, in call order.
         self._writing: dict[str, anyio.Lock] = {}
+        # The batch of appends whose leader lets this moment's other appends join it, if any.
+        self._gathering: _Batch | None = None
 
     def _writer(self, session_id: str) -> anyio.Lock:
         lock = self._writing.get(session_id)
@@ -356,9 +371,101 @@ class PostgresStore:
         return int(row[0] or 0)
 
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
+        """Append ``events``; the appends of this store's sessions that are ready at the same
+        moment go in one statement (group commit): the first leads, yields once to the event
+        loop so that the other tasks ready now can join, then inserts all of them, each
+        session's rows fenced by its lease. An append whose lease the batch did not find (not
+        held yet, or lost) and a batch a foreign writer's rows broke fall back to the append
+        of one session, which takes a free lease or says why not, with the error it has
+        alone. The batch, once sent, is waited for even by a cancelled member: its rows may be
+        in, and its caller must know."""
         datas = [(event.type, _text(dump_event(event))) for event in events]
         async with self._writer(session_id):
+            first = self._next_seq.get(session_id)
+            if first is not None and datas:
+                last = await self._grouped(session_id, first, datas)
+                if last is not None:
+                    return last
             return await self._append(session_id, datas)
+
+    async def _grouped(
+        self, session_id: str, first: int, datas: list[tuple[str, str]]
+    ) -> int | None:
+        """Write with this moment's other appends: the seq of the append's last event, or
+        None when it must be written alone."""
+        me = _Member(session_id, first, datas)
+        batch = self._gathering
+        if batch is not None:  # a leader is gathering this moment's appends: join it
+            batch.members.append(me)
+            return await _follow(batch, me)
+        batch = self._gathering = _Batch(me)
+        try:
+            # Shielded: a leader cancelled here would strand the members that joined it.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            self._gathering = None  # later appends start the next batch
+        try:
+            await self._commit(batch)
+        except BaseException as exc:
+            batch.error = exc
+            raise
+        finally:
+            batch.done.set()
+        return me.outcome()
+
+    async def _commit(self, batch: _Batch) -> None:
+        """One statement for ``batch``'s members that are still wanted; each member learns
+        whether its rows went in (``_next_seq`` moves for those)."""
+        batch.sent = True
+        live = [member for member in batch.members if not member.withdrawn]
+        if len(live) == 1:  # alone: the one-session statement is cheaper, one round trip too
+            (me,) = live
+            params = _rows(me.session_id, me.first, me.datas)
+            params["token"] = self.owner.token
+            try:
+                async with self._connection() as db:
+                    cursor = await db.execute(_FENCED_INSERT, params)
+            except psycopg.errors.UniqueViolation:
+                me.settle(None)  # a foreign writer's row: the one-session path says so
+                return
+            me.settle(me.last if cursor.rowcount == len(me.datas) else None)
+            if me.seq is not None:
+                self._next_seq[me.session_id] = me.seq + 1
+            return
+        sessions: list[str] = []
+        seqs: list[int] = []
+        types: list[str] = []
+        texts: list[str] = []
+        for member in live:
+            for n, (kind, data) in enumerate(member.datas):
+                sessions.append(member.session_id)
+                seqs.append(member.first + n)
+                types.append(kind)
+                texts.append(data)
+        params = {
+            "ids": sorted(member.session_id for member in live),
+            "token": self.owner.token,
+            "sessions": sessions,
+            "seqs": seqs,
+            "types": types,
+            "datas": texts,
+        }
+        try:
+            async with self._connection() as db:
+                rows = await (await db.execute(_GROUPED_INSERT, params)).fetchall()
+        except psycopg.errors.UniqueViolation:
+            # A row another writer put in the way failed the whole statement: each member
+            # goes alone and learns whether it is the one.
+            for member in live:
+                member.settle(None)
+            return
+        written = Counter(session_id for (session_id,) in rows)
+        for member in live:
+            if written[member.session_id] == len(member.datas):
+                member.settle(member.last)
+                self._next_seq[member.session_id] = member.last + 1
+            else:
+                member.settle(None)
 
     async def _append(self, session_id: str, datas: list[tuple[str, str]]) -> int:
         first = self._next_seq.get(session_id)
@@ -718,6 +825,63 @@ class PostgresStore:
             remedy="the log was written by another program or a newer tether; restore it from "
             "a backup or start a new session (nothing was skipped)",
         )
+
+
+class _Member:
+    """One append waiting for its batch's statement, then its outcome."""
+
+    __slots__ = ("datas", "first", "seq", "session_id", "settled", "withdrawn")
+
+    def __init__(self, session_id: str, first: int, datas: list[tuple[str, str]]) -> None:
+        self.session_id = session_id
+        self.first = first
+        self.datas = datas
+        self.seq: int | None = None
+        self.settled = False
+        # Its caller was cancelled before the statement was sent: the statement leaves it out.
+        self.withdrawn = False
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.datas) - 1
+
+    def settle(self, seq: int | None) -> None:
+        """Record what the statement did: the seq of the last event, or None (not written)."""
+        self.seq = seq
+        self.settled = True
+
+    def outcome(self) -> int | None:
+        return self.seq
+
+
+class _Batch:
+    """The appends one leader writes in one statement, in the order they were called."""
+
+    __slots__ = ("done", "error", "members", "sent")
+
+    def __init__(self, leader: _Member) -> None:
+        self.members = [leader]
+        self.done = anyio.Event()
+        self.sent = False
+        # What failed the whole statement (STORE_UNAVAILABLE, STORE_BUSY, a closed store).
+        self.error: BaseException | None = None
+
+
+async def _follow(batch: _Batch, me: _Member) -> int | None:
+    """Wait for ``batch``'s leader, then ``me``'s outcome."""
+    try:
+        await batch.done.wait()
+    except BaseException:
+        if not batch.sent:
+            me.withdrawn = True  # left out of the statement: unwritten, as a cancelled append
+            raise
+        # Sent: its rows may be in, and raising would say they are not (an agent would write
+        # its events again). The cancellation comes again at the caller's next checkpoint.
+        with anyio.CancelScope(shield=True):
+            await batch.done.wait()
+    if not me.settled and batch.error is not None:
+        raise batch.error
+    return me.outcome()
 
 
 def _rows(session_id: str, first: int, datas: Sequence[tuple[str, str]]) -> dict[str, Any]:

@@ -1,12 +1,15 @@
 """Tools for the worker tests: each adds a line (the worker's pid) to ``MARKERS/TEXT.KIND``;
 ``slow`` then sleeps (long enough to be killed in), ``quick`` answers at once; ``lookup``
-(idempotent) sleeps on its first run only."""
+(idempotent) sleeps on its first run only; ``wait`` (async) sleeps, cancellably (a turn to
+interrupt)."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+
+import anyio
 
 import tether
 from tether.agents import Tool
@@ -39,10 +42,17 @@ def _lookup(args, ctx):
     return f"looked up {args.get('text', '')}"
 
 
+async def _wait(args, ctx):
+    _mark(args, "wait")
+    await anyio.sleep(float(os.environ.get("TETHER_TEST_SLOW", "120")))
+    return "waited"
+
+
 @tether.hookimpl
 def tether_tools():
     return [
         Tool("slow", "Work for a long time.", _slow, _TEXT, safe=True),
         Tool("quick", "Answer at once.", _quick, _TEXT, safe=True),
         Tool("lookup", "Look something up.", _lookup, _TEXT, safe=True, idempotent=True),
+        Tool("wait", "Wait for a long time.", _wait, _TEXT, safe=True),
     ]
