@@ -35,7 +35,7 @@ from tether.store import (
     profile_store,
 )
 from tether.testing import make_runtime, write_profile
-from tether_acp._server import TetherAcpAgent, _Session, _stop_reason  # pyright: ignore[reportPrivateUsage]  (white-box)
+from tether_acp._server import TetherAcpAgent, _stop_reason  # pyright: ignore[reportPrivateUsage]  (white-box)
 
 pytestmark = pytest.mark.anyio
 
@@ -536,17 +536,8 @@ async def test_prompts_to_unknown_sessions_and_other_content_are_refused(tmp_pat
 
 
 def test_stop_reasons_map_to_acp():
-    class Limits:
-        max_steps = 3
-
-    class Agent:
-        limits = Limits()
-        session_id = "ses_x"
-
-    session = cast(_Session, type("S", (), {"agent": Agent(), "id": "ses_x"})())
-
     def stop(reason: Any, steps: int = 1) -> str:
-        return _stop_reason(session, TurnEnded(turn=1, stop_reason=reason, steps=steps))
+        return _stop_reason("ses_x", 3, TurnEnded(turn=1, stop_reason=reason, steps=steps))
 
     assert stop("completed") == "end_turn"
     assert stop("max-tokens") == "max_tokens"

@@ -130,3 +130,11 @@ def test_ctrl_c_on_run_interrupts_the_turn_on_the_worker(cluster):
         "aborted",
         "completed",
     ]
+
+
+def test_model_is_refused_on_a_cluster_profile(cluster):
+    """The workers run the profile's model: a --model would silently not apply."""
+    for command in (("run", "--model", "scripted:script.toml", "hello"), ("acp", "--model", "x")):
+        result = tether(cluster, *command)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "--model does not reach" in result.stderr

@@ -128,6 +128,11 @@ async def _run(
 
     host = profile_session_host(kernel)
     if host is not None:
+        if model_spec is not None:
+            raise click.UsageError(
+                f"--model does not reach the sessions {host.name} runs (its workers run the "
+                "profile's model); set model in the profile's agent table"
+            )
         return await run_on_host(
             host, kernel, agent_name, session_id, prompts, debug, interruption.stoppable()
         )

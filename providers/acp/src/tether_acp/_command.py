@@ -40,6 +40,14 @@ def acp_command(profile: Path | None, agent_name: str | None, model_spec: str | 
     """
     serve = _server()
     kernel = load(profile)
+    if model_spec is not None:
+        from tether.runtime import profile_session_host
+
+        if profile_session_host(kernel) is not None:
+            raise click.UsageError(
+                "--model does not reach a cluster's workers (they run the profile's model); "
+                "set model in the profile's agent table"
+            )
     run_async(_serve, serve, kernel, agent_name, model_spec)
 
 

@@ -630,7 +630,7 @@ class TetherAcpAgent:
                         await agent.cancel(keep_inbox=False)
                         return PromptResponse(stop_reason="cancelled")
                     if agent.fault is not None:  # the store refused to record the turn
-                        raise _turn_error(session, turn, str(agent.fault))
+                        raise _turn_error(session.id, turn, str(agent.fault))
                     continue  # not reached: our turn's end comes before the idle after it
                 if isinstance(item, ModelDelta):
                     for update in live.delta(item):
@@ -644,7 +644,9 @@ class TetherAcpAgent:
                 if isinstance(event, AssistantMessage) and event.tool_calls:
                     session.sent(call.id for call in event.tool_calls)
                 if isinstance(event, TurnEnded) and event.turn == turn:
-                    return PromptResponse(stop_reason=_stop_reason(session, event))
+                    return PromptResponse(
+                        stop_reason=_stop_reason(session.id, agent.limits.max_steps, event)
+                    )
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:
             unidle()
@@ -889,12 +891,14 @@ def _request_error(exc: TetherError) -> acp.RequestError:
     return acp.RequestError(code, str(exc), {"tetherCode": str(exc.code)})
 
 
-def _stop_reason(session: _Session, event: TurnEnded) -> StopReason:
+def _stop_reason(session_id: str, max_steps: int, event: TurnEnded) -> StopReason:
+    """The ACP stop reason of a turn that ended (``max_steps``: the agent's step limit); a
+    turn that failed is a JSON-RPC error."""
     match event.stop_reason:
         case "completed":
             return "end_turn"
         case "max-tokens":
-            if event.steps >= session.agent.limits.max_steps:
+            if event.steps >= max_steps:
                 return "max_turn_requests"
             return "max_tokens"
         case "refusal":
@@ -902,11 +906,11 @@ def _stop_reason(session: _Session, event: TurnEnded) -> StopReason:
         case "aborted":
             return "cancelled"
         case _:
-            raise _turn_error(session, event.turn, event.error or "the turn failed")
+            raise _turn_error(session_id, event.turn, event.error or "the turn failed")
 
 
-def _turn_error(session: _Session, turn: int | None, message: str) -> acp.RequestError:
-    data = {"stopReason": "error", "sessionId": session.id, "turn": turn}
+def _turn_error(session_id: str, turn: int | None, message: str) -> acp.RequestError:
+    data = {"stopReason": "error", "sessionId": session_id, "turn": turn}
     return acp.RequestError(_INTERNAL_ERROR, message, data)
 
 
@@ -929,9 +933,14 @@ async def serve(
     read, in bytes. The agent and model spec are checked first: a wrong name fails here (a
     :class:`tether.TetherError`), before any ACP message.
     """
+    from tether.runtime import profile_session_host
     from tether.store import profile_store
 
     _check(kernel, agent_name, model_spec)
+    session_host = profile_session_host(kernel)
+    if session_host is not None:
+        await _serve_cluster(kernel, session_host, agent_name, streams, line_limit)
+        return
     store = profile_store(kernel)
     try:
         sink, source = streams if streams is not None else await _stdio()
@@ -949,6 +958,32 @@ async def serve(
             finally:
                 server.release_all()
     finally:
+        await store.aclose()
+
+
+async def _serve_cluster(
+    kernel: Kernel,
+    session_host: Any,
+    agent_name: str | None,
+    streams: tuple[ByteSink, ByteSource] | None,
+    line_limit: int,
+) -> None:
+    """``serve`` on a profile whose sessions run on a session host (a cluster): prompts go to
+    the host, turns are streamed from the shared store (:mod:`tether_acp._cluster`)."""
+    from tether.store import profile_store
+
+    from ._cluster import ClusterAcpAgent
+
+    store = profile_store(kernel)
+    try:
+        sink, source = streams if streams is not None else await _stdio()
+        server = ClusterAcpAgent(kernel, store, session_host, agent_name)
+        guard = LineGuard(
+            source, sink, notifications=_NOTIFICATIONS, limit=line_limit, on_end=server.input_ended
+        )
+        await acp.run_agent(cast(acp.Agent, server), guard)
+    finally:
+        await session_host.aclose()
         await store.aclose()
 
 
