@@ -187,3 +187,64 @@ async def test_an_entry_cancelled_after_the_lease_was_taken_gives_the_session_ba
     finally:
         await store.aclose()
         await other.aclose()
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["resumed", "closed"])
+async def test_a_turn_cut_in_a_later_model_step_goes_on_only_where_the_runtime_resumes(
+    tmp_path, resume
+):
+    """A log cut while the turn's second step asked the model (its first answer and tool
+    result stored): a runtime that resumes cut turns (a cluster's worker) asks again and the
+    turn goes on, counting the steps and usage it stored before; any other closes it
+    ``aborted`` without asking."""
+    from tether.agents import ToolRegistry
+    from tether.models import Usage
+    from tether.store import InboxAccepted, TurnStarted, UserMessage
+    from tether.testing import make_runtime, write_profile
+
+    store = SQLiteStore(tmp_path / "s.db")
+    header = await store.create(
+        new_header(agent="main"),
+        [
+            InboxAccepted(message_id="m1", content="go"),
+            TurnStarted(turn=1, message_id="m1"),
+            UserMessage(message_id="m1", content="go"),
+            AssistantMessage(
+                tool_calls=(ToolCall(id="c1", name="echo", arguments={"text": "a"}),),
+                usage=Usage(input_tokens=10, output_tokens=2),
+            ),
+            ToolResult(tool_call_id="c1", name="echo", content="a"),
+        ],
+    )
+    await store.release(header.id)
+    runtime = make_runtime(write_profile(tmp_path, '[tether]\nstore = "memory"\n'))
+    runtime.resume_cut_turns = resume
+    asked: list[int] = []
+
+    def answer(request):
+        asked.append(len(request.messages))
+        return ModelResponse(text="went on", usage=Usage(input_tokens=20, output_tokens=3))
+
+    agent = Agent(
+        header=header,
+        store=store,
+        model=FunctionModel(answer),
+        tools=ToolRegistry([echo_tool()]),
+        runtime=runtime,
+    )
+    try:
+        async with agent:
+            await agent.run_parked()
+        log = [s.event for s in await store.events(header.id)]
+    finally:
+        await store.aclose()
+    (end,) = [e for e in log if isinstance(e, TurnEnded)]
+    assert log_problems(log) == []
+    if resume:
+        assert len(asked) == 1
+        assert (end.stop_reason, end.steps) == ("completed", 2)
+        assert (end.usage.input_tokens, end.usage.output_tokens) == (30, 5)
+        assert [e.content for e in log if isinstance(e, AssistantMessage)][-1] == "went on"
+    else:
+        assert asked == []
+        assert end.stop_reason == "aborted"

@@ -170,3 +170,37 @@ async def test_a_worker_killed_in_a_model_step_is_replaced_and_the_message_runs_
         assert len([e for e in log if isinstance(e, TurnEnded)]) == 2
     finally:
         await store.aclose()
+
+
+async def test_a_worker_killed_in_a_later_model_step_is_replaced_and_the_turn_goes_on(cluster):
+    # Killed while its second step asks the model: the first step's answer and tool result are
+    # stored, so the worker that takes the session over asks the model again and the turn goes
+    # on (a worker resumes cut turns, as Temporal retries a lost activity); the tool, whose
+    # result was stored, is not run again.
+    text = cluster.profile.read_text().replace(
+        '"scripted:script.toml"', '"function:stepper:answer"'
+    )
+    cluster.profile.write_text(text)
+    workers = {w.pid: w for w in cluster.start_workers(2)}
+    client = await temporal.connect(cluster.settings())
+    session_id = temporal.new_session_id()
+    store = cluster.store()
+    try:
+        message_id = await temporal.send(client, cluster.settings(), session_id, "go")
+        marker = cluster.markers / "second-step"
+        wait_for(marker.exists, "the second model step to start")
+        victim = int(wait_for(marker.read_text, "the thinking worker's pid"))
+        assert victim in workers
+        os.kill(victim, signal.SIGKILL)
+        workers[victim].wait(timeout=TIMEOUT)
+        with anyio.fail_after(TIMEOUT):
+            stop = await temporal.wait_for_turn(store, session_id, message_id)
+        assert stop == "completed"
+        log = [s.event for s in await store.events(session_id)]
+        assert [e.content for e in log if isinstance(e, ToolResult)] == ["quick:step"]
+        assert cluster.runs("step.quick") == [victim]  # once, on the worker that was killed
+        assert [e.content for e in log if isinstance(e, AssistantMessage)][-1] == "went on"
+        (end,) = [e for e in log if isinstance(e, TurnEnded)]
+        assert (end.stop_reason, end.steps) == ("completed", 2)
+    finally:
+        await store.aclose()

@@ -393,11 +393,14 @@ class Agent:
                 self._history.append(event_to_message(event))  # type: ignore[arg-type]
 
     def _resumable(self, open_turn: OpenTurn) -> bool:
-        """Whether a turn a crash cut can go on: it was cut in a tool step (not a model step,
-        whose answer was lost) and every call left open is one of this agent's idempotent
-        tools."""
-        if not open_turn.calls or open_turn.claim is None:
+        """Whether a turn a crash cut can go on: it was cut in a tool step and every call left
+        open is one of this agent's idempotent tools; or, when its runtime resumes cut turns
+        (``Runtime.resume_cut_turns``: a cluster's workers), it was cut in a model step after
+        its first (the step is asked again; a cut first step re-queues its message anyway)."""
+        if open_turn.claim is None:
             return False
+        if not open_turn.calls:
+            return self.runtime is not None and self.runtime.resume_cut_turns
         for call in open_turn.calls:
             tool = self.tools.get(call.name)
             if tool is None or not tool.idempotent:
@@ -1088,8 +1091,9 @@ class Agent:
         if resume is None:
             self._turns += 1
         turn = self._turns if resume is None else resume.turn
-        usage = _NO_USAGE
-        steps = 0
+        # A resumed turn counts the steps, and the usage, it stored before it was cut.
+        usage = _NO_USAGE if resume is None or not resume.steps else resume.usage
+        steps = 0 if resume is None else resume.steps
         stop: StopReason = "error"
         error: str | None = None
         final: AssistantMessage | None = None

@@ -97,6 +97,11 @@ class Runtime:
         ``None``, the default, runs them here; a session host (a ``tether worker`` sets its
         cluster's) creates each child's session in the shared store and has the host drive
         it, so a child may run on another worker than its parent."""
+        self.resume_cut_turns = False
+        """Whether a turn a crash cut in a model step goes on when its session is next driven
+        (the step is asked again) instead of ending ``aborted``: a ``tether worker`` sets it,
+        as Temporal retries an activity lost with its worker. A turn cut in a tool step goes
+        on only when every open call is idempotent, whatever this says."""
         self._skills: SkillRegistry | None = None
         self._subagents: SubagentRuntime | None = None
         self._presets: dict[str | None, AgentPreset] = {}

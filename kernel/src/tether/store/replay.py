@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..models import Message, ToolCall
+from ..models import Message, ToolCall, Usage
 from ._events import (
     AssistantMessage,
     CompactionEvent,
@@ -88,6 +88,10 @@ class OpenTurn:
     calls: tuple[ToolCall, ...]
     claim: UserMessage | None = None
     """The message the turn runs (its claim), when the log holds it."""
+    steps: int = 0
+    """The model steps the turn stored (its answers)."""
+    usage: Usage = field(default_factory=Usage)
+    """What those steps' answers used, summed."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,8 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
     open_claim: UserMessage | None = None
     opened_by: str | None = None
     open_calls: dict[str, ToolCall] = {}
+    open_steps = 0
+    open_usage = Usage()
     in_setup = True
     for index, event in enumerate(log):
         message = event_to_message(event)
@@ -172,12 +178,16 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 result.turns = turn
                 open_turn = turn
                 opened_by, open_claim = mid, None
+                open_steps, open_usage = 0, Usage()
             case TurnEnded():
                 open_turn = None
                 open_calls = {}
                 result.completed = index + 1
             case AssistantMessage(tool_calls=calls, usage=usage):
                 open_calls = {call.id: call for call in calls}
+                if open_turn is not None:
+                    open_steps += 1
+                    open_usage = open_usage + usage
                 if usage.input_tokens:
                     result.counted = (len(history), usage.input_tokens + usage.output_tokens)
             case CompactionEvent():
@@ -196,5 +206,7 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 pass
     result.unclaimed = [item for mid, item in accepted.items() if mid not in claimed]
     if open_turn is not None:
-        result.open_turn = OpenTurn(open_turn, tuple(open_calls.values()), open_claim)
+        result.open_turn = OpenTurn(
+            open_turn, tuple(open_calls.values()), open_claim, open_steps, open_usage
+        )
     return result

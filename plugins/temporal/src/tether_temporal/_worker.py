@@ -77,6 +77,9 @@ async def run_worker(
         async with Runtime.open(kernel, store) as runtime:
             # This worker's one-shot children go to the cluster too: any worker may run them.
             runtime.child_host = TemporalHost(settings, client)
+            # A turn cut in a model step (a worker lost mid-request) goes on at that step on
+            # the next worker, as a retried activity would.
+            runtime.resume_cut_turns = True
             activities = SessionActivities(runtime, store, settings.heartbeat_timeout / 3)
             sessions = Worker(
                 client,
