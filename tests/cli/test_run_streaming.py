@@ -26,10 +26,18 @@ from click.testing import CliRunner
 import tether_spawn
 import tether_subagent_tools
 from tether.cli import cli
-from tether.cli._run import CHILD_LINE_LIMIT, DIM, LatestLine, Terminal, show_children
+from tether.cli._run import (
+    CHILD_LINE_LIMIT,
+    DIM,
+    LatestLine,
+    StreamedAnswer,
+    Terminal,
+    printer,
+    show_children,
+)
 from tether.models import FunctionModel, ModelDelta, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime
-from tether.store import MemoryStore
+from tether.store import AssistantMessage, MemoryStore
 from tether.subagents import DELEGATION_NOTE
 from tether.testing import make_kernel, write_profile
 
@@ -348,6 +356,23 @@ def test_ctrl_c_after_a_piped_line_prints_the_cut_mark_on_its_own_line(project):
 def capture() -> tuple[Terminal, list[str]]:
     written: list[str] = []
     return Terminal(live=True, write=lambda text, nl: written.append(text + "\n" * nl)), written
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["terminal", "piped"])
+def test_pieces_that_stop_short_are_completed_from_the_whole_answer(live):
+    """Pieces relayed from another process may stop short of the answer: the printer shows
+    the rest of it from the logged answer; an answer its pieces disagree with is not printed
+    again (what was shown stands)."""
+    written: list[str] = []
+    terminal = Terminal(live=live, write=lambda text, nl: written.append(text + "\n" * nl))
+    answer = StreamedAnswer(terminal)
+    show = printer(None, terminal, stream=answer)
+    for piece in ("first ", "line\ns", "econd "):
+        answer.hear(ModelDelta("text", piece))
+    show(AssistantMessage(content="first line\nsecond line"))
+    answer.hear(ModelDelta("text", "Other"))
+    show(AssistantMessage(content="Something else"))
+    assert "".join(written).replace("\r\x1b[2K", "") == "first line\nsecond line\nOther\n"
 
 
 def test_the_status_line_waits_while_a_streamed_line_is_open():

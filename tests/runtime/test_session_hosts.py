@@ -230,3 +230,60 @@ async def test_follow_turn_waits_for_the_turn_of_its_message(tmp_path):
 
 def test_a_session_host_is_a_protocol():
     assert isinstance(ElsewhereHost(), SessionHost)
+
+
+async def test_follow_turn_hands_on_the_pieces_of_answers_not_in_the_log_yet(tmp_path):
+    """A relayed batch is heard while its step's answer is not in the log; one for an answer
+    already read (late), or for another message, is dropped; one for a step the log has not
+    reached waits until it has."""
+    from tether.agents import new_header
+    from tether.models import ModelDelta
+    from tether.store import AssistantMessage, DeltaBatch, TurnStarted
+
+    store = SQLiteStore(tmp_path / "s.db")
+    heard: list[str] = []
+    send, receive = anyio.create_memory_object_stream[DeltaBatch](100)
+
+    def batch(message_id: str, step: int, text: str) -> DeltaBatch:
+        return DeltaBatch("s", message_id, step, (ModelDelta("text", text),))
+
+    try:
+        header = await store.create(new_header())
+        send.send_nowait(batch("mine", 1, "one-a"))  # before the turn is in the log
+        send.send_nowait(batch("other", 1, "not mine"))
+        send.send_nowait(batch("mine", 2, "two-a"))  # the log has not reached step 2
+
+        async def write() -> None:
+            await anyio.sleep(0.3)
+            await store.append(
+                header.id,
+                [
+                    TurnStarted(turn=1, message_id="mine"),
+                    AssistantMessage(content="one"),
+                ],
+            )
+            await anyio.sleep(0.3)
+            send.send_nowait(batch("mine", 1, "one-late"))  # its answer was read: dropped
+            send.send_nowait(batch("mine", 2, "two-b"))
+            await anyio.sleep(0.3)
+            await store.append(
+                header.id,
+                [AssistantMessage(content="two"), TurnEnded(turn=1, stop_reason="completed")],
+            )
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            with anyio.fail_after(30):
+                stop, _ = await follow_turn(
+                    store,
+                    header.id,
+                    "mine",
+                    deltas=receive,
+                    hear_delta=lambda delta: heard.append(delta.text),
+                )
+    finally:
+        send.close()
+        receive.close()
+        await store.aclose()
+    assert stop == "completed"
+    assert heard == ["one-a", "two-a", "two-b"]

@@ -1,7 +1,8 @@
 """``tether acp`` fronting a cluster: an ACP client (the SDK's) prompts a ``tether acp`` process
 whose profile loads tether-temporal; a worker process runs each turn, and the server streams it
-from the shared store. A cancel interrupts the turn on the worker; ``session/load`` from a new
-connection replays the session."""
+from the shared store (its answers' pieces relayed by PostgreSQL as they come). A cancel
+interrupts the turn on the worker; ``session/load`` from a new connection replays the session.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ tool_calls = [{ name = "quick", arguments = { text = "a" } }]
 
 [[steps]]
 text = "first done"
+chunks = 3
+chunk_delay = 0.3
 
 [[steps]]
 tool_calls = [{ name = "wait", arguments = { text = "acp" } }]
@@ -72,10 +75,12 @@ async def test_acp_fronts_a_cluster_streams_turns_cancels_and_loads(cluster):
             assert reply.stop_reason == "end_turn"
             seen = client.seen(sid)
             assert ("tool_call", seen[0][1], "quick", "in_progress") == seen[0]
-            assert seen[1:] == [
-                ("tool_call_update", seen[0][1], "completed", "quick:a"),
-                ("agent_message_chunk", "first done"),
-            ]
+            assert seen[1] == ("tool_call_update", seen[0][1], "completed", "quick:a")
+            # The answer streamed from the worker in pieces (relayed through PostgreSQL).
+            chunks = seen[2:]
+            assert {row[0] for row in chunks} == {"agent_message_chunk"}
+            assert "".join(row[1] for row in chunks) == "first done"
+            assert len(chunks) > 1
             assert cluster.runs("a.quick") == [worker.pid]  # the worker ran it
 
             replies: list[Any] = []

@@ -5,10 +5,14 @@ turn from the shared store, from processes that are neither of the workers."""
 from __future__ import annotations
 
 import json
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
+
+import psycopg
 
 from .conftest import TIMEOUT, Cluster, wait_for
 
@@ -138,3 +142,52 @@ def test_model_is_refused_on_a_cluster_profile(cluster):
         result = tether(cluster, *command)
         assert result.returncode == 2, result.stdout + result.stderr
         assert "--model does not reach" in result.stderr
+
+
+def test_run_streams_the_answer_from_the_worker_as_it_comes(cluster):
+    """The worker relays the pieces of the answer through the store (PostgreSQL NOTIFY): the
+    answer's first line is on ``tether run``'s output while the worker still writes the rest,
+    before the answer is in the log."""
+    cluster.script('[[steps]]\ntext = "first line\\nsecond line"\nchunks = 4\nchunk_delay = 2.0\n')
+    cluster.worker()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tether", "run", "hello", "--profile", str(cluster.profile)],
+        cwd=cluster.folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cluster.env(),
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert lines.get(timeout=TIMEOUT) == "> hello"
+        assert lines.get(timeout=TIMEOUT) == "first line"
+        with psycopg.connect(cluster.store_url, autocommit=True) as db:
+            row = db.execute(
+                "SELECT count(*) FROM tether_events WHERE type = 'assistant/message'"
+            ).fetchone()
+        assert row == (0,)  # shown from the relayed pieces: the answer is not stored yet
+        assert lines.get(timeout=TIMEOUT) == "second line"
+        assert process.wait(timeout=TIMEOUT) == 0
+        reader.join(timeout=TIMEOUT)
+        rest = []
+        while not lines.empty():
+            rest.append(lines.get())
+        (last,) = rest
+        assert last.startswith("session ses_")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+        if process.stdout is not None:
+            process.stdout.close()

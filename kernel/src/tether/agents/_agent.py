@@ -156,6 +156,7 @@ class Agent:
         "_resume",
         "_runner_active",
         "_steering",
+        "_step",
         "_streamed",
         "_tally",
         "_tearing_down",
@@ -248,6 +249,7 @@ class Agent:
         self._log_length = 0
         self._fault: TetherError | None = None
         self._turn_item: _InboxItem | None = None
+        self._step: tuple[str, int] | None = None  # the model step in progress (current_step)
         self._resume: OpenTurn | None = None  # a cut turn that goes on when next driven
         self._unsaved: tuple[Event, ...] = ()
         self._told = 0  # how many of the unsaved events listeners have heard of
@@ -671,6 +673,14 @@ class Agent:
                     shared(self, delta)
                 except Exception:
                     log.exception("a runtime delta listener failed (session %s)", self.session_id)
+
+    @property
+    def current_step(self) -> tuple[str, int] | None:
+        """The model step whose answer arrives now: the message id of the turn's message and
+        the step's number in the turn (1 for the first); ``None`` between model requests. A
+        delta listener reads it to say which answer a piece belongs to (a relay to other
+        processes, :class:`tether.store.DeltaRelay`)."""
+        return self._step
 
     def _streams(self) -> bool:
         """Whether anyone listens to this agent's deltas (its answers are streamed then)."""
@@ -1136,7 +1146,9 @@ class Agent:
                             break
                         steps += 1
                         await self._before_step(turn, steps)
+                        self._step = (item.message_id, steps)
                         response = storable_response(await self._request(steps, usage))
+                        self._step = None
                         usage = response.usage if usage is _NO_USAGE else usage + response.usage
                         message = AssistantMessage(
                             content=response.text,
@@ -1177,6 +1189,7 @@ class Agent:
                     stop, error = "error", f"{type(exc).__name__}: {exc}"
                 finally:
                     self._turn_scope = None
+                    self._step = None
         except anyio.get_cancelled_exc_class() as exc:
             outer = exc  # the caller of an inline turn was cancelled: the turn is aborted
         if scope.cancelled_caught or outer is not None:

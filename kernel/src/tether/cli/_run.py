@@ -134,7 +134,14 @@ async def _run(
                 "profile's model); set model in the profile's agent table"
             )
         return await run_on_host(
-            host, kernel, agent_name, session_id, prompts, debug, interruption.stoppable()
+            host,
+            kernel,
+            agent_name,
+            session_id,
+            prompts,
+            debug,
+            interruption.stoppable(),
+            reasoning,
         )
     store = profile_store(kernel)
     try:
@@ -192,18 +199,20 @@ async def run_on_host(
     prompts: Sequence[str],
     debug: bool = False,
     stop: CancelScope | None = None,
+    reasoning: bool = True,
 ) -> str:
     """``tether run`` on a profile whose sessions run elsewhere (a plugin's session host):
     hand each prompt to the host, print its turn from the session's log in the shared store,
-    then the next. Prints what a local run prints but the streamed pieces (whole events, as
-    they are stored). The stop reason of the first turn that did not complete, else
-    ``completed``. ``stop`` (Ctrl-C) stops sending, and asks the host to interrupt the turn
-    being followed (:meth:`SessionHost.interrupt`), whose end is printed once it is stored."""
+    then the next. Prints what a local run prints; an answer streams as it arrives when the
+    store relays the pieces (:class:`tether.store.DeltaRelay`), else it is printed whole once
+    stored. The stop reason of the first turn that did not complete, else ``completed``.
+    ``stop`` (Ctrl-C) stops sending, and asks the host to interrupt the turn being followed
+    (:meth:`SessionHost.interrupt`), whose end is printed once it is stored."""
     import anyio
 
     from ..agents import new_header, resolve_agent_name
-    from ..runtime import follow_turn
-    from ..store import profile_store
+    from ..runtime import follow_turn, relayed_deltas
+    from ..store import UserMessage, profile_store
 
     store = profile_store(kernel)
     try:
@@ -216,7 +225,9 @@ async def run_on_host(
             header = await store.header(session_id)  # SESSION_NOT_FOUND before anything is sent
             name = header.agent
             after = len(await store.events(session_id))
-        show = printer(None, debug=debug)
+        terminal = Terminal(live=sys.stdout.isatty())
+        answer = StreamedAnswer(terminal, reasoning=reasoning)
+        show = printer(None, terminal, debug=debug, stream=answer)
         stops: list[str] = []
         read = after  # the last seq printed
         running: str | None = None  # the message whose turn is being followed
@@ -224,19 +235,32 @@ async def run_on_host(
 
         def hear(stored: StoredEvent) -> None:
             nonlocal read
-            if stored.seq > read:  # a second pass over the same events prints nothing twice
-                read = stored.seq
-                show(stored.event)
+            if stored.seq <= read:  # a second pass over the same events prints nothing twice
+                return
+            read = stored.seq
+            event = stored.event
+            if not (isinstance(event, UserMessage) and event.message_id == running):
+                show(event)  # the prompt itself was printed when it was sent
 
-        with stop if stop is not None else nullcontext():
-            for prompt in prompts:
-                sent_at = read
-                message_id = await host.send(session_id, prompt, agent=name, new=new)
-                new = False
-                running = message_id
-                reason, _ = await follow_turn(store, session_id, message_id, after=read, hear=hear)
-                running = None
-                stops.append(reason)
+        async with relayed_deltas(store, session_id) as deltas:
+            with stop if stop is not None else nullcontext():
+                for prompt in prompts:
+                    sent_at = read
+                    message_id = await host.send(session_id, prompt, agent=name, new=new)
+                    new = False
+                    running = message_id
+                    terminal.line(f"> {prompt}")
+                    reason, _ = await follow_turn(
+                        store,
+                        session_id,
+                        message_id,
+                        after=read,
+                        hear=hear,
+                        deltas=deltas,
+                        hear_delta=answer.hear,
+                    )
+                    running = None
+                    stops.append(reason)
         if stop is not None and stop.cancel_called:
             if running is not None:
                 # Ctrl-C while a turn ran: the host aborts it and returns once it stopped (what
@@ -475,6 +499,7 @@ class StreamedAnswer:
         self._text = False  # whether text of this answer was shown
         self._last = ""  # live: the last piece shown
         self._rest: list[str] = []  # not live: the line in progress
+        self._shown: list[str] = []  # the text of this answer shown (since its last retry)
 
     def hear(self, delta: ModelDelta) -> None:
         """Show ``delta`` (the agent's delta listener)."""
@@ -485,6 +510,8 @@ class StreamedAnswer:
                 return
             if kind != self._kind:
                 self._switch(kind)
+            if kind == "text":
+                self._shown.append(text)
             if self._live:
                 self._terminal.piece(text, dim=kind == "reasoning")
                 self._last = text
@@ -497,10 +524,21 @@ class StreamedAnswer:
             self._close("")
             self._terminal.line(RETRYING)
             self._text = False
+            self._shown.clear()
 
-    def finish(self, *, cut: bool = False) -> bool:
+    def finish(self, *, cut: bool = False, content: str | None = None) -> bool:
         """End the answer shown (``cut``: with ``[cut]``); whether its text was shown, so the
-        printer does not print it again. Nothing shown: nothing to do (``False``)."""
+        printer does not print it again. Nothing shown: nothing to do (``False``). With the
+        whole answer's ``content``, the part its pieces did not carry is shown first (pieces
+        relayed from another process may stop short; a model whose pieces and answer
+        disagree leaves its pieces standing)."""
+        if content is not None and self._text:
+            streamed = "".join(self._shown)
+            if len(content) > len(streamed) and content.startswith(streamed):
+                from ..models import ModelDelta
+
+                self.hear(ModelDelta("text", content[len(streamed) :]))
+        self._shown.clear()
         shown = self._text
         if self._kind is not None:
             self._close(CUT if cut else "", whole=True)
@@ -611,7 +649,7 @@ def printer(
                 more = len(lines) - 1
                 echo(f"<< {first}" + (f" (+{more} more lines)" if more else ""))
             case AssistantMessage(content=content, tool_calls=calls, partial=partial):
-                if stream is not None and stream.finish(cut=partial):
+                if stream is not None and stream.finish(cut=partial, content=content):
                     pass  # its text is on the screen already
                 elif content:
                     echo(f"{content} {CUT}" if partial else content)

@@ -7,7 +7,7 @@ changes; a runtime is what one process does with it.
 from __future__ import annotations
 
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
-from ._hosts import FOLLOW_POLL, SessionHost, follow_turn, profile_session_host
+from ._hosts import FOLLOW_POLL, SessionHost, follow_turn, profile_session_host, relayed_deltas
 from ._runtime import COMPACT_GESTURE, Runtime, compose_agent
 
 __all__ = (
@@ -19,5 +19,6 @@ __all__ = (
     "compose_agent",
     "follow_turn",
     "profile_session_host",
+    "relayed_deltas",
     "tuned_collector",
 )

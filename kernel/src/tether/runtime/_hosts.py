@@ -9,17 +9,35 @@ session here, as always.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..store import SessionStore, StoredEvent, TurnEnded, TurnStarted
+from ..store import (
+    AssistantMessage,
+    DeltaBatch,
+    DeltaRelay,
+    SessionStore,
+    StoredEvent,
+    TurnEnded,
+    TurnStarted,
+)
 
 if TYPE_CHECKING:
     from ..loading import Kernel
+    from ..models import ModelDelta
 
-__all__ = ("FOLLOW_POLL", "SessionHost", "follow_turn", "profile_session_host")
+__all__ = (
+    "FOLLOW_POLL",
+    "SessionHost",
+    "follow_turn",
+    "profile_session_host",
+    "relayed_deltas",
+)
 
 #: How often :func:`follow_turn` reads the log for what the host appended, in seconds.
 FOLLOW_POLL = 0.05
@@ -88,10 +106,19 @@ async def follow_turn(
     *,
     after: int = 0,
     hear: Callable[[StoredEvent], None] | None = None,
+    deltas: MemoryObjectReceiveStream[DeltaBatch] | None = None,
+    hear_delta: Callable[[ModelDelta], None] | None = None,
 ) -> tuple[str, int]:
     """Read the session's log from ``after`` until the turn of ``message_id`` has ended,
-    handing every event to ``hear``; the turn's stop reason and the last ``seq`` read."""
+    handing every event to ``hear``; the turn's stop reason and the last ``seq`` read.
+
+    With ``deltas`` (:func:`relayed_deltas`), the pieces of the turn's answers are handed to
+    ``hear_delta`` as they arrive, each before its answer's event: a batch is shown only while
+    its step's answer is not in the log yet (one that comes after it, or for another turn, is
+    dropped; one for a step the log has not reached is kept until it has)."""
     turn: int | None = None
+    answers = 0  # the turn's answers read from the log
+    early: list[DeltaBatch] = []
     while True:
         for stored in await store.events(session_id, after=after):
             after = stored.seq
@@ -100,6 +127,51 @@ async def follow_turn(
             event = stored.event
             if isinstance(event, TurnStarted) and event.message_id == message_id:
                 turn = event.turn
+            elif isinstance(event, AssistantMessage) and turn is not None:
+                answers += 1
             elif isinstance(event, TurnEnded) and turn is not None and event.turn == turn:
                 return event.stop_reason, after
-        await anyio.sleep(FOLLOW_POLL)
+        if deltas is None:
+            await anyio.sleep(FOLLOW_POLL)
+            continue
+        with anyio.move_on_after(FOLLOW_POLL):
+            try:
+                early.append(await deltas.receive())
+            except anyio.EndOfStream:
+                deltas = None
+        kept: list[DeltaBatch] = []
+        for batch in early:
+            if batch.message_id != message_id or batch.step <= answers:
+                continue
+            if batch.step > answers + 1:
+                kept.append(batch)  # the log is behind: its earlier answers come first
+            elif hear_delta is not None:
+                for delta in batch.deltas:
+                    hear_delta(delta)
+        early = kept
+
+
+@asynccontextmanager
+async def relayed_deltas(
+    store: SessionStore, session_id: str
+) -> AsyncGenerator[MemoryObjectReceiveStream[DeltaBatch] | None]:
+    """The delta batches the store relays for ``session_id`` (:class:`tether.store.DeltaRelay`)
+    from now on, for :func:`follow_turn`; ``None`` when the store relays none."""
+    if not isinstance(store, DeltaRelay):
+        yield None
+        return
+    send, receive = anyio.create_memory_object_stream[DeltaBatch](math.inf)
+
+    async def pump(task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with store.follow_deltas(session_id) as batches, send:
+            task_status.started()
+            async for batch in batches:
+                send.send_nowait(batch)
+
+    async with anyio.create_task_group() as group:
+        await group.start(pump)  # listening before the caller sends anything
+        try:
+            with receive:
+                yield receive
+        finally:
+            group.cancel_scope.cancel()

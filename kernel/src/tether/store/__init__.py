@@ -38,6 +38,7 @@ from ._memory import MemoryStore
 from ._plugin import BUILTIN_STORE_PROVIDERS
 from ._protocol import SessionStore
 from ._providers import StoreProvider, find_store_provider
+from ._relay import DeltaBatch, DeltaRelay, split_deltas
 from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite import DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, SQLiteStore
 
@@ -53,6 +54,8 @@ __all__ = (
     "AssistantMessage",
     "CompactionEvent",
     "ContextMessage",
+    "DeltaBatch",
+    "DeltaRelay",
     "DescriptorEvent",
     "Event",
     "InboxAccepted",
@@ -83,6 +86,7 @@ __all__ = (
     "replace_surrogates",
     "session_busy",
     "session_not_found",
+    "split_deltas",
 )
 
 #: The store of a profile without ``[tether] store``, next to the profile.

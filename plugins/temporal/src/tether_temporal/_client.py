@@ -7,7 +7,11 @@ import os
 from collections.abc import Callable
 
 import anyio
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
@@ -77,6 +81,11 @@ async def send(
                 raise
             await anyio.sleep(pause)
             pause = min(pause * 2, 2.0)
+            continue
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            # What the SDK makes of its caller's cancellation (which comes back at this
+            # checkpoint) or of an RPC that timed out (the same message is sent again).
+            await anyio.lowlevel.checkpoint()
             continue
         return str(accepted)
 

@@ -60,7 +60,10 @@ class TemporalHost:
     async def interrupt(self, session_id: str) -> None:
         """Ask the session's workflow to abort its running turn (what waits stays parked);
         returns once its drive has stopped."""
-        from temporalio.client import WorkflowUpdateFailedError
+        from temporalio.client import (
+            WorkflowUpdateFailedError,
+            WorkflowUpdateRPCTimeoutOrCancelledError,
+        )
         from temporalio.service import RPCError, RPCStatusCode
 
         from ._workflow import workflow_id
@@ -75,6 +78,11 @@ class TemporalHost:
             raise self._unreached(session_id, "interrupt", exc.message) from exc
         except WorkflowUpdateFailedError as exc:
             raise self._unreached(session_id, "interrupt", str(exc.cause or exc)) from exc
+        except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
+            # The SDK turns the caller's cancellation into this error: a cancelled caller gets
+            # its cancellation back (at this checkpoint), any other the timeout said plainly.
+            await anyio.lowlevel.checkpoint()
+            raise self._unreached(session_id, "interrupt", "the cluster did not answer") from exc
 
     async def _signal(self, session_id: str, name: str) -> None:
         from temporalio.service import RPCError, RPCStatusCode

@@ -14,10 +14,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from tether.errors import ErrorCode, PluginError, StoreError
 from tether.loading import Kernel
 from tether.runtime import Runtime
-from tether.store import profile_store
+from tether.store import DeltaRelay, profile_store
 
 from ._activities import SessionActivities
 from ._host import TemporalHost
+from ._relay import DeltaPublisher
 from ._settings import Settings
 from ._workflow import SessionWorkflow, drive_queue
 
@@ -111,9 +112,15 @@ async def run_worker(
                 graceful_shutdown_timeout=timedelta(seconds=5),
                 max_heartbeat_throttle_interval=timedelta(seconds=settings.heartbeat_timeout / 3),
             )
-            async with sessions, drives:
+            async with sessions, drives, anyio.create_task_group() as group:
+                if isinstance(store, DeltaRelay):
+                    # The pieces of answers reach clients that follow the sessions live.
+                    publisher = DeltaPublisher(store)
+                    runtime.listen_deltas(publisher.hear)
+                    group.start_soon(publisher.run)
                 if ready is not None:
                     ready()
                 await (stop or anyio.Event()).wait()
+                group.cancel_scope.cancel()
     finally:
         await store.aclose()

@@ -2,19 +2,21 @@
 does), so each prompt goes to the host, a worker runs its turn, and this server streams the turn
 to the client from the session's log in the shared store.
 
-What a client sees is what it sees from a local ``tether acp``, with these differences: answers
-arrive as whole messages (the pieces a model streams stay on the worker); a tool that needs
-approval cannot ask this client (the worker has no one to ask, and refuses it); the client's MCP
-servers and ``cwd`` do not reach the workers (their tools are the profile's, run where the
-worker runs). ``session/cancel`` interrupts the turn on the worker: it ends ``aborted``, and a
-prompt whose turn had not begun is dropped, never run later.
+What a client sees is what it sees from a local ``tether acp``, with these differences: a
+tool that needs approval cannot ask this client (the worker has no one to ask, and refuses it);
+the client's MCP servers and ``cwd`` do not reach the workers (their tools are the profile's,
+run where the worker runs); answers stream as they arrive when the store relays their pieces
+(:class:`tether.store.DeltaRelay`: tether-postgres does), else each arrives whole once stored.
+``session/cancel`` interrupts the turn on the worker: it ends ``aborted``, and a prompt whose
+turn had not begun is dropped, never run later.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import acp
 import anyio
@@ -32,8 +34,9 @@ from acp.schema import (
 from tether import __version__
 from tether.agents import AgentLimits, build_preset, new_header, resolve_agent_name
 from tether.errors import TetherError
-from tether.runtime import FOLLOW_POLL, SessionHost
-from tether.store import SessionStore, StoredEvent, TurnEnded, TurnStarted
+from tether.models import ModelDelta
+from tether.runtime import SessionHost, follow_turn, relayed_deltas
+from tether.store import Event, SessionStore, StoredEvent, TurnEnded, TurnStarted
 
 if TYPE_CHECKING:
     from tether.loading.kernel import Kernel
@@ -54,6 +57,10 @@ __all__ = ("ClusterAcpAgent",)
 log = logging.getLogger("tether_acp")
 
 _SESSION_NOT_FOUND = -32002
+#: Seconds a cancel waits for the cluster to stop the turn.
+INTERRUPT_GRACE = 30.0
+_NOT_BEGUN = object()
+"""Put on a prompt's stream when its message was cancelled before its turn began."""
 
 
 @dataclass(eq=False)
@@ -173,40 +180,90 @@ class ClusterAcpAgent:
     ) -> PromptResponse:
         store = self.store
         after = 0 if session.new else await _log_length(store, session.id)
-        try:
-            message_id = await self.host.send(
-                session.id, text, agent=self.agent_name, new=session.new
-            )
-        except TetherError as exc:
-            raise _request_error(exc) from None
-        session.new = False
+        # Listening for the answers' pieces before anything is sent: none is missed.
+        async with relayed_deltas(store, session.id) as deltas:
+            try:
+                message_id = await self.host.send(
+                    session.id, text, agent=self.agent_name, new=session.new
+                )
+            except TetherError as exc:
+                raise _request_error(exc) from None
+            session.new = False
+            return await self._stream(session, message_id, after, deltas, cancel)
+
+    async def _stream(
+        self,
+        session: _ClusterSession,
+        message_id: str,
+        after: int,
+        deltas: Any,
+        cancel: anyio.Event,
+    ) -> PromptResponse:
+        """Stream the turn of ``message_id`` to the client until it ends (or was cancelled
+        before it began)."""
+        store = self.store
         live = _LiveAnswer(_MessageIds(session.id))
-        turn: int | None = None
-        interrupted = False
-        while True:
-            for stored in await store.events(session.id, after=after):
-                after = stored.seq
-                event = stored.event
-                if isinstance(event, TurnStarted) and event.message_id == message_id:
-                    turn = event.turn
-                if turn is None:
-                    continue  # an earlier turn's events (a notice, another client's message)
-                for update in live.event(event):
-                    await self._client.session_update(session_id=session.id, update=update)
-                if isinstance(event, TurnEnded) and event.turn == turn:
-                    return PromptResponse(
-                        stop_reason=_stop_reason(session.id, self.max_steps, event)
-                    )
-            if cancel.is_set() and not interrupted:
-                interrupted = True
+        send, receive = anyio.create_memory_object_stream[object](math.inf)
+        ours = False  # whether the follower reached the turn's start
+
+        def hear(stored: StoredEvent) -> None:
+            nonlocal ours
+            event = stored.event
+            if isinstance(event, TurnStarted) and event.message_id == message_id:
+                ours = True
+            if ours:  # an earlier turn's events (a notice, another client's) are not this one's
+                send.send_nowait(event)
+
+        async def follow() -> None:
+            await follow_turn(
+                store,
+                session.id,
+                message_id,
+                after=after,
+                hear=hear,
+                deltas=deltas,
+                hear_delta=send.send_nowait,
+            )
+
+        async def interrupt() -> None:
+            await cancel.wait()
+            # Shielded: once asked, the interrupt is seen through even if the turn's end is
+            # read meanwhile (its prompt answered), so the session is left as it says.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
                 await self.host.interrupt(session.id)  # returns once the turn has stopped
-                if turn is None and not await _claimed(store, session.id, message_id):
+                if not await _claimed(store, session.id, message_id):
                     # Not begun: it must not run later (what a local server does too).
                     await self.host.cancel(session.id)
-                    return PromptResponse(stop_reason="cancelled")
-                continue  # read the aborted turn's end
-            with anyio.move_on_after(FOLLOW_POLL):
-                await cancel.wait()
+                    send.send_nowait(_NOT_BEGUN)
+
+        outcome: PromptResponse | acp.RequestError | None = None
+        with send, receive:
+            async with anyio.create_task_group() as group:
+                group.start_soon(follow)
+                group.start_soon(interrupt)
+                async for item in receive:
+                    if item is _NOT_BEGUN:
+                        outcome = PromptResponse(stop_reason="cancelled")
+                        break
+                    if isinstance(item, ModelDelta):
+                        updates = live.delta(item)
+                    else:
+                        event = cast(Event, item)
+                        updates = live.event(event)
+                    for update in updates:
+                        await self._client.session_update(session_id=session.id, update=update)
+                    if isinstance(item, TurnEnded):
+                        try:
+                            reason = _stop_reason(session.id, self.max_steps, item)
+                            outcome = PromptResponse(stop_reason=reason)
+                        except acp.RequestError as exc:
+                            outcome = exc
+                        break
+                group.cancel_scope.cancel()
+        if isinstance(outcome, acp.RequestError):
+            raise outcome
+        assert outcome is not None
+        return outcome
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id)

@@ -13,23 +13,27 @@ parallel, each write one round trip when the lease is already held.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections import Counter
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import anyio
 import psycopg
 import psycopg.errors
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
 from tether.errors import ErrorCode, StoreError
+from tether.models import DeltaKind, ModelDelta
 from tether.store import (
     DEFAULT_LEASE_TTL,
+    DeltaBatch,
     Event,
     InboxAccepted,
     LeaseOwner,
@@ -42,11 +46,12 @@ from tether.store import (
     replace_surrogates,
     session_busy,
     session_not_found,
+    split_deltas,
 )
 
 from ._schema import migrate
 
-__all__ = ("DEFAULT_POOL_SIZE", "PostgresStore", "describe")
+__all__ = ("DEFAULT_POOL_SIZE", "DELTA_PIECE", "PostgresStore", "delta_channel", "describe")
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +168,7 @@ class PostgresStore:
         self._writing: dict[str, anyio.Lock] = {}
         # The batch of appends whose leader lets this moment's other appends join it, if any.
         self._gathering: _Batch | None = None
+        self._notified = 0  # delta notifications sent (numbers them: none is a duplicate)
 
     def _writer(self, session_id: str) -> anyio.Lock:
         lock = self._writing.get(session_id)
@@ -779,6 +785,56 @@ class PostgresStore:
         self._next_seq[session_id] = first + len(rows)
         return messages
 
+    # -- the delta relay (LISTEN/NOTIFY) ---------------------------------------------------
+
+    async def publish_deltas(self, batches: Sequence[DeltaBatch]) -> None:
+        """``NOTIFY`` each batch on its session's channel (``tether/SESSION``), in pieces of at
+        most ``DELTA_PIECE`` characters of text (a notification holds under 8,000 bytes);
+        one statement for all of them. Delivered to the connections listening now, if any."""
+        channels: list[str] = []
+        payloads: list[str] = []
+        for batch in batches:
+            for run in split_deltas(batch.deltas, DELTA_PIECE):
+                self._notified += 1  # a payload sent twice in one statement is delivered once
+                channels.append(delta_channel(batch.session_id))
+                payloads.append(
+                    json.dumps(
+                        {
+                            "n": self._notified,
+                            "m": batch.message_id,
+                            "s": batch.step,
+                            "d": [[d.kind, _text(d.text), d.index, d.name] for d in run],
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+        if not payloads:
+            return
+        async with self._connection() as db:
+            await db.execute(
+                "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS v(c, p)",
+                (channels, payloads),
+            )
+
+    @asynccontextmanager
+    async def follow_deltas(self, session_id: str) -> AsyncGenerator[AsyncIterator[DeltaBatch]]:
+        """``LISTEN`` on the session's channel, on a connection of its own for the block."""
+        with self._errors():
+            db = await AsyncConnection.connect(
+                self.conninfo,
+                autocommit=True,
+                connect_timeout=max(1, int(self.connect_timeout)),
+            )
+        try:
+            with self._errors():
+                await db.execute(
+                    sql.SQL("LISTEN {}").format(sql.Identifier(delta_channel(session_id)))
+                )
+            yield _batches(db, session_id)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await db.close()
+
     # -- closing ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -825,6 +881,52 @@ class PostgresStore:
             remedy="the log was written by another program or a newer tether; restore it from "
             "a backup or start a new session (nothing was skipped)",
         )
+
+
+#: The most text, in characters, one delta notification carries (under 8,000 bytes in JSON).
+DELTA_PIECE = 1000
+_DELTA_KINDS = frozenset({"text", "reasoning", "tool_call", "retry"})
+
+
+def delta_channel(session_id: str) -> str:
+    """The ``LISTEN``/``NOTIFY`` channel of a session's deltas (a name of at most 63 bytes)."""
+    name = f"tether/{session_id}"
+    if len(name.encode()) <= 63:
+        return name
+    return "tether/" + hashlib.sha256(session_id.encode()).hexdigest()[:48]
+
+
+async def _batches(db: Connection, session_id: str) -> AsyncIterator[DeltaBatch]:
+    """The delta batches ``db`` is notified of; a notification that is not one (another
+    program's) is logged and skipped."""
+    async for notify in db.notifies():
+        try:
+            batch = _parse_batch(session_id, notify.payload)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            log.warning(
+                "a notification on %s is not a delta batch (%s): %.200r",
+                notify.channel,
+                exc,
+                notify.payload,
+            )
+            continue
+        yield batch
+
+
+def _parse_batch(session_id: str, payload: str) -> DeltaBatch:
+    data = json.loads(payload)
+    message_id, step, rows = data["m"], data["s"], data["d"]
+    if not isinstance(message_id, str) or not isinstance(step, int) or not isinstance(rows, list):
+        raise TypeError("m, s or d has the wrong type")
+    deltas: list[ModelDelta] = []
+    for row in rows:  # pyright: ignore[reportUnknownVariableType]
+        kind, text, index, name = row  # pyright: ignore[reportUnknownVariableType]
+        if kind not in _DELTA_KINDS or not isinstance(text, str) or not isinstance(index, int):
+            raise ValueError(f"a delta is malformed: {row!r:.80}")
+        deltas.append(
+            ModelDelta(cast(DeltaKind, kind), text, index, name if isinstance(name, str) else None)
+        )
+    return DeltaBatch(session_id, message_id, step, tuple(deltas))
 
 
 class _Member:
