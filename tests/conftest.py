@@ -27,12 +27,26 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+#: The Temporal test modules in three groups of about the same length (each group runs in one
+#: xdist worker, ``--dist loadgroup``, on that worker's dev server): a group per module would
+#: start a dev server in every worker, one group would make the suite as long as all of them.
+_TEMPORAL_GROUPS = {
+    "test_cli": "temporal-clients",
+    "test_acp": "temporal-clients",
+    "test_workers": "temporal-workers",
+    "test_server_restart": "temporal-workers",
+    "test_children": "temporal-children",
+    "test_cluster_example": "temporal-children",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Temporal tests run in one xdist worker (``--dist loadgroup``): one dev server for
-    them all, not one per worker."""
+    """The Temporal tests run in a few xdist workers, each group in one (one dev server per
+    group's worker, not one per test module)."""
     for item in items:
         if "temporal" in item.path.parts and "tests" in item.path.parts:
-            item.add_marker(pytest.mark.xdist_group("temporal"))
+            group = _TEMPORAL_GROUPS.get(item.path.stem, "temporal-clients")
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 class _LooseTasks(logging.Handler):
