@@ -211,7 +211,7 @@ async def run_on_host(
     import anyio
 
     from ..agents import new_header, resolve_agent_name
-    from ..runtime import follow_turn, relayed_deltas
+    from ..runtime import follow_turn, relayed_deltas, turn_began
     from ..store import UserMessage, profile_store
 
     store = profile_store(kernel)
@@ -267,7 +267,7 @@ async def run_on_host(
                 # waits stays parked, as a local interrupt leaves it); its end is printed.
                 with anyio.CancelScope(shield=True):
                     await host.interrupt(session_id)
-                    if await _claimed(store, session_id, running, sent_at):
+                    if await turn_began(store, session_id, running, after=sent_at):
                         with anyio.move_on_after(INTERRUPT_GRACE):
                             reason, _ = await follow_turn(
                                 store, session_id, running, after=sent_at, hear=hear
@@ -293,16 +293,6 @@ async def run_on_host(
     finally:
         await host.aclose()
         await store.aclose()
-
-
-async def _claimed(store: Any, session_id: str, message_id: str, after: int) -> bool:
-    """Whether a turn of ``message_id`` began in the session's log after ``after``."""
-    from ..store import TurnStarted
-
-    return any(
-        isinstance(stored.event, TurnStarted) and stored.event.message_id == message_id
-        for stored in await store.events(session_id, after=after)
-    )
 
 
 def _echo(text: str, nl: bool) -> None:

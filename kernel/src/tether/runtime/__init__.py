@@ -7,7 +7,14 @@ changes; a runtime is what one process does with it.
 from __future__ import annotations
 
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
-from ._hosts import FOLLOW_POLL, SessionHost, follow_turn, profile_session_host, relayed_deltas
+from ._hosts import (
+    FOLLOW_POLL,
+    SessionHost,
+    follow_turn,
+    profile_session_host,
+    relayed_deltas,
+    turn_began,
+)
 from ._runtime import COMPACT_GESTURE, Runtime, compose_agent
 
 __all__ = (
@@ -21,4 +28,5 @@ __all__ = (
     "profile_session_host",
     "relayed_deltas",
     "tuned_collector",
+    "turn_began",
 )

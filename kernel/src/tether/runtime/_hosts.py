@@ -37,6 +37,7 @@ __all__ = (
     "follow_turn",
     "profile_session_host",
     "relayed_deltas",
+    "turn_began",
 )
 
 #: How often :func:`follow_turn` reads the log for what the host appended, in seconds.
@@ -149,6 +150,17 @@ async def follow_turn(
                 for delta in batch.deltas:
                     hear_delta(delta)
         early = kept
+
+
+async def turn_began(
+    store: SessionStore, session_id: str, message_id: str, *, after: int = 0
+) -> bool:
+    """Whether a turn of ``message_id`` began in the session's log after ``after`` (after an
+    interrupt: ``False`` means the message was never begun, and waits)."""
+    return any(
+        isinstance(stored.event, TurnStarted) and stored.event.message_id == message_id
+        for stored in await store.events(session_id, after=after)
+    )
 
 
 @asynccontextmanager

@@ -21,28 +21,23 @@ from typing import TYPE_CHECKING, Any, cast
 import acp
 import anyio
 from acp.schema import (
-    AgentCapabilities,
-    Implementation,
     InitializeResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
 )
 
-from tether import __version__
 from tether.agents import AgentLimits, build_preset, new_header, resolve_agent_name
 from tether.errors import TetherError
 from tether.models import ModelDelta
-from tether.runtime import SessionHost, follow_turn, relayed_deltas
+from tether.runtime import SessionHost, follow_turn, relayed_deltas, turn_began
 from tether.store import Event, SessionStore, StoredEvent, TurnEnded, TurnStarted
 
 if TYPE_CHECKING:
     from tether.loading.kernel import Kernel
 
 from ._server import (
-    PROTOCOL_VERSION,
+    _initialize_response,  # pyright: ignore[reportPrivateUsage]
     _LiveAnswer,  # pyright: ignore[reportPrivateUsage]
     _MessageIds,  # pyright: ignore[reportPrivateUsage]
     _prompt_text,  # pyright: ignore[reportPrivateUsage]
@@ -72,10 +67,8 @@ class _ClusterSession:
     """Not created on the cluster yet: its first prompt creates it."""
     turns: anyio.Lock = field(default_factory=anyio.Lock)
     """Held by the prompt whose turn runs: one prompt at a time."""
-    cancelled: set[int] = field(default_factory=lambda: set[int]())
-    """Prompts (by ``id()``) a ``session/cancel`` reached."""
-    running: dict[int, anyio.Event] = field(default_factory=lambda: dict[int, anyio.Event]())
-    """Per prompt: set when a cancel came."""
+    running: set[anyio.Event] = field(default_factory=lambda: set[anyio.Event]())
+    """One event per prompt accepted and not answered yet: set when a cancel reaches it."""
 
 
 class ClusterAcpAgent:
@@ -106,9 +99,8 @@ class ClusterAcpAgent:
         """The client sends nothing more: running prompts are cancelled."""
         self._input_ended = True
         for session in self._sessions.values():
-            for key, event in session.running.items():
-                session.cancelled.add(key)
-                event.set()
+            for cancelled in session.running:
+                cancelled.set()
 
     async def initialize(
         self,
@@ -117,15 +109,7 @@ class ClusterAcpAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(),
-                mcp_capabilities=McpCapabilities(http=False),  # the workers' tools only
-            ),
-            agent_info=Implementation(name="tether", title="tether", version=__version__),
-        )
+        return _initialize_response(mcp_http=False)  # the workers' tools only
 
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
@@ -163,20 +147,18 @@ class ClusterAcpAgent:
                 {"sessionId": session_id[:200]},
             )
         text = _prompt_text(prompt)
-        key = object()
         cancel = anyio.Event()
-        session.running[id(key)] = cancel
+        session.running.add(cancel)  # before any await: a cancel from now on reaches it
         try:
             async with session.turns:
-                if id(key) in session.cancelled or self._input_ended:
+                if cancel.is_set() or self._input_ended:
                     return PromptResponse(stop_reason="cancelled")
-                return await self._turn(session, text, id(key), cancel)
+                return await self._turn(session, text, cancel)
         finally:
-            session.running.pop(id(key), None)
-            session.cancelled.discard(id(key))
+            session.running.discard(cancel)
 
     async def _turn(
-        self, session: _ClusterSession, text: str, key: int, cancel: anyio.Event
+        self, session: _ClusterSession, text: str, cancel: anyio.Event
     ) -> PromptResponse:
         store = self.store
         after = 0 if session.new else await _log_length(store, session.id)
@@ -231,7 +213,7 @@ class ClusterAcpAgent:
             # read meanwhile (its prompt answered), so the session is left as it says.
             with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
                 await self.host.interrupt(session.id)  # returns once the turn has stopped
-                if not await _claimed(store, session.id, message_id):
+                if not await turn_began(store, session.id, message_id):
                     # Not begun: it must not run later (what a local server does too).
                     await self.host.cancel(session.id)
                     send.send_nowait(_NOT_BEGUN)
@@ -270,9 +252,8 @@ class ClusterAcpAgent:
         if session is None:
             log.warning("session/cancel for %s, which is not open", session_id[:200])
             return
-        for key, event in session.running.items():
-            session.cancelled.add(key)
-            event.set()
+        for cancelled in session.running:
+            cancelled.set()
 
 
 def _no_client_servers(mcp_servers: Any) -> None:
@@ -288,11 +269,3 @@ async def _log_length(store: SessionStore, session_id: str) -> int:
         return len(await store.events(session_id))
     except TetherError as exc:
         raise _request_error(exc) from None
-
-
-async def _claimed(store: SessionStore, session_id: str, message_id: str) -> bool:
-    """Whether a turn of ``message_id`` began in the session's log."""
-    events: list[StoredEvent] = await store.events(session_id)
-    return any(
-        isinstance(s.event, TurnStarted) and s.event.message_id == message_id for s in events
-    )

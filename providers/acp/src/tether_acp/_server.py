@@ -464,17 +464,9 @@ class TetherAcpAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(),
-                # The client's HTTP MCP servers are passed on when tether-mcp is installed
-                # (stdio ones are every agent's to take).
-                mcp_capabilities=McpCapabilities(http=mcp_available()),
-            ),
-            agent_info=Implementation(name="tether", title="tether", version=__version__),
-        )
+        # The client's HTTP MCP servers are passed on when tether-mcp is installed (stdio ones
+        # are every agent's to take).
+        return _initialize_response(mcp_http=mcp_available())
 
     # ---------------------------------------------------------------- sessions
 
@@ -680,6 +672,20 @@ class TetherAcpAgent:
 
 
 # -------------------------------------------------------------------- requests
+
+
+def _initialize_response(*, mcp_http: bool) -> InitializeResponse:
+    """What ``initialize`` answers: protocol 1, ``loadSession``, text prompts; ``mcp_http``:
+    whether the client's HTTP MCP servers are taken."""
+    return InitializeResponse(
+        protocol_version=PROTOCOL_VERSION,
+        agent_capabilities=AgentCapabilities(
+            load_session=True,
+            prompt_capabilities=PromptCapabilities(),
+            mcp_capabilities=McpCapabilities(http=mcp_http),
+        ),
+        agent_info=Implementation(name="tether", title="tether", version=__version__),
+    )
 
 
 def _working_directory(cwd: str) -> Path:
