@@ -287,3 +287,47 @@ async def test_follow_turn_hands_on_the_pieces_of_answers_not_in_the_log_yet(tmp
         await store.aclose()
     assert stop == "completed"
     assert heard == ["one-a", "two-a", "two-b"]
+
+
+async def test_leaving_relayed_deltas_while_a_batch_is_on_its_way_raises_nothing(tmp_path):
+    """A batch the relay hands over just as the caller leaves (the pump already woken with it)
+    is dropped, never sent into a closed stream (it once failed ``tether sessions send`` with
+    ``BrokenResourceError``)."""
+    from collections.abc import AsyncIterator, Sequence
+    from contextlib import asynccontextmanager
+
+    from tether.models import ModelDelta
+    from tether.runtime import relayed_deltas
+    from tether.store import DeltaBatch, DeltaRelay
+
+    published, followed = anyio.create_memory_object_stream[DeltaBatch](100)
+
+    class RelayingStore(SQLiteStore):
+        """A SQLite store with an in-process relay, as PostgreSQL's LISTEN/NOTIFY is."""
+
+        async def publish_deltas(self, batches: Sequence[DeltaBatch]) -> None:
+            for batch in batches:
+                published.send_nowait(batch)
+
+        @asynccontextmanager
+        async def follow_deltas(self, session_id: str) -> AsyncIterator[AsyncIterator[DeltaBatch]]:
+            yield followed
+
+    def batch(text: str) -> DeltaBatch:
+        return DeltaBatch("s", "m", 1, (ModelDelta("text", text),))
+
+    store = RelayingStore(tmp_path / "s.db")
+    assert isinstance(store, DeltaRelay)
+    try:
+        with anyio.fail_after(30):
+            async with relayed_deltas(store, "s") as deltas:
+                assert deltas is not None
+                await store.publish_deltas([batch("first")])
+                assert (await deltas.receive()).deltas[0].text == "first"
+                await anyio.sleep(0.05)  # the pump waits for the next batch
+                # Wakes the pump with a batch, and leaves before it runs.
+                await store.publish_deltas([batch("second")])
+    finally:
+        published.close()
+        followed.close()
+        await store.aclose()

@@ -180,10 +180,12 @@ async def relayed_deltas(
             async for batch in batches:
                 send.send_nowait(batch)
 
-    async with anyio.create_task_group() as group:
-        await group.start(pump)  # listening before the caller sends anything
-        try:
-            with receive:
+    # The receiving end closes only once the pump has stopped: a batch the pump had in hand
+    # when the caller left must not meet a closed stream.
+    with receive:
+        async with anyio.create_task_group() as group:
+            await group.start(pump)  # listening before the caller sends anything
+            try:
                 yield receive
-        finally:
-            group.cancel_scope.cancel()
+            finally:
+                group.cancel_scope.cancel()
