@@ -207,9 +207,11 @@ class SessionActivities:
         return header.id
 
     async def _heartbeat(self) -> None:
+        # The first beat is due a third of the timeout after the start, not at it: a drive
+        # that ends sooner (most do) costs the server no heartbeat at all.
         while True:
-            activity.heartbeat()
             await asyncio.sleep(self.heartbeat_every)
+            activity.heartbeat()
 
 
 async def _drive(runtime: Runtime, agent: Agent) -> None:

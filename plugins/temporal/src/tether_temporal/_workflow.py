@@ -207,7 +207,7 @@ class SessionWorkflow:
     async def _open(self, start: SessionStart) -> None:
         if self._opened:
             return
-        await workflow.execute_activity(
+        await workflow.execute_local_activity(
             OPEN,
             start,
             start_to_close_timeout=timedelta(seconds=60),
@@ -221,7 +221,7 @@ class SessionWorkflow:
         if message.message_id in self._seen:
             return message.message_id  # sent again (a client retry): accepted once
         await workflow.wait_condition(lambda: self._opened)
-        await workflow.execute_activity(
+        await workflow.execute_local_activity(
             POST,
             args=[self._start.session_id, message],
             start_to_close_timeout=timedelta(seconds=60),
