@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,14 @@ settings.register_profile(
 )
 settings.register_profile("long", parent=settings.get_profile("suite"), max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
+
+# Python writes bytecode caches unless told not to. This machine's environment tells it not to
+# (PYTHONDONTWRITEBYTECODE), so every ``python -m tether`` a test starts compiled tether,
+# pydantic and temporalio from source again: about 1 s of CPU each, twice the import itself.
+# The suite and the processes it starts write and reuse them, as on a user's machine.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture
