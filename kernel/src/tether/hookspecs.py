@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     import click
     from pydantic import BaseModel
 
-    from .agents import CompactionStrategy, DynamicInstruction, PreStep, Tool, ToolSource
+    from .agents import (
+        CompactionStrategy,
+        DynamicInstruction,
+        PreStep,
+        Tool,
+        ToolSource,
+        Tracer,
+    )
     from .loading.capabilities import Offer, Requirement
     from .models import ModelProvider
     from .runtime import SessionHost
@@ -137,6 +144,24 @@ def tether_session_hosts(settings: Any) -> Iterable[SessionHost]:  # type: ignor
     session's log in the profile's store to print the turn. A profile whose plugins offer none
     runs its sessions in the process, as always. Anything but an iterable of ``SessionHost``
     is ``PLUGIN_CONTRACT_VIOLATION``.
+    """
+
+
+@hookspec
+def tether_tracers(settings: Any) -> Iterable[Tracer]:  # type: ignore[empty-body]
+    """Offer tracers: what sees every agent's turns, model requests and tool calls as they
+    happen (``tether-otel`` records them as OpenTelemetry spans).
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.agents.Tracer` (usually one, or none).
+
+    Called for the plugin instances of the global layer only, when an agent's preset is built
+    (once per agent of a runtime, and by ``tether check``). Every agent composed from the
+    profile gets all of them, in profile order: the turn loop enters ``turn``,
+    ``model_request`` and ``tool_call`` around each piece of work, in the task that does it,
+    and asks ``carry`` for the sender's trace context when a message is accepted. A profile
+    whose plugins offer none costs the loop one ``None`` check per piece of work. Anything but
+    an iterable of ``Tracer`` is ``PLUGIN_CONTRACT_VIOLATION``.
     """
 
 

@@ -47,6 +47,7 @@ from ._tools import (
     ToolRegistry,
     ToolSource,
 )
+from ._tracing import Tracer, TurnStart, carry_trace, current_trace, tracer_of, tracing
 
 __all__ = (
     "LEASE_RENEWAL",
@@ -75,8 +76,12 @@ __all__ = (
     "ToolOutput",
     "ToolRegistry",
     "ToolSource",
+    "Tracer",
+    "TurnStart",
     "ask_permission",
     "build_preset",
+    "carry_trace",
+    "current_trace",
     "event_to_message",
     "keep_sessions",
     "load_instructions",
@@ -86,4 +91,6 @@ __all__ = (
     "resolve_agent_name",
     "resolve_preset_model",
     "stricter",
+    "tracer_of",
+    "tracing",
 )

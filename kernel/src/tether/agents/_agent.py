@@ -19,7 +19,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -79,6 +79,7 @@ from ._step import (
     storable_response,
 )
 from ._tools import ToolFilter, ToolRegistry
+from ._tracing import Tracer, TurnStart, carry_trace, tracing
 
 if TYPE_CHECKING:
     from ..loading.kernel import Kernel
@@ -109,6 +110,8 @@ class _InboxItem:
     message_id: str
     content: str
     source: MessageSource
+    trace: Mapping[str, str] = field(default_factory=dict[str, str])
+    """The trace context the sender's tracer carried (:meth:`Tracer.carry`)."""
 
 
 def _new_id(prefix: str) -> str:
@@ -134,6 +137,7 @@ class Agent:
         "_delegation_note",
         "_delta_listeners",
         "_earlier_answers",
+        "_ended",
         "_fault",
         "_group",
         "_history",
@@ -181,6 +185,7 @@ class Agent:
         "system",
         "tool_policy",
         "tools",
+        "tracer",
     )
 
     def __init__(
@@ -199,6 +204,7 @@ class Agent:
         cwd: Path | None = None,
         model_spec: str | None = None,
         new_session: bool = False,
+        tracer: Tracer | None = None,
     ) -> None:
         self.header = header
         self._model_spec = model_spec
@@ -222,6 +228,9 @@ class Agent:
         self.instructions = tuple(instructions)
         self.pre_steps = tuple(pre_steps)
         self.limits = limits or AgentLimits()
+        self.tracer = tracer
+        """Sees every turn, model request and tool call (``tether_tracers``); ``None``: nobody
+        does, and the loop enters nothing."""
         self._history: list[Message] = []
         self.holds_images = False
         """Whether a message of its history carries images (a tool returned some): then a
@@ -249,6 +258,7 @@ class Agent:
         self._log_length = 0
         self._fault: TetherError | None = None
         self._turn_item: _InboxItem | None = None
+        self._ended: TurnEnded | None = None  # the end of the turn that ran last
         self._step: tuple[str, int] | None = None  # the model step in progress (current_step)
         self._resume: OpenTurn | None = None  # a cut turn that goes on when next driven
         self._unsaved: tuple[Event, ...] = ()
@@ -380,7 +390,9 @@ class Agent:
         for pending in folded.unclaimed:
             # A steer outlives the turn it was meant for only as a turn of its own; injected
             # context waits for the next step or turn, as it would have.
-            item = _InboxItem(pending.message_id, pending.content, pending.source)
+            item = _InboxItem(
+                pending.message_id, pending.content, pending.source, pending.trace or {}
+            )
             (self._injected if pending.delivery == "context" else self._inbox).append(item)
         self._restored = True
         open_turn = folded.open_turn if repair else None
@@ -580,7 +592,9 @@ class Agent:
         for message in posted:
             for listener in self._listeners:
                 listener(message)
-            item = _InboxItem(message.message_id, message.content, message.source)
+            item = _InboxItem(
+                message.message_id, message.content, message.source, message.trace or {}
+            )
             if message.delivery == "context":
                 self._injected.append(item)
             elif message.delivery == "step" and self._turn_scope is not None:
@@ -751,10 +765,20 @@ class Agent:
         if self._group is None:
             raise RuntimeError("use the agent inside `async with agent:` before sending to it")
 
-    async def followup(self, content: str, *, source: MessageSource | None = None) -> str:
-        """Queue ``content`` as a later turn (FIFO); returns once it is durably accepted."""
+    async def followup(
+        self,
+        content: str,
+        *,
+        source: MessageSource | None = None,
+        trace: Mapping[str, str] | None = None,
+    ) -> str:
+        """Queue ``content`` as a later turn (FIFO); returns once it is durably accepted.
+
+        ``trace``: the sender's trace context (W3C keys, ``traceparent``...) when it came from
+        another process (an ACP prompt's ``_meta``); default: the caller's, from the agent's
+        tracer (:class:`Tracer`)."""
         self._require_open()
-        item = await self._accept(content, source or _USER_SOURCE, "turn")
+        item = await self._accept(content, source or _USER_SOURCE, "turn", trace)
         self._inbox.append(item)
         self._wake()
         return item.message_id
@@ -785,10 +809,15 @@ class Agent:
         return item.message_id
 
     async def _accept(
-        self, content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
+        self,
+        content: str,
+        source: MessageSource,
+        delivery: Literal["turn", "step", "context"],
+        trace: Mapping[str, str] | None = None,
     ) -> _InboxItem:
         """Record a message durably before it is acknowledged; its claim comes later."""
-        item, accepted = _acceptance(content, source, delivery)
+        carried = dict(trace) if trace else carry_trace(self)
+        item, accepted = _acceptance(content, source, delivery, carried)
         await self._append(accepted)
         return item
 
@@ -807,7 +836,7 @@ class Agent:
             # Nobody is told the message was accepted before its turn ends, so its acceptance
             # is stored with the turn's first answer, in the commit that stores its claim: a
             # crash before that commit loses the call whole, as a crash before it would have.
-            item, accepted = _acceptance(content, source, "turn")
+            item, accepted = _acceptance(content, source, "turn", carry_trace(self))
             self._defer(accepted)
             self._inbox.append(item)
             self._parked = False
@@ -1097,7 +1126,28 @@ class Agent:
     async def _run_turn(self, item: _InboxItem, resume: OpenTurn | None = None) -> None:
         """Run the turn of ``item``; with ``resume``, go on with the turn a crash cut (its
         open calls, all idempotent, run again first; the log holds everything before)."""
+        tracer = self.tracer
+        if tracer is None:
+            await self._turn(item, resume)
+            return
+        start = TurnStart(
+            turn=self._turns + 1 if resume is None else resume.turn,
+            message_id=item.message_id,
+            content=item.content,
+            source=item.source,
+            trace=item.trace,
+            resumed=resume is not None,
+        )
+        with tracing(tracer), tracer.turn(self, start) as ended:
+            try:
+                await self._turn(item, resume)
+            finally:
+                if self._ended is not None:
+                    ended(self._ended)
+
+    async def _turn(self, item: _InboxItem, resume: OpenTurn | None) -> None:
         self._turn_item = item
+        self._ended = None
         if resume is None:
             self._turns += 1
         turn = self._turns if resume is None else resume.turn
@@ -1198,9 +1248,8 @@ class Agent:
                 final = self._partial_answer()
         self._streamed.clear()
         closing = self._closing_events(item, claimed, final, pending_calls)
-        closing.append(
-            TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
-        )
+        self._ended = TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
+        closing.append(self._ended)
         self._last_stop = stop
         self._last_error = error
         try:
@@ -1316,16 +1365,25 @@ class Agent:
         if window is not None:
             await self._fit(window, remaining)
         try:
-            return await self._send(build_request(self, self._history, remaining))
+            return await self._send(step, build_request(self, self._history, remaining))
         except ModelError as exc:
             # The provider counted more than the estimate: compact once, and ask again.
             if exc.code != ErrorCode.CONTEXT_WINDOW_EXCEEDED or self.compaction.mode != "auto":
                 raise
             if await compact(self, "overflow") is None:
                 raise
-        return await self._send(build_request(self, self._history, remaining))
+        return await self._send(step, build_request(self, self._history, remaining))
 
-    async def _send(self, request: ModelRequest) -> ModelResponse:
+    async def _send(self, step: int, request: ModelRequest) -> ModelResponse:
+        tracer = self.tracer
+        if tracer is None:
+            return await self._ask(request)
+        with tracer.model_request(self, step, request) as answered:
+            response = await self._ask(request)
+            answered(response)
+            return response
+
+    async def _ask(self, request: ModelRequest) -> ModelResponse:
         if not self._streams():
             return await request_with_retries(self.model, request, self.limits)
         self._streamed.clear()
@@ -1370,8 +1428,15 @@ class Agent:
         )
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
+        tracer = self.tracer
+
         async def run(call: ToolCall) -> None:
-            result = _storable_result(await run_tool(self, call))
+            if tracer is None:
+                result = _storable_result(await run_tool(self, call))
+            else:
+                with tracer.tool_call(self, call) as done:
+                    result = _storable_result(await run_tool(self, call))
+                    done(result)
             # Durable as soon as it exists: a crash while a sibling still runs keeps it.
             await self._append(result, hold=True)
             self._history.append(event_to_message(result))  # type: ignore[arg-type]
@@ -1382,13 +1447,21 @@ class Agent:
 
 
 def _acceptance(
-    content: str, source: MessageSource, delivery: Literal["turn", "step", "context"]
+    content: str,
+    source: MessageSource,
+    delivery: Literal["turn", "step", "context"],
+    trace: dict[str, str] | None = None,
 ) -> tuple[_InboxItem, InboxAccepted]:
-    """A message for the inbox and the event that records its acceptance."""
+    """A message for the inbox and the event that records its acceptance (with the trace
+    context its sender carried, :func:`carry_trace`)."""
     content = replace_surrogates(content)
-    item = _InboxItem(_new_id("msg"), content, source)
+    item = _InboxItem(_new_id("msg"), content, source, trace or {})
     accepted = InboxAccepted(
-        message_id=item.message_id, content=content, source=source, delivery=delivery
+        message_id=item.message_id,
+        content=content,
+        source=source,
+        delivery=delivery,
+        trace=trace,
     )
     return item, accepted
 

@@ -24,6 +24,7 @@ from ._compaction import CompactionPolicy, CompactionStrategy
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._step import AgentLimits, PreStep
 from ._tools import Tool, ToolRegistry, ToolSource
+from ._tracing import Tracer, tracer_of
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -81,6 +82,9 @@ class AgentPreset:
     """When and how the agent's history is compacted (``[agent.NAME] compaction``)."""
     compaction_strategy: CompactionStrategy | None = None
     """The plugin strategy ``compaction.strategy`` names (``None``: the agent's model)."""
+    tracer: Tracer | None = None
+    """What the global layer's plugins offer through ``tether_tracers``, as one (``None``:
+    none)."""
 
     @property
     def has_tool_sources(self) -> bool:
@@ -122,6 +126,7 @@ class AgentPreset:
             cwd=cwd,
             model_spec=model_spec,
             new_session=new_session,
+            tracer=self.tracer,
         )
         if self.approval is not None:
             agent.approval = self.approval
@@ -198,6 +203,8 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         limits = AgentLimits(**given, context_window=table.context_window)
     compaction = _compaction(table)
     strategy = _strategy(visible, agent, compaction)
+    # Tracing is the process's, not an agent's: only the global layer's plugins offer tracers.
+    tracers = [t for _, t in _collect(kernel.global_scope.plugins, "tether_tracers", Tracer)]
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -215,6 +222,7 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         approval=table.approval if table is not None else None,
         compaction=compaction,
         compaction_strategy=strategy,
+        tracer=tracer_of(tracers),
     )
 
 

@@ -42,6 +42,10 @@ StopReason = Literal["completed", "aborted", "error", "max-tokens", "refusal"]
 Origin = Literal["user", "subagent"]
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -151,6 +155,10 @@ class InboxAccepted(_Frozen):
     delivery: Literal["turn", "step", "context"] = "turn"
     """``turn``: a later turn (followup); ``step``: the running turn's next step (steer);
     ``context``: seen at the next step or turn without waking the agent (inject)."""
+    trace: dict[str, str] | None = Field(default=None, exclude_if=_is_none)
+    """The trace context of the sender (W3C trace-context keys, ``traceparent``...), for the
+    turn the message starts (:class:`tether.agents.Tracer`); left out of the log when
+    ``None``."""
 
 
 class InboxDiscarded(_Frozen):

@@ -102,6 +102,8 @@ class PendingMessage:
     content: str
     source: MessageSource
     delivery: Literal["turn", "step", "context"]
+    trace: dict[str, str] | None = None
+    """The trace context the sender carried (``InboxAccepted.trace``)."""
 
 
 @dataclass
@@ -168,7 +170,7 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 result.delegation_note = result.delegation_note or message
         match event:
             case InboxAccepted(message_id=mid, content=content, source=source, delivery=how):
-                accepted[mid] = PendingMessage(mid, content, source, how)
+                accepted[mid] = PendingMessage(mid, content, source, how, event.trace)
             case UserMessage(message_id=mid) if mid == opened_by and open_claim is None:
                 claimed.add(mid)
                 open_claim = event

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..agents import carry_trace
 from ..errors import ErrorCode, SubagentError
 from ..store import Event, InboxAccepted, MessageSource
 from ._kit import compose_local_child
@@ -296,6 +297,7 @@ async def start_local_child(
         message_id=new_message_id(),
         content=request.prompt,
         source=MessageSource(kind="subagent", sender=parent.session_id),
+        trace=carry_trace(parent),  # the child's turns are spans of the delegating call
     )
     child = await compose_local_child(
         request,

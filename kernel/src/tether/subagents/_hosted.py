@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..agents import carry_trace
 from ..errors import TetherError
 from ..store import (
     AssistantMessage,
@@ -91,6 +92,7 @@ async def start_hosted_child(
         message_id=new_message_id(),
         content=request.prompt,
         source=MessageSource(kind="subagent", sender=parent.session_id),
+        trace=carry_trace(parent),  # the child's turns are spans of the delegating call
     )
     _, header, _ = await create_child_session(
         request,

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
+from tether.agents import current_trace
 from tether.errors import ErrorCode, ModelError
 from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse
 from tether.store import DescriptorEvent
@@ -559,6 +560,8 @@ class AcpModel:
         assert session_id is not None
         client.begin_turn(on_delta)
         blocks: list[Any] = [text_block(_new_text(request))]
+        # The agent's turn continues this request's trace (``_meta``, the ACP convention).
+        trace = current_trace()
         answers: list[Any] = []
         done = anyio.Event()
         # The prompt runs shielded: a cancelled turn first asks the agent to stop
@@ -570,7 +573,7 @@ class AcpModel:
                 with prompt_scope:
                     answers.append(
                         await self._call(
-                            lambda: conn.prompt(session_id=session_id, prompt=blocks),
+                            lambda: conn.prompt(session_id=session_id, prompt=blocks, **trace),
                             "session/prompt",
                         )
                     )

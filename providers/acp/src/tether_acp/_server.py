@@ -92,7 +92,7 @@ import os
 import stat
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -576,7 +576,7 @@ class TetherAcpAgent:
                 async with session.turns:
                     if state.cancelled or session.left.is_set() or self._input_ended:
                         return PromptResponse(stop_reason="cancelled")
-                    return await self._turn(session, state, text, receive)
+                    return await self._turn(session, state, text, receive, _trace_of(kwargs))
         finally:
             session.prompts.discard(state)
 
@@ -586,9 +586,10 @@ class TetherAcpAgent:
         state: _Prompt,
         text: str,
         receive: MemoryObjectReceiveStream[object],
+        trace: dict[str, str] | None = None,
     ) -> PromptResponse:
         """Send ``text`` and stream what the agent says and logs until the turn it starts
-        ends."""
+        ends; ``trace``: the client's trace context (the prompt's ``_meta``)."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
         live = _LiveAnswer(_MessageIds(session.id))
@@ -604,7 +605,7 @@ class TetherAcpAgent:
         unidle = agent.on_idle(idle)
         try:
             try:
-                message_id = await agent.followup(text)
+                message_id = await agent.followup(text, trace=trace)
             except TetherError as exc:  # the store refused the message
                 raise _request_error(exc) from None
             armed = True
@@ -1086,3 +1087,18 @@ class _FileTransport(asyncio.WriteTransport):
     def close(self) -> None:
         self._closing = True
         self._file.close()
+
+
+#: The ``_meta`` keys that carry a W3C trace context (ACP reserves them for it, at its root).
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+def _trace_of(meta: Mapping[str, object]) -> dict[str, str] | None:
+    """The trace context a request's ``_meta`` carried (text values of at most 512 characters;
+    the tracer checks their form), or ``None``."""
+    found = {
+        key: value
+        for key in TRACE_KEYS
+        if isinstance(value := meta.get(key), str) and 0 < len(value) <= 512
+    }
+    return found or None

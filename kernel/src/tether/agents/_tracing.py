@@ -1,0 +1,170 @@
+"""Tracers: what a plugin that records an agent's work as spans (``tether-otel``) is shown.
+
+A tracer wraps three kinds of work in context managers the turn loop enters around it: a turn,
+a model request, a tool call. Each is entered in the task that does the work and stays entered
+across its awaits, so whatever the work starts (a child agent's turn inside a ``subagent``
+call, a model request inside a turn) runs inside it: a tracer that keeps its current span in a
+context variable nests them without being told. Each yields a callable the loop calls once with
+the outcome (the turn's end, the model's answer, the tool's result) before leaving; an
+exception that escapes the work leaves the block with that exception instead.
+
+A message carries the trace context of whoever sent it (:meth:`Tracer.carry`, called when the
+message is accepted, in the sender's task) to the turn it starts, which runs later in the
+agent's own task: the tracer decides what the turn's span makes of it (its parent, or a link).
+
+With no tracer (no plugin offers one) the loop enters nothing: the cost is one ``None`` check
+per unit of work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+from ..models import ModelRequest, ModelResponse, ToolCall
+from ..store import MessageSource, ToolResult, TurnEnded
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ("Tracer", "TurnStart", "carry_trace", "current_trace", "tracer_of", "tracing")
+
+_T = TypeVar("_T")
+_EMPTY: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """The turn a tracer is shown: its number and the message that started it."""
+
+    turn: int
+    message_id: str
+    content: str
+    source: MessageSource
+    trace: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    """The trace context the message carried from its sender (W3C trace-context keys such as
+    ``traceparent``), or empty."""
+    resumed: bool = False
+    """A turn a crash cut, going on in this process (:meth:`tether.runtime.Runtime.recover`)."""
+
+
+@runtime_checkable
+class Tracer(Protocol):
+    """Sees the work of the agents it is given to as it happens (``tether_tracers``)."""
+
+    def carry(self) -> Mapping[str, str]:
+        """The caller's trace context, to travel with a message it sends to an agent (W3C
+        trace-context keys: ``traceparent``, ``tracestate``); empty for none. Called in the
+        sender's task when the message is accepted; must be cheap and never raise."""
+        ...
+
+    def turn(
+        self, agent: Agent, start: TurnStart
+    ) -> AbstractContextManager[Callable[[TurnEnded], None]]:
+        """Entered around a turn, in the agent's task; the callable gets the turn's end."""
+        ...
+
+    def model_request(
+        self, agent: Agent, step: int, request: ModelRequest
+    ) -> AbstractContextManager[Callable[[ModelResponse], None]]:
+        """Entered around one model request of a turn's ``step`` (its retries included); the
+        callable gets the answer. A request that fails leaves with the model's error."""
+        ...
+
+    def tool_call(
+        self, agent: Agent, call: ToolCall
+    ) -> AbstractContextManager[Callable[[ToolResult], None]]:
+        """Entered around one tool call, in the task that runs it (concurrent calls each in
+        their own); the callable gets its result (an error result too: ``is_error``)."""
+        ...
+
+
+class _Tracers:
+    """Several tracers as one: each entered in order, left in reverse."""
+
+    def __init__(self, tracers: Sequence[Tracer]) -> None:
+        self.tracers = tuple(tracers)
+
+    def carry(self) -> Mapping[str, str]:
+        carried: dict[str, str] = {}
+        for tracer in self.tracers:
+            carried.update(tracer.carry())
+        return carried
+
+    def turn(
+        self, agent: Agent, start: TurnStart
+    ) -> AbstractContextManager[Callable[[TurnEnded], None]]:
+        return _all([tracer.turn(agent, start) for tracer in self.tracers])
+
+    def model_request(
+        self, agent: Agent, step: int, request: ModelRequest
+    ) -> AbstractContextManager[Callable[[ModelResponse], None]]:
+        return _all([tracer.model_request(agent, step, request) for tracer in self.tracers])
+
+    def tool_call(
+        self, agent: Agent, call: ToolCall
+    ) -> AbstractContextManager[Callable[[ToolResult], None]]:
+        return _all([tracer.tool_call(agent, call) for tracer in self.tracers])
+
+
+@contextmanager
+def _all(
+    managers: Sequence[AbstractContextManager[Callable[[_T], None]]],
+) -> Generator[Callable[[_T], None]]:
+    with ExitStack() as stack:
+        hear = [stack.enter_context(manager) for manager in managers]
+
+        def tell(outcome: _T) -> None:
+            for one in hear:
+                one(outcome)
+
+        yield tell
+
+
+#: The tracer of the turn running in this task (and the tasks it starts): set by the turn loop.
+_ACTIVE: ContextVar[Tracer | None] = ContextVar("tether_tracer", default=None)
+
+
+@contextmanager
+def tracing(tracer: Tracer) -> Generator[None]:
+    """Within the block, :func:`current_trace` asks ``tracer`` (the turn loop enters it around
+    each traced turn)."""
+    token = _ACTIVE.set(tracer)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def current_trace() -> dict[str, str]:
+    """The trace context of the work running here (a turn, its model request or tool call),
+    as W3C trace-context keys, for a request to another process: a provider that talks to a
+    remote agent sends it along (``tether-acp`` puts it in the prompt's ``_meta``). Empty when
+    nothing traces this work."""
+    tracer = _ACTIVE.get()
+    if tracer is None:
+        return {}
+    return dict(tracer.carry())
+
+
+def carry_trace(agent: Agent) -> dict[str, str] | None:
+    """What a message ``agent`` accepts, or sends to another session (a child's task),
+    carries of the caller's trace context: its tracer's :meth:`Tracer.carry`, or ``None``
+    (no tracer, or nothing to carry)."""
+    tracer = agent.tracer
+    if tracer is None:
+        return None
+    carried = tracer.carry()
+    return dict(carried) if carried else None
+
+
+def tracer_of(tracers: Sequence[Tracer]) -> Tracer | None:
+    """One tracer for ``tracers`` (``None`` for none)."""
+    if not tracers:
+        return None
+    if len(tracers) == 1:
+        return tracers[0]
+    return _Tracers(tracers)

@@ -1,0 +1,54 @@
+"""tether-otel: tether's agents as OpenTelemetry GenAI traces and metrics.
+
+Add ``"otel"`` to a profile's ``[tether] plugins`` and point ``[plugin.otel]`` (or the standard
+``OTEL_*`` variables) at a collector: every turn is an ``invoke_agent`` span, every model request
+a ``chat`` span, every tool call an ``execute_tool`` span, and a delegated child's turns are
+child spans of the call that started them. See docs/observability.md.
+
+The OpenTelemetry SDK is imported when the first agent is composed, not when the profile loads.
+``OTEL_SDK_DISABLED=true`` turns the plugin off.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import tether
+from tether.agents import Tracer
+
+from ._settings import Settings
+
+if TYPE_CHECKING:
+    from ._setup import flush
+    from ._tracer import OtelTracer
+
+__all__ = ("OtelTracer", "Settings", "flush")
+
+
+def __getattr__(name: str) -> object:
+    # The SDK costs a tenth of a second to import: only when used.
+    if name == "OtelTracer":
+        from ._tracer import OtelTracer
+
+        return OtelTracer
+    if name == "flush":
+        from ._setup import flush
+
+        return flush
+    raise AttributeError(f"module 'tether_otel' has no attribute {name!r}")
+
+
+@tether.hookimpl
+def tether_settings_model() -> type[Settings]:
+    return Settings
+
+
+@tether.hookimpl
+def tether_tracers(settings: Settings) -> list[Tracer]:
+    """Every agent of the profile is traced (``OTEL_SDK_DISABLED=true``: none is)."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return []
+    from ._setup import tracer_for
+
+    return [tracer_for(settings)]

@@ -1,0 +1,143 @@
+"""Where the spans and metrics go: the process's OpenTelemetry providers.
+
+An application that configured OpenTelemetry itself (an SDK ``TracerProvider`` set as the global
+one before tether's agents are composed) keeps its providers: tether's spans and metrics go where
+its own do, and the plugin's exporter settings are not used. Otherwise the plugin makes the
+providers from ``[plugin.otel]`` and the ``OTEL_*`` variables and sets them as the global ones
+(so that other instrumented libraries of the process join the same traces). They are flushed
+when the process exits (:func:`flush` for a process that leaves with ``os._exit``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from tether import __version__
+
+from ._settings import Settings
+from ._tracer import OtelTracer
+
+__all__ = ("INSTRUMENTATION", "flush", "tracer_for")
+
+#: The instrumentation scope of every span and metric.
+INSTRUMENTATION = "tether"
+_lock = threading.Lock()
+_made: dict[str, OtelTracer] = {}
+
+
+def tracer_for(settings: Settings) -> OtelTracer:
+    """The tracer for ``settings`` (one per process and settings)."""
+    key = settings.model_dump_json()
+    with _lock:
+        found = _made.get(key)
+        if found is None:
+            found = _made[key] = _make(settings)
+        return found
+
+
+def flush(timeout: float = 5.0) -> None:
+    """Export what the global providers hold now (before a process leaves with ``os._exit``,
+    which skips the exporters' own flush at exit)."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush(int(timeout * 1000))
+    meters = metrics.get_meter_provider()
+    if isinstance(meters, MeterProvider):
+        meters.force_flush(int(timeout * 1000))
+
+
+def _capture(settings: Settings) -> bool:
+    variable = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return settings.capture_content or variable.strip().lower() in ("true", "1", "span_only")
+
+
+def _make(settings: Settings) -> OtelTracer:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # nobody configured the SDK: we do
+        provider = TracerProvider(resource=_resource(settings))
+        exporter = _span_exporter(settings)
+        if exporter is not None:
+            provider.add_span_processor(BatchSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+    meter: Meter | None = None
+    if settings.metrics:
+        meters = metrics.get_meter_provider()
+        if not isinstance(meters, MeterProvider):
+            readers: list[PeriodicExportingMetricReader] = []
+            exporter = _metric_exporter(settings)
+            if exporter is not None:
+                interval = (
+                    None
+                    if "OTEL_METRIC_EXPORT_INTERVAL" in os.environ
+                    else settings.metric_interval * 1000
+                )
+                readers.append(PeriodicExportingMetricReader(exporter, interval))
+            meters = MeterProvider(resource=_resource(settings), metric_readers=readers)
+            metrics.set_meter_provider(meters)
+        meter = meters.get_meter(INSTRUMENTATION, __version__)
+    tracer = provider.get_tracer(INSTRUMENTATION, __version__)
+    return OtelTracer(tracer, meter, capture_content=_capture(settings))
+
+
+def _resource(settings: Settings) -> Resource:
+    name = settings.service_name or os.environ.get("OTEL_SERVICE_NAME") or "tether"
+    return Resource.create({SERVICE_NAME: name})
+
+
+def _protocol(settings: Settings, signal: str) -> str:
+    return (
+        settings.protocol
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+
+
+def _span_exporter(settings: Settings) -> SpanExporter | None:
+    if settings.exporter == "none":
+        return None
+    if settings.exporter == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter(out=sys.stderr)  # stdout may be a protocol's (tether acp)
+    headers = settings.headers or None
+    if _protocol(settings, "TRACES") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(endpoint=settings.endpoint, headers=headers)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    endpoint = None if settings.endpoint is None else settings.endpoint.rstrip("/") + "/v1/traces"
+    return HttpSpanExporter(endpoint=endpoint, headers=headers)
+
+
+def _metric_exporter(settings: Settings) -> MetricExporter | None:
+    if settings.exporter == "none":
+        return None
+    if settings.exporter == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return ConsoleMetricExporter(out=sys.stderr)
+    headers = settings.headers or None
+    if _protocol(settings, "METRICS") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter(endpoint=settings.endpoint, headers=headers)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    endpoint = None if settings.endpoint is None else settings.endpoint.rstrip("/") + "/v1/metrics"
+    return HttpMetricExporter(endpoint=endpoint, headers=headers)

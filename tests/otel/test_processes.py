@@ -1,0 +1,102 @@
+"""tether-otel in processes of its own: the providers it makes from the profile, flushed when
+the process exits; and a profile without it never imports OpenTelemetry."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PROFILE = """\
+[tether]
+plugins = [{plugins}]
+store = "sqlite:sessions.db"
+{otel}
+[agent.main]
+model = "scripted:script.toml"
+"""
+SCRIPT = '[[steps]]\ntext = "Thursday."\n'
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.pop("TETHER_DISABLE_PLUGIN_AUTOLOAD", None)
+    return env
+
+
+def test_tether_run_with_the_console_exporter_prints_the_turns_spans_to_stderr(tmp_path: Path):
+    """The plugin's own provider (no application configured one), its batch processor
+    flushed at exit; stdout keeps only what tether run prints."""
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    otel = '\n[plugin.otel]\nexporter = "console"\nmetrics = false\nservice_name = "launch-bot"\n'
+    (tmp_path / "tether.toml").write_text(PROFILE.format(plugins='"otel"', otel=otel))
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "run", "When?", "--profile", "tether.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["> When?", "Thursday."]
+    assert "invoke_agent" not in done.stdout
+    spans = _console_spans(done.stderr)
+    assert sorted(span["name"] for span in spans) == ["chat script.toml", "invoke_agent main"]
+    turn = next(span for span in spans if span["name"] == "invoke_agent main")
+    chat = next(span for span in spans if span["name"] == "chat script.toml")
+    assert chat["parent_id"] == turn["context"]["span_id"]
+    assert turn["attributes"]["tether.turn.stop_reason"] == "completed"
+    assert turn["resource"]["attributes"]["service.name"] == "launch-bot"
+
+
+def _console_spans(text: str) -> list[dict[str, Any]]:
+    """The JSON objects the console exporter printed (one per span, indented)."""
+    decoder = json.JSONDecoder()
+    spans: list[dict[str, Any]] = []
+    index = 0
+    while (start := text.find("{", index)) != -1:
+        try:
+            value, index = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            index = start + 1
+            continue
+        if isinstance(value, dict) and "name" in value and "context" in value:
+            spans.append(value)  # pyright: ignore[reportUnknownArgumentType]
+    return spans
+
+
+def test_a_profile_without_the_plugin_never_imports_opentelemetry(tmp_path: Path):
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    (tmp_path / "tether.toml").write_text(PROFILE.format(plugins="", otel=""))
+    code = """
+import sys, anyio
+from tether import load_kernel
+from tether.runtime import Runtime
+from tether.store import SQLiteStore
+
+async def main():
+    kernel = load_kernel("tether.toml")
+    async with Runtime.open(kernel, SQLiteStore("sessions.db")) as runtime:
+        agent = await runtime.compose()
+        assert agent.tracer is None
+        async with agent:
+            assert await agent.run("When?") == "completed"
+
+anyio.run(main)
+loaded = sorted(name for name in sys.modules if name.startswith(("opentelemetry", "tether_otel")))
+print(loaded)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
