@@ -124,8 +124,8 @@ def _span_exporter(settings: Settings) -> SpanExporter | None:
 
 
 def _metric_exporter(settings: Settings) -> MetricExporter | None:
-    if settings.exporter == "none":
-        return None
+    if settings.exporter == "none" or os.environ.get("OTEL_METRICS_EXPORTER", "") == "none":
+        return None  # a receiver that takes traces only (Phoenix, Jaeger)
     if settings.exporter == "console":
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
