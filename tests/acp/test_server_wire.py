@@ -529,3 +529,46 @@ async def test_a_client_that_goes_away_mid_request_does_not_break_the_server(tmp
             )
             client.writer.close()  # both directions: the answer has nowhere to go
     assert all(m.get("id") != "p" or "result" in m for m in client.messages)
+
+
+# ------------------------------------------------------------------------ trace context
+
+
+@pytest.mark.parametrize(
+    ("meta", "kept"),
+    [
+        (
+            {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"},
+            {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"},
+        ),
+        ({"traceparent": "x" * 10_000}, None),  # too long: dropped
+        ({"traceparent": 5, "tracestate": ["a"], "baggage": {"k": "v"}}, None),  # not text
+        ({"traceparent": ""}, None),
+        ({"zed.dev/debugMode": True}, None),  # other keys are not trace context
+    ],
+)
+async def test_a_prompts_meta_trace_context_is_kept_with_its_message_only_when_sound(
+    tmp_path, caplog, meta, kept
+):
+    """The root ``_meta`` keys ``traceparent``, ``tracestate`` and ``baggage`` (the ACP
+    convention) travel with the message into the log; anything else there is ignored, and the
+    turn runs either way."""
+    from tether.store import InboxAccepted, SQLiteStore
+
+    script = '[[steps]]\ntext = "done"\n'
+    with watched(caplog), anyio.fail_after(TIMEOUT):
+        async with wire(make_profile(tmp_path, script)) as client:
+            await initialize(client)
+            sid = await new_session(client, tmp_path)
+            params = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}], "_meta": meta}
+            client.request("p", "session/prompt", params)
+            reply = await client.answer("p")
+    assert reply["result"] == {"stopReason": "end_turn"}
+    store = SQLiteStore(tmp_path / ".tether" / "sessions.db")
+    try:
+        (accepted,) = [
+            s.event for s in await store.events(sid) if isinstance(s.event, InboxAccepted)
+        ]
+    finally:
+        await store.aclose()
+    assert accepted.trace == kept
