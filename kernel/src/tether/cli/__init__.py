@@ -20,6 +20,7 @@ from . import _plugins as _plugins
 from . import _run as _run
 from . import _sessions as _sessions
 from . import _skills as _skills
+from . import _stats as _stats
 from ._group import TEXT, cli, load, profile_option, run_async
 from ._plugin_commands import COMMANDS_ENTRY_POINT_GROUP
 

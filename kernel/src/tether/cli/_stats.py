@@ -1,0 +1,216 @@
+"""``tether sessions stats``: how well a session's requests used the prompt cache.
+
+Each answer in a session's log is one model request. The log says exactly what each request
+held (the history is replayed as the turn loop built it: every message, compaction included),
+and the session's agent says its base prompt and tool list (the same for the whole session). Per
+request: the tokens of each block (estimated, about four characters a token: base prompt, tools,
+history, appended context), the share of it that repeats the request before it byte for byte (what
+a provider's prefix cache can serve), and the input and cached tokens the provider reported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._group import TEXT, load, profile_option, run_async
+from ._sessions import sessions
+
+
+@sessions.command("stats")
+@profile_option
+@click.argument("session_id", type=TEXT)
+@click.option("--tree", is_flag=True, help="Also every child of the session, and tree totals.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def session_stats(profile: Path | None, session_id: str, tree: bool, as_json: bool) -> None:
+    """Per request of a session: tokens by block, the share repeating the request before it,
+    and the cached tokens the provider reported; totals per session (and per tree)."""
+    kernel = load(profile)
+    document = run_async(_stats, kernel, session_id, tree)
+    if as_json:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        return
+    for session in document["sessions"]:
+        _print_session(session)
+    if tree:
+        click.echo("")
+        click.echo(f"tree {document['session']}: " + _totals_line(document["totals"]))
+
+
+def _print_session(session: dict[str, Any]) -> None:
+    indent = "  " * session["depth"]
+    click.echo(
+        f"{indent}session {session['session']}  agent {session['agent'] or '(global scope)'}"
+        f"  ~{session['base_tokens']} tokens of base prompt, ~{session['tools_tokens']} of tools"
+    )
+    click.echo(f"{indent}  turn step  history  context    total  repeats     input    cached")
+    for row in session["requests"]:
+        repeats = "-" if row["repeats"] is None else f"{row['repeats']:.0%}"
+        cached = "-" if row["cached_tokens"] is None else str(row["cached_tokens"])
+        reported = "-" if row["input_tokens"] is None else str(row["input_tokens"])
+        click.echo(
+            f"{indent}  {row['turn']:>4} {row['step']:>4} {row['history_tokens']:>8}"
+            f" {row['context_tokens']:>8} {row['total_tokens']:>8} {repeats:>8}"
+            f" {reported:>9} {cached:>9}"
+        )
+    click.echo(f"{indent}  " + _totals_line(session["totals"]))
+
+
+def _totals_line(totals: dict[str, Any]) -> str:
+    parts = [f"{totals['requests']} request(s)", f"~{totals['total_tokens']} tokens sent"]
+    if totals["repeats"] is not None:
+        parts.append(f"{totals['repeats']:.0%} repeating the request before")
+    if totals["input_tokens"]:
+        share = totals["cached_tokens"] / totals["input_tokens"]
+        parts.append(
+            f"{totals['input_tokens']} input tokens reported, {totals['cached_tokens']}"
+            f" cached ({share:.0%})"
+        )
+    return ", ".join(parts)
+
+
+async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
+    from ..store import profile_store
+
+    store = profile_store(kernel)
+    try:
+        root = await store.header(session_id)
+        order: list[tuple[Any, int]] = []
+        seen: set[str] = set()
+
+        async def walk(header: Any, depth: int) -> None:
+            seen.add(header.id)
+            order.append((header, depth))
+            if not tree:
+                return
+            found = [h for h in await store.sessions(parent=header.id) if h.id not in seen]
+            for child in sorted(found, key=lambda h: (h.created_at, h.id)):
+                await walk(child, depth + 1)
+
+        await walk(root, 0)
+        documents = [await _session(kernel, store, header, depth) for header, depth in order]
+    finally:
+        await store.aclose()
+    return {
+        "session": root.id,
+        "sessions": documents,
+        "totals": _totals([row for document in documents for row in document["requests"]]),
+    }
+
+
+async def _session(kernel: Any, store: Any, header: Any, depth: int) -> dict[str, Any]:
+    from ..models import FunctionModel, message_tokens, schema_tokens
+    from ..runtime import Runtime
+    from ..store import (
+        AssistantMessage,
+        CompactionEvent,
+        ContextMessage,
+        InstructionEvent,
+        TurnStarted,
+    )
+    from ..store._events import compacted_view
+    from ..store.replay import event_to_message
+
+    # The base prompt and tools, as the session's agent has them (composed, never run).
+    runtime = Runtime(kernel)
+    agent = await runtime.compose(
+        agent=header.agent,
+        model=FunctionModel(lambda request: "", name="stats"),
+        session_id=header.id,
+        store=store,
+        record_model=False,
+    )
+    await agent.restore(repair=False)  # reads only
+    request, _ = await agent.preview()
+    base = schema_tokens(request.system, ())
+    tools = schema_tokens((), request.tools)
+    log = [stored.event for stored in await store.events(header.id)]
+    rows: list[dict[str, Any]] = []
+    messages: list[Any] = []
+    context: list[bool] = []  # per message: appended context, not conversation
+    before: list[Any] | None = None
+    turn = step = 0
+    for index, event in enumerate(log):
+        seeded = index < header.seed_length  # a fork's copy of its parent's turns
+        if isinstance(event, TurnStarted):
+            turn, step = event.turn, 0
+            continue
+        if isinstance(event, CompactionEvent):
+            messages = list(compacted_view(event))
+            context = [True] + [False] * (len(messages) - 1)  # the summary, then what was kept
+            continue
+        if isinstance(event, AssistantMessage):
+            step += 1
+            sizes = [message_tokens(m) for m in messages]
+            history = sum(s for s, c in zip(sizes, context, strict=True) if not c)
+            appended = sum(s for s, c in zip(sizes, context, strict=True) if c)
+            total = base + tools + history + appended
+            repeats: float | None = None
+            if before is not None:
+                common = 0
+                for old, new in zip(before, messages, strict=False):
+                    if old != new:
+                        break
+                    common += 1
+                repeated = base + tools + sum(sizes[:common])
+                repeats = repeated / total if total else None
+            before = list(messages)
+            if seeded:
+                # Not this session's request; the next one is compared with it (a fork's
+                # first request repeats its parent's last, which is what forking is for).
+                step -= 1
+                message = event_to_message(event)
+                if message is not None:
+                    messages.append(message)
+                    context.append(False)
+                continue
+            usage = event.usage
+            reported = usage.input_tokens or None
+            rows.append(
+                {
+                    "turn": turn,
+                    "step": step,
+                    "base_tokens": base,
+                    "tools_tokens": tools,
+                    "history_tokens": history,
+                    "context_tokens": appended,
+                    "total_tokens": total,
+                    "repeats": repeats,
+                    "input_tokens": reported,
+                    "cached_tokens": usage.cached_input_tokens if reported is not None else None,
+                }
+            )
+        message = event_to_message(event)
+        if message is not None:
+            messages.append(message)
+            context.append(isinstance(event, InstructionEvent | ContextMessage))
+    return {
+        "session": header.id,
+        "agent": agent.name,
+        "parent": header.parent_session,
+        "depth": depth,
+        "base_tokens": base,
+        "tools_tokens": tools,
+        "requests": rows,
+        "totals": _totals(rows),
+    }
+
+
+def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    total = sum(row["total_tokens"] for row in rows)
+    later = [row for row in rows if row["repeats"] is not None]
+    weight = sum(row["total_tokens"] for row in later)
+    repeats = (
+        sum(row["repeats"] * row["total_tokens"] for row in later) / weight if weight else None
+    )
+    reported = [row for row in rows if row["input_tokens"] is not None]
+    return {
+        "requests": len(rows),
+        "total_tokens": total,
+        "repeats": repeats,
+        "input_tokens": sum(row["input_tokens"] for row in reported),
+        "cached_tokens": sum(row["cached_tokens"] or 0 for row in reported),
+    }
