@@ -100,3 +100,21 @@ print(loaded)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_tether_check_composes_every_agent_with_the_plugin(tmp_path: Path):
+    """``tether check`` builds every agent's preset outside any event loop: the plugin's
+    tracer is made there too."""
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    otel = '\n[plugin.otel]\nexporter = "console"\nprotocol = "grpc"\n'
+    (tmp_path / "tether.toml").write_text(PROFILE.format(plugins='"otel"', otel=otel))
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "check", "--profile", "tether.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "otel" in done.stdout

@@ -25,7 +25,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 from weakref import WeakSet
 
-import anyio
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
@@ -54,7 +53,6 @@ CONTENT_LIMIT = 65536
 
 _ROOT = Context()  # a context with no span: what a span started without a parent starts from
 _EMPTY: Mapping[str, str] = {}
-_CANCELLED = anyio.get_cancelled_exc_class()
 #: Model spec prefixes whose ``gen_ai.provider.name`` differs from the prefix.
 _PROVIDERS = {"function": "tether.function", "scripted": "tether.scripted", "acp": "tether.acp"}
 
@@ -101,7 +99,9 @@ class _Scope:
     ) -> None:
         otel_context.detach(self.token)  # type: ignore[arg-type]
         span = self.span
-        if exc is not None and not isinstance(exc, _CANCELLED | GeneratorExit):
+        # A cancellation (and any other BaseException: an exit, an interrupt) is not the
+        # work failing.
+        if isinstance(exc, Exception):
             span.record_exception(exc)
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
