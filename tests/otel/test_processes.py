@@ -118,3 +118,31 @@ def test_tether_check_composes_every_agent_with_the_plugin(tmp_path: Path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "otel" in done.stdout
+
+
+def test_a_collector_that_is_down_costs_the_run_its_timeout_at_exit_only(tmp_path: Path):
+    """Spans go out in the background; at exit the process gives the exports ``timeout``
+    seconds, says on stderr that they failed, and still succeeds."""
+    import socket
+    import time
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    otel = f'\n[plugin.otel]\nendpoint = "http://127.0.0.1:{port}"\ntimeout = 1.0\n'
+    (tmp_path / "tether.toml").write_text(PROFILE.format(plugins='"otel"', otel=otel))
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "run", "When?", "--profile", "tether.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["> When?", "Thursday."]
+    assert "Failed to export" in done.stderr
+    assert took < 12  # with the SDK default (10 s an export) it took 14 s here, idle

@@ -28,6 +28,9 @@ class Settings(tether.PluginSettings):
     headers: dict[str, str] = Field(default_factory=dict[str, str])
     """Headers sent with every export (an API key: prefer ``OTEL_EXPORTER_OTLP_HEADERS``,
     which keeps it out of the profile)."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds one export may take, retries included; default ``OTEL_EXPORTER_OTLP_TIMEOUT``,
+    then the SDK's 10. A process waits this long at exit when the collector is down."""
     service_name: str | None = None
     """``service.name`` of the resource; default ``OTEL_SERVICE_NAME``, then ``tether``."""
     capture_content: bool = False

@@ -114,13 +114,15 @@ def _span_exporter(settings: Settings) -> SpanExporter | None:
     if _protocol(settings, "TRACES") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter(endpoint=settings.endpoint, headers=headers)
+        return OTLPSpanExporter(
+            endpoint=settings.endpoint, headers=headers, timeout=settings.timeout
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpSpanExporter,
     )
 
     endpoint = None if settings.endpoint is None else settings.endpoint.rstrip("/") + "/v1/traces"
-    return HttpSpanExporter(endpoint=endpoint, headers=headers)
+    return HttpSpanExporter(endpoint=endpoint, headers=headers, timeout=settings.timeout)
 
 
 def _metric_exporter(settings: Settings) -> MetricExporter | None:
@@ -134,10 +136,12 @@ def _metric_exporter(settings: Settings) -> MetricExporter | None:
     if _protocol(settings, "METRICS") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter(endpoint=settings.endpoint, headers=headers)
+        return OTLPMetricExporter(
+            endpoint=settings.endpoint, headers=headers, timeout=settings.timeout
+        )
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpMetricExporter,
     )
 
     endpoint = None if settings.endpoint is None else settings.endpoint.rstrip("/") + "/v1/metrics"
-    return HttpMetricExporter(endpoint=endpoint, headers=headers)
+    return HttpMetricExporter(endpoint=endpoint, headers=headers, timeout=settings.timeout)
