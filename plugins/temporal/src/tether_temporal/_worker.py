@@ -26,7 +26,9 @@ __all__ = ("connect", "run_worker", "settings_of")
 
 log = logging.getLogger("tether.temporal")
 
-#: Short activities (open a session, post a message) one worker runs at once.
+#: Short activities one worker runs at once: opening sessions and posting messages (local
+#: activities, run inside the workflow tasks of this worker), and answering a failed drive's
+#: messages (``tether.fail_waiting``, an ordinary activity).
 SHORT_ACTIVITIES = 64
 
 
@@ -100,6 +102,7 @@ async def run_worker(
                     )
                 ),
                 max_concurrent_activities=SHORT_ACTIVITIES,
+                max_concurrent_local_activities=SHORT_ACTIVITIES,
                 graceful_shutdown_timeout=timedelta(seconds=5),
             )
             # Drives on a queue of their own: a worker polls for one only while it has room
