@@ -73,8 +73,11 @@ def _totals_line(totals: dict[str, Any]) -> str:
 
 
 async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
+    from ..runtime import Runtime
     from ..store import profile_store
 
+    # One runtime for every session: its presets and tool sources are listed once.
+    runtime = Runtime(kernel)
     store = profile_store(kernel)
     try:
         root = await store.header(session_id)
@@ -91,7 +94,7 @@ async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
                 await walk(child, depth + 1)
 
         await walk(root, 0)
-        documents = [await _session(kernel, store, header, depth) for header, depth in order]
+        documents = [await _session(runtime, store, header, depth) for header, depth in order]
     finally:
         await store.aclose()
     return {
@@ -101,9 +104,8 @@ async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
     }
 
 
-async def _session(kernel: Any, store: Any, header: Any, depth: int) -> dict[str, Any]:
+async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[str, Any]:
     from ..models import FunctionModel, message_tokens, schema_tokens
-    from ..runtime import Runtime
     from ..store import (
         AssistantMessage,
         CompactionEvent,
@@ -115,7 +117,6 @@ async def _session(kernel: Any, store: Any, header: Any, depth: int) -> dict[str
     from ..store.replay import event_to_message
 
     # The base prompt and tools, as the session's agent has them (composed, never run).
-    runtime = Runtime(kernel)
     agent = await runtime.compose(
         agent=header.agent,
         model=FunctionModel(lambda request: "", name="stats"),
