@@ -146,3 +146,37 @@ def test_a_collector_that_is_down_costs_the_run_its_timeout_at_exit_only(tmp_pat
     assert done.stdout.splitlines()[:2] == ["> When?", "Thursday."]
     assert "Failed to export" in done.stderr
     assert took < 12  # with the SDK default (10 s an export) it took 14 s here, idle
+
+
+def test_tether_run_exports_the_metrics_at_exit(tmp_path: Path):
+    """The metric reader's last export runs when the process exits: the GenAI and tether
+    metrics of the run reach the exporter (the console here), with their attributes."""
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    otel = '\n[plugin.otel]\nexporter = "console"\nmetric_interval = 3600\n'
+    (tmp_path / "tether.toml").write_text(PROFILE.format(plugins='"otel"', otel=otel))
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "run", "When?", "--profile", "tether.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    names: set[str] = set()
+    decoder = json.JSONDecoder()
+    text, index = done.stderr, 0
+    while (start := text.find("{", index)) != -1:
+        try:
+            value, index = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            index = start + 1
+            continue
+        for resource in value.get("resource_metrics", []) if isinstance(value, dict) else []:
+            for scope in resource["scope_metrics"]:
+                names.update(metric["name"] for metric in scope["metrics"])
+    assert {
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+        "tether.turns",
+    } <= names, names
