@@ -23,7 +23,7 @@ from tether.agents import Tool, Tracer
 from tether.errors import ErrorCode, TetherError
 from tether.runtime import Runtime
 from tether.store import SQLiteStore
-from tether.testing import make_kernel
+from tether.testing import RuntimeSessionHost, make_kernel
 
 from .conftest import Recorded
 
@@ -288,6 +288,53 @@ async def test_the_delegation_example_is_one_trace_per_root_turn(tmp_path, recor
     # The turn, its two chats, three calls, three child turns and their chats.
     assert len(in_trace) == 1 + 2 + 3 + 3 + 3
     assert all(s.context is not None and s.context.trace_id != trace_id for s in [first])
+
+
+async def test_hosted_children_and_their_schema_retries_are_spans_of_the_calls(
+    tmp_path, recorded: Recorded
+):
+    """Children on a child host (a second runtime on the same store, as a cluster's workers)
+    run in another runtime's tasks: the trace reaches their turns through the store, and the
+    retries sent to a child whose answers miss its output schema carry it too."""
+    example = tmp_path / "delegation"
+    shutil.copytree(ROOT / "examples" / "delegation", example)
+    profile = example / "tether.toml"
+    text = profile.read_text().replace('"subagent"]', '"subagent", "otel"]')
+    profile.write_text(text + '\n[plugin.otel]\nexporter = "none"\n')
+    script = example / "script.toml"
+    facts = """{"owner": "Priya", "date": "Thursday 10 December"}"""
+    script.write_text(script.read_text().replace(facts, '{"owner": "Priya"}'))  # no date
+    kernel = make_kernel(profile, DELEGATION_PLUGINS)
+    here, there = SQLiteStore(example / "sessions.db"), SQLiteStore(example / "sessions.db")
+    async with Runtime.open(kernel, there) as driver, Runtime.open(kernel, here) as runtime:
+        runtime.child_host = RuntimeSessionHost(driver)
+        agent = await runtime.compose()
+        async with agent:
+            with anyio.fail_after(30):
+                await agent.run("We launch on Thursday 10 December; Priya owns it.")
+                await agent.run("Plan the launch announcement.")
+    spans = recorded.spans()
+    second = max(
+        (s for s in spans if s.name.startswith("invoke_agent") and s.parent is None),
+        key=lambda s: s.start_time or 0,
+    )
+    calls = {s.name: s for s in _children(spans, second) if s.name.startswith("execute_tool")}
+    assert set(calls) == {"execute_tool subagent", "execute_tool fork", "execute_tool extract"}
+    sources = {
+        name: [
+            dict(s.attributes or {})["tether.message.source"]
+            for s in _children(spans, call)
+            if s.name.startswith("invoke_agent")
+        ]
+        for name, call in calls.items()
+    }
+    assert sources == {
+        "execute_tool subagent": ["subagent"],
+        "execute_tool fork": ["subagent"],
+        # the task, then the two retries the schema asked for
+        "execute_tool extract": ["subagent", "followup", "followup"],
+    }
+    assert any("did not match the output schema" in m.content for m in agent.messages)
 
 
 BACKGROUND = """\

@@ -231,7 +231,9 @@ class _Unreachable:
 
     name = "unreachable"
 
-    async def send(self, session_id, content, *, agent=None, new=False, message_id=None) -> str:
+    async def send(
+        self, session_id, content, *, agent=None, new=False, message_id=None, trace=None
+    ) -> str:
         from tether.errors import ErrorCode, HostError
 
         raise HostError(ErrorCode.HOST_UNAVAILABLE, "the cluster cannot be reached")
@@ -264,7 +266,9 @@ async def test_a_start_the_host_refuses_raises_and_leaves_no_child(hosted: _Host
 class _Losing(RuntimeSessionHost):
     """Takes the child and loses it: its session is gone before it runs."""
 
-    async def send(self, session_id, content, *, agent=None, new=False, message_id=None) -> str:
+    async def send(
+        self, session_id, content, *, agent=None, new=False, message_id=None, trace=None
+    ) -> str:
         await self.store.acquire(session_id)
         await self.store.delete(session_id)
         return message_id or "msg_lost"

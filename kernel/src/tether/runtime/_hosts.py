@@ -10,7 +10,7 @@ session here, as always.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -60,6 +60,7 @@ class SessionHost(Protocol):
         agent: str | None = None,
         new: bool = False,
         message_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> str:
         """Hand ``content`` to the session as its next message (a follow-up); return its
         message id once it is stored durably. ``new``: the session does not exist yet and is
@@ -69,7 +70,11 @@ class SessionHost(Protocol):
         ``message_id`` names the message (default: a new id). A message with that id already
         accepted by the session (in its log or mailbox) is not stored again: the session is
         only driven, so that what it holds runs (a child created with its first prompt in
-        its log, :func:`tether.subagents.start_child`)."""
+        its log, :func:`tether.subagents.start_child`).
+
+        ``trace``: the sender's trace context (W3C keys such as ``traceparent``), stored with
+        the message (``InboxAccepted.trace``) so that the turn it starts, wherever it runs,
+        continues the sender's trace (:class:`tether.agents.Tracer`)."""
         ...
 
     async def cancel(self, session_id: str) -> None:

@@ -113,7 +113,7 @@ async def start_hosted_child(
             except TetherError:
                 log.warning("child %s was left in the store after its start failed", header.id)
         raise
-    return HostedChildRun(host, request, header.id, prompt.message_id)
+    return HostedChildRun(host, request, header.id, prompt.message_id, prompt.trace)
 
 
 class HostedChildRun:
@@ -124,12 +124,18 @@ class HostedChildRun:
     host to stop the child, whose turn then ends ``aborted``."""
 
     def __init__(
-        self, host: SessionHost, request: SubagentStartRequest, child_id: str, message_id: str
+        self,
+        host: SessionHost,
+        request: SubagentStartRequest,
+        child_id: str,
+        message_id: str,
+        trace: dict[str, str] | None = None,
     ) -> None:
         self._host = host
         self._request = request
         self._child_id = child_id
         self._message_id = message_id
+        self._trace = trace  # the delegating call's: the schema's retries are its spans too
         self._result: SubagentResult | None = None
         self._following = anyio.Lock()
         self._after = 0
@@ -219,6 +225,7 @@ class HostedChildRun:
                 + "\n- ".join(problems)
                 + "\nAnswer again with the corrected JSON only.",
                 message_id=new_message_id(),
+                trace=self._trace,
             )
         raise AssertionError("unreachable")
 

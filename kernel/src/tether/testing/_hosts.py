@@ -9,6 +9,7 @@ check that nothing relies on the parent's process holding them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..agents import new_header, resolve_agent_name
@@ -53,6 +54,7 @@ class RuntimeSessionHost:
         agent: str | None = None,
         new: bool = False,
         message_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> str:
         store = self.store
         message_id = message_id or new_message_id()
@@ -65,7 +67,10 @@ class RuntimeSessionHost:
             await store.post(
                 session_id,
                 InboxAccepted(
-                    message_id=message_id, content=content, source=MessageSource(kind="followup")
+                    message_id=message_id,
+                    content=content,
+                    source=MessageSource(kind="followup"),
+                    trace=dict(trace) if trace else None,
                 ),
             )
         if session_id in self._driving:

@@ -102,6 +102,7 @@ class SessionActivities:
                     content=message.content,
                     delivery=message.delivery,  # type: ignore[arg-type]
                     source=MessageSource(kind=kind, sender=message.sender),  # type: ignore[arg-type]
+                    trace=message.trace or None,
                 ),
             )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import sys
 from pathlib import Path
 
 import anyio
@@ -52,5 +54,10 @@ def worker_command(profile: Path | None) -> None:
 
     anyio.run(main)
     # The Temporal SDK's core can abort while the interpreter shuts down (sdk-python#300):
-    # everything is released by now, so leave without the interpreter's teardown.
+    # everything is released by now, so leave without the interpreter's teardown. What the
+    # process's libraries asked to do at exit runs first (tether-otel's providers export the
+    # spans and metrics they still hold), as at a normal exit.
+    atexit._run_exitfuncs()  # pyright: ignore[reportPrivateUsage]
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(0)

@@ -4,7 +4,7 @@ follow its log in the shared store until the message's turn has ended."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import anyio
 from temporalio.client import (
@@ -43,11 +43,19 @@ async def send(
     label: str | None = None,
     delivery: str = "turn",
     message_id: str | None = None,
+    trace: Mapping[str, str] | None = None,
 ) -> str:
     """Send ``content`` to ``session_id`` through its workflow, starting the workflow if it
-    does not run; return the message id once the message is stored (durable)."""
+    does not run; return the message id once the message is stored (durable).
+
+    ``trace``: the sender's trace context (W3C keys, e.g. what
+    ``opentelemetry.propagate.inject`` writes), stored with the message: the turn it starts
+    on a worker continues that trace."""
     message = SessionMessage(
-        message_id=message_id or new_message_id(), content=content, delivery=delivery
+        message_id=message_id or new_message_id(),
+        content=content,
+        delivery=delivery,
+        trace=dict(trace) if trace else None,
     )
     session = SessionStart(
         session_id=session_id,

@@ -5,6 +5,7 @@ worker may run them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ class TemporalHost:
         agent: str | None = None,
         new: bool = False,
         message_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> str:
         from ._client import send
 
@@ -40,7 +42,13 @@ class TemporalHost:
         await self._connect()
         with anyio.move_on_after(settings.submit_timeout) as waited:
             return await send(
-                self._client, settings, session_id, content, agent=agent, message_id=message_id
+                self._client,
+                settings,
+                session_id,
+                content,
+                agent=agent,
+                message_id=message_id,
+                trace=trace,
             )
         assert waited.cancelled_caught
         raise HostError(

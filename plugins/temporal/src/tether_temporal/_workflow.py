@@ -74,6 +74,8 @@ class SessionMessage:
     content: str
     delivery: str = "turn"
     sender: str | None = None
+    trace: dict[str, str] | None = None
+    """The sender's trace context (W3C keys), kept with the message in the log."""
 
 
 @dataclass
@@ -243,6 +245,12 @@ class SessionWorkflow:
                 f"delivery must be turn, step or context, not {message.delivery!r}",
                 type="BadMessage",
             )
+        if message.trace is not None and not _sound_trace(message.trace):
+            raise ApplicationError(
+                "trace must map at most 8 trace-context keys (traceparent, tracestate, "
+                "baggage...) to texts of at most 512 characters",
+                type="BadMessage",
+            )
 
     @workflow.signal(name="cancel")
     def cancel(self) -> None:
@@ -282,3 +290,13 @@ class SessionWorkflow:
             drives=self._drives,
             accepted=len(self._seen),
         )
+
+
+def _sound_trace(trace: object) -> bool:
+    """Whether a message's trace context has the form a tracer can read (a few short texts)."""
+    if not isinstance(trace, dict) or len(trace) > 8:  # pyright: ignore[reportUnknownArgumentType]
+        return False
+    return all(
+        isinstance(key, str) and isinstance(value, str) and 0 < len(value) <= 512
+        for key, value in trace.items()  # pyright: ignore[reportUnknownVariableType]
+    )

@@ -44,6 +44,7 @@ from ._server import (
     _replay,  # pyright: ignore[reportPrivateUsage]
     _request_error,  # pyright: ignore[reportPrivateUsage]
     _stop_reason,  # pyright: ignore[reportPrivateUsage]
+    _trace_of,  # pyright: ignore[reportPrivateUsage]
     _working_directory,  # pyright: ignore[reportPrivateUsage]
 )
 
@@ -153,20 +154,26 @@ class ClusterAcpAgent:
             async with session.turns:
                 if cancel.is_set() or self._input_ended:
                     return PromptResponse(stop_reason="cancelled")
-                return await self._turn(session, text, cancel)
+                return await self._turn(session, text, cancel, _trace_of(kwargs))
         finally:
             session.running.discard(cancel)
 
     async def _turn(
-        self, session: _ClusterSession, text: str, cancel: anyio.Event
+        self,
+        session: _ClusterSession,
+        text: str,
+        cancel: anyio.Event,
+        trace: dict[str, str] | None = None,
     ) -> PromptResponse:
+        """Send ``text`` through the cluster and stream its turn; ``trace``: the client's
+        trace context (the prompt's ``_meta``), which the worker's turn continues."""
         store = self.store
         after = 0 if session.new else await _log_length(store, session.id)
         # Listening for the answers' pieces before anything is sent: none is missed.
         async with relayed_deltas(store, session.id) as deltas:
             try:
                 message_id = await self.host.send(
-                    session.id, text, agent=self.agent_name, new=session.new
+                    session.id, text, agent=self.agent_name, new=session.new, trace=trace
                 )
             except TetherError as exc:
                 raise _request_error(exc) from None
