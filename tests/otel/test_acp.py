@@ -103,3 +103,52 @@ model = "scripted:script.toml"
     ]
     assert sender.name.startswith("chat")
     assert dict(sender.attributes or {})["gen_ai.provider.name"] == "tether.acp"
+
+
+async def test_an_a2a_childs_request_carries_the_trace_in_http_headers(
+    tmp_path: Path, recorded: Recorded
+):
+    """tether-a2a sends the trace context of the child's request (its ``chat`` span) as the
+    W3C ``traceparent`` header; the sample agent answers with the header it got."""
+    import tether_a2a
+    from tests.a2a.test_provider import Agent, agent_table
+    from tests.acp.test_provider import delegating, tool_results
+    from tether.runtime import compose_agent
+    from tether.testing import make_runtime
+
+    sample = Agent(tmp_path)
+    try:
+        profile = write_profile(
+            tmp_path,
+            '[tether]\nplugins = ["a2a", "subagent", "otel"]\n[plugin.a2a]\n'
+            + agent_table("remote", sample.url)
+            + '[plugin.subagent]\nprovider = "remote"\nmax_depth = "provider-managed"\n'
+            + '[plugin.otel]\nexporter = "none"\n[agent.main]\n',
+        )
+        runtime = make_runtime(
+            profile, {"a2a": tether_a2a, "subagent": tether_subagent_tools, "otel": tether_otel}
+        )
+        store = SQLiteStore(tmp_path / "sessions.db")
+        try:
+            parent = await compose_agent(runtime, store, model=delegating("headers"))
+            async with parent:
+                with anyio.fail_after(60):
+                    await parent.run("go")
+        finally:
+            await store.aclose()
+    finally:
+        sample.stop()
+    (answer,) = tool_results(parent)
+    authorization, traceparent = answer.split(" ")
+    assert authorization == "-"
+    _, trace_id, span_id, _ = traceparent.split("-")
+    (call,) = recorded.named("execute_tool subagent")
+    assert call.context is not None
+    assert int(trace_id, 16) == call.context.trace_id
+    (sender,) = [
+        s
+        for s in recorded.spans()
+        if s.context is not None and s.context.span_id == int(span_id, 16)
+    ]
+    assert sender.name == "chat remote"
+    assert dict(sender.attributes or {})["gen_ai.provider.name"] == "tether.a2a"

@@ -17,7 +17,7 @@ from ._protocol import (
     resolve_model,
 )
 from ._scripted import ScriptedModel, ScriptStep
-from ._stream import DeltaKind, ModelDelta, StreamingModel, stream_answer
+from ._stream import DeltaKind, ModelDelta, StreamingModel, stream_answer, streamed
 from ._types import (
     FinishReason,
     ImagePart,
@@ -69,5 +69,6 @@ __all__ = (
     "resolve_model",
     "schema_tokens",
     "stream_answer",
+    "streamed",
     "window_for",
 )

@@ -9,14 +9,16 @@ message, the final answer (no store write per delta).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import contextlib
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast, runtime_checkable
 
 from ..errors import ErrorCode, ModelError
 from ._types import ModelRequest, ModelResponse
 
-__all__ = ("DeltaKind", "ModelDelta", "StreamingModel", "stream_answer")
+__all__ = ("DeltaKind", "ModelDelta", "StreamingModel", "stream_answer", "streamed")
 
 DeltaKind = Literal["text", "reasoning", "tool_call", "retry"]
 
@@ -77,3 +79,41 @@ async def stream_answer(
             recoverable=True,
         )
     return answer
+
+
+async def streamed(
+    ask: Callable[[Callable[[ModelDelta], None]], Awaitable[ModelResponse]],
+) -> AsyncIterator[ModelDelta | ModelResponse]:
+    """A model's ``stream`` from work that hands its deltas to a callback as they arrive
+    (a remote agent's connection): ``ask(hand)`` runs in a task group of this generator, each
+    delta it hands is yielded, then its answer. An exception ``ask`` raises is raised here, as
+    ``request`` would raise it (not as a group).
+
+    Safe across the ``yield`` for :func:`stream_answer`, which awaits nothing between two items
+    and reads the stream to its end: a cancellation reaches the generator where it waits,
+    inside the group, and ``ask`` is cancelled with it."""
+    import anyio
+
+    send, receive = anyio.create_memory_object_stream[ModelDelta](math.inf)
+    outcome: list[ModelResponse | Exception] = []
+
+    def hand(delta: ModelDelta) -> None:  # must never raise: called by the connection
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            send.send_nowait(delta)
+
+    async def run() -> None:
+        with send:
+            try:
+                outcome.append(await ask(hand))
+            except Exception as exc:  # raised below, not as a group
+                outcome.append(exc)
+
+    with receive:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            async for delta in receive:
+                yield delta
+    answer = outcome[0]
+    if isinstance(answer, Exception):
+        raise answer
+    yield answer

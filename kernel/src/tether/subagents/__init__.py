@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         check_provider_offer,
         declared_capabilities,
     )
-    from .notices import DELEGATION_NOTE, settlement_notice
+    from .notices import DELEGATION_NOTE, remote_text, settlement_notice
 
 __all__ = (
     "CAPABILITIES",
@@ -101,6 +101,7 @@ __all__ = (
     "find_continuable_descriptor",
     "parse_structured",
     "receipt",
+    "remote_text",
     "render_task_result",
     "restore_local_child",
     "sent_receipt",
@@ -161,6 +162,7 @@ _LAZY = {
     "check_provider_offer": "_types",
     "declared_capabilities": "_types",
     "DELEGATION_NOTE": "notices",
+    "remote_text": "notices",
     "settlement_notice": "notices",
 }
 

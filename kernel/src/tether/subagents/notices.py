@@ -7,7 +7,12 @@ third-party delegation tool may use them too.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._types import SubagentResult
+
+if TYPE_CHECKING:
+    from ..models import ModelRequest
 
 __all__ = (
     "APPROVAL_NOTES",
@@ -18,6 +23,7 @@ __all__ = (
     "SUMMARIES",
     "failure_text",
     "notice_text",
+    "remote_text",
     "settlement_notice",
 )
 
@@ -95,3 +101,17 @@ def notice_text(job_id: str, result: SubagentResult) -> str:
     if result.output.strip():
         return text + f"\nIts closing message:\n{result.output}"
     return text + "\nIt left no closing message."
+
+
+def remote_text(request: ModelRequest) -> str:
+    """What a child whose model is a remote agent (an ACP or A2A agent) is sent for a turn:
+    the user-role text since the model last answered, without tether's delegation note (it
+    describes tether's own tools and policies, which the remote agent does not have)."""
+    texts: list[str] = []
+    for message in reversed(request.messages):
+        if message.role == "assistant":
+            break
+        note = message.content.startswith(DELEGATION_NOTE)
+        if message.role == "user" and message.content and not note:
+            texts.append(message.content)
+    return "\n\n".join(reversed(texts))

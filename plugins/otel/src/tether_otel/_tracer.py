@@ -54,7 +54,12 @@ CONTENT_LIMIT = 65536
 _ROOT = Context()  # a context with no span: what a span started without a parent starts from
 _EMPTY: Mapping[str, str] = {}
 #: Model spec prefixes whose ``gen_ai.provider.name`` differs from the prefix.
-_PROVIDERS = {"function": "tether.function", "scripted": "tether.scripted", "acp": "tether.acp"}
+_PROVIDERS = {
+    "function": "tether.function",
+    "scripted": "tether.scripted",
+    "acp": "tether.acp",
+    "a2a": "tether.a2a",
+}
 
 
 def provider_name(model_spec: str | None) -> tuple[str, str]:

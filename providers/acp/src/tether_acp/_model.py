@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import signal
 from collections import deque
@@ -45,8 +44,9 @@ import anyio
 
 from tether.agents import current_trace
 from tether.errors import ErrorCode, ModelError
-from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse
+from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse, streamed
 from tether.store import DescriptorEvent
+from tether.subagents import remote_text
 
 from ._client import ChildClient
 from ._settings import command_problem
@@ -524,29 +524,8 @@ class AcpModel:
         items and reads the stream to its end (a cancellation reaches the generator where it
         waits, inside the group, and runs the same teardown as :meth:`request`).
         """
-        send, receive = anyio.create_memory_object_stream[ModelDelta](math.inf)
-        outcome: list[ModelResponse | Exception] = []
-
-        def hand(delta: ModelDelta) -> None:  # called by the connection: must never raise
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                send.send_nowait(delta)
-
-        async def run() -> None:
-            with send:
-                try:
-                    outcome.append(await self._prompt(request, hand))
-                except Exception as exc:  # raised below, as request() would, not as a group
-                    outcome.append(exc)
-
-        with receive:
-            async with anyio.create_task_group() as group:
-                group.start_soon(run)
-                async for delta in receive:
-                    yield delta
-        answer = outcome[0]
-        if isinstance(answer, Exception):
-            raise answer
-        yield answer
+        async for item in streamed(lambda hand: self._prompt(request, hand)):
+            yield item
 
     async def _prompt(
         self, request: ModelRequest, on_delta: Callable[[ModelDelta], None] | None
@@ -559,7 +538,7 @@ class AcpModel:
         assert client is not None
         assert session_id is not None
         client.begin_turn(on_delta)
-        blocks: list[Any] = [text_block(_new_text(request))]
+        blocks: list[Any] = [text_block(remote_text(request))]
         # The agent's turn continues this request's trace (``_meta``, the ACP convention).
         trace = current_trace()
         answers: list[Any] = []
@@ -699,23 +678,6 @@ def _rpc_reason(error: RequestError) -> str:
     except (TypeError, ValueError):
         dumped = repr(data)
     return f"{text}: {dumped[:ERROR_DATA_CHARS]}"
-
-
-def _new_text(request: ModelRequest) -> str:
-    """The user-role text since the model last answered: what the child has not seen yet.
-
-    tether's delegation note is left out: it describes tether's own tools and policies, which
-    an external agent does not have (its own instructions and permission requests apply)."""
-    from tether.subagents import DELEGATION_NOTE
-
-    texts: list[str] = []
-    for message in reversed(request.messages):
-        if message.role == "assistant":
-            break
-        note = message.content.startswith(DELEGATION_NOTE)
-        if message.role == "user" and message.content and not note:
-            texts.append(message.content)
-    return "\n\n".join(reversed(texts))
 
 
 async def _recorded_session(agent: Agent) -> str | None:

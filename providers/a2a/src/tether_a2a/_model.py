@@ -1,0 +1,331 @@
+"""A remote A2A agent behind tether's ``Model`` protocol.
+
+A child delegated to an A2A agent is an ordinary local tether agent (a *mirror* session with its
+own header, lineage and durable inbox, as an ACP child is) whose model is :class:`A2aModel`:
+each turn sends the turn's new user text as one A2A message in the child's A2A context, and the
+task it starts answers the turn (its artifacts' text, or the agent's reply message). The context
+id is recorded in the mirror's log (``a2a/context``), so a follow-up, in this process or after a
+restart, continues the same remote conversation. Everything the kernel does for local children
+(follow-ups, settlement, cold restore, listing, ``tether sessions tree``) then works for remote
+ones too.
+
+A task that ends ``input-required`` answers the turn with the agent's question; the next turn
+of the child (the parent's follow-up) goes to that same task. A cancelled turn sends
+``CancelTask`` (bounded by ``cancel_grace``). A task that fails, is rejected or needs other
+authentication ends the turn with stop reason ``error`` and the agent's reason.
+
+The request's trace context (:func:`tether.agents.current_trace`) is sent as HTTP headers
+(``traceparent``...), so a remote agent that reads them continues the caller's trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from tether.agents import current_trace
+from tether.errors import ErrorCode, ModelError
+from tether.models import ModelDelta, ModelRequest, ModelResponse, streamed
+from tether.store import DescriptorEvent
+from tether.subagents import remote_text
+
+from ._settings import A2aAgentSettings, card_url, headers_of
+
+if TYPE_CHECKING:
+    import httpx
+    from a2a.client import Client
+    from a2a.types import AgentCard
+
+    from tether.agents import Agent
+
+__all__ = ("CONTEXT_DESCRIPTOR", "A2aModel", "fetch_card")
+
+#: The descriptor kind a mirror session records its A2A context (and open task) in.
+CONTEXT_DESCRIPTOR = "a2a/context"
+#: The most characters of a remote error kept in a diagnostic.
+ERROR_CHARS = 2000
+
+
+class A2aModel:
+    """One remote A2A agent, serving one mirror agent."""
+
+    def __init__(self, spec: A2aAgentSettings, *, continuable: bool = False) -> None:
+        self.spec = spec
+        self.continuable = continuable
+        self.name = f"a2a:{spec.name}"
+        self._agent: Agent | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._client: Client | None = None
+        self._context: dict[str, str] | None = None  # context_id, and task_id while it waits
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def attach(self, agent: Agent) -> None:
+        """The mirror agent opened: the card is read at its first request."""
+        self._agent = agent
+
+    async def detach(self, agent: Agent) -> None:
+        """The mirror agent closed: close the HTTP client (the remote task lives on there)."""
+        await self.close()
+
+    async def close(self) -> None:
+        client, http = self._client, self._http
+        self._client = self._http = None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+            if http is not None:
+                with contextlib.suppress(Exception):
+                    await http.aclose()
+
+    async def _connect(self) -> Client:
+        import httpx
+        from a2a.client import ClientConfig, ClientFactory
+
+        spec = self.spec
+        http = httpx.AsyncClient(
+            headers=headers_of(spec),
+            timeout=httpx.Timeout(spec.request_timeout, connect=spec.connect_timeout),
+        )
+        try:
+            card = await fetch_card(spec, http)
+            config = ClientConfig(streaming=spec.streaming, httpx_client=http)
+            client = ClientFactory(config).create(card)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await http.aclose()
+            raise
+        self._http, self._client = http, client
+        return client
+
+    # ------------------------------------------------------------------ a turn
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One message to the agent with the turn's new user text; the task's answer."""
+        return await self._ask(request, None)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """:meth:`request`, streamed: the answer's text as deltas as it arrives (artifact
+        pieces), then the answer."""
+        async for item in streamed(lambda hand: self._ask(request, hand)):
+            yield item
+
+    async def _ask(
+        self, request: ModelRequest, on_delta: Callable[[ModelDelta], None] | None
+    ) -> ModelResponse:
+        from a2a.client import A2AClientError, ClientCallContext
+        from a2a.types import Message, Part, Role, SendMessageRequest
+
+        context = self._context if self._context is not None else await self._recorded()
+        client = self._client if self._client is not None else await self._connect_or_fail()
+        message = Message(
+            role=Role.ROLE_USER,
+            message_id=uuid.uuid4().hex,
+            parts=[Part(text=remote_text(request))],
+            context_id=context.get("context_id", ""),
+            task_id=context.get("task_id", ""),
+        )
+        # The agent's work continues this request's trace (W3C headers).
+        call = ClientCallContext(service_parameters=current_trace() or {})
+        turn = _Turn(on_delta)
+        try:
+            with anyio.fail_after(self.spec.request_timeout):
+                events = client.send_message(SendMessageRequest(message=message), context=call)
+                try:
+                    async for event in events:
+                        turn.hear(event)
+                finally:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await events.aclose()  # type: ignore[attr-defined]
+        except anyio.get_cancelled_exc_class():
+            await self._cancel(turn.task_id)
+            raise
+        except TimeoutError:
+            await self._cancel(turn.task_id)
+            raise self._failed(
+                f"no answer within request_timeout ({self.spec.request_timeout:g} s)"
+            ) from None
+        except (A2AClientError, OSError) as exc:
+            raise self._failed(_reason(exc)) from exc
+        except Exception as exc:  # the SDK's protocol errors (a2a.utils.errors)
+            if type(exc).__module__.startswith(("a2a.", "httpx")):
+                raise self._failed(_reason(exc)) from exc
+            raise
+        await self._remember(turn)
+        return turn.answer(self)
+
+    async def _connect_or_fail(self) -> Client:
+        from a2a.client import A2AClientError
+
+        try:
+            return await self._connect()
+        except ModelError:
+            raise
+        except (A2AClientError, OSError) as exc:
+            raise self._failed(f"its card could not be read: {_reason(exc)}") from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith(("a2a.", "httpx", "google.protobuf")):
+                raise self._failed(f"its card could not be read: {_reason(exc)}") from exc
+            raise
+
+    async def _cancel(self, task_id: str | None) -> None:
+        """Ask the agent to cancel ``task_id`` (bounded, shielded; failures ignored)."""
+        from a2a.types import CancelTaskRequest
+
+        client = self._client
+        if client is None or not task_id:
+            return
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(self.spec.cancel_grace),
+            contextlib.suppress(Exception),
+        ):
+            await client.cancel_task(CancelTaskRequest(id=task_id))
+
+    def _failed(self, reason: str) -> ModelError:
+        return ModelError(
+            ErrorCode.MODEL_REQUEST_FAILED,
+            f"A2A agent {self.spec.name!r} ({self.spec.url}): {reason}"[:ERROR_CHARS],
+        )
+
+    # ------------------------------------------------------------------ the context
+
+    async def _recorded(self) -> dict[str, str]:
+        """The context (and waiting task) the mirror's log recorded last, if any."""
+        found: dict[str, str] = {}
+        agent = self._agent
+        if agent is not None:
+            for stored in await agent.store.events(agent.session_id):
+                event = stored.event
+                if isinstance(event, DescriptorEvent) and event.kind == CONTEXT_DESCRIPTOR:
+                    found = {k: v for k, v in event.data.items() if isinstance(v, str)}
+        self._context = found
+        return found
+
+    async def _remember(self, turn: _Turn) -> None:
+        """Record the context, and the task when it waits for input, if that changed."""
+        now: dict[str, str] = {}
+        if turn.context_id:
+            now["context_id"] = turn.context_id
+        if turn.task_id and turn.waiting:
+            now["task_id"] = turn.task_id
+        if now == self._context:
+            return
+        self._context = now
+        if self._agent is not None and now:
+            await self._agent.record(DescriptorEvent(kind=CONTEXT_DESCRIPTOR, data=dict(now)))
+
+
+class _Turn:
+    """What the events of one message's exchange said: the task, its state, its text."""
+
+    def __init__(self, on_delta: Callable[[ModelDelta], None] | None) -> None:
+        self.on_delta = on_delta
+        self.task_id: str | None = None
+        self.context_id: str | None = None
+        self.state = 0
+        self.status_text = ""
+        self.reply: str | None = None  # a Message-only answer
+        self.artifacts: dict[str, list[str]] = {}
+
+    @property
+    def waiting(self) -> bool:
+        from a2a.types import TaskState
+
+        return self.state in (TaskState.TASK_STATE_INPUT_REQUIRED,)
+
+    def hear(self, event: Any) -> None:
+        kind = event.WhichOneof("payload")
+        if kind == "task":
+            task = event.task
+            self.task_id, self.context_id = task.id or None, task.context_id or None
+            self._status(task.status)
+            for artifact in task.artifacts:
+                self._artifact(artifact, append=False)
+        elif kind == "message":
+            self.context_id = event.message.context_id or self.context_id
+            self.reply = _text(event.message.parts)
+            self._say(self.reply)
+        elif kind == "status_update":
+            update = event.status_update
+            self.task_id = update.task_id or self.task_id
+            self.context_id = update.context_id or self.context_id
+            self._status(update.status)
+        elif kind == "artifact_update":
+            update = event.artifact_update
+            self._artifact(update.artifact, append=update.append)
+
+    def _status(self, status: Any) -> None:
+        self.state = status.state
+        if status.HasField("message"):
+            self.status_text = _text(status.message.parts)
+
+    def _artifact(self, artifact: Any, *, append: bool) -> None:
+        text = _text(artifact.parts)
+        pieces = self.artifacts.setdefault(artifact.artifact_id, [])
+        if not append:
+            pieces.clear()
+        pieces.append(text)
+        self._say(text)
+
+    def _say(self, text: str) -> None:
+        if text and self.on_delta is not None:
+            self.on_delta(ModelDelta("text", text))
+
+    def answer(self, model: A2aModel) -> ModelResponse:
+        from a2a.types import TaskState
+
+        text = "\n\n".join("".join(pieces) for pieces in self.artifacts.values() if pieces)
+        if self.reply is not None and not self.task_id:
+            return ModelResponse(text=self.reply, finish_reason="stop")
+        state = self.state
+        if state == TaskState.TASK_STATE_COMPLETED:
+            return ModelResponse(text=text or self.status_text, finish_reason="stop")
+        if state in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED):
+            if state == TaskState.TASK_STATE_AUTH_REQUIRED:
+                raise model._failed(  # pyright: ignore[reportPrivateUsage]
+                    "the task needs authentication the agent asked for out of band: "
+                    + (self.status_text or "no reason given")
+                )
+            question = self.status_text or text or "(the agent asked for input)"
+            return ModelResponse(text=question, finish_reason="stop")
+        name = TaskState.Name(state) if state else "no state"
+        reason = self.status_text or text or "no reason given"
+        raise model._failed(  # pyright: ignore[reportPrivateUsage]
+            f"the task ended {name.removeprefix('TASK_STATE_').lower()}: {reason}"
+        )
+
+
+def _text(parts: Any) -> str:
+    """The text of a message's or artifact's parts (data parts as JSON)."""
+    from google.protobuf.json_format import MessageToJson
+
+    texts: list[str] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "data":
+            texts.append(MessageToJson(part.data, indent=None))
+        elif kind == "url":
+            texts.append(part.url)
+    return "".join(texts)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text[:ERROR_CHARS]
+
+
+async def fetch_card(spec: A2aAgentSettings, http: httpx.AsyncClient) -> AgentCard:
+    """``spec``'s agent card, read with ``http``."""
+    from a2a.client import A2ACardResolver
+
+    base, path = card_url(spec)
+    with anyio.fail_after(spec.connect_timeout):
+        return await A2ACardResolver(http, base, agent_card_path=path).get_agent_card()
