@@ -194,6 +194,30 @@ async def test_a_question_answers_the_turn_and_the_follow_up_answers_the_task(
     assert "task_id" not in recorded[-1]  # ...and no longer does
 
 
+async def test_an_output_schema_is_asked_for_checked_and_asked_again(tmp_path, store, sample):
+    schema = (
+        '{ type = "object", required = ["owner", "date"], properties = '
+        '{ owner = { type = "string" }, date = { type = "string" } } }'
+    )
+    extract = (
+        'provider = "remote"\nmax_depth = "provider-managed"\n'
+        "[[plugin.subagent.tools]]\n"
+        'provider = "remote"\ntool_name = "extract"\nmax_depth = "provider-managed"\n'
+        f"output_schema = {schema}\n"
+    )
+    runtime = build(tmp_path, agent_table("remote", sample.url), subagent=extract)
+    parent = await compose_agent(runtime, store, model=delegating("facts", tool="extract"))
+    async with parent:
+        with anyio.fail_after(60):
+            await parent.run("go")
+    (result,) = tool_results(parent)
+    assert json.loads(result) == {"owner": "Priya", "date": "Thursday"}
+    _, events = await mirror_events(store, parent)
+    said = [e.content for e in events if type(e).__name__ in ("UserMessage", "AssistantMessage")]
+    assert said[-4:-2] == ["facts", "Priya, on Thursday (schema seen)"]  # asked in the task...
+    assert said[-2].startswith("Your final answer must be JSON")  # ...and asked again
+
+
 async def test_a_failed_task_ends_the_childs_turn_with_the_agents_reason(tmp_path, store, sample):
     runtime = build(tmp_path, agent_table("remote", sample.url))
     parent = await compose_agent(runtime, store, model=delegating("fail"))

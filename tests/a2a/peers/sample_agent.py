@@ -12,6 +12,8 @@ the first word of each message:
   with ``you said: TEXT``;
 * ``fail``: fails with the reason ``the sample agent failed on purpose``;
 * ``slow``: works until cancelled, writing ``cancelled TASK`` to PORT_FILE.cancels then;
+* ``facts``: completes with words; asked again for JSON (the kernel's schema retry), with a
+  data part ``{"owner": "Priya", "date": "Thursday"}``;
 * ``headers``: completes with the ``authorization`` and ``traceparent`` headers it got.
 
 ``--token``: requests without ``Authorization: Bearer TOKEN`` get HTTP 401.
@@ -27,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 import uvicorn
-from a2a.helpers import new_task_from_user_message, new_text_part
+from a2a.helpers import new_data_part, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -53,7 +55,7 @@ class Sample(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         self.seen[task.context_id] += 1
         text = context.get_user_input()
-        word, _, rest = text.partition(" ")
+        word, _, rest = text.replace("\n", " ", 1).partition(" ")
         await updater.start_work()
         if answering:
             await updater.add_artifact([new_text_part(f"you said: {text}")], name="answer")
@@ -89,6 +91,16 @@ class Sample(AgentExecutor):
                 with self.cancels.open("a") as out:
                     out.write(f"cancelled {task.id}\n")
                 raise
+        elif word == "facts" or text.startswith("Your final answer must be JSON"):
+            # Plain words at first (the schema's ask ignored); as data once asked again.
+            if word == "facts":
+                seen = "schema seen" if "JSON Schema" in text else "no schema"
+                words = new_text_part(f"Priya, on Thursday ({seen})")
+                await updater.add_artifact([words], name="facts")
+            else:
+                data = new_data_part({"owner": "Priya", "date": "Thursday"})
+                await updater.add_artifact([data], name="facts")
+            await updater.complete()
         elif word == "headers":
             headers = context.call_context.state.get("headers", {})
             got = f"{headers.get('authorization', '-')} {headers.get('traceparent', '-')}"

@@ -7,9 +7,11 @@ whose model is the remote agent (:class:`A2aModel`): one A2A message per turn, i
 context per child. One-shot and continuable children both work; a continuable child's
 follow-ups continue its context, after a restart too.
 
-Capabilities are declared honestly: A2A cannot make a remote agent honour an output schema, a
-tool filter, a depth limit or a persona, so none is offered, and a delegation tool that needs
-one fails at load (bind it with ``max_depth = "provider-managed"``).
+Capabilities are declared honestly: an output schema is asked for in the task's message and
+checked by the kernel (asked again in the same context when the answer does not match); A2A
+cannot make a remote agent honour a tool filter, a depth limit or a persona, so none of those is
+offered, and a delegation tool that needs one fails at load (bind it with
+``max_depth = "provider-managed"``).
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ JSONRPC = "JSONRPC"
 class A2aProvider:
     """Children run by one remote A2A agent."""
 
-    # Nothing A2A can enforce on a remote agent; its children are continuable.
-    capabilities = SubagentCapabilities(continuable=True)
+    # An output schema is asked for in the task's message and checked (and asked again) by the
+    # kernel; nothing else can be enforced on a remote agent. Its children are continuable.
+    capabilities = SubagentCapabilities(output_schema=True, continuable=True)
     inherits_parent_context = False
 
     def __init__(self, spec: A2aAgentSettings) -> None:
@@ -82,12 +85,14 @@ class A2aProvider:
         )
 
     async def start(self, request: SubagentStartRequest) -> LocalChildRun:
-        return await start_local_child(request, provider=self.name, model=A2aModel(self.spec))
+        model = A2aModel(self.spec, output_schema=request.output_schema)
+        return await start_local_child(request, provider=self.name, model=model)
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         # The model route lets a cold restore rebuild the model from this profile.
         return ContinuablePlan(
-            model=A2aModel(self.spec, continuable=True), model_route=f"a2a:{self.name}"
+            model=A2aModel(self.spec, continuable=True, output_schema=request.output_schema),
+            model_route=f"a2a:{self.name}",
         )
 
 

@@ -21,8 +21,9 @@ The request's trace context (:func:`tether.agents.current_trace`) is sent as HTT
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,9 +54,19 @@ ERROR_CHARS = 2000
 class A2aModel:
     """One remote A2A agent, serving one mirror agent."""
 
-    def __init__(self, spec: A2aAgentSettings, *, continuable: bool = False) -> None:
+    def __init__(
+        self,
+        spec: A2aAgentSettings,
+        *,
+        continuable: bool = False,
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> None:
         self.spec = spec
         self.continuable = continuable
+        self.output_schema = output_schema
+        """The task's output schema: its first message asks for JSON valid against it (the
+        delegation note that says so elsewhere is not sent to a remote agent); the kernel
+        checks the answer and asks again, in the same context, when it does not match."""
         self.name = f"a2a:{spec.name}"
         self._agent: Agent | None = None
         self._http: httpx.AsyncClient | None = None
@@ -126,7 +137,7 @@ class A2aModel:
         message = Message(
             role=Role.ROLE_USER,
             message_id=uuid.uuid4().hex,
-            parts=[Part(text=remote_text(request))],
+            parts=[Part(text=self._text_for(request, context))],
             context_id=context.get("context_id", ""),
             task_id=context.get("task_id", ""),
         )
@@ -158,6 +169,15 @@ class A2aModel:
             raise
         await self._remember(turn)
         return turn.answer(self)
+
+    def _text_for(self, request: ModelRequest, context: Mapping[str, str]) -> str:
+        text = remote_text(request)
+        if self.output_schema is not None and "context_id" not in context:
+            text += (
+                "\n\nEnd with a final answer that is only JSON valid against this JSON Schema:\n"
+                + json.dumps(self.output_schema)
+            )
+        return text
 
     async def _connect_or_fail(self) -> Client:
         from a2a.client import A2AClientError
