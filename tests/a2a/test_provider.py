@@ -295,6 +295,33 @@ def test_check_refuses_an_agent_without_a_json_rpc_interface(tmp_path):
         agent.stop()
 
 
+def test_tether_run_delegates_to_the_remote_agent(tmp_path, sample):
+    """What a user types: ``tether run`` on a profile whose subagent provider is an A2A agent."""
+    profile = write_profile(
+        tmp_path,
+        '[tether]\nplugins = ["a2a", "subagent"]\nstore = "sqlite:s.db"\n[plugin.a2a]\n'
+        + agent_table("remote", sample.url)
+        + '[plugin.subagent]\nprovider = "remote"\nmax_depth = "provider-managed"\n'
+        + '[agent.main]\nmodel = "scripted:s.toml"\n',
+    )
+    (tmp_path / "s.toml").write_text(
+        '[[steps]]\ntool_calls = [{ name = "subagent", arguments = '
+        '{ description = "Ask", prompt = "echo from the shell" } }]\n\n'
+        '[[steps]]\nexpect = "echo: from the shell"\ntext = "the agent echoed"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "run", "go", "--profile", str(profile)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the agent echoed" in done.stdout.splitlines()
+
+
 def test_tether_check_on_a_profile_with_an_agent_that_is_down(tmp_path):
     profile = write_profile(
         tmp_path,
