@@ -47,13 +47,23 @@ from ._tools import (
     ToolRegistry,
     ToolSource,
 )
-from ._tracing import Tracer, TurnStart, carry_trace, current_trace, tracer_of, tracing
+from ._tracing import (
+    TRACE_KEYS,
+    Tracer,
+    TurnStart,
+    carry_trace,
+    current_trace,
+    trace_from,
+    tracer_of,
+    tracing,
+)
 
 __all__ = (
     "LEASE_RENEWAL",
     "MAIL_POLL",
     "PARALLEL_TOOLS_SECTION",
     "SUMMARY_INSTRUCTION",
+    "TRACE_KEYS",
     "Agent",
     "AgentLimits",
     "AgentPreset",
@@ -91,6 +101,7 @@ __all__ = (
     "resolve_agent_name",
     "resolve_preset_model",
     "stricter",
+    "trace_from",
     "tracer_of",
     "tracing",
 )

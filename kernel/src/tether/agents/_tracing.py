@@ -150,6 +150,23 @@ def current_trace() -> dict[str, str]:
     return dict(tracer.carry())
 
 
+#: The W3C trace-context keys tether carries between processes.
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+def trace_from(carrier: Mapping[str, object]) -> dict[str, str] | None:
+    """The trace context another process sent (an ACP prompt's ``_meta``, an HTTP request's
+    headers, lower-cased): the :data:`TRACE_KEYS` whose values are text of at most 512
+    characters, or ``None``. Their form is the tracer's to check (a malformed one is dropped
+    there, and the turn still runs)."""
+    found = {
+        key: value
+        for key in TRACE_KEYS
+        if isinstance(value := carrier.get(key), str) and 0 < len(value) <= 512
+    }
+    return found or None
+
+
 def carry_trace(agent: Agent) -> dict[str, str] | None:
     """What a message ``agent`` accepts, or sends to another session (a child's task),
     carries of the caller's trace context: its tracer's :meth:`Tracer.carry`, or ``None``

@@ -17,7 +17,7 @@ offered, and a delegation tool that needs one fails at load (bind it with
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -32,9 +32,19 @@ from tether.subagents import (
 )
 
 from ._model import CONTEXT_DESCRIPTOR, A2aModel, fetch_card
-from ._settings import A2aAgentSettings, Settings, headers_of
+from ._settings import A2aAgentSettings, ServeSettings, Settings, headers_of
 
-__all__ = ("CONTEXT_DESCRIPTOR", "A2aAgentSettings", "A2aModel", "A2aProvider", "Settings")
+if TYPE_CHECKING:
+    import click
+
+__all__ = (
+    "CONTEXT_DESCRIPTOR",
+    "A2aAgentSettings",
+    "A2aModel",
+    "A2aProvider",
+    "ServeSettings",
+    "Settings",
+)
 
 #: The transport tether speaks to a remote agent (the SDK client's default).
 JSONRPC = "JSONRPC"
@@ -130,3 +140,11 @@ def tether_model_providers(settings: Settings) -> list[ModelProvider]:
         return A2aModel(spec, continuable=True)
 
     return [ModelProvider("a2a", factory)]
+
+
+@tether.hookimpl
+def tether_cli_commands() -> list[click.Command]:
+    """``tether a2a serve`` (declared in the entry points, group ``tether.commands``)."""
+    from ._command import a2a_group
+
+    return [a2a_group]

@@ -288,10 +288,15 @@ class _Turn:
     def _artifact(self, artifact: Any, *, append: bool) -> None:
         text = _text(artifact.parts)
         pieces = self.artifacts.setdefault(artifact.artifact_id, [])
-        if not append:
-            pieces.clear()
-        pieces.append(text)
-        self._say(text)
+        if append:
+            pieces.append(text)
+            self._say(text)
+            return
+        # A replacement: what was said of it already is not said again (an agent that sends
+        # its whole answer after the pieces it streamed).
+        said = "".join(pieces)
+        pieces[:] = [text]
+        self._say(text[len(said) :] if said and text.startswith(said) else text)
 
     def _say(self, text: str) -> None:
         if text and self.on_delta is not None:

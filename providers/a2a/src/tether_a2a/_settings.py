@@ -1,15 +1,16 @@
-"""``[plugin.a2a]``: the remote A2A agents this plugin offers as subagent providers."""
+"""``[plugin.a2a]``: the remote A2A agents this plugin offers as subagent providers, and how
+``tether a2a serve`` serves this profile's agent (``[plugin.a2a.serve]``)."""
 
 from __future__ import annotations
 
 import os
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 import tether
 
-__all__ = ("A2aAgentSettings", "Settings", "card_url")
+__all__ = ("A2aAgentSettings", "ServeSettings", "Settings", "card_url")
 
 #: Where an A2A 1.0 agent serves its card, under its base URL.
 CARD_PATH = "/.well-known/agent-card.json"
@@ -58,20 +59,85 @@ class A2aAgentSettings(BaseModel):
         return headers
 
 
-class Settings(tether.PluginSettings):
-    """``[plugin.a2a]`` with one ``[[plugin.a2a.agents]]`` table per remote agent."""
+class ServeSettings(BaseModel):
+    """``[plugin.a2a.serve]``: how ``tether a2a serve`` serves this profile's agent (its
+    options ``--host``, ``--port`` and ``--url`` override the first three)."""
 
-    agents: tuple[A2aAgentSettings, ...] = Field(default=(), validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    """The address to listen on."""
+    port: int = Field(default=8000, ge=0, le=65535)
+    """The port to listen on (0: a free one, shown when serving starts)."""
+    url: str | None = None
+    """The URL callers reach the agent at, written in its card (default
+    ``http://HOST:PORT/``): set it behind a proxy."""
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    """The agent's name in its card (default: the agent preset's name)."""
+    tokens_env: dict[str, str] = Field(default_factory=dict)
+    """Bearer tokens callers authenticate with: caller name to the environment variable
+    holding that caller's token (``{ alice = "ALICE_A2A_TOKEN" }``). Read when serving
+    starts; a variable that is not set is an error naming it."""
+    authenticator: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    """``module:function`` called with a request's headers (lower-case names) that returns
+    the caller's name, or ``None`` to refuse it (it may be async): the hook for other
+    schemes (API keys, signed tokens, a gateway's header)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str | None) -> str | None:
+        if url is not None:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"url must be an http or https URL, not {url[:200]!r}")
+        return url
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether callers must authenticate."""
+        return bool(self.tokens_env) or self.authenticator is not None
+
+    def tokens(self) -> dict[str, str]:
+        """Caller name -> token, read from the environment now."""
+        found: dict[str, str] = {}
+        for caller, variable in self.tokens_env.items():
+            value = os.environ.get(variable, "").strip()
+            if not value:
+                raise tether.PluginError(
+                    tether.ErrorCode.PLUGIN_SETTINGS_INVALID,
+                    f'invalid settings for plugin "a2a": the token of caller {caller!r} comes '
+                    f"from ${variable}, which is not set (or empty)",
+                    key="[plugin.a2a.serve] tokens_env",
+                    plugin="a2a",
+                    remedy=f"export {variable}=... before tether a2a serve",
+                )
+            found[caller] = value
+        return found
+
+
+class Settings(tether.PluginSettings):
+    """``[plugin.a2a]`` with one ``[[plugin.a2a.agents]]`` table per remote agent, and how
+    this profile's agent is served (``[plugin.a2a.serve]``)."""
+
+    agents: tuple[A2aAgentSettings, ...] = ()
+    serve: ServeSettings | None = None
 
     @field_validator("agents")
     @classmethod
     def _unique(cls, agents: tuple[A2aAgentSettings, ...]) -> tuple[A2aAgentSettings, ...]:
-        if not agents:
-            raise ValueError("name at least one agent under [[plugin.a2a.agents]]")
         names = [agent.name for agent in agents]
         if len(set(names)) != len(names):
             raise ValueError("two A2A agents share a name; give each its own")
         return agents
+
+    @model_validator(mode="after")
+    def _something(self) -> Settings:
+        if not self.agents and self.serve is None:
+            raise ValueError(
+                "name at least one agent under [[plugin.a2a.agents]], or say how this "
+                "profile's agent is served under [plugin.a2a.serve]"
+            )
+        return self
 
 
 def card_url(spec: A2aAgentSettings) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from acp.schema import (
     PromptResponse,
 )
 
-from tether.agents import AgentLimits, build_preset, new_header, resolve_agent_name
+from tether.agents import AgentLimits, build_preset, new_header, resolve_agent_name, trace_from
 from tether.errors import TetherError
 from tether.models import ModelDelta
 from tether.runtime import SessionHost, follow_turn, relayed_deltas, turn_began
@@ -44,7 +44,6 @@ from ._server import (
     _replay,  # pyright: ignore[reportPrivateUsage]
     _request_error,  # pyright: ignore[reportPrivateUsage]
     _stop_reason,  # pyright: ignore[reportPrivateUsage]
-    _trace_of,  # pyright: ignore[reportPrivateUsage]
     _working_directory,  # pyright: ignore[reportPrivateUsage]
 )
 
@@ -154,7 +153,7 @@ class ClusterAcpAgent:
             async with session.turns:
                 if cancel.is_set() or self._input_ended:
                     return PromptResponse(stop_reason="cancelled")
-                return await self._turn(session, text, cancel, _trace_of(kwargs))
+                return await self._turn(session, text, cancel, trace_from(kwargs))
         finally:
             session.running.discard(cancel)
 

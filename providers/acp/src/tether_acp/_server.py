@@ -92,7 +92,7 @@ import os
 import stat
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -123,7 +123,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tether import __version__
-from tether.agents import PermissionQuestion
+from tether.agents import PermissionQuestion, trace_from
 from tether.errors import ErrorCode, TetherError
 from tether.models import ModelDelta, ToolCall
 from tether.runtime import Runtime
@@ -576,7 +576,7 @@ class TetherAcpAgent:
                 async with session.turns:
                     if state.cancelled or session.left.is_set() or self._input_ended:
                         return PromptResponse(stop_reason="cancelled")
-                    return await self._turn(session, state, text, receive, _trace_of(kwargs))
+                    return await self._turn(session, state, text, receive, trace_from(kwargs))
         finally:
             session.prompts.discard(state)
 
@@ -1087,18 +1087,3 @@ class _FileTransport(asyncio.WriteTransport):
     def close(self) -> None:
         self._closing = True
         self._file.close()
-
-
-#: The ``_meta`` keys that carry a W3C trace context (ACP reserves them for it, at its root).
-TRACE_KEYS = ("traceparent", "tracestate", "baggage")
-
-
-def _trace_of(meta: Mapping[str, object]) -> dict[str, str] | None:
-    """The trace context a request's ``_meta`` carried (text values of at most 512 characters;
-    the tracer checks their form), or ``None``."""
-    found = {
-        key: value
-        for key in TRACE_KEYS
-        if isinstance(value := meta.get(key), str) and 0 < len(value) <= 512
-    }
-    return found or None

@@ -1,0 +1,911 @@
+"""A tether agent served over A2A: ``tether a2a serve [--profile P] [--agent A]``.
+
+One of the profile's agents answers A2A 1.0 requests over JSON-RPC on HTTP, under uvicorn, on
+the a2a-sdk's own request handler (``SendMessage``, ``SendStreamingMessage``, ``GetTask``,
+``ListTasks``, ``CancelTask``, ``SubscribeToTask``). tether supplies the three parts the SDK
+leaves to an agent: who runs a task (:class:`TetherExecutor`), where tasks are kept
+(:class:`SessionTaskStore`) and how a request finds its conversation (:class:`Contexts`).
+
+* **A context is a tether session** of the served agent, in the profile's store: a message
+  without ``contextId`` starts a new session, and the task's ``contextId`` is the session id
+  (``tether sessions show ID`` shows the conversation). A message with the ``contextId`` of
+  such a session continues it, from this process or after a restart (a turn a crash left open
+  is closed first, as ``tether run --session`` does). A ``contextId`` this server did not hand
+  out is refused ("invalid params"): the spec lets an agent refuse a client's own ids.
+* **A task is one turn**: the message's text becomes a follow-up of the session's agent, and
+  the turn's answer is the task's artifact ``answer``. Text parts are joined by newlines, data
+  parts given as JSON, URL parts as markdown links; raw file bytes are refused. Tasks of one
+  context run one after another.
+* **Streaming**: the answer's pieces go out as artifact updates while the model writes them
+  (``append``); a step that calls tools, or a request sent again (``retry``), starts the
+  artifact over (an update without ``append`` replaces it, which A2A defines). When the turn
+  ends, the last update carries whatever the pieces lacked, or the whole answer when they
+  differ from it, with ``lastChunk``.
+* **How a turn ends**: ``completed`` and ``max-tokens`` complete the task (the answer as it
+  is); ``refusal`` rejects it; ``error`` fails it, with tether's one-line error as the status
+  message; ``aborted`` (``CancelTask``, or the server stopping) cancels it.
+* **Tasks are kept in the session's log** (descriptors ``a2a/task``): when a task is created,
+  and when it reaches a final state (its artifacts included). ``GetTask``, ``ListTasks`` and
+  a follow-up read them after a restart. A task whose last record is not final belonged to a
+  process that stopped while it ran: it is reported ``failed``, saying so.
+* **Authentication** (``[plugin.a2a.serve]``): bearer tokens from the environment and/or an
+  ``authenticator`` callable; the card declares the bearer scheme. A caller sees only its own
+  tasks and contexts (the SDK scopes tasks by the caller's name, and a context keeps its
+  owner). The card itself is public.
+* **Trace context**: the ``traceparent``, ``tracestate`` and ``baggage`` headers of the
+  request that sent a message go with it to the turn it starts (a tracing plugin continues
+  the caller's trace).
+
+Not done: push notifications, the gRPC and HTTP+JSON bindings, an extended card, serving a
+profile whose sessions run on a cluster, and tasks that ask for input (a tether turn ends
+with an answer; the served agent's tools that need approval are refused, there being no
+person to ask).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import json
+import logging
+import math
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+from a2a.auth.user import User
+from a2a.helpers import new_task_from_user_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext, RequestContextBuilder
+from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Role,
+    SecurityRequirement,
+    SecurityScheme,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+)
+from anyio.abc import TaskGroup
+from anyio.abc import TaskStatus as AnyioTaskStatus
+from google.protobuf import json_format
+
+from tether import __version__
+from tether.agents import build_preset, resolve_agent_name, trace_from
+from tether.errors import ErrorCode, PluginError, TetherError
+from tether.models import ModelDelta, find_model_provider
+from tether.runtime import Runtime
+from tether.store import AssistantMessage, DescriptorEvent, Event, TurnEnded, TurnStarted
+
+from ._settings import CARD_PATH, ServeSettings
+
+if TYPE_CHECKING:
+    from tether.agents import Agent
+    from tether.loading.kernel import Kernel
+
+__all__ = (
+    "ANSWER_ARTIFACT",
+    "TASK_DESCRIPTOR",
+    "Contexts",
+    "SessionTaskStore",
+    "TetherExecutor",
+    "agent_card",
+    "serve",
+)
+
+log = logging.getLogger("tether.a2a.server")
+
+#: The descriptor kind a served session records its A2A tasks in.
+TASK_DESCRIPTOR = "a2a/task"
+#: The descriptor kind a served session records its owner in (the caller that started it).
+OWNER_DESCRIPTOR = "a2a/owner"
+#: The artifact a task's answer is.
+ANSWER_ARTIFACT = "answer"
+#: The task states written to the log (a task is also written when it is created).
+_FINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        TaskState.TASK_STATE_AUTH_REQUIRED,
+    }
+)
+#: What a task that was running when its server stopped says.
+STOPPED = "the A2A server stopped before this task ended (its turn was closed on restart)"
+
+
+# -------------------------------------------------------------------- contexts
+
+
+@dataclass(eq=False)
+class _Context:
+    """An A2A context: a tether session held open by a host task until ``release`` is set."""
+
+    agent: Agent
+    owner: str
+    release: anyio.Event = field(default_factory=anyio.Event)
+    turns: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held by the task whose turn runs: one task of a context at a time."""
+
+    @property
+    def id(self) -> str:
+        return self.agent.session_id
+
+
+class _Caller(User):
+    """The caller a stored task or context belongs to (the SDK scopes tasks by this name)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return bool(self._name)
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
+def _owner(call: ServerCallContext) -> str:
+    return call.user.user_name
+
+
+class Contexts(RequestContextBuilder):
+    """Finds (or starts) the tether session of each message, and holds the sessions open.
+
+    ``host`` is the task group that owns the sessions' tasks: it must outlive the server, and
+    :meth:`release_all` must be called before it exits.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        agent_name: str | None,
+        model_spec: str | None,
+        *,
+        host: TaskGroup,
+    ) -> None:
+        if runtime.store is None:
+            raise ValueError("tether a2a serve needs a runtime with a session store")
+        self.runtime = runtime
+        self.store = runtime.store
+        self.agent_name = resolve_agent_name(runtime.kernel, agent_name)
+        self.model_spec = model_spec
+        self.tasks: SessionTaskStore | None = None
+        self._host = host
+        self._open: dict[str, _Context] = {}
+        self._opening: dict[str, anyio.Lock] = {}
+        self._closing = False
+
+    def get(self, context_id: str) -> _Context | None:
+        return self._open.get(context_id)
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        if params is not None:
+            _message_text(params.message)  # refuse what tether cannot take before a task exists
+            if task_id and not context_id:
+                context_id = session_of(task_id)  # the handler checked the task is there
+            opened = await self.open(context_id or None, _owner(context))
+            context_id = opened.id
+            task_id = task_id or f"{context_id}.{uuid.uuid4().hex}"
+        return RequestContext(
+            call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
+        )
+
+    async def open(self, context_id: str | None, owner: str) -> _Context:
+        """The open context ``context_id`` (``None``: a new one) for ``owner``."""
+        if context_id is None:
+            return await self._start(None, owner)
+        lock = self._opening.setdefault(context_id, anyio.Lock())
+        async with lock:
+            opened = self._open.get(context_id)
+            if opened is None:
+                opened = await self._start(context_id, owner)
+        if opened.owner != owner:
+            raise _unknown_context(context_id)
+        return opened
+
+    async def _start(self, session_id: str | None, owner: str) -> _Context:
+        if self._closing:
+            raise InternalError(message="the A2A server is stopping")
+        if session_id is not None:
+            try:
+                header = await self.store.header(session_id)
+            except TetherError as exc:
+                if exc.code is ErrorCode.SESSION_NOT_FOUND:
+                    raise _unknown_context(session_id) from None
+                raise InternalError(message=str(exc)) from None
+            if header.agent != self.agent_name or header.parent_session is not None:
+                raise _unknown_context(session_id)
+            recorded = await _recorded_owner(self, session_id)
+            if recorded is None or recorded != owner:
+                raise _unknown_context(session_id)
+        try:
+            agent = await self.runtime.compose(
+                agent=self.agent_name,
+                model=self.model_spec,
+                session_id=session_id,
+                label=None if session_id is not None else "a2a",
+            )
+        except TetherError as exc:
+            raise InternalError(message=str(exc)) from None
+        opened = _Context(agent, owner)
+        try:
+            await self._host.start(self._hold, opened, session_id is not None)
+        except TetherError as exc:
+            raise InternalError(message=str(exc)) from None
+        return opened
+
+    async def _hold(
+        self, opened: _Context, restored: bool, *, task_status: AnyioTaskStatus[None]
+    ) -> None:
+        """Hold ``opened``'s agent open until it is released (a task of the host group)."""
+        agent = opened.agent
+        started = False
+        try:
+            async with agent:  # restores the log: a turn a crash left open is closed here
+                if restored:
+                    await self.runtime.recover(agent)
+                else:
+                    await agent.record(
+                        DescriptorEvent(kind=OWNER_DESCRIPTOR, data={"owner": opened.owner})
+                    )
+                self._open[opened.id] = opened
+                started = True
+                task_status.started()
+                if self._closing:
+                    opened.release.set()
+                await opened.release.wait()
+        except Exception:
+            if not started:
+                raise
+            log.exception("context %s: leaving the agent failed", opened.id)
+        finally:
+            if self._open.get(opened.id) is opened:
+                del self._open[opened.id]
+            closer = getattr(agent.model, "aclose", None)
+            if closer is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await closer()
+                    except Exception:
+                        log.exception("context %s: closing the model failed", opened.id)
+
+    def release_all(self) -> None:
+        """Let every open agent leave its ``async with`` (their host tasks then end)."""
+        self._closing = True
+        for opened in self._open.values():
+            opened.agent.interrupt()
+            opened.release.set()
+
+
+async def _recorded_owner(contexts: Contexts, session_id: str) -> str | None:
+    """The caller that started the served session ``session_id`` (``None``: not one this
+    server started)."""
+    for stored in await contexts.store.events(session_id, limit=64):
+        event = stored.event
+        if isinstance(event, DescriptorEvent) and event.kind == OWNER_DESCRIPTOR:
+            owner = event.data.get("owner")
+            return owner if isinstance(owner, str) else None
+    return None
+
+
+def _unknown_context(context_id: str) -> InvalidParamsError:
+    shown = json.dumps(context_id[:200])
+    return InvalidParamsError(
+        message=f"context {shown} is not known here; send the message without contextId to "
+        "start a new conversation"
+    )
+
+
+def session_of(task_id: str) -> str:
+    """The session (context) a task id of this server names (``SESSION.HEX``)."""
+    return task_id.rpartition(".")[0] or task_id
+
+
+def _message_text(message: Message) -> str:
+    """What a message says to the agent: text as is, data as JSON, URLs as markdown links."""
+    pieces: list[str] = []
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            pieces.append(part.text)
+        elif kind == "data":
+            value = json_format.MessageToDict(part.data)
+            pieces.append(json.dumps(value, ensure_ascii=False))
+        elif kind == "url":
+            pieces.append(f"[{part.filename or part.url}]({part.url})")
+        else:
+            raise ContentTypeNotSupportedError(
+                message="tether takes text, data and URL parts; raw file bytes are not taken "
+                "(send a URL)"
+            )
+    return "\n".join(pieces)
+
+
+# -------------------------------------------------------------------- tasks
+
+
+class SessionTaskStore(TaskStore):
+    """A2A tasks kept in the log of the session they belong to (descriptors ``a2a/task``).
+
+    What the SDK saves goes to an in-memory store (the owner-scoped reads and ``ListTasks``
+    paging are the SDK's own); a task is written to the log when it is created and when it
+    reaches a final state. A session's stored tasks are read into memory when it is first
+    asked about (``GetTask``, ``ListTasks``, a follow-up).
+    """
+
+    def __init__(self, contexts: Contexts) -> None:
+        self.contexts = contexts
+        contexts.tasks = self
+        self._memory = InMemoryTaskStore()
+        self._written: dict[str, int] = {}
+        """Per task: the state last written to the log."""
+        self._loaded: set[str] = set()
+        """Sessions whose stored tasks are in memory."""
+        self._all_loaded = False
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await self._memory.save(task, context)
+        state = task.status.state
+        if task.id in self._written and (state not in _FINAL or self._written[task.id] == state):
+            return
+        self._loaded.add(task.context_id)  # a new session: nothing stored to read
+        opened = self.contexts.get(task.context_id)
+        if opened is None:
+            log.warning("task %s: its context is not open; not written", task.id[:200])
+            return
+        data = {"owner": _owner(context), "task": json_format.MessageToDict(task)}
+        await opened.agent.record(DescriptorEvent(kind=TASK_DESCRIPTOR, data=data))
+        self._written[task.id] = state
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        await self._load(session_of(task_id))
+        return await self._memory.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        if params.context_id:
+            await self._load(params.context_id)
+        else:
+            await self._load_all()
+        return await self._memory.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        # Forgotten here only: the session's log keeps its record.
+        await self._memory.delete(task_id, context)
+
+    async def _load(self, session_id: str) -> None:
+        if session_id in self._loaded:
+            return
+        self._loaded.add(session_id)
+        try:
+            events = await self.contexts.store.events(session_id)
+        except TetherError as exc:
+            if exc.code is not ErrorCode.SESSION_NOT_FOUND:
+                self._loaded.discard(session_id)
+                raise InternalError(message=str(exc)) from None
+            return
+        found: dict[str, tuple[str, Task]] = {}
+        for stored in events:
+            event = stored.event
+            if isinstance(event, DescriptorEvent) and event.kind == TASK_DESCRIPTOR:
+                task = _stored_task(event.data)
+                if task is not None:
+                    found[task.id] = (str(event.data.get("owner", "")), task)
+        for task_id, (owner, task) in found.items():
+            if task_id in self._written:
+                continue  # saved by this process: what memory holds is newer
+            if task.status.state not in _FINAL:
+                task.status.CopyFrom(_failed_status(STOPPED))
+            self._written[task_id] = task.status.state
+            await self._memory.save(task, ServerCallContext(user=_Caller(owner)))
+
+    async def _load_all(self) -> None:
+        if self._all_loaded:
+            return
+        agent = self.contexts.agent_name
+        for header in await self.contexts.store.sessions():
+            if header.agent == agent and header.parent_session is None:
+                await self._load(header.id)
+        self._all_loaded = True
+
+
+def _stored_task(data: Mapping[str, Any]) -> Task | None:
+    try:
+        return json_format.ParseDict(data.get("task") or {}, Task(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError) as exc:
+        log.warning("a stored A2A task could not be read (%s); skipped", exc)
+        return None
+
+
+def _failed_status(reason: str) -> TaskStatus:
+    status = TaskStatus(state=TaskState.TASK_STATE_FAILED)
+    status.message.CopyFrom(
+        Message(role=Role.ROLE_AGENT, message_id=uuid.uuid4().hex, parts=[new_text_part(reason)])
+    )
+    status.timestamp.GetCurrentTime()
+    return status
+
+
+# -------------------------------------------------------------------- turns
+
+
+class _Signal:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_IDLE = _Signal("idle")
+
+
+class TetherExecutor(AgentExecutor):
+    """Runs each task as one turn of its context's agent, streaming the answer's pieces."""
+
+    def __init__(self, contexts: Contexts) -> None:
+        self.contexts = contexts
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id, message = context.task_id, context.context_id, context.message
+        if task_id is None or context_id is None or message is None:
+            raise InternalError(message="a task without a message")
+        opened = self.contexts.get(context_id)
+        if opened is None:
+            opened = await self.contexts.open(context_id, _owner(context.call_context))
+        if context.current_task is None:  # the SDK wants the task before its updates
+            await event_queue.enqueue_event(new_task_from_user_message(message))
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        text = _message_text(message)
+        headers = context.call_context.state.get("headers")
+        trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
+        async with opened.turns:
+            await updater.start_work()
+            await self._turn(opened, updater, text, trace)
+
+    async def _turn(
+        self, opened: _Context, updater: TaskUpdater, text: str, trace: dict[str, str] | None
+    ) -> None:
+        agent = opened.agent
+        send, receive = anyio.create_memory_object_stream[object](math.inf)
+
+        def push(item: object) -> None:  # an agent listener: must never raise
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                send.send_nowait(item)
+
+        armed = False
+
+        def idle() -> None:
+            if armed:
+                push(_IDLE)
+
+        answer = _Answer(updater)
+        unlisten = agent.listen(push)
+        undeltas = agent.listen_deltas(push)
+        unidle = agent.on_idle(idle)
+        turn: int | None = None
+        ended = False
+        try:
+            with receive, send:
+                try:
+                    message_id = await agent.followup(text, trace=trace)
+                except TetherError as exc:
+                    raise InternalError(message=str(exc)) from None
+                armed = True
+                async for item in receive:
+                    if item is _IDLE:
+                        if agent.status != "idle":
+                            continue
+                        if turn is None:  # interrupted before its turn began
+                            await agent.cancel(keep_inbox=False)
+                            ended = True
+                            await updater.cancel()
+                            return
+                        if agent.fault is not None:
+                            ended = True
+                            await updater.failed(_agent_says(updater, str(agent.fault)))
+                            return
+                        continue
+                    if isinstance(item, ModelDelta):
+                        await answer.delta(item)
+                        continue
+                    event = cast(Event, item)
+                    if isinstance(event, TurnStarted) and event.message_id == message_id:
+                        turn = event.turn
+                    elif turn is None:
+                        continue
+                    elif isinstance(event, AssistantMessage):
+                        answer.step(event)
+                    elif isinstance(event, TurnEnded) and event.turn == turn:
+                        ended = True
+                        await answer.end(event)
+                        return
+        finally:
+            unidle()
+            undeltas()
+            unlisten()
+            if not ended and agent.status != "idle":
+                agent.interrupt()  # the task was cancelled, or the server is stopping
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        opened = self.contexts.get(context_id)
+        if opened is not None and opened.turns.locked():
+            opened.agent.interrupt()
+        await TaskUpdater(event_queue, task_id, context_id).cancel()
+
+
+def _agent_says(updater: TaskUpdater, text: str) -> Message:
+    return updater.new_agent_message([new_text_part(text)])
+
+
+class _Answer:
+    """The artifact ``answer`` of one task, streamed piece by piece."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self._updater = updater
+        self._fresh = True  # the next piece starts the artifact over
+        self._answer = ""  # the turn's last answer without tool calls
+
+    async def delta(self, delta: ModelDelta) -> None:
+        if delta.kind == "retry":
+            self._restart()
+        elif delta.kind == "text" and delta.text:
+            await self._updater.add_artifact(
+                [new_text_part(delta.text)],
+                artifact_id=ANSWER_ARTIFACT,
+                name=ANSWER_ARTIFACT,
+                append=not self._fresh,
+            )
+            self._fresh = False
+
+    def step(self, message: AssistantMessage) -> None:
+        if message.tool_calls:  # not the answer: the next step's text replaces it
+            self._restart()
+            self._answer = ""
+        else:
+            self._answer = message.content
+
+    def _restart(self) -> None:
+        self._fresh = True
+
+    async def end(self, event: TurnEnded) -> None:
+        updater = self._updater
+        if event.stop_reason == "aborted":
+            await updater.cancel()
+            return
+        if event.stop_reason == "error":
+            await updater.failed(_agent_says(updater, event.error or "the turn failed"))
+            return
+        # The whole answer replaces the pieces (``append`` false): the task keeps it as one
+        # part, and a client that streamed sees the pieces were this answer.
+        answer = self._answer
+        await updater.add_artifact(
+            [new_text_part(answer)],
+            artifact_id=ANSWER_ARTIFACT,
+            name=ANSWER_ARTIFACT,
+            append=False,
+            last_chunk=True,
+        )
+        if event.stop_reason == "refusal":
+            await updater.reject(_agent_says(updater, answer or "the agent refused"))
+        else:
+            await updater.complete()
+
+
+# -------------------------------------------------------------------- card and auth
+
+
+async def agent_card(
+    runtime: Runtime, agent_name: str | None, url: str, settings: ServeSettings
+) -> AgentCard:
+    """The card of the served agent: its name and description, the skills its catalog lists
+    (those the model may load), one JSON-RPC interface at ``url``, streaming, and the bearer
+    scheme when callers must authenticate."""
+    kernel = runtime.kernel
+    name = resolve_agent_name(kernel, agent_name)
+    table = kernel.profile.agent.get(name) if name is not None else None
+    description = (table.description if table is not None else None) or (
+        f"A tether agent ({name or 'the profile'}'s)"
+    )
+    scope = kernel.agent_scope(name) if name is not None else None
+    catalog = await runtime.skills.list(scope=scope)
+    skills = [
+        AgentSkill(id=s.name, name=s.name, description=s.description, tags=["skill"])
+        for s in catalog.summaries
+        if s.invocation.model_invocable
+    ]
+    if not skills:  # the card needs one: the agent itself
+        skills = [
+            AgentSkill(
+                id=name or "agent", name=name or "agent", description=description, tags=["agent"]
+            )
+        ]
+    card = AgentCard(
+        name=settings.name or name or "tether",
+        description=description,
+        version=__version__,
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain"],
+        skills=skills,
+    )
+    if settings.authenticates:
+        card.security_schemes["bearer"].CopyFrom(
+            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer"))
+        )
+        requirement = SecurityRequirement()
+        requirement.schemes["bearer"].SetInParent()
+        card.security_requirements.append(requirement)
+    return card
+
+
+Authenticator = Callable[[Mapping[str, str]], "str | Awaitable[str | None] | None"]
+
+
+def load_authenticator(spec: str) -> Authenticator:
+    """The callable ``module:attribute`` names."""
+    module_name, _, attribute = spec.partition(":")
+    module = importlib.import_module(module_name)
+    found = getattr(module, attribute)
+    if not callable(found):
+        raise TypeError(f"{spec} is not callable")
+    return cast(Authenticator, found)
+
+
+class Guard:
+    """An ASGI wrapper that lets a request reach the A2A routes only when its caller is known:
+    a bearer token of ``tokens`` (token -> caller name) or a name ``authenticate`` gives for
+    its headers. The caller becomes the request's user (the SDK scopes tasks by it); the card
+    is public. A refusal is HTTP 401 with ``WWW-Authenticate: Bearer``."""
+
+    def __init__(
+        self, app: Any, tokens: Mapping[str, str], authenticate: Authenticator | None
+    ) -> None:
+        self.app = app
+        self.tokens = dict(tokens)
+        self.authenticate = authenticate
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") == CARD_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = {
+            key.decode("latin-1").lower(): value.decode("latin-1")
+            for key, value in scope.get("headers", ())
+        }
+        caller = await self._caller(headers)
+        if caller is None:
+            await _unauthorized(send)
+            return
+        from starlette.authentication import AuthCredentials, SimpleUser
+
+        scope["user"] = SimpleUser(caller)
+        scope["auth"] = AuthCredentials(["authenticated"])
+        await self.app(scope, receive, send)
+
+    async def _caller(self, headers: Mapping[str, str]) -> str | None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and token.strip() in self.tokens:
+            return self.tokens[token.strip()]
+        if self.authenticate is None:
+            return None
+        try:
+            found = self.authenticate(headers)
+            if inspect.isawaitable(found):
+                found = await found
+        except Exception:
+            log.exception("the A2A authenticator failed; the request is refused")
+            return None
+        return found if isinstance(found, str) and found else None
+
+
+async def _unauthorized(send: Any) -> None:
+    body = json.dumps({"error": "authentication required (Authorization: Bearer TOKEN)"})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b"Bearer"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body.encode()})
+
+
+# -------------------------------------------------------------------- serving
+
+
+async def serve(
+    kernel: Kernel,
+    *,
+    agent_name: str | None = None,
+    model_spec: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    url: str | None = None,
+) -> None:
+    """Serve ``kernel``'s agent over A2A until the process is told to stop (SIGINT, SIGTERM).
+
+    ``host``, ``port`` and ``url`` override ``[plugin.a2a.serve]``; port 0 takes a free one.
+    Once listening, one line goes to standard error: ``tether a2a serve: NAME at URL``.
+    """
+    import uvicorn
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from starlette.applications import Starlette
+
+    from tether.runtime import profile_session_host
+    from tether.store import profile_store
+
+    settings = serve_settings(kernel)
+    _check(kernel, agent_name, model_spec)
+    if profile_session_host(kernel) is not None:
+        raise _invalid(
+            "tether a2a serve does not front a cluster's session host yet",
+            "[tether] session_host",
+            "serve the agent from a profile without a session host",
+        )
+    tokens = settings.tokens()
+    authenticate = None
+    if settings.authenticator is not None:
+        try:
+            authenticate = load_authenticator(settings.authenticator)
+        except Exception as exc:
+            raise _invalid(
+                f"the authenticator {settings.authenticator} could not be loaded: "
+                f"{type(exc).__name__}: {exc}",
+                "[plugin.a2a.serve] authenticator",
+                "name a callable as module:function, importable where tether runs",
+            ) from exc
+    bind_host = host or settings.host
+    bind_port = settings.port if port is None else port
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in bind_host else socket.AF_INET,
+        socket.SOCK_STREAM,
+        socket.IPPROTO_TCP,  # TCP_NODELAY is set on accepted sockets only for this protocol
+    )
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind_host, bind_port))
+    except OSError as exc:
+        sock.close()
+        raise _invalid(
+            f"tether a2a serve cannot listen on {bind_host}:{bind_port}: {exc.strerror or exc}",
+            "[plugin.a2a.serve] host, port (or --host, --port)",
+            "choose another address or port (--port 0 takes a free one)",
+        ) from None
+    bound = sock.getsockname()[1]
+    shown_host = f"[{bind_host}]" if ":" in bind_host else bind_host
+    public = (url or settings.url or f"http://{shown_host}:{bound}").rstrip("/") + "/"
+    if not tokens and authenticate is None and bind_host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning(
+            "serving on %s without authentication: anyone who reaches it can use the agent"
+            " (set tokens_env or authenticator under [plugin.a2a.serve])",
+            bind_host,
+        )
+    store = profile_store(kernel)
+    try:
+        async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as group:
+            contexts = Contexts(runtime, agent_name, model_spec, host=group)
+            card = await agent_card(runtime, agent_name, public, settings)
+            handler = DefaultRequestHandler(
+                agent_executor=TetherExecutor(contexts),
+                task_store=SessionTaskStore(contexts),
+                agent_card=card,
+                request_context_builder=contexts,
+            )
+            app: Any = Starlette(
+                routes=[
+                    *create_agent_card_routes(card),
+                    *create_jsonrpc_routes(handler, rpc_url="/"),
+                ]
+            )
+            if tokens or authenticate is not None:  # the card stays public
+                app = Guard(app, {token: name for name, token in tokens.items()}, authenticate)
+            config = uvicorn.Config(
+                app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
+            )
+            server = uvicorn.Server(config)
+            # SIGINT and SIGTERM stop the server here (uvicorn's own handling would raise the
+            # signal again once it stopped, and the process would not end as it should).
+            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+            try:
+                async with anyio.create_task_group() as serving:
+                    serving.start_soon(_announce, server, card.name, public)
+                    serving.start_soon(_stop_on_signal, server)
+                    await server.serve(sockets=[sock])
+                    serving.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await handler.aclose()
+                    contexts.release_all()
+    finally:
+        sock.close()
+        await store.aclose()
+
+
+async def _stop_on_signal(server: Any) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            server.should_exit = True
+            return
+
+
+async def _announce(server: Any, name: str, url: str) -> None:
+    while not server.started:
+        await anyio.sleep(0.01)
+    print(f"tether a2a serve: {name} at {url}", file=sys.stderr, flush=True)
+
+
+def _invalid(problem: str, key: str, remedy: str) -> PluginError:
+    return PluginError(
+        ErrorCode.PLUGIN_SETTINGS_INVALID,
+        f'invalid settings for plugin "a2a": {problem}',
+        key=key,
+        plugin="a2a",
+        remedy=remedy,
+    )
+
+
+def serve_settings(kernel: Kernel) -> ServeSettings:
+    """``[plugin.a2a.serve]`` of the profile (defaults when the plugin is not loaded)."""
+    for plugin in kernel.plugins:
+        if plugin.name == "a2a" and plugin.scope_id == "global":
+            found = getattr(plugin.settings, "serve", None)
+            if isinstance(found, ServeSettings):
+                return found
+    return ServeSettings()
+
+
+def _check(kernel: Kernel, agent_name: str | None, model_spec: str | None) -> None:
+    """Fail at start-up on an unknown agent, a missing model or an unknown model provider."""
+    from tether.errors import ModelError
+
+    name = resolve_agent_name(kernel, agent_name)
+    preset = build_preset(kernel, name)
+    spec = model_spec or preset.model_spec
+    if spec is None:
+        raise ModelError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"no model for agent {name or '(global)'}",
+            key=f"[agent.{name}] model" if name else None,
+            file=kernel.profile.path,
+            remedy='set model = "provider:name" in the agent table or pass --model SPEC',
+        )
+    find_model_provider(spec, preset.model_providers)
