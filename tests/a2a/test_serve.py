@@ -137,14 +137,18 @@ async def client_of(
     streaming: bool = True,
     token: str | None = None,
     headers: dict[str, str] | None = None,
+    binding: str = "JSONRPC",
 ) -> AsyncIterator[Any]:
-    """The a2a-sdk's own client for the agent at ``url``."""
+    """The a2a-sdk's own client for the agent at ``url``, speaking ``binding``."""
     headers = dict(headers or {})
     if token:
         headers["Authorization"] = f"Bearer {token}"
     async with httpx.AsyncClient(timeout=TIMEOUT, headers=headers) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
-        client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+        config = ClientConfig(
+            streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+        )
+        client = ClientFactory(config).create(card)
         try:
             yield client
         finally:
@@ -203,8 +207,10 @@ async def test_the_card_names_the_agent_its_skills_and_one_json_rpc_interface(se
     assert [(s.id, s.description) for s in card.skills] == [
         ("release-notes", "Writes release notes from a changelog.")
     ]
-    (interface,) = card.supported_interfaces
-    assert (interface.url, interface.protocol_binding) == (server.url, "JSONRPC")
+    assert [(i.url, i.protocol_binding) for i in card.supported_interfaces] == [
+        (server.url, "JSONRPC"),
+        (server.url + "rest", "HTTP+JSON"),
+    ]
     assert card.capabilities.streaming
     assert not card.security_requirements
 
@@ -233,11 +239,16 @@ async def test_a_streamed_answer_comes_in_pieces_and_the_context_is_a_session(se
     assert said == ["echo hello there", "echo more"]
 
 
-async def test_a_task_without_streaming_answers_whole(server):
-    async with client_of(server.url, streaming=False) as client:
-        task, _ = await send(client, "echo plain")
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_both_http_bindings_answer_streamed_or_whole(server, binding, streaming):
+    async with client_of(server.url, streaming=streaming, binding=binding) as client:
+        task, seen = await send(client, "echo plain")
+        again, _ = await send(client, "echo twice", context_id=task.context_id)
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert answer(task) == "echo: plain (message 1)"
+    assert answer(again) == "echo: twice (message 2)"
+    assert len(seen) > 1 if streaming else len(seen) == 1
 
 
 async def test_a_failed_turn_fails_the_task_with_the_reason(sdk):
@@ -252,13 +263,29 @@ async def test_refused_requests_say_why_and_start_nothing(server, sdk):
         await send(sdk, "echo hi", context_id="ses_0000000000000000")
     request = message("")
     request.message.parts.append(new_raw_part(b"\x00\x01", media_type="application/octet-stream"))
-    with pytest.raises(A2AError, match="raw file bytes"):
+    with pytest.raises(A2AError, match="'application/octet-stream' is not taken"):
         await _send_request(sdk, request)
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        wrong = await http.post(server.url, content=b"{}", headers={"content-type": "text/plain"})
+    assert wrong.status_code == 415
     store = SQLiteStore(server.log.parent / "served.db")
     try:
         assert await store.sessions() == []
     finally:
         await store.aclose()
+
+
+async def test_raw_text_parts_are_read_as_text(sdk):
+    request = message("echo")
+    request.message.parts.append(new_raw_part(b" from a file", media_type="text/plain"))
+    task: Task | None = None
+    with anyio.fail_after(TIMEOUT):
+        async for response in sdk.send_message(request):
+            task = response.task if response.HasField("task") else task
+    assert task is not None
+    got = await sdk.get_task(GetTaskRequest(id=task.id))
+    # The model read "echo\n from a file": its first word is "echo\n".
+    assert answer(got) == "echo: from a file (message 1)"
 
 
 async def _send_request(client: Any, request: SendMessageRequest) -> None:

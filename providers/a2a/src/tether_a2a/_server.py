@@ -1,8 +1,9 @@
 """A tether agent served over A2A: ``tether a2a serve [--profile P] [--agent A]``.
 
-One of the profile's agents answers A2A 1.0 requests over JSON-RPC on HTTP, under uvicorn, on
-the a2a-sdk's own request handler (``SendMessage``, ``SendStreamingMessage``, ``GetTask``,
-``ListTasks``, ``CancelTask``, ``SubscribeToTask``). tether supplies the three parts the SDK
+One of the profile's agents answers A2A 1.0 requests in both of A2A's HTTP bindings (JSON-RPC
+at ``/``, HTTP+JSON under ``/rest``), under uvicorn, on the a2a-sdk's own request handler
+(``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``ListTasks``, ``CancelTask``,
+``SubscribeToTask``). tether supplies the three parts the SDK
 leaves to an agent: who runs a task (:class:`TetherExecutor`), where tasks are kept
 (:class:`SessionTaskStore`) and how a request finds its conversation (:class:`Contexts`).
 
@@ -36,7 +37,7 @@ leaves to an agent: who runs a task (:class:`TetherExecutor`), where tasks are k
   request that sent a message go with it to the turn it starts (a tracing plugin continues
   the caller's trace).
 
-Not done: push notifications, the gRPC and HTTP+JSON bindings, an extended card, serving a
+Not done: push notifications, the gRPC binding, an extended card, serving a
 profile whose sessions run on a cluster, and tasks that ask for input (a tether turn ends
 with an answer; the served agent's tools that need approval are refused, there being no
 person to ask).
@@ -45,6 +46,7 @@ person to ask).
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import importlib
 import inspect
 import json
@@ -133,6 +135,12 @@ _FINAL = frozenset(
         TaskState.TASK_STATE_AUTH_REQUIRED,
     }
 )
+#: Where the HTTP+JSON (REST) binding is served, under the base URL (JSON-RPC is at ``/``).
+REST_PATH = "/rest"
+#: How long a caller may keep the card (it changes only when the server restarts).
+CARD_CACHE = "public, max-age=300"
+#: Media types of raw parts taken as UTF-8 text (besides ``text/*``).
+TEXT_MEDIA = frozenset({"application/json", "application/xml", "application/yaml"})
 #: What a task that was running when its server stopped says.
 STOPPED = "the A2A server stopped before this task ended (its turn was closed on restart)"
 
@@ -347,11 +355,23 @@ def _message_text(message: Message) -> str:
         elif kind == "url":
             pieces.append(f"[{part.filename or part.url}]({part.url})")
         else:
-            raise ContentTypeNotSupportedError(
-                message="tether takes text, data and URL parts; raw file bytes are not taken "
-                "(send a URL)"
-            )
+            pieces.append(_raw_text(part.raw, part.media_type))
     return "\n".join(pieces)
+
+
+def _raw_text(raw: bytes, media_type: str) -> str:
+    """A raw part of text (``text/*``, JSON, XML, YAML) as its UTF-8 text."""
+    media = media_type.partition(";")[0].strip().lower()
+    if media.startswith("text/") or media in TEXT_MEDIA:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            problem = f"a raw part of media type {media!r} is not UTF-8"
+    else:
+        problem = f"tether takes text: a raw part of media type {media or 'unknown'!r} is not taken"
+    raise ContentTypeNotSupportedError(
+        message=f"{problem} (send text, data, a URL, or raw text/* in UTF-8)"
+    )
 
 
 # -------------------------------------------------------------------- tasks
@@ -629,8 +649,8 @@ async def agent_card(
     runtime: Runtime, agent_name: str | None, url: str, settings: ServeSettings
 ) -> AgentCard:
     """The card of the served agent: its name and description, the skills its catalog lists
-    (those the model may load), one JSON-RPC interface at ``url``, streaming, and the bearer
-    scheme when callers must authenticate."""
+    (those the model may load), its JSON-RPC (``url``) and HTTP+JSON interfaces, streaming,
+    and the bearer scheme when callers must authenticate."""
     kernel = runtime.kernel
     name = resolve_agent_name(kernel, agent_name)
     table = kernel.profile.agent.get(name) if name is not None else None
@@ -655,7 +675,12 @@ async def agent_card(
         description=description,
         version=__version__,
         supported_interfaces=[
-            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
+            AgentInterface(
+                url=url.rstrip("/") + REST_PATH,
+                protocol_binding="HTTP+JSON",
+                protocol_version="1.0",
+            ),
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain", "application/json"],
@@ -686,29 +711,62 @@ def load_authenticator(spec: str) -> Authenticator:
 
 
 class Guard:
-    """An ASGI wrapper that lets a request reach the A2A routes only when its caller is known:
-    a bearer token of ``tokens`` (token -> caller name) or a name ``authenticate`` gives for
-    its headers. The caller becomes the request's user (the SDK scopes tasks by it); the card
-    is public. A refusal is HTTP 401 with ``WWW-Authenticate: Bearer``."""
+    """An ASGI wrapper in front of the A2A routes. A request must be JSON (else HTTP 415).
+    When callers authenticate (``tokens``: token -> caller name, and/or ``authenticate``,
+    which names the caller of a request's headers), an unknown caller gets HTTP 401 with
+    ``WWW-Authenticate: Bearer`` and a known one becomes the request's user (the SDK scopes
+    tasks by it). The card is public."""
 
     def __init__(
-        self, app: Any, tokens: Mapping[str, str], authenticate: Authenticator | None
+        self,
+        app: Any,
+        tokens: Mapping[str, str] | None = None,
+        authenticate: Authenticator | None = None,
     ) -> None:
         self.app = app
-        self.tokens = dict(tokens)
+        self.tokens = dict(tokens or {})
         self.authenticate = authenticate
+        self.open = not self.tokens and authenticate is None
+        self.modified = email.utils.formatdate(usegmt=True).encode()
+        """When the card was made: its ``Last-Modified``."""
+
+    def _dated(self, send: Any) -> Any:
+        async def dated(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ())]}
+                message["headers"].append((b"last-modified", self.modified))
+            await send(message)
+
+        return dated
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") == CARD_PATH:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope.get("path") == CARD_PATH:
+            await self.app(scope, receive, self._dated(send))
             return
         headers = {
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in scope.get("headers", ())
         }
+        media = headers.get("content-type", "").partition(";")[0].strip().lower()
+        if scope.get("method") == "POST" and media != "application/json":
+            # A JSON-RPC error too (ContentTypeNotSupportedError), for clients that read one.
+            error = {"code": -32005, "message": "A2A JSON-RPC requests are application/json"}
+            await _refuse(send, 415, {"jsonrpc": "2.0", "id": None, "error": error})
+            return
+        if self.open:
+            await self.app(scope, receive, send)
+            return
         caller = await self._caller(headers)
         if caller is None:
-            await _unauthorized(send)
+            await _refuse(
+                send,
+                401,
+                {"error": "authentication required (Authorization: Bearer TOKEN)"},
+                [(b"www-authenticate", b"Bearer")],
+            )
             return
         from starlette.authentication import AuthCredentials, SimpleUser
 
@@ -732,16 +790,21 @@ class Guard:
         return found if isinstance(found, str) and found else None
 
 
-async def _unauthorized(send: Any) -> None:
-    body = json.dumps({"error": "authentication required (Authorization: Bearer TOKEN)"})
+async def _refuse(
+    send: Any,
+    status: int,
+    answer: Mapping[str, object],
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps(answer)
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b"Bearer"),
                 (b"content-length", str(len(body)).encode()),
+                *(headers or []),
             ],
         }
     )
@@ -767,7 +830,11 @@ async def serve(
     """
     import uvicorn
     from a2a.server.request_handlers import DefaultRequestHandler
-    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.routes import (
+        create_agent_card_routes,
+        create_jsonrpc_routes,
+        create_rest_routes,
+    )
     from starlette.applications import Starlette
 
     from tether.runtime import profile_session_host
@@ -830,14 +897,13 @@ async def serve(
                 agent_card=card,
                 request_context_builder=contexts,
             )
-            app: Any = Starlette(
-                routes=[
-                    *create_agent_card_routes(card),
-                    *create_jsonrpc_routes(handler, rpc_url="/"),
-                ]
-            )
-            if tokens or authenticate is not None:  # the card stays public
-                app = Guard(app, {token: name for name, token in tokens.items()}, authenticate)
+            routes = [
+                *create_agent_card_routes(card, cache_control=CARD_CACHE),
+                *create_jsonrpc_routes(handler, rpc_url="/"),
+                *create_rest_routes(handler, path_prefix=REST_PATH),
+            ]
+            callers = {token: name for name, token in tokens.items()}
+            app = Guard(Starlette(routes=routes), callers, authenticate)
             config = uvicorn.Config(
                 app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
             )
