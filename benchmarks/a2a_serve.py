@@ -2,6 +2,7 @@
 ``tether a2a serve`` under 200 concurrent streaming tasks.
 
     uv run python benchmarks/a2a_serve.py [--followups 300] [--tasks 200] [--runs 5]
+    uv run python benchmarks/a2a_serve.py --tck PATH    (the A2A conformance kit's run)
 
 Both run against ``tether a2a serve`` in a process of its own on 127.0.0.1 (a SQLite store in
 a temporary folder), serving an agent whose model is ``tests/a2a/peers/served.py``: it answers
@@ -21,6 +22,10 @@ a temporary folder), serving an agent whose model is ``tests/a2a/peers/served.py
 
 Each run starts a fresh server; the table has the median over ``--runs`` runs of each run's
 median (or total).
+
+``--tck PATH`` runs the A2A project's conformance kit (a checkout of github.com/a2aproject/a2a-tck,
+branch ``1.0-dev``, set up with ``uv venv && uv pip install -e .`` in it) against a fresh server,
+on both HTTP bindings, and prints its summary and each requirement that did not pass.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -194,12 +200,45 @@ async def burst(url: str, tasks: int, server: Server) -> dict[str, Any]:
 # ------------------------------------------------------------------ the table
 
 
+def conformance(kit: Path) -> None:
+    """Run the conformance kit at ``kit`` against a fresh server; print what it found."""
+    import json
+
+    with tempfile.TemporaryDirectory() as folder:
+        server = Server(Path(folder))
+        try:
+            python = str(kit / ".venv" / "bin" / "python")
+            transports = ["--transport", "jsonrpc,http_json"]
+            subprocess.run(
+                [python, "run_tck.py", "--sut-host", server.url.rstrip("/"), *transports],
+                cwd=kit,
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
+        finally:
+            server.stop()
+    report = json.loads((kit / "reports" / "compatibility.json").read_text())
+    print(json.dumps(report["summary"], indent=1))
+    print(json.dumps(report["per_transport"], indent=1))
+    requirements = report["per_requirement"].values()
+    counts = Counter(f"{found['level']} {found['status']}" for found in requirements)
+    print(", ".join(f"{key}: {value}" for key, value in sorted(counts.items())))
+    for name, found in report["per_requirement"].items():
+        if found["status"] == "FAIL":
+            transports = ", ".join(f"{k} {v}" for k, v in found["transports"].items())
+            print(f"{name} ({found['level']}, {transports}): {'; '.join(found['errors'])[:300]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--followups", type=int, default=300)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tck", type=Path, default=None, help="a2a-tck checkout to run")
     args = parser.parse_args()
+    if args.tck is not None:
+        conformance(args.tck)
+        return
     plain: list[float] = []
     streamed: list[float] = []
     bursts: list[dict[str, Any]] = []

@@ -16,6 +16,7 @@ offered, and a delegation tool that needs one fails at load (bind it with
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,11 @@ from ._settings import A2aAgentSettings, ServeSettings, Settings, headers_of
 
 if TYPE_CHECKING:
     import click
+
+# The a2a-sdk wraps each step of a request in an OpenTelemetry span unless this says not to
+# (read when it is first imported): a millisecond of a served request's 5-6 ms of CPU here.
+# tether's own spans (tether-otel) cover the turn; set it to true for the SDK's as well.
+os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
 
 __all__ = (
     "CONTEXT_DESCRIPTOR",
