@@ -5,6 +5,7 @@ sessions, tasks kept across a ``kill -9`` of the server, cancel, refusals, authe
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -44,6 +45,7 @@ from .test_provider import agent_table
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).parents[2]
+PEERS = Path(__file__).parent / "peers"
 MODEL = "function:tests.a2a.peers.served:brain"
 #: The served process's environment: plugins found by entry point, as a user's are.
 ENV = {
@@ -57,8 +59,11 @@ TIMEOUT = 60
 def served_profile(folder: Path, serve: str = "", skills: bool = False) -> Path:
     """A profile whose agent ``main`` answers with :mod:`tests.a2a.peers.served`; ``skills``:
     with one skill folder (read by tether-skills-fs)."""
-    plugins = (['"a2a"'] if serve else []) + (['"skills-fs"'] if skills else [])
-    text = f'[tether]\nplugins = [{", ".join(plugins)}]\nstore = "sqlite:served.db"\n'
+    plugins = ['"publishing"'] + (['"a2a"'] if serve else []) + (['"skills-fs"'] if skills else [])
+    text = (
+        f'[tether]\nplugins = [{", ".join(plugins)}]\nstore = "sqlite:served.db"\n'
+        f"plugin_dirs = [{json.dumps(str(PEERS / 'plugins'))}]\n"
+    )
     if serve:
         text += f"[plugin.a2a.serve]\n{serve}\n"
     if skills:
@@ -317,6 +322,80 @@ async def test_cancel_aborts_the_turn_and_the_task_is_canceled(server, sdk):
     assert ends[-1].stop_reason == "aborted"
 
 
+# ------------------------------------------------------------------ questions
+
+
+async def send_to(client: Any, text: str, task: Task) -> Task:
+    """The task after ``text`` was sent on ``task`` (an answer to its question)."""
+    with anyio.fail_after(TIMEOUT):
+        async for _ in client.send_message(message(text, task.context_id, task.id)):
+            pass
+        return await client.get_task(GetTaskRequest(id=task.id))
+
+
+@pytest.mark.parametrize(("reply", "outcome"), [("allow", "published the notes"), ("no", "")])
+async def test_a_tool_that_needs_approval_makes_the_task_ask_and_the_reply_answers(
+    sdk, reply, outcome
+):
+    asked, _ = await send(sdk, "publish the notes")
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    question = asked.status.message.parts[0].text
+    assert question.startswith('publish({"what": "the notes"}) needs approval')
+    assert "Answer with one of: allow (Allow once), reject (Reject)." in question
+    answered = await send_to(sdk, reply, asked)
+    assert answered.status.state == TaskState.TASK_STATE_COMPLETED
+    said = answer(answered)
+    assert said.startswith("the tool said: ")
+    assert outcome in said if outcome else "published" not in said
+
+
+async def test_a_context_waiting_for_an_answer_takes_no_other_task_until_cancelled(sdk):
+    asked, _ = await send(sdk, "publish the notes")
+    with pytest.raises(A2AError, match="waits for input"):
+        await send(sdk, "echo meanwhile", context_id=asked.context_id)
+    with anyio.fail_after(TIMEOUT):
+        cancelled = await sdk.cancel_task(CancelTaskRequest(id=asked.id))
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    after, _ = await send(sdk, "echo after", context_id=asked.context_id)
+    assert answer(after) == "echo: after (message 2)"
+
+
+async def test_a_question_goes_up_a_chain_of_tethers_and_the_parent_answers_it(tmp_path):
+    """tether to tether: the served agent's tool asks; the parent's A2A child answers its turn
+    with the question, and the parent's follow-up to the child answers it."""
+    served = tmp_path / "served"
+    served.mkdir()
+    server = Server(served_profile(served), free_port())
+    parent_profile = write_profile(
+        tmp_path,
+        '[tether]\nplugins = ["a2a", "subagent"]\n[plugin.a2a]\n'
+        + agent_table("remote", server.url)
+        + '[plugin.subagent]\nprovider = "remote"\nmax_depth = "provider-managed"\n'
+        + 'background = "continuable"\n[agent.main]\n',
+    )
+    plugins = {"a2a": tether_a2a, "subagent": tether_subagent_tools}
+    store = SQLiteStore(tmp_path / "parent.db")
+    try:
+        runtime = make_runtime(parent_profile, plugins)
+        parent = await compose_agent(
+            runtime, store, model=delegating("publish the notes", background=True)
+        )
+        manager = runtime.subagents.continuation
+        async with parent:
+            with anyio.fail_after(TIMEOUT):
+                await parent.run("go")
+                child_id = task_of(tool_results(parent)[0])
+                await manager.wait_quiet(parent)
+                await manager.followup(parent, child_id, "allow")
+                await manager.wait_quiet(parent)
+    finally:
+        await store.aclose()
+        assert server.stop() == 0
+    question, answered = results(parent)
+    assert question.startswith('publish({"what": "the notes"}) needs approval')
+    assert answered == "the tool said: published the notes"
+
+
 # ------------------------------------------------------------------ restarts
 
 
@@ -327,6 +406,8 @@ async def test_tasks_survive_a_kill_9_of_the_server(tmp_path):
     try:
         async with client_of(first.url) as client:
             done, _ = await send(client, "echo kept")
+            asking, _ = await send(client, "publish the notes")  # waits for input: lost too
+            assert asking.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             # A task running when the server dies: the SDK's stream is left mid-way.
             with anyio.fail_after(TIMEOUT):
                 async for response in client.send_message(message("slow", done.context_id)):
@@ -339,6 +420,8 @@ async def test_tasks_survive_a_kill_9_of_the_server(tmp_path):
     try:
         async with client_of(second.url) as client:
             await after_the_kill(client, done, running_id)
+            waited = await client.get_task(GetTaskRequest(id=asking.id))
+            assert waited.status.state == TaskState.TASK_STATE_FAILED
     finally:
         assert second.stop() == 0
 
@@ -503,3 +586,38 @@ def test_a_port_in_use_stops_the_server_at_start_saying_which(tmp_path):
     assert done.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "--port 0 takes a free one" in done.stderr
+
+
+# ------------------------------------------------------------------ the example
+
+
+def test_the_example_runs_as_its_readme_says(tmp_path):
+    """examples/a2a: the quickstart's agent served, and an agent that delegates to it."""
+    import shutil
+
+    examples = ROOT / "examples"
+    for name in ("quickstart", "a2a"):
+        shutil.copytree(examples / name, tmp_path / "examples" / name, ignore=_no_store)
+    port = free_port()
+    caller = tmp_path / "examples" / "a2a" / "tether.toml"
+    caller.write_text(caller.read_text().replace("8765", str(port)))
+    server = Server(tmp_path / "examples" / "quickstart" / "tether.toml", port)
+    try:
+        command = ["tether", "run", "--profile", str(caller), "What notes do I have?"]
+        done = subprocess.run(
+            [sys.executable, "-m", *command],
+            cwd=tmp_path,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        assert server.stop() == 0
+    assert done.returncode == 0, done.stderr
+    assert "<- subagent: You have two notes: launch.md" in done.stdout
+    assert done.stdout.strip().splitlines()[-2].startswith("The notes agent says")
+
+
+def _no_store(folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if name == ".tether"]

@@ -5,22 +5,37 @@
   the session's conversation holds (so a continued context counts on);
 * ``slow``: works for two minutes (until the turn is cancelled);
 * ``fail``: the model request fails;
-* ``nap SECONDS TEXT``: waits, then answers like ``echo`` (the fake model of the benchmark).
+* ``nap SECONDS TEXT``: waits, then answers like ``echo`` (the fake model of the benchmark);
+* ``publish TEXT``: calls the tool ``publish`` (:mod:`tests.a2a.peers.plugins.publishing`,
+  which needs approval), then answers with what the tool said. The conformance kit's
+  ``TCK prerequisite task creation`` too, when ``SERVED_PREREQUISITE`` is ``ask`` (the kit
+  tells the tasks it needs apart by message ids, which a model never sees: one run of the kit
+  makes them wait for input, another complete).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 
 import anyio
 
-from tether.models import ModelDelta, ModelRequest
+from tether.models import ModelDelta, ModelRequest, ModelResponse, ToolCall
 
 
-async def brain(request: ModelRequest) -> AsyncIterator[ModelDelta | str]:
+async def brain(request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse | str]:
+    last = request.messages[-1]
+    if last.role == "tool":
+        yield f"the tool said: {last.content}"
+        return
     users = [m for m in request.messages if m.role == "user"]
     text = users[-1].content if users else ""
     word, _, rest = text.partition(" ")
+    asks = os.environ.get("SERVED_PREREQUISITE") == "ask"
+    if word == "publish" or (asks and text.startswith("TCK prerequisite")):
+        call = ToolCall(id=f"p{len(users)}", name="publish", arguments={"what": rest or text})
+        yield ModelResponse(tool_calls=(call,))
+        return
     if word == "slow":
         await anyio.sleep(120)
     if word == "fail":

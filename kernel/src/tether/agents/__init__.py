@@ -14,6 +14,7 @@ from ._approvals import (
     PermissionHost,
     PermissionQuestion,
     ask_permission,
+    asking_root,
     question_path,
     stricter,
 )
@@ -89,6 +90,7 @@ __all__ = (
     "Tracer",
     "TurnStart",
     "ask_permission",
+    "asking_root",
     "build_preset",
     "carry_trace",
     "current_trace",

@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ..errors import StoreError
+from ..errors import StoreError, TetherError
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
+    from ..store import SessionStore
     from ._agent import Agent
 
 __all__ = (
@@ -33,11 +36,32 @@ __all__ = (
     "PermissionHost",
     "PermissionQuestion",
     "ask_permission",
+    "asking_root",
     "question_path",
     "stricter",
 )
 
 ApprovalPolicy = Literal["ask", "allow", "deny"]
+
+
+async def asking_root(store: SessionStore, session_id: str, hosted: Container[str]) -> str | None:
+    """The session of ``hosted`` that the delegation chain above ``session_id`` starts from
+    (``session_id`` itself, its parent, ...), or ``None``: for a permission host that serves
+    several sessions (``tether acp``'s, ``tether a2a serve``'s) and is asked by one of their
+    descendants."""
+    seen: set[str] = set()
+    current: str | None = session_id
+    while current is not None and current not in seen:
+        if current in hosted:
+            return current
+        seen.add(current)
+        try:
+            current = (await store.header(current)).parent_session
+        except TetherError:
+            return None
+    return None
+
+
 #: From the most to the least permissive.
 STRICTNESS: tuple[ApprovalPolicy, ...] = ("allow", "ask", "deny")
 

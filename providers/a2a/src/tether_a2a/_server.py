@@ -56,7 +56,7 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -94,11 +94,17 @@ from anyio.abc import TaskStatus as AnyioTaskStatus
 from google.protobuf import json_format
 
 from tether import __version__
-from tether.agents import build_preset, resolve_agent_name, trace_from
+from tether.agents import (
+    PermissionQuestion,
+    asking_root,
+    build_preset,
+    resolve_agent_name,
+    trace_from,
+)
 from tether.errors import ErrorCode, PluginError, TetherError
 from tether.models import ModelDelta, find_model_provider
 from tether.runtime import Runtime
-from tether.store import AssistantMessage, DescriptorEvent, Event, TurnEnded, TurnStarted
+from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
 
 from ._settings import CARD_PATH, ServeSettings
 
@@ -141,6 +147,15 @@ REST_PATH = "/rest"
 CARD_CACHE = "public, max-age=300"
 #: Media types of raw parts taken as UTF-8 text (besides ``text/*``).
 TEXT_MEDIA = frozenset({"application/json", "application/xml", "application/yaml"})
+#: The states a task ends in.
+_TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 #: What a task that was running when its server stopped says.
 STOPPED = "the A2A server stopped before this task ended (its turn was closed on restart)"
 
@@ -155,12 +170,21 @@ class _Context:
     agent: Agent
     owner: str
     release: anyio.Event = field(default_factory=anyio.Event)
-    turns: anyio.Lock = field(default_factory=anyio.Lock)
-    """Held by the task whose turn runs: one task of a context at a time."""
+    running: _Running | None = None
+    """The task whose turn runs (or waits for an answer): one task of a context at a time."""
+    freed: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) when the running task's turn ended."""
 
     @property
     def id(self) -> str:
         return self.agent.session_id
+
+    def done(self, running: _Running) -> None:
+        """``running``'s turn ended: the next task of the context may run."""
+        if self.running is running:
+            self.running = None
+            self.freed.set()
+            self.freed = anyio.Event()
 
 
 class _Caller(User):
@@ -205,12 +229,37 @@ class Contexts(RequestContextBuilder):
         self.model_spec = model_spec
         self.tasks: SessionTaskStore | None = None
         self._host = host
+        if runtime.permission_host is None:
+            runtime.permission_host = self.ask
         self._open: dict[str, _Context] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._closing = False
 
     def get(self, context_id: str) -> _Context | None:
         return self._open.get(context_id)
+
+    def start(self, function: Callable[[str], Coroutine[Any, Any, None]], argument: str) -> None:
+        """Run ``function(argument)`` in the host group (it outlives the request)."""
+        self._host.start_soon(function, argument)
+
+    async def ask(self, question: PermissionQuestion) -> str | None:
+        """The permission host: a question of a served agent (or of a child below it) goes
+        to the client as the running task's ``input-required`` status; the next message on
+        the task answers it (:func:`choice`). ``None`` (refused) when no task runs there, one
+        question is open already, or the task is cancelled."""
+        root = await asking_root(self.store, question.session, self._open)
+        opened = self._open.get(root) if root is not None else None
+        running = opened.running if opened is not None else None
+        if running is None or running.updater is None or running.question is not None:
+            return None
+        running.question, running.reply = question, None
+        running.replied = anyio.Event()
+        running.push(_ASKED)
+        try:
+            await running.replied.wait()
+        finally:
+            running.question = None
+        return choice(question, running.reply)
 
     async def build(
         self,
@@ -226,6 +275,12 @@ class Contexts(RequestContextBuilder):
                 context_id = session_of(task_id)  # the handler checked the task is there
             opened = await self.open(context_id or None, _owner(context))
             context_id = opened.id
+            running = opened.running
+            if running is not None and running.question is not None and task_id != running.task_id:
+                raise InvalidParamsError(
+                    message=f"task {running.task_id} of this context waits for input: answer it "
+                    "(a message with its taskId) or cancel it first"
+                )
             task_id = task_id or f"{context_id}.{uuid.uuid4().hex}"
         return RequestContext(
             call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
@@ -314,6 +369,8 @@ class Contexts(RequestContextBuilder):
         """Let every open agent leave its ``async with`` (their host tasks then end)."""
         self._closing = True
         for opened in self._open.values():
+            if opened.running is not None:
+                opened.running.replied.set()
             opened.agent.interrupt()
             opened.release.set()
 
@@ -446,7 +503,7 @@ class SessionTaskStore(TaskStore):
         for task_id, (owner, task) in found.items():
             if task_id in self._written:
                 continue  # saved by this process: what memory holds is newer
-            if task.status.state not in _FINAL:
+            if task.status.state not in _TERMINAL:  # it ran (or waited) when the server stopped
                 task.status.CopyFrom(_failed_status(STOPPED))
             self._written[task_id] = task.status.state
             await self._memory.save(task, ServerCallContext(user=_Caller(owner)))
@@ -482,15 +539,115 @@ def _failed_status(reason: str) -> TaskStatus:
 
 
 class _Signal:
+    """A marker put on a running turn's event stream next to the agent's events."""
+
     def __init__(self, name: str) -> None:
         self.name = name
 
 
 _IDLE = _Signal("idle")
+"""The agent went idle."""
+_ASKED = _Signal("asked")
+"""The turn asks a question (a tool that needs approval): the task goes input-required."""
+
+
+class _Running:
+    """The turn of one task, from its message to its end.
+
+    Its pump (a task of the host group) reads the agent's events and writes what they mean
+    through :attr:`updater`, the updater of the ``execute`` call waiting on it: the first one,
+    then, after a question, the one that brings the answer. A task that waits for input has no
+    ``execute`` waiting; a cancelled one has none either (what is left is dropped).
+    """
+
+    def __init__(self, opened: _Context, task_id: str) -> None:
+        self.opened = opened
+        self.task_id = task_id
+        self._send, self._receive = anyio.create_memory_object_stream[object](math.inf)
+        self.updater: TaskUpdater | None = None
+        self.paused = anyio.Event()
+        """Set when the waiting ``execute`` may return (a question was asked, or it ended)."""
+        self.answer = _Answer()
+        self.message_id: str | None = None
+        self.question: PermissionQuestion | None = None
+        self.reply: str | None = None
+        self.replied = anyio.Event()
+        self._armed = False
+        agent = opened.agent
+        self._stops = [agent.listen(self.push), agent.listen_deltas(self.push)]
+        self._stops.append(agent.on_idle(self._idle))
+
+    def push(self, item: object) -> None:  # an agent listener: must never raise
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._send.send_nowait(item)
+
+    def _idle(self) -> None:
+        if self._armed:
+            self.push(_IDLE)
+
+    def attach(self, updater: TaskUpdater) -> None:
+        """``updater``'s ``execute`` waits on the turn now."""
+        self.updater = updater
+        self.paused = anyio.Event()
+
+    async def pump(self, message_id: str) -> None:
+        agent = self.opened.agent
+        self.message_id, self._armed = message_id, True
+        if agent.status == "idle":
+            self.push(_IDLE)  # it may have gone idle before it was armed
+        turn: int | None = None
+        try:
+            with self._receive, self._send:
+                async for item in self._receive:
+                    if item is _ASKED:
+                        if self.question is not None:
+                            await self._write(_requires_input, self.question)
+                        self.paused.set()
+                    elif item is _IDLE:
+                        if agent.status != "idle":
+                            continue
+                        if turn is None:  # interrupted before its turn began
+                            await agent.cancel(keep_inbox=False)
+                            await self._write(_cancel)
+                            return
+                        if agent.fault is not None:  # the store refused to record the turn
+                            await self._write(_fail, str(agent.fault))
+                            return
+                    elif isinstance(item, ModelDelta):
+                        await self._write(self.answer.delta, item)
+                    elif isinstance(item, TurnStarted) and item.message_id == message_id:
+                        turn = item.turn
+                    elif turn is not None and isinstance(item, AssistantMessage):
+                        self.answer.step(item)
+                    elif turn is not None and isinstance(item, TurnEnded) and item.turn == turn:
+                        await self._write(self.answer.end, item)
+                        return
+        finally:
+            for stop in self._stops:
+                stop()
+            self.replied.set()  # a question still open is refused
+            self.opened.done(self)
+            self.paused.set()
+
+    def stop(self) -> None:
+        """End the pump (the message was never accepted)."""
+        self._receive.close()
+
+    async def _write(self, write: Callable[..., Awaitable[None]], *arguments: Any) -> None:
+        """``write(updater, *arguments)`` through the waiting ``execute``'s updater."""
+        updater = self.updater
+        if updater is None:
+            return  # nobody waits (cancelled): dropped
+        try:
+            await write(updater, *arguments)
+        except Exception as exc:  # the request's queue closed under it (the server stops)
+            log.debug("task %s: an update was dropped (%s)", self.task_id[:200], exc)
 
 
 class TetherExecutor(AgentExecutor):
-    """Runs each task as one turn of its context's agent, streaming the answer's pieces."""
+    """Runs each task as one turn of its context's agent, streaming the answer's pieces; a
+    question the turn asks (a tool that needs approval) makes the task input-required, and
+    the next message on the task answers it."""
 
     def __init__(self, contexts: Contexts) -> None:
         self.contexts = contexts
@@ -506,101 +663,99 @@ class TetherExecutor(AgentExecutor):
             await event_queue.enqueue_event(new_task_from_user_message(message))
         updater = TaskUpdater(event_queue, task_id, context_id)
         text = _message_text(message)
-        headers = context.call_context.state.get("headers")
-        trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
-        async with opened.turns:
+        running = opened.running
+        if running is not None and running.task_id == task_id and running.question is not None:
+            running.attach(updater)  # the answer to the task's question
             await updater.start_work()
-            await self._turn(opened, updater, text, trace)
-
-    async def _turn(
-        self, opened: _Context, updater: TaskUpdater, text: str, trace: dict[str, str] | None
-    ) -> None:
-        agent = opened.agent
-        send, receive = anyio.create_memory_object_stream[object](math.inf)
-
-        def push(item: object) -> None:  # an agent listener: must never raise
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                send.send_nowait(item)
-
-        armed = False
-
-        def idle() -> None:
-            if armed:
-                push(_IDLE)
-
-        answer = _Answer(updater)
-        unlisten = agent.listen(push)
-        undeltas = agent.listen_deltas(push)
-        unidle = agent.on_idle(idle)
-        turn: int | None = None
-        ended = False
+            running.reply = text
+            running.replied.set()
+        else:
+            while opened.running is not None:  # one task of a context at a time
+                await opened.freed.wait()
+            running = opened.running = _Running(opened, task_id)
+            running.attach(updater)
+            await updater.start_work()
+            headers = context.call_context.state.get("headers")
+            trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
+            try:
+                message_id = await opened.agent.followup(text, trace=trace)
+            except TetherError as exc:
+                running.stop()
+                opened.done(running)
+                raise InternalError(message=str(exc)) from None
+            self.contexts.start(running.pump, message_id)
         try:
-            with receive, send:
-                try:
-                    message_id = await agent.followup(text, trace=trace)
-                except TetherError as exc:
-                    raise InternalError(message=str(exc)) from None
-                armed = True
-                async for item in receive:
-                    if item is _IDLE:
-                        if agent.status != "idle":
-                            continue
-                        if turn is None:  # interrupted before its turn began
-                            await agent.cancel(keep_inbox=False)
-                            ended = True
-                            await updater.cancel()
-                            return
-                        if agent.fault is not None:
-                            ended = True
-                            await updater.failed(_agent_says(updater, str(agent.fault)))
-                            return
-                        continue
-                    if isinstance(item, ModelDelta):
-                        await answer.delta(item)
-                        continue
-                    event = cast(Event, item)
-                    if isinstance(event, TurnStarted) and event.message_id == message_id:
-                        turn = event.turn
-                    elif turn is None:
-                        continue
-                    elif isinstance(event, AssistantMessage):
-                        answer.step(event)
-                    elif isinstance(event, TurnEnded) and event.turn == turn:
-                        ended = True
-                        await answer.end(event)
-                        return
+            await running.paused.wait()
         finally:
-            unidle()
-            undeltas()
-            unlisten()
-            if not ended and agent.status != "idle":
-                agent.interrupt()  # the task was cancelled, or the server is stopping
+            if not running.paused.is_set():  # cancelled: CancelTask, or the server stops
+                running.updater = None
+                opened.agent.interrupt()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
         opened = self.contexts.get(context_id)
-        if opened is not None and opened.turns.locked():
+        running = opened.running if opened is not None else None
+        if opened is not None and running is not None and running.task_id == task_id:
+            running.updater = None  # the cancel is written here; the pump writes no more
+            running.replied.set()
             opened.agent.interrupt()
         await TaskUpdater(event_queue, task_id, context_id).cancel()
 
 
-def _agent_says(updater: TaskUpdater, text: str) -> Message:
+def _says(updater: TaskUpdater, text: str) -> Message:
     return updater.new_agent_message([new_text_part(text)])
+
+
+async def _requires_input(updater: TaskUpdater, question: PermissionQuestion) -> None:
+    await updater.requires_input(_says(updater, _asking(question)))
+
+
+async def _fail(updater: TaskUpdater, reason: str) -> None:
+    await updater.failed(_says(updater, reason))
+
+
+async def _cancel(updater: TaskUpdater) -> None:
+    await updater.cancel()
+
+
+def _asking(question: PermissionQuestion) -> str:
+    """The status message of a task whose turn asks ``question``."""
+    choices = ", ".join(f"{option} ({name})" for option, name, _ in question.options)
+    return f"{question.title} needs approval ({question.who}). Answer with one of: {choices}."
+
+
+#: Answers that mean the first option of a kind.
+_YES = frozenset({"yes", "y", "ok", "allow", "approve", "approved", "go ahead"})
+_NO = frozenset({"no", "n", "deny", "denied", "reject", "refuse", "stop"})
+
+
+def choice(question: PermissionQuestion, reply: str | None) -> str | None:
+    """The option ``reply`` picks: an option's id or name, or yes/no words for the first
+    allowing or rejecting option; ``None`` (refused) for anything else."""
+    if reply is None:
+        return None
+    said = reply.strip().strip(".!").lower()
+    for option, name, _ in question.options:
+        if said in (option.lower(), name.lower()):
+            return option
+    wanted = "allow" if said in _YES else "reject" if said in _NO else None
+    if wanted is None:
+        return None
+    return next((option for option, _, kind in question.options if kind.startswith(wanted)), None)
 
 
 class _Answer:
     """The artifact ``answer`` of one task, streamed piece by piece."""
 
-    def __init__(self, updater: TaskUpdater) -> None:
-        self._updater = updater
+    def __init__(self) -> None:
         self._fresh = True  # the next piece starts the artifact over
         self._answer = ""  # the turn's last answer without tool calls
 
-    async def delta(self, delta: ModelDelta) -> None:
+    async def delta(self, updater: TaskUpdater, delta: ModelDelta) -> None:
         if delta.kind == "retry":
-            self._restart()
+            self._fresh = True
         elif delta.kind == "text" and delta.text:
-            await self._updater.add_artifact(
+            await updater.add_artifact(
                 [new_text_part(delta.text)],
                 artifact_id=ANSWER_ARTIFACT,
                 name=ANSWER_ARTIFACT,
@@ -610,21 +765,17 @@ class _Answer:
 
     def step(self, message: AssistantMessage) -> None:
         if message.tool_calls:  # not the answer: the next step's text replaces it
-            self._restart()
+            self._fresh = True
             self._answer = ""
         else:
             self._answer = message.content
 
-    def _restart(self) -> None:
-        self._fresh = True
-
-    async def end(self, event: TurnEnded) -> None:
-        updater = self._updater
+    async def end(self, updater: TaskUpdater, event: TurnEnded) -> None:
         if event.stop_reason == "aborted":
             await updater.cancel()
             return
         if event.stop_reason == "error":
-            await updater.failed(_agent_says(updater, event.error or "the turn failed"))
+            await updater.failed(_says(updater, event.error or "the turn failed"))
             return
         # The whole answer replaces the pieces (``append`` false): the task keeps it as one
         # part, and a client that streamed sees the pieces were this answer.
@@ -637,7 +788,7 @@ class _Answer:
             last_chunk=True,
         )
         if event.stop_reason == "refusal":
-            await updater.reject(_agent_says(updater, answer or "the agent refused"))
+            await updater.reject(_says(updater, answer or "the agent refused"))
         else:
             await updater.complete()
 

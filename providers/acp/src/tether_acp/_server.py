@@ -123,7 +123,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tether import __version__
-from tether.agents import PermissionQuestion, trace_from
+from tether.agents import PermissionQuestion, asking_root, trace_from
 from tether.errors import ErrorCode, TetherError
 from tether.models import ModelDelta, ToolCall
 from tether.runtime import Runtime
@@ -321,7 +321,7 @@ class TetherAcpAgent:
         the root of the asking session's chain: a served agent's tool that needs approval, or a
         descendant ACP child with ``permission = "ask"``. The option the client picked, or
         ``None`` when it cancelled, failed to answer, or no session is found."""
-        root = await self._root_session(question.session)
+        root = await asking_root(self.store, question.session, self._sessions)
         session = self._sessions.get(root) if root is not None else None
         if session is None or self._client is None:
             return None
@@ -428,20 +428,6 @@ class TetherAcpAgent:
             await self._client.session_update(session_id=session_id, update=update)
         except ConnectionError:
             log.debug("session %s: an update was dropped (the connection is closed)", session_id)
-
-    async def _root_session(self, session_id: str) -> str | None:
-        """The session of this connection the chain above ``session_id`` starts from."""
-        seen: set[str] = set()
-        current: str | None = session_id
-        while current is not None and current not in seen:
-            if current in self._sessions:
-                return current
-            seen.add(current)
-            try:
-                current = (await self.store.header(current)).parent_session
-            except TetherError:
-                return None
-        return None
 
     def release_all(self) -> None:
         """Let every open agent leave its ``async with`` (their host tasks then end), and
