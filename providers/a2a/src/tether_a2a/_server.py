@@ -3,9 +3,9 @@
 One of the profile's agents answers A2A 1.0 requests in both of A2A's HTTP bindings (JSON-RPC
 at ``/``, HTTP+JSON under ``/rest``), under uvicorn, on the a2a-sdk's own request handler
 (``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``ListTasks``, ``CancelTask``,
-``SubscribeToTask``). tether supplies the three parts the SDK
-leaves to an agent: who runs a task (:class:`TetherExecutor`), where tasks are kept
-(:class:`SessionTaskStore`) and how a request finds its conversation (:class:`Contexts`).
+``SubscribeToTask``). tether supplies the three parts the SDK leaves to an agent: who runs a
+task (:class:`TetherExecutor`), where tasks are kept (:class:`SessionTaskStore`) and how a
+request finds its conversation (:class:`Contexts`).
 
 * **A context is a tether session** of the served agent, in the profile's store: a message
   without ``contextId`` starts a new session, and the task's ``contextId`` is the session id
@@ -15,16 +15,22 @@ leaves to an agent: who runs a task (:class:`TetherExecutor`), where tasks are k
   out is refused ("invalid params"): the spec lets an agent refuse a client's own ids.
 * **A task is one turn**: the message's text becomes a follow-up of the session's agent, and
   the turn's answer is the task's artifact ``answer``. Text parts are joined by newlines, data
-  parts given as JSON, URL parts as markdown links; raw file bytes are refused. Tasks of one
-  context run one after another.
+  parts given as JSON, URL parts as markdown links, raw parts of text (``text/*``, JSON, XML,
+  YAML) as their UTF-8 text; other raw bytes are refused (``ContentTypeNotSupportedError``).
+  Tasks of one context run one after another.
 * **Streaming**: the answer's pieces go out as artifact updates while the model writes them
   (``append``); a step that calls tools, or a request sent again (``retry``), starts the
   artifact over (an update without ``append`` replaces it, which A2A defines). When the turn
-  ends, the last update carries whatever the pieces lacked, or the whole answer when they
-  differ from it, with ``lastChunk``.
+  ends, one last update (``lastChunk``, without ``append``) carries the whole answer: the
+  task keeps it as one part.
 * **How a turn ends**: ``completed`` and ``max-tokens`` complete the task (the answer as it
   is); ``refusal`` rejects it; ``error`` fails it, with tether's one-line error as the status
   message; ``aborted`` (``CancelTask``, or the server stopping) cancels it.
+* **Questions**: the server is its runtime's permission host. A tool that needs approval (of
+  the served agent, or of a child below it) makes the running task ``input-required``, its
+  status message the question and its choices; the next message on the task answers it (an
+  option's id or name, or yes/no words; anything else refuses) and the turn goes on in that
+  task. Until then the context takes no other task (refused, saying which task waits).
 * **Tasks are kept in the session's log** (descriptors ``a2a/task``): when a task is created,
   and when it reaches a final state (its artifacts included). ``GetTask``, ``ListTasks`` and
   a follow-up read them after a restart. A task whose last record is not final belonged to a
@@ -37,10 +43,8 @@ leaves to an agent: who runs a task (:class:`TetherExecutor`), where tasks are k
   request that sent a message go with it to the turn it starts (a tracing plugin continues
   the caller's trace).
 
-Not done: push notifications, the gRPC binding, an extended card, serving a
-profile whose sessions run on a cluster, and tasks that ask for input (a tether turn ends
-with an answer; the served agent's tools that need approval are refused, there being no
-person to ask).
+Not done: push notifications, the gRPC binding, an extended card, and serving a profile whose
+sessions run on a cluster.
 """
 
 from __future__ import annotations
