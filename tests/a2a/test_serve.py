@@ -272,7 +272,22 @@ async def test_refused_requests_say_why_and_start_nothing(server, sdk):
         await _send_request(sdk, request)
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         wrong = await http.post(server.url, content=b"{}", headers={"content-type": "text/plain"})
-    assert wrong.status_code == 415
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b"{}"
+
+        unsized = await http.post(
+            server.url, content=chunks(), headers={"content-type": "application/json"}
+        )
+    assert (wrong.status_code, unsized.status_code) == (415, 411)
+    # 60 MB announced: refused before a byte of it is read.
+    port = int(server.url.rsplit(":", 1)[1].strip("/"))
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw:
+        raw.sendall(
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 60000000\r\n\r\n"
+        )
+        assert raw.recv(100).startswith(b"HTTP/1.1 413 ")
     store = SQLiteStore(server.log.parent / "served.db")
     try:
         assert await store.sessions() == []

@@ -147,6 +147,8 @@ _FINAL = frozenset(
 )
 #: Where the HTTP+JSON (REST) binding is served, under the base URL (JSON-RPC is at ``/``).
 REST_PATH = "/rest"
+#: The largest request body taken, in bytes (as ``tether acp``'s longest line).
+REQUEST_LIMIT = 50 * 2**20
 #: How long a caller may keep the card (it changes only when the server restarts).
 CARD_CACHE = "public, max-age=300"
 #: Media types of raw parts taken as UTF-8 text (besides ``text/*``).
@@ -493,8 +495,8 @@ class SessionTaskStore(TaskStore):
         try:
             events = await self.contexts.store.events(session_id)
         except TetherError as exc:
+            self._loaded.discard(session_id)  # an id that names nothing is not remembered
             if exc.code is not ErrorCode.SESSION_NOT_FOUND:
-                self._loaded.discard(session_id)
                 raise InternalError(message=str(exc)) from None
             return
         found: dict[str, tuple[str, Task]] = {}
@@ -866,7 +868,8 @@ def load_authenticator(spec: str) -> Authenticator:
 
 
 class Guard:
-    """An ASGI wrapper in front of the A2A routes. A request must be JSON (else HTTP 415).
+    """An ASGI wrapper in front of the A2A routes. A request must be JSON (else HTTP 415), of a
+    declared length (411) of at most :data:`REQUEST_LIMIT` (413).
     When callers authenticate (``tokens``: token -> caller name, and/or ``authenticate``,
     which names the caller of a request's headers), an unknown caller gets HTTP 401 with
     ``WWW-Authenticate: Bearer`` and a known one becomes the request's user (the SDK scopes
@@ -906,6 +909,14 @@ class Guard:
             for key, value in scope.get("headers", ())
         }
         media = headers.get("content-type", "").partition(";")[0].strip().lower()
+        length = headers.get("content-length", "")
+        if scope.get("method") == "POST" and not length.isdigit():
+            await _refuse(send, 411, {"error": "a request needs a Content-Length"})
+            return
+        if scope.get("method") == "POST" and int(length) > REQUEST_LIMIT:
+            limit = f"{REQUEST_LIMIT // 2**20} MiB"
+            await _refuse(send, 413, {"error": f"a request is at most {limit}"})
+            return
         if scope.get("method") == "POST" and media != "application/json":
             # A JSON-RPC error too (ContentTypeNotSupportedError), for clients that read one.
             error = {"code": -32005, "message": "A2A JSON-RPC requests are application/json"}
