@@ -442,6 +442,10 @@ async def test_tasks_survive_a_kill_9_of_the_server(tmp_path):
 
 
 async def after_the_kill(client: Any, done: Task, running_id: str) -> None:
+    # The context goes on first (its new task is the first this server keeps in memory): the
+    # turn the kill left open was closed, the history kept, and the older tasks still found.
+    after, _ = await send(client, "echo on", context_id=done.context_id)
+    assert answer(after) == "echo: on (message 3)"
     kept = await client.get_task(GetTaskRequest(id=done.id))
     assert kept.status.state == TaskState.TASK_STATE_COMPLETED
     assert answer(kept) == "echo: kept (message 1)"
@@ -449,10 +453,51 @@ async def after_the_kill(client: Any, done: Task, running_id: str) -> None:
     assert lost.status.state == TaskState.TASK_STATE_FAILED
     assert "stopped before this task ended" in lost.status.message.parts[0].text
     listed = await client.list_tasks(ListTasksRequest(context_id=done.context_id))
-    assert {t.id for t in listed.tasks} == {done.id, running_id}
-    # The context goes on: the turn the kill left open was closed, the history kept.
-    after, _ = await send(client, "echo on", context_id=done.context_id)
-    assert answer(after) == "echo: on (message 3)"
+    assert {t.id for t in listed.tasks} == {done.id, running_id, after.id}
+
+
+async def test_stopping_the_server_cancels_its_running_tasks(tmp_path):
+    profile = served_profile(tmp_path)
+    port = free_port()
+    first = Server(profile, port)
+    try:
+        async with client_of(first.url) as client:
+            with anyio.fail_after(TIMEOUT):
+                async for response in client.send_message(message("slow")):
+                    if response.HasField("status_update"):
+                        running_id = response.status_update.task_id
+                        break
+            assert first.stop() == 0  # SIGTERM while the task runs
+    finally:
+        first.stop()
+    second = Server(profile, port)
+    try:
+        async with client_of(second.url) as client:
+            task = await client.get_task(GetTaskRequest(id=running_id))
+        assert task.status.state == TaskState.TASK_STATE_CANCELED
+    finally:
+        assert second.stop() == 0
+
+
+async def test_an_idle_context_is_closed_and_opened_again_when_used(tmp_path):
+    profile = served_profile(tmp_path, serve="idle_close = 0.5")
+    server = Server(profile, free_port())
+    try:
+        async with client_of(server.url) as client:
+            first, _ = await send(client, "echo one")
+            store = SQLiteStore(tmp_path / "served.db")
+            try:
+                with anyio.fail_after(TIMEOUT):  # the session's lease is let go once idle
+                    while await store.holder(first.context_id) is not None:
+                        await anyio.sleep(0.1)
+            finally:
+                await store.aclose()
+            kept = await client.get_task(GetTaskRequest(id=first.id))
+            assert answer(kept) == "echo: one (message 1)"
+            again, _ = await send(client, "echo two", context_id=first.context_id)
+            assert answer(again) == "echo: two (message 2)"
+    finally:
+        assert server.stop() == 0
 
 
 async def test_a_continuable_child_over_a2a_survives_a_restart_of_the_serving_tether(tmp_path):

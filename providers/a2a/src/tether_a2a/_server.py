@@ -34,7 +34,8 @@ request finds its conversation (:class:`Contexts`).
 * **Tasks are kept in the session's log** (descriptors ``a2a/task``): when a task is created,
   and when it reaches a final state (its artifacts included). ``GetTask``, ``ListTasks`` and
   a follow-up read them after a restart. A task whose last record is not final belonged to a
-  process that stopped while it ran: it is reported ``failed``, saying so.
+  process that stopped while it ran: it is reported ``failed``, saying so. A context that runs
+  no task for ``idle_close`` seconds is closed, and its tasks leave memory.
 * **Authentication** (``[plugin.a2a.serve]``): bearer tokens from the environment and/or an
   ``authenticator`` callable; the card declares the bearer scheme. A caller sees only its own
   tasks and contexts (the SDK scopes tasks by the caller's name, and a context keeps its
@@ -56,11 +57,12 @@ import inspect
 import json
 import logging
 import math
+import re
 import signal
 import socket
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -130,6 +132,8 @@ log = logging.getLogger("tether.a2a.server")
 
 #: The descriptor kind a served session records its A2A tasks in.
 TASK_DESCRIPTOR = "a2a/task"
+#: What a session id (so a context id of this server) looks like.
+SESSION_ID = re.compile(r"ses_[0-9a-f]{16}")
 #: The descriptor kind a served session records its owner in (the caller that started it).
 OWNER_DESCRIPTOR = "a2a/owner"
 #: The artifact a task's answer is.
@@ -180,6 +184,11 @@ class _Context:
     """The task whose turn runs (or waits for an answer): one task of a context at a time."""
     freed: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) when the running task's turn ended."""
+    last: float = field(default_factory=anyio.current_time)
+    """When a request last used it, or its last task ended (``anyio.current_time()``)."""
+
+    def used(self) -> None:
+        self.last = anyio.current_time()
 
     @property
     def id(self) -> str:
@@ -189,6 +198,7 @@ class _Context:
         """``running``'s turn ended: the next task of the context may run."""
         if self.running is running:
             self.running = None
+            self.last = anyio.current_time()
             self.freed.set()
             self.freed = anyio.Event()
 
@@ -226,6 +236,7 @@ class Contexts(RequestContextBuilder):
         model_spec: str | None,
         *,
         host: TaskGroup,
+        idle_close: float = 600.0,
     ) -> None:
         if runtime.store is None:
             raise ValueError("tether a2a serve needs a runtime with a session store")
@@ -240,6 +251,8 @@ class Contexts(RequestContextBuilder):
         self._open: dict[str, _Context] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._closing = False
+        self.idle_close = idle_close
+        """Seconds a context may run no task before it is closed."""
 
     def get(self, context_id: str) -> _Context | None:
         return self._open.get(context_id)
@@ -296,14 +309,27 @@ class Contexts(RequestContextBuilder):
         """The open context ``context_id`` (``None``: a new one) for ``owner``."""
         if context_id is None:
             return await self._start(None, owner)
-        lock = self._opening.setdefault(context_id, anyio.Lock())
-        async with lock:
+        if not SESSION_ID.fullmatch(context_id):
+            raise _unknown_context(context_id)  # not an id this server hands out
+        async with self._lock(context_id):
             opened = self._open.get(context_id)
             if opened is None:
                 opened = await self._start(context_id, owner)
+            opened.used()  # not closed as idle while this request goes on
         if opened.owner != owner:
             raise _unknown_context(context_id)
         return opened
+
+    @contextlib.asynccontextmanager
+    async def _lock(self, context_id: str) -> AsyncGenerator[None]:
+        """Held while ``context_id`` is opened or closed (one of them at a time)."""
+        lock = self._opening.setdefault(context_id, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._opening.pop(context_id, None)  # not kept for every id ever asked about
 
     async def _start(self, session_id: str | None, owner: str) -> _Context:
         if self._closing:
@@ -350,12 +376,14 @@ class Contexts(RequestContextBuilder):
                     await agent.record(
                         DescriptorEvent(kind=OWNER_DESCRIPTOR, data={"owner": opened.owner})
                     )
+                if restored:  # what the stopped server left parked belongs to failed tasks
+                    await agent.cancel(keep_inbox=False)
                 self._open[opened.id] = opened
                 started = True
                 task_status.started()
                 if self._closing:
                     opened.release.set()
-                await opened.release.wait()
+                await self._until_idle(opened)
         except Exception:
             if not started:
                 raise
@@ -370,6 +398,37 @@ class Contexts(RequestContextBuilder):
                         await closer()
                     except Exception:
                         log.exception("context %s: closing the model failed", opened.id)
+
+    async def _until_idle(self, opened: _Context) -> None:
+        """Wait until ``opened`` is released, or has run no task for :attr:`idle_close`
+        seconds: then it is closed (a later message opens it again from the store) and its
+        tasks leave memory (they are read from its log again when asked about)."""
+        while not opened.release.is_set():
+            left = opened.last + self.idle_close - anyio.current_time()
+            with anyio.move_on_after(max(0.0, left)):
+                await opened.release.wait()
+            if opened.release.is_set() or opened.running is not None:
+                continue
+            if anyio.current_time() - opened.last < self.idle_close:
+                continue
+            async with self._lock(opened.id):
+                idle = anyio.current_time() - opened.last >= self.idle_close
+                if opened.running is None and idle and self._open.get(opened.id) is opened:
+                    del self._open[opened.id]
+                    if self.tasks is not None:
+                        await self.tasks.forget(opened.id)
+                    return
+
+    async def cancel_all(self) -> None:
+        """The server stops: every task that runs or waits for input is cancelled (and
+        written so), then its turn interrupted."""
+        for opened in [*self._open.values()]:
+            running = opened.running
+            if running is not None:
+                await running.cancel()
+                opened.agent.interrupt()
+                if self.tasks is not None:  # written now: the SDK's queues close next
+                    await self.tasks.cancelled(running.task_id, opened.id)
 
     def release_all(self) -> None:
         """Let every open agent leave its ``async with`` (their host tasks then end)."""
@@ -445,8 +504,10 @@ class SessionTaskStore(TaskStore):
 
     What the SDK saves goes to an in-memory store (the owner-scoped reads and ``ListTasks``
     paging are the SDK's own); a task is written to the log when it is created and when it
-    reaches a final state. A session's stored tasks are read into memory when it is first
-    asked about (``GetTask``, ``ListTasks``, a follow-up).
+    reaches a final state (or asks). A session's stored tasks are read into memory when it is
+    first asked about (``GetTask``, ``ListTasks`` of its context, a follow-up), and leave it
+    when the context is closed as idle. A ``ListTasks`` of every context reads the logs of
+    the sessions not in memory for that call only.
     """
 
     def __init__(self, contexts: Contexts) -> None:
@@ -454,22 +515,24 @@ class SessionTaskStore(TaskStore):
         contexts.tasks = self
         self._memory = InMemoryTaskStore()
         self._written: dict[str, int] = {}
-        """Per task: the state last written to the log."""
+        """Per task in memory: the state last written to the log."""
+        self._sessions: dict[str, dict[str, str]] = {}
+        """Per session with tasks in memory: their ids and owners."""
         self._loaded: set[str] = set()
-        """Sessions whose stored tasks are in memory."""
-        self._all_loaded = False
+        """Sessions whose log was read into memory."""
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._memory.save(task, context)
+        owner = _owner(context)
+        self._sessions.setdefault(task.context_id, {})[task.id] = owner
         state = task.status.state
         if task.id in self._written and (state not in _FINAL or self._written[task.id] == state):
             return
-        self._loaded.add(task.context_id)  # a new session: nothing stored to read
         opened = self.contexts.get(task.context_id)
         if opened is None:
             log.warning("task %s: its context is not open; not written", task.id[:200])
             return
-        data = {"owner": _owner(context), "task": json_format.MessageToDict(task)}
+        data = {"owner": owner, "task": json_format.MessageToDict(task)}
         await opened.agent.record(DescriptorEvent(kind=TASK_DESCRIPTOR, data=data))
         self._written[task.id] = state
 
@@ -480,25 +543,73 @@ class SessionTaskStore(TaskStore):
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         if params.context_id:
             await self._load(params.context_id)
-        else:
-            await self._load_all()
-        return await self._memory.list(params, context)
+            return await self._memory.list(params, context)
+        every = InMemoryTaskStore()  # for this call only: the logs of every served session
+        agent = self.contexts.agent_name
+        for header in await self.contexts.store.sessions():
+            if header.agent != agent or header.parent_session is not None:
+                continue
+            if header.id in self._loaded:
+                for task_id, owner in [*self._sessions[header.id].items()]:
+                    caller = ServerCallContext(user=_Caller(owner))
+                    task = await self._memory.get(task_id, caller)
+                    if task is not None:
+                        await every.save(task, caller)
+            else:
+                for owner, task in await self._read(header.id):
+                    await every.save(task, ServerCallContext(user=_Caller(owner)))
+        return await every.list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         # Forgotten here only: the session's log keeps its record.
         await self._memory.delete(task_id, context)
 
-    async def _load(self, session_id: str) -> None:
-        if session_id in self._loaded:
+    async def cancelled(self, task_id: str, session_id: str) -> None:
+        """Record ``task_id`` cancelled, unless it ended (the server stops)."""
+        owner = self._sessions.get(session_id, {}).get(task_id)
+        if owner is None:
             return
+        caller = ServerCallContext(user=_Caller(owner))
+        task = await self._memory.get(task_id, caller)
+        if task is None or task.status.state in _TERMINAL:
+            return
+        ended = Task()
+        ended.CopyFrom(task)
+        ended.status.Clear()
+        ended.status.state = TaskState.TASK_STATE_CANCELED
+        ended.status.timestamp.GetCurrentTime()
+        await self.save(ended, caller)
+
+    async def forget(self, session_id: str) -> None:
+        """``session_id``'s context was closed: its tasks leave memory (not the log)."""
+        self._loaded.discard(session_id)
+        for task_id, owner in self._sessions.pop(session_id, {}).items():
+            self._written.pop(task_id, None)
+            await self._memory.delete(task_id, ServerCallContext(user=_Caller(owner)))
+
+    async def _load(self, session_id: str) -> None:
+        if session_id in self._loaded or not SESSION_ID.fullmatch(session_id):
+            return
+        found = await self._read(session_id)
+        if session_id in self._loaded:
+            return  # read meanwhile by another request
         self._loaded.add(session_id)
+        known = self._sessions.setdefault(session_id, {})
+        for owner, task in found:
+            if task.id in known:
+                continue  # saved by this process meanwhile: what memory holds is newer
+            known[task.id] = owner
+            self._written[task.id] = task.status.state
+            await self._memory.save(task, ServerCallContext(user=_Caller(owner)))
+
+    async def _read(self, session_id: str) -> list[tuple[str, Task]]:
+        """The tasks ``session_id``'s log records (the last record of each), with owners."""
         try:
             events = await self.contexts.store.events(session_id)
         except TetherError as exc:
-            self._loaded.discard(session_id)  # an id that names nothing is not remembered
             if exc.code is not ErrorCode.SESSION_NOT_FOUND:
                 raise InternalError(message=str(exc)) from None
-            return
+            return []
         found: dict[str, tuple[str, Task]] = {}
         for stored in events:
             event = stored.event
@@ -506,22 +617,13 @@ class SessionTaskStore(TaskStore):
                 task = _stored_task(event.data)
                 if task is not None:
                     found[task.id] = (str(event.data.get("owner", "")), task)
-        for task_id, (owner, task) in found.items():
-            if task_id in self._written:
-                continue  # saved by this process: what memory holds is newer
-            if task.status.state not in _TERMINAL:  # it ran (or waited) when the server stopped
+        live = self.contexts.get(session_id)
+        running = live.running.task_id if live is not None and live.running else None
+        for _, task in found.values():
+            if task.status.state not in _TERMINAL and task.id != running:
+                # It ran (or waited) when the server that had it stopped.
                 task.status.CopyFrom(_failed_status(STOPPED))
-            self._written[task_id] = task.status.state
-            await self._memory.save(task, ServerCallContext(user=_Caller(owner)))
-
-    async def _load_all(self) -> None:
-        if self._all_loaded:
-            return
-        agent = self.contexts.agent_name
-        for header in await self.contexts.store.sessions():
-            if header.agent == agent and header.parent_session is None:
-                await self._load(header.id)
-        self._all_loaded = True
+        return [*found.values()]
 
 
 def _stored_task(data: Mapping[str, Any]) -> Task | None:
@@ -611,16 +713,27 @@ class _Running:
                         self.paused.set()
                     elif item is _IDLE:
                         if agent.status != "idle":
-                            continue
-                        if turn is None:  # interrupted before its turn began
-                            await agent.cancel(keep_inbox=False)
-                            await self._write(_cancel)
-                            return
+                            continue  # woken again (by a message sent meanwhile)
                         if agent.fault is not None:  # the store refused to record the turn
                             await self._write(_fail, str(agent.fault))
                             return
+                        if turn is not None:  # its end would have come before: it was lost
+                            await self._write(_fail, "the turn ended without its end recorded")
+                            return
+                        # Interrupted before its turn began: the message must not run later.
+                        try:
+                            await agent.cancel(keep_inbox=False)
+                        except Exception as exc:
+                            log.warning(
+                                "task %s: its message was not discarded (%s)",
+                                self.task_id[:200],
+                                exc,
+                            )
+                        await self._write(_cancel)
+                        return
                     elif isinstance(item, ModelDelta):
-                        await self._write(self.answer.delta, item)
+                        if turn is not None:  # not another turn's (a notice's) pieces
+                            await self._write(self.answer.delta, item)
                     elif isinstance(item, TurnStarted) and item.message_id == message_id:
                         turn = item.turn
                     elif turn is not None and isinstance(item, AssistantMessage):
@@ -635,9 +748,24 @@ class _Running:
             self.opened.done(self)
             self.paused.set()
 
-    def stop(self) -> None:
-        """End the pump (the message was never accepted)."""
+    def abandon(self) -> None:
+        """The task's message was never accepted: no pump runs; stop listening."""
+        for stop in self._stops:
+            stop()
         self._receive.close()
+        self._send.close()
+        self.opened.done(self)
+
+    async def cancel(self) -> None:
+        """Write the task cancelled (through the updater the pump writes with, so only one
+        end is written) and let nothing more be written; a question waiting is refused."""
+        updater, self.updater = self.updater, None
+        self.replied.set()
+        if updater is not None:
+            try:
+                await updater.cancel()
+            except Exception as exc:  # it ended meanwhile (its end is written), or the queue closed
+                log.debug("task %s: not cancelled (%s)", self.task_id[:200], exc)
 
     async def _write(self, write: Callable[..., Awaitable[None]], *arguments: Any) -> None:
         """``write(updater, *arguments)`` through the waiting ``execute``'s updater."""
@@ -680,15 +808,16 @@ class TetherExecutor(AgentExecutor):
                 await opened.freed.wait()
             running = opened.running = _Running(opened, task_id)
             running.attach(updater)
-            await updater.start_work()
             headers = context.call_context.state.get("headers")
             trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
             try:
+                await updater.start_work()
                 message_id = await opened.agent.followup(text, trace=trace)
-            except TetherError as exc:
-                running.stop()
-                opened.done(running)
-                raise InternalError(message=str(exc)) from None
+            except BaseException as exc:  # cancelled meanwhile, or the store refused it
+                running.abandon()
+                if isinstance(exc, TetherError):
+                    raise InternalError(message=str(exc)) from None
+                raise
             self.contexts.start(running.pump, message_id)
         try:
             await running.paused.wait()
@@ -702,10 +831,10 @@ class TetherExecutor(AgentExecutor):
         opened = self.contexts.get(context_id)
         running = opened.running if opened is not None else None
         if opened is not None and running is not None and running.task_id == task_id:
-            running.updater = None  # the cancel is written here; the pump writes no more
-            running.replied.set()
+            await running.cancel()
             opened.agent.interrupt()
-        await TaskUpdater(event_queue, task_id, context_id).cancel()
+        # Otherwise its turn is over (its end is written, or being written): the SDK closes
+        # out a task that is still not final.
 
 
 def _says(updater: TaskUpdater, text: str) -> Message:
@@ -1055,7 +1184,9 @@ async def serve(
     store = profile_store(kernel)
     try:
         async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as group:
-            contexts = Contexts(runtime, agent_name, model_spec, host=group)
+            contexts = Contexts(
+                runtime, agent_name, model_spec, host=group, idle_close=settings.idle_close
+            )
             card = await agent_card(runtime, agent_name, public, settings)
             handler = DefaultRequestHandler(
                 agent_executor=TetherExecutor(contexts),
@@ -1085,6 +1216,7 @@ async def serve(
                     serving.cancel_scope.cancel()
             finally:
                 with anyio.CancelScope(shield=True):
+                    await contexts.cancel_all()  # tasks that run or wait read canceled
                     await handler.aclose()
                     contexts.release_all()
     finally:

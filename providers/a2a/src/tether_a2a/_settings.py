@@ -78,6 +78,9 @@ class ServeSettings(BaseModel):
     """Bearer tokens callers authenticate with: caller name to the environment variable
     holding that caller's token (``{ alice = "ALICE_A2A_TOKEN" }``). Read when serving
     starts; a variable that is not set is an error naming it."""
+    idle_close: float = Field(default=600.0, gt=0)
+    """Seconds a context may run no task before its session is closed (its agent leaves
+    memory; a later message to it opens it again from the store)."""
     authenticator: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     """``module:function`` called with a request's headers (lower-case names) that returns
     the caller's name, or ``None`` to refuse it (it may be async): the hook for other
