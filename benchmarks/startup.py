@@ -1,14 +1,19 @@
-"""Startup figures of issue 2, as medians of whole-process wall time.
+"""Startup figures (issues 2 and 21), as medians of whole-process wall time and as ratios to
+the floor of any click + pydantic program.
 
-    uv run python benchmarks/startup.py [--runs 21]
+    uv run python benchmarks/startup.py [--runs 21] [--json]
 
 Builds a throwaway virtual environment that sees this workspace (like the tests do), installs a
 generated distribution with ten ``tether.plugins`` entry points into it, compiles bytecode (a
-real install has it; this machine sets PYTHONDONTWRITEBYTECODE=1), and times:
+real install has it; this machine sets PYTHONDONTWRITEBYTECODE=1), and times, interleaved (each
+round runs every command once, the floor first, so a busy moment weighs on all of them alike):
 
-* ``python -c "import tether"``                     (budget 150 ms)
-* ``tether plugins --json`` with 10 entry points     (budget 300 ms)
-* ``tether check`` on a profile loading 5 plugins    (budget 400 ms)
+* the floor: ``python -c "import click, pydantic"``;
+* ``python -c "import tether"``                               (at most 0.5x the floor)
+* ``tether --help``, ``tether plugins``, ``tether plugins --json``, ``tether sessions list``
+                                                              (at most 1.3x)
+* ``tether check`` on a profile loading 5 plugins, and ``tether run`` of one scripted turn on
+  a copy of the quickstart                                    (at most 1.8x)
 
 and, for reference, a bare ``python -c pass``. The commands run as ``python -m tether``, which
 is what the console script does, minus its launcher.
@@ -20,6 +25,7 @@ import argparse
 import compileall
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,24 +102,51 @@ def make_venv(folder: Path, dist: Path) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    kernel_src = Path(__file__).resolve().parents[1] / "kernel" / "src"
-    for path in (sysconfig.get_paths()["purelib"], purelib, str(kernel_src)):
+    root = Path(__file__).resolve().parents[1]
+    sources = [root / "kernel" / "src", *root.glob("providers/*/src"), *root.glob("plugins/*/src")]
+    for path in (sysconfig.get_paths()["purelib"], purelib, *map(str, sources)):
         compileall.compile_dir(path, quiet=1)
     return python
 
 
-def median_ms(command: list[str], cwd: Path, env: dict[str, str], runs: int) -> float:
-    subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)  # warm up
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
+def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+#: Each case: label, command (after the interpreter), limit as a multiple of the floor.
+Case = tuple[str, list[str], float | None]
+
+
+def cases(folder: Path, installed: int) -> list[Case]:
+    profile = str(folder / "tether.toml")
+    quickstart = str(folder / "quickstart" / "tether.toml")
+    return [
+        ("python -c pass (reference)", ["-c", "pass"], None),
+        ('python -c "import tether"', ["-c", "import tether"], 0.5),
+        ("tether --help", ["-m", "tether", "--help"], 1.3),
+        (f"tether plugins ({installed} entry points)", ["-m", "tether", "plugins"], 1.3),
+        ("tether plugins --json", ["-m", "tether", "plugins", "--json"], 1.3),
+        ("tether sessions list", ["-m", "tether", "sessions", "list", "--profile", profile], 1.3),
+        (
+            f"tether check ({LOADED_COUNT} plugins loaded)",
+            ["-m", "tether", "check", "--profile", profile],
+            1.8,
+        ),
+        (
+            "tether run (one scripted turn, quickstart)",
+            ["-m", "tether", "run", "--profile", quickstart, "When is the launch?"],
+            1.8,
+        ),
+    ]
+
+
+FLOOR = ('floor: python -c "import click, pydantic"', ["-c", "import click, pydantic"])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Startup figures of issue 2 (medians).")
+    parser = argparse.ArgumentParser(description="Startup figures of issues 2 and 21 (medians).")
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--json", action="store_true", help="print the medians as JSON")
     args = parser.parse_args()
@@ -122,7 +155,12 @@ def main() -> None:
         python = make_venv(folder, build_distribution(folder))
         profile = folder / "tether.toml"
         loaded = ", ".join(f'"bench{i}"' for i in range(LOADED_COUNT))
-        profile.write_text(f"[tether]\nplugins = [{loaded}]\n[plugin.bench1]\nlevel = 2\n")
+        profile.write_text(
+            f'[tether]\nplugins = [{loaded}]\nstore = "sqlite:sessions.db"\n'
+            "[plugin.bench1]\nlevel = 2\n"
+        )
+        quickstart = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
+        shutil.copytree(quickstart, folder / "quickstart", ignore=shutil.ignore_patterns(".tether"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         listing = subprocess.run(
@@ -134,31 +172,28 @@ def main() -> None:
             text=True,
         )
         installed = len(json.loads(listing.stdout)["plugins"])
-        cases = [
-            ("python -c pass (reference)", [str(python), "-c", "pass"], None),
-            ('python -c "import tether"', [str(python), "-c", "import tether"], 150),
-            (
-                f"tether plugins --json ({installed} entry points)",
-                [str(python), "-m", "tether", "plugins", "--json"],
-                300,
-            ),
-            (
-                f"tether check ({LOADED_COUNT} plugins loaded)",
-                [str(python), "-m", "tether", "check", "--profile", str(profile)],
-                400,
-            ),
-        ]
-        results = {}
-        for label, command, budget in cases:
-            results[label] = (median_ms(command, folder, env, args.runs), budget)
+        measured = [(FLOOR[0], FLOOR[1], None), *cases(folder, installed)]
+        samples: dict[str, list[float]] = {label: [] for label, _, _ in measured}
+        for _label, command, _ in measured:  # warm up (and create the store)
+            run_once([str(python), *command], folder, env)
+        for _ in range(args.runs):
+            for label, command, _ in measured:
+                samples[label].append(run_once([str(python), *command], folder, env))
+    medians = {label: statistics.median(values) * 1000 for label, values in samples.items()}
+    floor = medians[FLOOR[0]]
     if args.json:
-        print(json.dumps({label: ms for label, (ms, _) in results.items()}, indent=2))
+        print(json.dumps({"floor_ms": floor, "medians_ms": medians}, indent=2))
         return
-    print(f"medians of {args.runs} runs, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    for label, (ms, budget) in results.items():
-        verdict = "" if budget is None else ("  ok" if ms <= budget else "  OVER")
-        limit = "" if budget is None else f" (budget {budget} ms)"
-        print(f"  {label:<42} {ms:7.1f} ms{limit}{verdict}")
+    print(
+        f"medians of {args.runs} interleaved runs, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    for label, _, limit in measured:
+        ms = medians[label]
+        ratio = ms / floor
+        verdict = "" if limit is None else ("  ok" if ratio <= limit else "  OVER")
+        bound = "" if limit is None else f" (at most {limit}x)"
+        print(f"  {label:<44} {ms:7.1f} ms  {ratio:4.2f}x the floor{bound}{verdict}")
 
 
 if __name__ == "__main__":
