@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from tether.cli import cli
 
 ROOT = Path(__file__).parents[2]
+#: What running an example in the checkout leaves behind (its store), not copied.
+IGNORED = shutil.ignore_patterns(".tether")
 
 PROFILE = """\
 [tether]
@@ -138,7 +140,7 @@ def test_a_compaction_breaks_the_repeated_prefix(session):
 
 
 def test_tree_adds_every_child_and_the_trees_totals(tmp_path, monkeypatch):
-    shutil.copytree(ROOT / "examples" / "delegation", tmp_path / "delegation")
+    shutil.copytree(ROOT / "examples" / "delegation", tmp_path / "delegation", ignore=IGNORED)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     profile = tmp_path / "delegation" / "tether.toml"

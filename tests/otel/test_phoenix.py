@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).parents[2]
+#: What running an example in the checkout leaves behind (its store), not copied.
+IGNORED = shutil.ignore_patterns(".tether")
 PHOENIX = "arize-phoenix==20.26.1"
 PROJECT = "tether-e2e"
 #: Phoenix takes 20 s of CPU to start: on a busy 2-core machine, a minute or more.
@@ -114,7 +116,7 @@ def _spans(base: str, expected: int) -> list[dict[str, Any]]:
 @pytest.mark.timeout(600)
 def test_the_delegation_examples_trace_reaches_phoenix_whole(phoenix: str, tmp_path: Path):
     example = tmp_path / "delegation"
-    shutil.copytree(ROOT / "examples" / "delegation", example)
+    shutil.copytree(ROOT / "examples" / "delegation", example, ignore=IGNORED)
     profile = example / "tether.toml"
     text = profile.read_text().replace('"subagent"]', '"subagent", "otel"]')
     profile.write_text(text + f'\n[plugin.otel]\nendpoint = "{phoenix}"\nmetrics = false\n')

@@ -37,6 +37,8 @@ DELEGATION_PLUGINS = {
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).parents[2]
+#: What running an example in the checkout leaves behind (its store), not copied.
+IGNORED = shutil.ignore_patterns(".tether")
 
 PROFILE = """\
 [tether]
@@ -250,7 +252,7 @@ async def test_the_delegation_example_is_one_trace_per_root_turn(tmp_path, recor
     child, a fork, a child with an output schema) are turns inside the calls that started
     them, each with its own model requests: one trace holds the whole tree."""
     example = tmp_path / "delegation"
-    shutil.copytree(ROOT / "examples" / "delegation", example)
+    shutil.copytree(ROOT / "examples" / "delegation", example, ignore=IGNORED)
     profile = example / "tether.toml"
     text = profile.read_text().replace('"subagent"]', '"subagent", "otel"]')
     text = text.replace(".tether/sessions.db", "sessions.db")
@@ -297,7 +299,7 @@ async def test_hosted_children_and_their_schema_retries_are_spans_of_the_calls(
     run in another runtime's tasks: the trace reaches their turns through the store, and the
     retries sent to a child whose answers miss its output schema carry it too."""
     example = tmp_path / "delegation"
-    shutil.copytree(ROOT / "examples" / "delegation", example)
+    shutil.copytree(ROOT / "examples" / "delegation", example, ignore=IGNORED)
     profile = example / "tether.toml"
     text = profile.read_text().replace('"subagent"]', '"subagent", "otel"]')
     profile.write_text(text + '\n[plugin.otel]\nexporter = "none"\n')

@@ -19,7 +19,11 @@ TIMEOUT = 120.0
 @pytest.fixture
 def profile(tmp_path, postgres_url) -> Path:
     """The quickstart, its store moved to PostgreSQL (and the "postgres" plugin added)."""
-    shutil.copytree(ROOT / "examples" / "quickstart", tmp_path / "quickstart")
+    shutil.copytree(
+        ROOT / "examples" / "quickstart",
+        tmp_path / "quickstart",
+        ignore=shutil.ignore_patterns(".tether"),  # a store left by running it here
+    )
     path = tmp_path / "quickstart" / "tether.toml"
     text = path.read_text()
     text = text.replace('plugins = ["notes",', 'plugins = ["postgres", "notes",')
