@@ -347,3 +347,27 @@ def test_check_with_model_uses_the_named_agents_providers(server, tmp_path, monk
     result = CliRunner().invoke(cli, [*base, "--agent", "a"])
     assert result.exit_code == 0, result.output
     assert f"model lab:deepseek-chat: {server.url}/models answers" in result.output
+
+
+def test_a_profile_that_loads_the_plugin_but_runs_another_model_never_imports_httpx(tmp_path):
+    """The quickstart loads tether-openai and runs a scripted model: the HTTP client (httpx,
+    under the chat-completions model) is imported only when a model of the plugin is built."""
+    shutil.copytree(
+        ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".tether")
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    profile = tmp_path / "examples" / "quickstart" / "tether.toml"
+    command = ["-X", "importtime", "-m", "tether", "run", "--profile", str(profile), "Hello"]
+    result = subprocess.run(
+        [sys.executable, *command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    roots = {name.split(".")[0] for name in imported}
+    assert "tether_openai" in roots  # the plugin is loaded (its modules)...
+    assert "httpx" not in roots  # ...its HTTP client is not

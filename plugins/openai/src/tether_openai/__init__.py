@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,12 +18,21 @@ import tether
 from tether.errors import ErrorCode, ModelError
 from tether.models import ModelProvider
 
-from ._model import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_READ_TIMEOUT,
-    ChatCompletionsModel,
-)
+from ._defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_TOKENS, DEFAULT_READ_TIMEOUT
+
+if TYPE_CHECKING:
+    from ._model import ChatCompletionsModel
+
+
+def __getattr__(name: str) -> Any:
+    # The model (and httpx under it) is imported when a model is built, or asked for here:
+    # a profile that loads tether-openai but runs another model does not pay for it.
+    if name == "ChatCompletionsModel":
+        from ._model import ChatCompletionsModel
+
+        return ChatCompletionsModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = (
     "COMPATIBLE_PREFIX",
@@ -141,6 +150,8 @@ def tether_model_providers(settings: Settings) -> list[ModelProvider]:
 
     def provider(prefix: str, endpoint: Endpoint) -> ModelProvider:
         def make(name: str, base: Path) -> ChatCompletionsModel:
+            from ._model import ChatCompletionsModel
+
             base_url = endpoint.base_url
             if prefix == "openai" and "openai" not in settings.endpoints:
                 base_url = os.environ.get(BASE_URL_ENV) or base_url  # as the OpenAI SDK does
@@ -157,6 +168,8 @@ def tether_model_providers(settings: Settings) -> list[ModelProvider]:
     configured = settings.endpoints.get(COMPATIBLE_PREFIX)
 
     def make_compatible(name: str, base: Path) -> ChatCompletionsModel:
+        from ._model import ChatCompletionsModel
+
         model, url = split_compatible_spec(name)
         if url is None:
             url = configured.base_url if configured else os.environ.get(BASE_URL_ENV)

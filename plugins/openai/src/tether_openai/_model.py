@@ -13,6 +13,7 @@ import httpx
 from tether.errors import ErrorCode, ModelError
 from tether.models import ModelDelta, ModelRequest, ModelResponse
 
+from ._defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_TOKENS, DEFAULT_READ_TIMEOUT
 from ._errors import (
     body_note,
     error_text,
@@ -30,11 +31,6 @@ __all__ = ("DEFAULT_MAX_TOKENS", "ChatCompletionsModel")
 
 logger = logging.getLogger("tether.openai")
 
-#: ``max_tokens`` sent when neither the endpoint nor the turn's budget says otherwise.
-DEFAULT_MAX_TOKENS = 4096
-#: Seconds to open a connection, and to wait for the next bytes of an answer.
-DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_READ_TIMEOUT = 120.0
 
 OVERFLOW_REMEDY = (
     'the request is longer than the model\'s context: an agent with compaction = "auto" '

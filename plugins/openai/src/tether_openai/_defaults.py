@@ -1,0 +1,12 @@
+"""The chat-completions model's defaults, importable without the model (and httpx): a profile
+that loads tether-openai but runs another model never imports the HTTP client."""
+
+from __future__ import annotations
+
+__all__ = ("DEFAULT_CONNECT_TIMEOUT", "DEFAULT_MAX_TOKENS", "DEFAULT_READ_TIMEOUT")
+
+#: ``max_tokens`` sent when neither the endpoint nor the turn's budget says otherwise.
+DEFAULT_MAX_TOKENS = 4096
+#: Seconds to open a connection, and to wait for the next bytes of an answer.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_READ_TIMEOUT = 120.0
