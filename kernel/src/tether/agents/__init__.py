@@ -28,6 +28,7 @@ from ._compose import (
     AgentPreset,
     Specialist,
     build_preset,
+    check_servable,
     resolve_agent_name,
     resolve_preset_model,
 )
@@ -93,6 +94,7 @@ __all__ = (
     "asking_root",
     "build_preset",
     "carry_trace",
+    "check_servable",
     "current_trace",
     "event_to_message",
     "keep_sessions",

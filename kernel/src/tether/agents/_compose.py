@@ -33,6 +33,7 @@ __all__ = (
     "AgentPreset",
     "Specialist",
     "build_preset",
+    "check_servable",
     "resolve_agent_name",
     "resolve_preset_model",
 )
@@ -315,3 +316,23 @@ def resolve_preset_model(
             remedy='set model = "provider:name" in the agent table or pass --model SPEC',
         )
     return resolve_model(spec, preset.model_providers, base=base)
+
+
+def check_servable(kernel: Kernel, agent: str | None, model_spec: str | None) -> None:
+    """Fail at a server's start (``tether acp``, ``tether a2a serve``) on an unknown agent, a
+    missing model or an unknown model provider; nothing is built (a model's credentials are
+    only needed by the first session)."""
+    from ..models import find_model_provider
+
+    name = resolve_agent_name(kernel, agent)
+    preset = build_preset(kernel, name)
+    spec = model_spec or preset.model_spec
+    if spec is None:
+        raise ModelError(
+            ErrorCode.MODEL_SPEC_UNKNOWN,
+            f"no model for agent {name or '(global)'}",
+            key=f"[agent.{name}] model" if name else None,
+            file=kernel.profile.path,
+            remedy='set model = "provider:name" in the agent table or pass --model SPEC',
+        )
+    find_model_provider(spec, preset.model_providers)

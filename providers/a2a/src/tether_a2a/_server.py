@@ -103,12 +103,12 @@ from tether import __version__
 from tether.agents import (
     PermissionQuestion,
     asking_root,
-    build_preset,
+    check_servable,
     resolve_agent_name,
     trace_from,
 )
 from tether.errors import ErrorCode, PluginError, TetherError
-from tether.models import ModelDelta, find_model_provider
+from tether.models import ModelDelta
 from tether.runtime import Runtime
 from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
 
@@ -1136,7 +1136,7 @@ async def serve(
     from tether.store import profile_store
 
     settings = serve_settings(kernel)
-    _check(kernel, agent_name, model_spec)
+    check_servable(kernel, agent_name, model_spec)
     if profile_session_host(kernel) is not None:
         raise _invalid(
             "tether a2a serve does not front a cluster's session host yet",
@@ -1255,21 +1255,3 @@ def serve_settings(kernel: Kernel) -> ServeSettings:
             if isinstance(found, ServeSettings):
                 return found
     return ServeSettings()
-
-
-def _check(kernel: Kernel, agent_name: str | None, model_spec: str | None) -> None:
-    """Fail at start-up on an unknown agent, a missing model or an unknown model provider."""
-    from tether.errors import ModelError
-
-    name = resolve_agent_name(kernel, agent_name)
-    preset = build_preset(kernel, name)
-    spec = model_spec or preset.model_spec
-    if spec is None:
-        raise ModelError(
-            ErrorCode.MODEL_SPEC_UNKNOWN,
-            f"no model for agent {name or '(global)'}",
-            key=f"[agent.{name}] model" if name else None,
-            file=kernel.profile.path,
-            remedy='set model = "provider:name" in the agent table or pass --model SPEC',
-        )
-    find_model_provider(spec, preset.model_providers)

@@ -123,7 +123,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tether import __version__
-from tether.agents import PermissionQuestion, asking_root, trace_from
+from tether.agents import PermissionQuestion, asking_root, check_servable, trace_from
 from tether.errors import ErrorCode, TetherError
 from tether.models import ModelDelta, ToolCall
 from tether.runtime import Runtime
@@ -929,7 +929,7 @@ async def serve(
     from tether.runtime import profile_session_host
     from tether.store import profile_store
 
-    _check(kernel, agent_name, model_spec)
+    check_servable(kernel, agent_name, model_spec)
     session_host = profile_session_host(kernel)
     if session_host is not None:
         await _serve_cluster(kernel, session_host, agent_name, streams, line_limit)
@@ -978,27 +978,6 @@ async def _serve_cluster(
     finally:
         await session_host.aclose()
         await store.aclose()
-
-
-def _check(kernel: Kernel, agent_name: str | None, model_spec: str | None) -> None:
-    """Fail at start-up on an unknown agent, a missing model or an unknown model provider
-    (nothing is built: a model's credentials are only needed by the first session)."""
-    from tether.agents import build_preset, resolve_agent_name
-    from tether.errors import ModelError
-    from tether.models import find_model_provider
-
-    name = resolve_agent_name(kernel, agent_name)
-    preset = build_preset(kernel, name)
-    spec = model_spec or preset.model_spec
-    if spec is None:
-        raise ModelError(
-            ErrorCode.MODEL_SPEC_UNKNOWN,
-            f"no model for agent {name or '(global)'}",
-            key=f"[agent.{name}] model" if name else None,
-            file=kernel.profile.path,
-            remedy='set model = "provider:name" in the agent table or pass --model SPEC',
-        )
-    find_model_provider(spec, preset.model_providers)
 
 
 async def _stdio() -> tuple[ByteSink, ByteSource]:
