@@ -339,6 +339,21 @@ async def test_cancel_aborts_the_turn_and_the_task_is_canceled(server, sdk):
 
 # ------------------------------------------------------------------ questions
 
+#: The plugins of a tether that delegates to the served one.
+CALLER_PLUGINS = {"a2a": tether_a2a, "subagent": tether_subagent_tools}
+
+
+def caller_profile(folder: Path, url: str) -> Path:
+    """A profile whose ``subagent`` tool delegates to the A2A agent at ``url``, its children
+    continuable."""
+    return write_profile(
+        folder,
+        '[tether]\nplugins = ["a2a", "subagent"]\n[plugin.a2a]\n'
+        + agent_table("remote", url)
+        + '[plugin.subagent]\nprovider = "remote"\nmax_depth = "provider-managed"\n'
+        + 'background = "continuable"\n[agent.main]\n',
+    )
+
 
 async def send_to(client: Any, text: str, task: Task) -> Task:
     """The task after ``text`` was sent on ``task`` (an answer to its question)."""
@@ -381,17 +396,10 @@ async def test_a_question_goes_up_a_chain_of_tethers_and_the_parent_answers_it(t
     served = tmp_path / "served"
     served.mkdir()
     server = Server(served_profile(served), free_port())
-    parent_profile = write_profile(
-        tmp_path,
-        '[tether]\nplugins = ["a2a", "subagent"]\n[plugin.a2a]\n'
-        + agent_table("remote", server.url)
-        + '[plugin.subagent]\nprovider = "remote"\nmax_depth = "provider-managed"\n'
-        + 'background = "continuable"\n[agent.main]\n',
-    )
-    plugins = {"a2a": tether_a2a, "subagent": tether_subagent_tools}
+    parent_profile = caller_profile(tmp_path, server.url)
     store = SQLiteStore(tmp_path / "parent.db")
     try:
-        runtime = make_runtime(parent_profile, plugins)
+        runtime = make_runtime(parent_profile, CALLER_PLUGINS)
         parent = await compose_agent(
             runtime, store, model=delegating("publish the notes", background=True)
         )
@@ -508,19 +516,12 @@ async def test_a_continuable_child_over_a2a_survives_a_restart_of_the_serving_te
     profile = served_profile(served)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    parent_profile = write_profile(
-        tmp_path,
-        '[tether]\nplugins = ["a2a", "subagent"]\n[plugin.a2a]\n'
-        + agent_table("remote", url)
-        + '[plugin.subagent]\nprovider = "remote"\nmax_depth = "provider-managed"\n'
-        + 'background = "continuable"\n[agent.main]\n',
-    )
-    plugins = {"a2a": tether_a2a, "subagent": tether_subagent_tools}
+    parent_profile = caller_profile(tmp_path, url)
     store = SQLiteStore(tmp_path / "parent.db")
     try:
         first = Server(profile, port)
         try:
-            runtime = make_runtime(parent_profile, plugins)
+            runtime = make_runtime(parent_profile, CALLER_PLUGINS)
             parent = await compose_agent(
                 runtime, store, model=delegating("echo one", background=True)
             )
@@ -534,7 +535,7 @@ async def test_a_continuable_child_over_a2a_survives_a_restart_of_the_serving_te
             first.kill()
         second = Server(profile, port)
         try:
-            again = make_runtime(parent_profile, plugins)
+            again = make_runtime(parent_profile, CALLER_PLUGINS)
             restored = await compose_agent(
                 again, store, session_id=parent.session_id, model=delegating("unused")
             )
@@ -681,3 +682,35 @@ def test_the_example_runs_as_its_readme_says(tmp_path):
 
 def _no_store(folder: str, names: list[str]) -> list[str]:
     return [name for name in names if name == ".tether"]
+
+
+async def test_a_context_another_server_holds_is_refused_saying_so(tmp_path):
+    """Two servers on one store: a context the first holds open is refused by the second
+    (its session's lease), and the first keeps serving it."""
+    profile = served_profile(tmp_path)
+    first, second = Server(profile, free_port()), Server(profile, free_port())
+    try:
+        async with client_of(first.url) as one, client_of(second.url) as two:
+            task, _ = await send(one, "echo mine")
+            with pytest.raises(A2AError) as refused:
+                await send(two, "echo stolen", context_id=task.context_id)
+            assert task.context_id in str(refused.value)
+            assert "SESSION_BUSY" in str(refused.value)
+            again, _ = await send(one, "echo still mine", context_id=task.context_id)
+            assert answer(again) == "echo: still mine (message 2)"
+    finally:
+        assert first.stop() == 0
+        assert second.stop() == 0
+
+
+def test_a_url_that_is_not_http_is_refused_before_anything_starts(tmp_path):
+    command = ["tether", "a2a", "serve", "--profile", str(served_profile(tmp_path))]
+    done = subprocess.run(
+        [sys.executable, "-m", *command, "--url", "ftp://agents.example.com"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert "Invalid value for --url: an http or https URL" in done.stderr

@@ -257,6 +257,26 @@ def _real_server_model(base_url: str) -> str:
         return json.load(answer)["data"][0]["id"]
 
 
+def run_quickstart(
+    folder: Path, *arguments: str, python: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``tether run`` on a copy of the quickstart in ``folder``, in a process of its own that
+    finds plugins by entry point (``python``: options of the interpreter)."""
+    shutil.copytree(
+        ROOT / "examples", folder / "examples", ignore=shutil.ignore_patterns(".tether")
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    profile = folder / "examples" / "quickstart" / "tether.toml"
+    return subprocess.run(
+        [sys.executable, *python, "-m", "tether", "run", "--profile", str(profile), *arguments],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+
+
 def test_quickstart_against_a_real_server(tmp_path):
     """Opt-in: TETHER_TEST_BASE_URL=http://HOST:PORT/v1 (and TETHER_TEST_MODEL, else the first
     model the server lists) runs the quickstart against that server, in a real process."""
@@ -264,29 +284,7 @@ def test_quickstart_against_a_real_server(tmp_path):
     if not base_url:
         pytest.skip("set TETHER_TEST_BASE_URL=http://HOST:PORT/v1 to run against a real server")
     spec = f"openai-compatible:{_real_server_model(base_url)}@{base_url}"
-    shutil.copytree(
-        ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".tether")
-    )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-    profile = tmp_path / "examples" / "quickstart" / "tether.toml"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tether",
-            "run",
-            "--profile",
-            str(profile),
-            "--model",
-            spec,
-            "What notes do I have? Use your tools.",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
+    result = run_quickstart(tmp_path, "--model", spec, "What notes do I have? Use your tools.")
     assert result.returncode == 0, result.stderr
     assert "session ses_" in result.stdout + result.stderr
 
@@ -352,20 +350,7 @@ def test_check_with_model_uses_the_named_agents_providers(server, tmp_path, monk
 def test_a_profile_that_loads_the_plugin_but_runs_another_model_never_imports_httpx(tmp_path):
     """The quickstart loads tether-openai and runs a scripted model: the HTTP client (httpx,
     under the chat-completions model) is imported only when a model of the plugin is built."""
-    shutil.copytree(
-        ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".tether")
-    )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-    profile = tmp_path / "examples" / "quickstart" / "tether.toml"
-    command = ["-X", "importtime", "-m", "tether", "run", "--profile", str(profile), "Hello"]
-    result = subprocess.run(
-        [sys.executable, *command],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
+    result = run_quickstart(tmp_path, "Hello", python=("-X", "importtime"))
     assert result.returncode == 0, result.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
     roots = {name.split(".")[0] for name in imported}

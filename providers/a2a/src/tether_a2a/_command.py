@@ -8,10 +8,11 @@ imported only when the command runs.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
-from tether.cli import load, profile_option, run_async
+from tether.cli import TEXT, load, profile_option, run_async
 
 __all__ = ("a2a_group",)
 
@@ -23,14 +24,15 @@ def a2a_group() -> None:
 
 @a2a_group.command("serve")
 @profile_option
-@click.option("--agent", "agent_name", default=None, help="The agent preset to serve.")
+@click.option("--agent", "agent_name", type=TEXT, default=None, help="The agent preset to serve.")
 @click.option(
     "--model",
     "model_spec",
+    type=TEXT,
     default=None,
     help="Model spec provider:name (default: the agent's).",
 )
-@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
+@click.option("--host", type=TEXT, default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -39,6 +41,7 @@ def a2a_group() -> None:
 )
 @click.option(
     "--url",
+    type=TEXT,
     default=None,
     help="The URL callers reach the agent at, written in its card (default http://HOST:PORT/).",
 )
@@ -59,6 +62,12 @@ def serve_command(
     how callers authenticate. When it listens, one line goes to standard error:
     "tether a2a serve: NAME at URL".
     """
+    if url is not None and (
+        urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc
+    ):
+        raise click.BadParameter(
+            "an http or https URL, such as https://agents.example.com/notes", param_hint="--url"
+        )
     kernel = load(profile)
     from ._server import serve
 
