@@ -288,13 +288,14 @@ def plugin_modules(kernel: Kernel | None) -> dict[str, tuple[str, str]]:
                 owners.append((module, owner, False))
             owners += [(name, owner, True) for name in _entry_modules(plugin.entry.value)]
     try:
-        from importlib import metadata
-
         from ..loading.catalog import ENTRY_POINT_GROUP
+        from ..loading.entrypoints import installed_entry_points
 
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            dist = ep.dist
-            owner = (ep.name, f"{dist.name} {dist.version}" if dist is not None else ep.value)
+        for ep in installed_entry_points(ENTRY_POINT_GROUP):
+            owner = (
+                ep.name,
+                f"{ep.distribution} {ep.version}" if ep.distribution is not None else ep.value,
+            )
             owners += [(name, owner, True) for name in _entry_modules(ep.value)]
         # A distribution may add commands without being a profile plugin.
         for command in declared_commands():

@@ -99,36 +99,23 @@ class DeclaredCommand:
 @functools.cache
 def declared_commands() -> tuple[DeclaredCommand, ...]:
     """Every installed ``tether.commands`` entry point; reads metadata, imports nothing."""
-    from importlib import metadata
+    from ..loading.entrypoints import installed_entry_points
 
-    found: list[DeclaredCommand] = []
-    for ep in metadata.entry_points(group=COMMANDS_ENTRY_POINT_GROUP):
-        dist = ep.dist
-        found.append(
-            DeclaredCommand(
-                ep.name,
-                ep.value,
-                dist.name if dist is not None else None,
-                dist.version if dist is not None else None,
-                ep.load,
-            )
-        )
-    return tuple(found)
+    return tuple(
+        DeclaredCommand(ep.name, ep.value, ep.distribution, ep.version, ep.load)
+        for ep in installed_entry_points(COMMANDS_ENTRY_POINT_GROUP)
+    )
 
 
 def plugin_name_of(command: DeclaredCommand) -> str:
     """The plugin name of the object a command entry names: the ``tether.plugins`` entry point
     of the same distribution and value, else the distribution's name (a distribution may add
     commands without being a profile plugin)."""
-    from importlib import metadata
-
     from ..loading.catalog import ENTRY_POINT_GROUP
+    from ..loading.entrypoints import installed_entry_points
 
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist
-        if ep.value == command.value and (dist.name if dist is not None else None) == (
-            command.distribution
-        ):
+    for ep in installed_entry_points(ENTRY_POINT_GROUP):
+        if ep.value == command.value and ep.distribution == command.distribution:
             return ep.name
     return command.distribution or command.value
 

@@ -31,12 +31,12 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .._version import __version__
 from ..errors import ErrorCode, PluginError
+from .entrypoints import installed_entry_points
 from .folders import plugin_files
 
 __all__ = (
@@ -318,11 +318,5 @@ def _import_file(path: Path, name: str) -> object:
 
 def installed_entries(group: str = ENTRY_POINT_GROUP) -> Iterable[PluginEntry]:
     """Every entry point in ``group`` with its distribution; imports nothing."""
-    for ep in metadata.entry_points(group=group):
-        dist = ep.dist
-        name = version = None
-        if dist is not None:
-            # One parse of METADATA (``dist.name`` and ``dist.version`` each parse it).
-            info = dist.metadata
-            name, version = info["Name"], info["Version"]
-        yield PluginEntry(ep.name, ep.value, name, version, ep.load)
+    for ep in installed_entry_points(group):
+        yield PluginEntry(ep.name, ep.value, ep.distribution, ep.version, ep.load)
