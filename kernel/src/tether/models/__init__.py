@@ -7,37 +7,55 @@ offers ``function:module:fn`` and ``scripted:PATH``, loaded like any other plugi
 
 from __future__ import annotations
 
-from ._function import FunctionModel, function_model_from_spec
-from ._plugin import BUILTIN_MODEL_PROVIDERS
-from ._protocol import (
-    FIRST_PARTY_MODEL_PREFIXES,
-    Model,
-    ModelProvider,
-    find_model_provider,
-    resolve_model,
-)
-from ._scripted import ScriptedModel, ScriptStep
-from ._stream import DeltaKind, ModelDelta, StreamingModel, stream_answer, streamed
-from ._types import (
-    FinishReason,
-    ImagePart,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    Role,
-    ToolCall,
-    ToolSchema,
-    Usage,
-)
-from ._windows import (
-    BUILTIN_WINDOWS,
-    ContextWindow,
-    estimate_tokens,
-    message_tokens,
-    messages_tokens,
-    schema_tokens,
-    window_for,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._function import (
+        FunctionModel,
+        function_model_from_spec,
+    )
+    from ._plugin import (
+        BUILTIN_MODEL_PROVIDERS,
+    )
+    from ._protocol import (
+        FIRST_PARTY_MODEL_PREFIXES,
+        Model,
+        ModelProvider,
+        find_model_provider,
+        resolve_model,
+    )
+    from ._scripted import (
+        ScriptedModel,
+        ScriptStep,
+    )
+    from ._stream import (
+        DeltaKind,
+        ModelDelta,
+        StreamingModel,
+        stream_answer,
+        streamed,
+    )
+    from ._types import (
+        FinishReason,
+        ImagePart,
+        Message,
+        ModelRequest,
+        ModelResponse,
+        Role,
+        ToolCall,
+        ToolSchema,
+        Usage,
+    )
+    from ._windows import (
+        BUILTIN_WINDOWS,
+        ContextWindow,
+        estimate_tokens,
+        message_tokens,
+        messages_tokens,
+        schema_tokens,
+        window_for,
+    )
 
 __all__ = (
     "BUILTIN_MODEL_PROVIDERS",
@@ -72,3 +90,52 @@ __all__ = (
     "streamed",
     "window_for",
 )
+
+# The names are imported when first used: loading a kernel registers the built-in plugin
+# (_plugin.py) without building the message models (pydantic) or the model classes.
+_LAZY = {
+    "BUILTIN_MODEL_PROVIDERS": "_plugin",
+    "BUILTIN_WINDOWS": "_windows",
+    "FIRST_PARTY_MODEL_PREFIXES": "_protocol",
+    "ContextWindow": "_windows",
+    "DeltaKind": "_stream",
+    "FinishReason": "_types",
+    "FunctionModel": "_function",
+    "ImagePart": "_types",
+    "Message": "_types",
+    "Model": "_protocol",
+    "ModelDelta": "_stream",
+    "ModelProvider": "_protocol",
+    "ModelRequest": "_types",
+    "ModelResponse": "_types",
+    "Role": "_types",
+    "ScriptStep": "_scripted",
+    "ScriptedModel": "_scripted",
+    "StreamingModel": "_stream",
+    "ToolCall": "_types",
+    "ToolSchema": "_types",
+    "Usage": "_types",
+    "estimate_tokens": "_windows",
+    "find_model_provider": "_protocol",
+    "function_model_from_spec": "_function",
+    "message_tokens": "_windows",
+    "messages_tokens": "_windows",
+    "resolve_model": "_protocol",
+    "schema_tokens": "_windows",
+    "stream_answer": "_stream",
+    "streamed": "_stream",
+    "window_for": "_windows",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether.models' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import ErrorCode, ModelError
-from ._types import ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from ._types import ModelRequest, ModelResponse
 
 __all__ = (
     "FIRST_PARTY_MODEL_PREFIXES",

@@ -7,43 +7,69 @@ prefix (``tether_store_providers``); the kernel's built-in plugin ``tether.store
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING, cast
-
-from ._events import (
-    AssistantMessage,
-    CompactionEvent,
-    ContextMessage,
-    DescriptorEvent,
-    Event,
-    InboxAccepted,
-    InboxDiscarded,
-    InstructionEvent,
-    MessageSource,
-    Origin,
-    SessionHeader,
-    StopReason,
-    StoredEvent,
-    ToolResult,
-    TurnEnded,
-    TurnStarted,
-    UserMessage,
-    dump_event,
-    parse_event,
-    replace_surrogates,
-)
-from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
-from ._memory import MemoryStore
-from ._plugin import BUILTIN_STORE_PROVIDERS
-from ._protocol import SessionStore
-from ._providers import StoreProvider, find_store_provider
-from ._relay import DeltaBatch, DeltaRelay, split_deltas
-from ._rules import check_depth, check_mail, session_not_found
-from ._sqlite import DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, SQLiteStore
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..loading import Kernel
+    from ._events import (
+        AssistantMessage,
+        CompactionEvent,
+        ContextMessage,
+        DescriptorEvent,
+        Event,
+        InboxAccepted,
+        InboxDiscarded,
+        InstructionEvent,
+        MessageSource,
+        Origin,
+        SessionHeader,
+        StopReason,
+        StoredEvent,
+        ToolResult,
+        TurnEnded,
+        TurnStarted,
+        UserMessage,
+        dump_event,
+        parse_event,
+        replace_surrogates,
+    )
+    from ._lease import (
+        DEFAULT_LEASE_TTL,
+        LeaseOwner,
+        session_busy,
+    )
+    from ._memory import (
+        MemoryStore,
+    )
+    from ._plugin import (
+        BUILTIN_STORE_PROVIDERS,
+        open_store,
+    )
+    from ._protocol import (
+        SessionStore,
+    )
+    from ._providers import (
+        DEFAULT_STORE,
+        StoreProvider,
+        find_store_provider,
+        profile_store,
+        profile_store_provider,
+    )
+    from ._relay import (
+        DeltaBatch,
+        DeltaRelay,
+        split_deltas,
+    )
+    from ._rules import (
+        check_depth,
+        check_mail,
+        session_not_found,
+    )
+    from ._sqlite import (
+        DEFAULT_BUSY_TIMEOUT,
+        SCHEMA_VERSION,
+        SQLiteStore,
+    )
 
 __all__ = (
     "BUILTIN_STORE_PROVIDERS",
@@ -89,65 +115,62 @@ __all__ = (
     "split_deltas",
 )
 
-#: The store of a profile without ``[tether] store``, next to the profile.
-DEFAULT_STORE = "sqlite:.tether/sessions.db"
+# The names are imported when first used: loading a kernel checks the store spec through
+# _providers, and the event models (pydantic, about 30 ms to build) wait for a command that
+# opens a store.
+_LAZY = {
+    "BUILTIN_STORE_PROVIDERS": "_plugin",
+    "DEFAULT_BUSY_TIMEOUT": "_sqlite",
+    "DEFAULT_LEASE_TTL": "_lease",
+    "DEFAULT_STORE": "_providers",
+    "SCHEMA_VERSION": "_sqlite",
+    "AssistantMessage": "_events",
+    "CompactionEvent": "_events",
+    "ContextMessage": "_events",
+    "DeltaBatch": "_relay",
+    "DeltaRelay": "_relay",
+    "DescriptorEvent": "_events",
+    "Event": "_events",
+    "InboxAccepted": "_events",
+    "InboxDiscarded": "_events",
+    "InstructionEvent": "_events",
+    "LeaseOwner": "_lease",
+    "MemoryStore": "_memory",
+    "MessageSource": "_events",
+    "Origin": "_events",
+    "SQLiteStore": "_sqlite",
+    "SessionHeader": "_events",
+    "SessionStore": "_protocol",
+    "StopReason": "_events",
+    "StoreProvider": "_providers",
+    "StoredEvent": "_events",
+    "ToolResult": "_events",
+    "TurnEnded": "_events",
+    "TurnStarted": "_events",
+    "UserMessage": "_events",
+    "check_depth": "_rules",
+    "check_mail": "_rules",
+    "dump_event": "_events",
+    "find_store_provider": "_providers",
+    "open_store": "_plugin",
+    "parse_event": "_events",
+    "profile_store": "_providers",
+    "profile_store_provider": "_providers",
+    "replace_surrogates": "_events",
+    "session_busy": "_lease",
+    "session_not_found": "_rules",
+    "split_deltas": "_relay",
+}
 
-#: The hook that offers stores, whose providers are checked at load and used to open.
-_HOOK = "tether_store_providers"
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether.store' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
-def profile_store_provider(kernel: Kernel) -> tuple[StoreProvider, str]:
-    """The provider of the store the kernel's profile names (``[tether] store``, else
-    :data:`DEFAULT_STORE`) and the rest of the spec; opens nothing.
-
-    The providers are those of the plugins of the global layer (the store is the whole
-    profile's), in profile order, the built-in plugin last: the first of a prefix wins.
-    :func:`tether.load_kernel` calls this, so a kernel's spec is known to resolve.
-    """
-    spec = kernel.profile.tether.store or DEFAULT_STORE
-    providers = [
-        provider
-        for plugin in kernel.global_scope.plugins
-        for provider in plugin.collect(_HOOK, StoreProvider)
-    ]
-    return find_store_provider(spec, providers)
-
-
-def profile_store(kernel: Kernel) -> SessionStore:
-    """Open the store the kernel's profile names; a relative path in the spec resolves against
-    the folder of the profile file that set it (or the profile's, for the default)."""
-    profile = kernel.profile
-    file = profile.origins.get(("tether", "store"))  # the file that set it, if any
-    base = file.parent if file is not None else profile.folder
-    provider, rest = profile_store_provider(kernel)
-    # What a plugin's provider opens is checked, not trusted: the annotation is its promise.
-    store = cast(object, provider.open(rest, base))
-    if not isinstance(store, SessionStore):
-        plugin = next(
-            p
-            for p in kernel.global_scope.plugins
-            if any(x is provider for x in p.collect(_HOOK, StoreProvider))
-        )
-        raise plugin.contract_violation(
-            _HOOK,
-            f'a store provider "{provider.prefix}" whose open() returns a SessionStore',
-            store,
-        )
-    return store
-
-
-def open_store(
-    spec: str | None,
-    *,
-    base: Path | None = None,
-    providers: Iterable[StoreProvider] = BUILTIN_STORE_PROVIDERS,
-) -> SessionStore:
-    """Open ``spec`` (default :data:`DEFAULT_STORE`) with the first of ``providers`` of its
-    prefix; relative paths resolve against ``base`` (default: the current directory).
-
-    Without ``providers``, the built-in stores only (``sqlite:PATH``, ``memory``): code that
-    has a kernel opens its profile's store with :func:`profile_store`, which sees the stores
-    its plugins offer.
-    """
-    provider, rest = find_store_provider(spec or DEFAULT_STORE, providers)
-    return provider.open(rest, base if base is not None else Path.cwd())
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -9,21 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
-from ._memory import MemoryStore
-from ._providers import StoreProvider
-from ._sqlite import SQLiteStore
+from ._providers import DEFAULT_STORE, StoreProvider, find_store_provider
 
-__all__ = ("BUILTIN_STORE_PROVIDERS", "tether_store_providers")
+if TYPE_CHECKING:
+    from ._memory import MemoryStore
+    from ._protocol import SessionStore
+    from ._sqlite import SQLiteStore
+
+__all__ = ("BUILTIN_STORE_PROVIDERS", "open_store", "tether_store_providers")
+
+
+# The stores are imported when one is opened: loading a kernel (which checks the spec) does not
+# pay for the event models and the SQLite layer.
 
 
 def _open_sqlite(rest: str, base: Path) -> SQLiteStore:
+    from ._sqlite import SQLiteStore
+
     path = Path(rest).expanduser()
     return SQLiteStore(path if path.is_absolute() else base / path)
 
 
 def _open_memory(rest: str, base: Path) -> MemoryStore:
+    from ._memory import MemoryStore
+
     return MemoryStore()
 
 
@@ -38,3 +50,22 @@ BUILTIN_STORE_PROVIDERS: tuple[StoreProvider, ...] = (
 def tether_store_providers() -> Iterable[StoreProvider]:
     """The built-in stores."""
     return BUILTIN_STORE_PROVIDERS
+
+
+def open_store(
+    spec: str | None,
+    *,
+    base: Path | None = None,
+    providers: Iterable[StoreProvider] | None = None,
+) -> SessionStore:
+    """Open ``spec`` (default :data:`DEFAULT_STORE`) with the first of ``providers`` of its
+    prefix; relative paths resolve against ``base`` (default: the current directory).
+
+    Without ``providers``, the built-in stores only (``sqlite:PATH``, ``memory``): code that
+    has a kernel opens its profile's store with :func:`profile_store`, which sees the stores
+    its plugins offer.
+    """
+    if providers is None:
+        providers = BUILTIN_STORE_PROVIDERS
+    provider, rest = find_store_provider(spec or DEFAULT_STORE, providers)
+    return provider.open(rest, base if base is not None else Path.cwd())

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
-from ._lease import LeaseOwner
+if TYPE_CHECKING:
+    from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
+    from ._lease import LeaseOwner
 
 __all__ = ("SessionStore",)
 
