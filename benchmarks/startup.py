@@ -115,29 +115,44 @@ def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-#: Each case: label, command (after the interpreter), limit as a multiple of the floor.
-Case = tuple[str, list[str], float | None]
+#: Each case: label, command (after the interpreter), limit as a multiple of the floor, and
+#: whether it runs in the folder without a profile (``tether plugins`` lists what is installed
+#: there; in a folder with tether.toml it loads that profile, as ``tether check`` does).
+Case = tuple[str, list[str], float | None, bool]
 
 
 def cases(folder: Path, installed: int) -> list[Case]:
     profile = str(folder / "tether.toml")
     quickstart = str(folder / "quickstart" / "tether.toml")
     return [
-        ("python -c pass (reference)", ["-c", "pass"], None),
-        ('python -c "import tether"', ["-c", "import tether"], 0.5),
-        ("tether --help", ["-m", "tether", "--help"], 1.3),
-        (f"tether plugins ({installed} entry points)", ["-m", "tether", "plugins"], 1.3),
-        ("tether plugins --json", ["-m", "tether", "plugins", "--json"], 1.3),
-        ("tether sessions list", ["-m", "tether", "sessions", "list", "--profile", profile], 1.3),
+        ("python -c pass (reference)", ["-c", "pass"], None, False),
+        ('python -c "import tether"', ["-c", "import tether"], 0.5, False),
+        ("tether --help", ["-m", "tether", "--help"], 1.3, False),
+        (f"tether plugins ({installed} entry points)", ["-m", "tether", "plugins"], 1.3, True),
+        ("tether plugins --json", ["-m", "tether", "plugins", "--json"], 1.3, True),
+        (
+            f"tether plugins --profile ({LOADED_COUNT} loaded)",
+            ["-m", "tether", "plugins", "--profile", profile],
+            1.8,
+            False,
+        ),
+        (
+            "tether sessions list",
+            ["-m", "tether", "sessions", "list", "--profile", profile],
+            1.3,
+            False,
+        ),
         (
             f"tether check ({LOADED_COUNT} plugins loaded)",
             ["-m", "tether", "check", "--profile", profile],
             1.8,
+            False,
         ),
         (
             "tether run (one scripted turn, quickstart)",
             ["-m", "tether", "run", "--profile", quickstart, "When is the launch?"],
             1.8,
+            False,
         ),
     ]
 
@@ -165,20 +180,23 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         listing = subprocess.run(
             [str(python), "-m", "tether", "plugins", "--json"],
-            cwd=folder,
+            cwd=tmp,
             env=env,
             check=True,
             capture_output=True,
             text=True,
         )
         installed = len(json.loads(listing.stdout)["plugins"])
-        measured = [(FLOOR[0], FLOOR[1], None), *cases(folder, installed)]
-        samples: dict[str, list[float]] = {label: [] for label, _, _ in measured}
-        for _label, command, _ in measured:  # warm up (and create the store)
-            run_once([str(python), *command], folder, env)
+        bare = folder / "no-profile"
+        bare.mkdir()
+        measured: list[Case] = [(FLOOR[0], FLOOR[1], None, False), *cases(folder, installed)]
+        samples: dict[str, list[float]] = {label: [] for label, *_ in measured}
+        for _label, command, _, no_profile in measured:  # warm up (and create the store)
+            run_once([str(python), *command], bare if no_profile else folder, env)
         for _ in range(args.runs):
-            for label, command, _ in measured:
-                samples[label].append(run_once([str(python), *command], folder, env))
+            for label, command, _, no_profile in measured:
+                where = bare if no_profile else folder
+                samples[label].append(run_once([str(python), *command], where, env))
     medians = {label: statistics.median(values) * 1000 for label, values in samples.items()}
     floor = medians[FLOOR[0]]
     if args.json:
@@ -188,7 +206,7 @@ def main() -> None:
         f"medians of {args.runs} interleaved runs, Python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs"
     )
-    for label, _, limit in measured:
+    for label, _, limit, _ in measured:
         ms = medians[label]
         ratio = ms / floor
         verdict = "" if limit is None else ("  ok" if ratio <= limit else "  OVER")

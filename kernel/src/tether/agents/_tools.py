@@ -120,11 +120,6 @@ class Tool:
                 f'tool "{self.name}" parameters are not a valid JSON Schema: {problem}',
                 remedy="fix the schema",
             )
-        import jsonschema  # imported when a tool exists: a profile without tools skips it
-
-        object.__setattr__(
-            self, "_validator", jsonschema.Draft202012Validator(dict(self.parameters))
-        )
         object.__setattr__(self, "_flat", _flat_schema(self.parameters))
         object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.run))
 
@@ -139,7 +134,12 @@ class Tool:
         flat = self._flat
         if flat is not None and flat.accepts(arguments):
             return []  # the common case, without jsonschema's descent
-        validator = self._validator
+        validator: Any = self._validator
+        if validator is None:  # made on the first call the quick check does not accept
+            import jsonschema
+
+            validator = jsonschema.Draft202012Validator(dict(self.parameters))
+            object.__setattr__(self, "_validator", validator)
         return [
             f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
             for error in validator.iter_errors(dict(arguments))
@@ -434,6 +434,41 @@ def _flat_schema(schema: Mapping[str, Any]) -> _FlatSchema | None:
     return _FlatSchema(types, enums, frozenset(cast("list[str]", required)), closed=not additional)
 
 
+#: What the meta-schema (draft 2020-12) allows as the value of each annotation keyword.
+_ANNOTATION_TYPES: dict[str, type | tuple[type, ...]] = {
+    "title": str,
+    "description": str,
+    "$comment": str,
+    "examples": list,
+    "deprecated": bool,
+    "readOnly": bool,
+    "writeOnly": bool,
+    "default": object,
+}
+
+
+def _surely_valid(schema: Mapping[str, Any]) -> bool:
+    """Whether ``schema`` is a flat object schema (:func:`_flat_schema`) whose every keyword
+    has a value the meta-schema allows, so that it is valid without asking jsonschema (whose
+    import costs tens of milliseconds of a command's start). Anything else, valid or not, is
+    for the meta-schema check; tests compare the two on many schemas."""
+    if schema.get("type") != "object" or _flat_schema(schema) is None:
+        return False
+    required = schema.get("required", [])
+    if not all(type(name) is str for name in required) or len(set(required)) != len(required):
+        return False
+    parts = [
+        schema,
+        *cast("Mapping[str, Mapping[str, object]]", schema.get("properties", {})).values(),
+    ]
+    return all(
+        type(key) is str and isinstance(value, _ANNOTATION_TYPES[key])
+        for part in parts
+        for key, value in part.items()
+        if key in _ANNOTATION_TYPES
+    ) and all(type(name) is str for name in schema.get("properties", {}))
+
+
 #: Verdicts of :func:`schema_problem`, by the schema's ``repr``, oldest first.
 _CHECKED: dict[str, str | None] = {}
 _CHECKED_MAX = 1024
@@ -446,6 +481,8 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     the process by the schema's ``repr`` (which tells a tuple from a list, and 1 from 1.0 or
     True): one schema on many tools (every declared subagent's tool has the same one), or one
     output schema on many calls, is checked once."""
+    if _surely_valid(schema):
+        return None  # a flat schema of well-typed keywords: no need to import jsonschema
     key = repr(schema)
     if key in _CHECKED:
         return _CHECKED[key]
