@@ -33,6 +33,9 @@ class ProbingModel(Protocol):
         ...
 
 
+#: The hooks whose providers ``tether check`` asks through an agent runtime (with agents).
+_RUNTIME_HOOKS = ("tether_skill_providers", "tether_subagent_providers", "tether_tool_sources")
+
 #: Skipped skill entries ``tether check`` names one by one; the rest are counted.
 MAX_SKIPPED_SHOWN = 5
 
@@ -207,34 +210,38 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     Without --model nothing goes online. With --model SPEC the model is made (a missing key is
     an error) and, when it can (an HTTP model), asked whether its endpoint answers.
     """
-    from ..runtime import Runtime
-
     kernel = load(profile)  # the store spec is checked here, with everything else
-    runtime = Runtime(kernel)
-    # Build the registries only when some plugin feeds them: a broken provider fails here, and
-    # a profile without skills or subagents does not pay for their imports.
     skills = any(p.implements("tether_skill_providers") for p in kernel.plugins)
-    if skills:
-        runtime.skills  # noqa: B018
-    if runtime.delegates:
-        # A provider that can say whether it runs here (its program is installed) is asked;
-        # loading does not ask, so commands that start no child work without the program.
-        for provider in runtime.subagents.providers():
-            check_provider = getattr(provider, "check", None)
-            if callable(check_provider):
-                check_provider()
-    if kernel.agents:
-        _check_agents(runtime)
+    runtime = None
+    # A profile of plugins alone (no agent, no skill, subagent or tool source provider) has
+    # nothing more to check: it does not pay for the agent runtime's imports.
+    if kernel.agents or any(p.implements(hook) for p in kernel.plugins for hook in _RUNTIME_HOOKS):
+        from ..runtime import Runtime
+
+        runtime = Runtime(kernel)
+        # Build the registries only when some plugin feeds them: a broken provider fails here,
+        # and a profile without skills or subagents does not pay for their imports.
+        if skills:
+            runtime.skills  # noqa: B018
+        if runtime.delegates:
+            # A provider that can say whether it runs here (its program is installed) is asked;
+            # loading does not ask, so commands that start no child work without the program.
+            for provider in runtime.subagents.providers():
+                check_provider = getattr(provider, "check", None)
+                if callable(check_provider):
+                    check_provider()
+        if kernel.agents:
+            _check_agents(runtime)
     for line in composition_tree(kernel):
         click.echo(line)
     failed = False
-    if runtime.eager_tool_sources():
+    if runtime is not None and runtime.eager_tool_sources():
         for line, ok in run_async(_list_eager_sources, kernel):
             click.echo(line, err=not ok)
             failed = failed or not ok
     if model_spec is not None:
         click.echo(run_async(_probe_model, kernel, model_spec, agent_name))
-    if skills:
+    if runtime is not None and skills:
         from ._skills import printable
 
         for warning in run_async(_skill_warnings, runtime):
