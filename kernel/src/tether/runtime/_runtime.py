@@ -55,12 +55,12 @@ from ..loading.scopes import Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import SessionHeader, SessionStore, StopReason
-from ..subagents import SubagentProvider, SubagentRuntime
 from ._collector import tuned_collector
 
 if TYPE_CHECKING:
     from anyio import CancelScope
 
+    from ..subagents import SubagentRuntime
     from ._hosts import SessionHost
 
 __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
@@ -212,6 +212,9 @@ class Runtime:
         """The subagent service: every plugin instance's ``tether_subagent_providers``, by
         name. Built on first use."""
         if self._subagents is None:
+            # Imported here: a profile without delegation never loads the subagent room.
+            from ..subagents import SubagentProvider, SubagentRuntime
+
             service = SubagentRuntime(self.store)
             for plugin in self.kernel.plugins:
                 for provider in plugin.collect("tether_subagent_providers", SubagentProvider):
