@@ -15,7 +15,11 @@ round runs every command once, the floor first, so a busy moment weighs on all o
 * ``tether check`` on a profile loading 5 plugins, and ``tether run`` of one scripted turn on
   a copy of the quickstart                                    (at most 1.8x)
 
-and, for reference, a bare ``python -c pass``. The commands run as ``python -m tether``, which
+and, for reference, a bare ``python -c pass`` and the *model floor*: a click program that
+validates one pydantic model (``import pydantic`` alone imports none of pydantic's model
+machinery, so the issue's floor leaves out what any program that validates settings pays; every
+command that loads a profile does). Each line prints both ratios; the verdict is against the
+issue's floor. The commands run as ``python -m tether``, which
 is what the console script does, minus its launcher.
 """
 
@@ -158,6 +162,17 @@ def cases(folder: Path, installed: int) -> list[Case]:
 
 
 FLOOR = ('floor: python -c "import click, pydantic"', ["-c", "import click, pydantic"])
+#: The floor of a click program that validates one pydantic model: ``import pydantic`` is lazy,
+#: and the first model costs pydantic's model machinery and its plugin scan (importlib.metadata
+#: over every installed distribution). Every command that loads a profile pays it.
+MODEL_FLOOR = (
+    "model floor: click + one pydantic model",
+    [
+        "-c",
+        "import click\nfrom pydantic import BaseModel\n"
+        "class Settings(BaseModel):\n    level: int = 1\nSettings(level=2)",
+    ],
+)
 
 
 def main() -> None:
@@ -189,7 +204,11 @@ def main() -> None:
         installed = len(json.loads(listing.stdout)["plugins"])
         bare = folder / "no-profile"
         bare.mkdir()
-        measured: list[Case] = [(FLOOR[0], FLOOR[1], None, False), *cases(folder, installed)]
+        measured: list[Case] = [
+            (FLOOR[0], FLOOR[1], None, False),
+            (MODEL_FLOOR[0], MODEL_FLOOR[1], None, False),
+            *cases(folder, installed),
+        ]
         samples: dict[str, list[float]] = {label: [] for label, *_ in measured}
         for _label, command, _, no_profile in measured:  # warm up (and create the store)
             run_once([str(python), *command], bare if no_profile else folder, env)
@@ -199,8 +218,14 @@ def main() -> None:
                 samples[label].append(run_once([str(python), *command], where, env))
     medians = {label: statistics.median(values) * 1000 for label, values in samples.items()}
     floor = medians[FLOOR[0]]
+    model_floor = medians[MODEL_FLOOR[0]]
     if args.json:
-        print(json.dumps({"floor_ms": floor, "medians_ms": medians}, indent=2))
+        print(
+            json.dumps(
+                {"floor_ms": floor, "model_floor_ms": model_floor, "medians_ms": medians},
+                indent=2,
+            )
+        )
         return
     print(
         f"medians of {args.runs} interleaved runs, Python {sys.version.split()[0]}, "
@@ -211,7 +236,10 @@ def main() -> None:
         ratio = ms / floor
         verdict = "" if limit is None else ("  ok" if ratio <= limit else "  OVER")
         bound = "" if limit is None else f" (at most {limit}x)"
-        print(f"  {label:<44} {ms:7.1f} ms  {ratio:4.2f}x the floor{bound}{verdict}")
+        print(
+            f"  {label:<44} {ms:7.1f} ms  {ratio:4.2f}x the floor{bound:<15}"
+            f"  {ms / model_floor:4.2f}x the model floor{verdict}"
+        )
 
 
 if __name__ == "__main__":
