@@ -15,7 +15,9 @@ round runs every command once, the floor first, so a busy moment weighs on all o
 * ``tether check`` on a profile loading 5 plugins, and ``tether run`` of one scripted turn on
   a copy of the quickstart                                    (at most 1.8x)
 
-and, for reference, a bare ``python -c pass`` and the *model floor*: a click program that
+and, for reference, a bare ``python -c pass``, the *store floor* (the model floor, plus anyio
+running an event loop and SQLite opening a database: what a command that opens a store runs
+on), and the *model floor*: a click program that
 validates one pydantic model (``import pydantic`` alone imports none of pydantic's model
 machinery, so the issue's floor leaves out what any program that validates settings pays; every
 command that loads a profile does). Each line prints both ratios; the verdict is against the
@@ -173,6 +175,17 @@ MODEL_FLOOR = (
         "class Settings(BaseModel):\n    level: int = 1\nSettings(level=2)",
     ],
 )
+#: The model floor, plus what a command that opens a store runs on: anyio (asyncio) and SQLite.
+STORE_FLOOR = (
+    "store floor: the model floor + anyio + SQLite",
+    [
+        "-c",
+        "import click, sqlite3, anyio\nfrom pydantic import BaseModel\n"
+        "class Settings(BaseModel):\n    level: int = 1\nSettings(level=2)\n"
+        "async def main():\n    sqlite3.connect(':memory:').execute('select 1')\n"
+        "anyio.run(main)",
+    ],
+)
 
 
 def main() -> None:
@@ -207,6 +220,7 @@ def main() -> None:
         measured: list[Case] = [
             (FLOOR[0], FLOOR[1], None, False),
             (MODEL_FLOOR[0], MODEL_FLOOR[1], None, False),
+            (STORE_FLOOR[0], STORE_FLOOR[1], None, False),
             *cases(folder, installed),
         ]
         samples: dict[str, list[float]] = {label: [] for label, *_ in measured}
@@ -237,7 +251,7 @@ def main() -> None:
         verdict = "" if limit is None else ("  ok" if ratio <= limit else "  OVER")
         bound = "" if limit is None else f" (at most {limit}x)"
         print(
-            f"  {label:<44} {ms:7.1f} ms  {ratio:4.2f}x the floor{bound:<15}"
+            f"  {label:<46} {ms:7.1f} ms  {ratio:4.2f}x the floor{bound:<15}"
             f"  {ms / model_floor:4.2f}x the model floor{verdict}"
         )
 
