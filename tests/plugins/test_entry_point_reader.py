@@ -113,3 +113,37 @@ def test_an_entry_point_value_loads_a_module_or_its_attribute() -> None:
     bad = InstalledEntryPoint("x", "not a value!", "g", None, None)
     with pytest.raises(ValueError, match="malformed value 'not a value!'"):
         bad.load()
+
+
+def test_a_fifo_or_a_device_in_a_folder_on_the_path_is_passed_over(tmp_path: Path) -> None:
+    """A folder on sys.path may be a cloned repository (the current directory is on it): an
+    entry_points.txt that is a FIFO would block an open() forever, a device would never end."""
+    folder = tmp_path / "cloned"
+    _dist_info(folder, "good-1.0.dist-info", "good", "1.0", "[tether.plugins]\ngood = g\n")
+    fifo = folder / "hostile-1.0.dist-info"
+    fifo.mkdir()
+    os.mkfifo(fifo / "entry_points.txt")
+    device = folder / "zero-1.0.dist-info"
+    device.mkdir()
+    (device / "entry_points.txt").symlink_to("/dev/zero")
+    _dist_info(folder, "meta-1.0.dist-info", "meta", "1.0", "[tether.plugins]\nmeta = m\n")
+    (folder / "meta-1.0.dist-info" / "METADATA").unlink()
+    os.mkfifo(folder / "meta-1.0.dist-info" / "METADATA")
+    code = (
+        "import json\n"
+        "from tether.loading.entrypoints import installed_entry_points\n"
+        "print(json.dumps([[e.name, e.distribution, e.version] "
+        "for e in installed_entry_points('tether.plugins')]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,  # '' on sys.path: the current directory is read too
+        env={**os.environ, "PYTHONPATH": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert ["good", "good", "1.0"] in rows
+    assert ["meta", None, None] in rows  # its METADATA (a FIFO) is not read

@@ -26,9 +26,13 @@ import sys
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
 
+from .._files import FileRefused, read_regular_file
+
 __all__ = ("InstalledEntryPoint", "installed_entry_points")
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
+#: The largest metadata file read (a METADATA holds the project's whole description).
+_MAX_BYTES = 16 << 20
 #: An entry point's value: ``module``, ``module:attr.attr``, with optional ``[extras]``.
 _VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 
@@ -114,10 +118,14 @@ def _normalize(name: str) -> str:
 
 
 def _read(folder: str, name: str) -> str | None:
+    """The text of a metadata file, or ``None`` when there is none or it cannot be read as
+    one: a folder on ``sys.path`` may come with a cloned repository (``''`` is the current
+    directory), so a FIFO, a device or an oversized file is passed over, never opened blocking
+    or read whole (:func:`tether._files.read_regular_file`)."""
     try:
-        with open(os.path.join(folder, name), encoding="utf-8") as file:
-            return file.read()
-    except (OSError, UnicodeDecodeError):
+        _, content = read_regular_file(os.path.join(folder, name), _MAX_BYTES)
+        return content.decode("utf-8")
+    except (OSError, FileRefused, UnicodeDecodeError, ValueError):
         return None
 
 
