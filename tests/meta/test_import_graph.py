@@ -26,7 +26,7 @@ ROOT = Path(tether.__file__).parent
 #: it runs, so the built-in plugins of ``tether.models`` and ``tether.store`` can mark their
 #: hooks with it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tether._version", "tether.errors", "tether._files", "tether._exceptions"),
+    ("tether._version", "tether.errors", "tether._files", "tether._exceptions", "tether._lazy"),
     (
         "tether.hookspecs",
         "tether.loading.text",
@@ -45,6 +45,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tether.testing",),
     ("tether.cli", "tether.__main__"),
 )
+#: What a lazy package's ``__init__`` imports to make its module ``__getattr__``.
+LAZY_HELPER = "tether._lazy"
 #: ``tether/__init__.py`` re-exports names lazily from every room (a module ``__getattr__``).
 TOP = "tether"
 
@@ -103,7 +105,8 @@ def imports_of(module: str) -> set[str]:
 def _with_packages(direct: dict[str, set[str]]) -> dict[str, set[str]]:
     """Importing ``a.b.c`` runs the ``__init__`` of ``a.b`` first: an edge to it too, unless it
     is a package the importing module is in (its own package's ``__init__`` already runs) or a
-    lazy one (an ``__init__`` that imports nothing when it runs)."""
+    lazy one (an ``__init__`` that imports nothing when it runs but :data:`LAZY_HELPER`, the
+    bottom-room module that makes its ``__getattr__``)."""
     graph: dict[str, set[str]] = {}
     for module, targets in direct.items():
         edges = set(targets)
@@ -112,7 +115,7 @@ def _with_packages(direct: dict[str, set[str]]) -> dict[str, set[str]]:
             for n in range(2, len(parts)):
                 package = ".".join(parts[:n])
                 own = module == package or module.startswith(package + ".")
-                if package in MODULES and not own and direct[package]:
+                if package in MODULES and not own and direct[package] - {LAZY_HELPER}:
                     edges.add(package)
         graph[module] = edges
     return graph

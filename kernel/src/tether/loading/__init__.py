@@ -24,8 +24,9 @@ of the package (a model script reads :mod:`~tether.loading.text`) imports no oth
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from .capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
@@ -119,14 +120,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tether.loading' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)
