@@ -462,7 +462,7 @@ def _surely_valid(schema: Mapping[str, Any]) -> bool:
         *cast("Mapping[str, Mapping[str, object]]", schema.get("properties", {})).values(),
     ]
     return all(
-        type(key) is str and isinstance(value, _ANNOTATION_TYPES[key])
+        isinstance(value, _ANNOTATION_TYPES[key])
         for part in parts
         for key, value in part.items()
         if key in _ANNOTATION_TYPES
