@@ -29,7 +29,15 @@ from tether.agents import (
 )
 from tether.agents._compaction import CompactionMode
 from tether.errors import AgentError, ErrorCode, ModelError, ProfileError
-from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall, window_for
+from tether.models import (
+    FunctionModel,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+    window_for,
+)
 from tether.runtime import compose_agent
 from tether.store import CompactionEvent, SQLiteStore
 from tether.store.replay import fold
@@ -458,3 +466,122 @@ async def test_a_changed_instruction_is_not_restated_and_appended_both(store):
     assert await compactions(store, agent)
     for value in {m.content for m in agent.messages if m.content.startswith("<instruction")}:
         assert sum(m.content == value for m in agent.messages) == 1
+
+
+# --------------------------------------------------------------- the summary's bound (issue 37)
+
+
+async def test_a_summary_over_its_bound_is_asked_for_again_then_cut(store):
+    """A model that writes 5 MB for a 4,000-token window: asked once more (told the limit),
+    then cut; what is stored fits, and every later turn goes on (it was stored whole, and
+    every later turn failed with CONTEXT_WINDOW_EXCEEDED)."""
+    asked: list[str] = []
+
+    def verbose(request: ModelRequest) -> str:
+        if request.purpose == "compaction":
+            asked.append(request.messages[-1].content)
+            return "summary " * 650_000  # about 5 MB
+        return ANSWER
+
+    agent = await agent_on(store, FunctionModel(verbose), window=4_000)
+    async with agent:
+        for n in range(60):
+            assert await agent.run(f"question {n}") == "completed", agent.last_error
+    stored = await compactions(store, agent)
+    assert len(stored) >= 2
+    for event in stored:
+        assert estimate_tokens(event.summary) <= 4_000 // 8
+        assert event.summary.endswith("tokens]")  # cut, and says so
+    assert asked[0] == SUMMARY_INSTRUCTION
+    assert asked[1].startswith(SUMMARY_INSTRUCTION)
+    assert "write it again, in at most" in asked[1]
+    assert len(asked) == 2 * len(stored)  # once more per compaction, never more
+
+
+async def test_a_summary_asked_for_again_is_kept_whole_when_it_fits(store):
+    answers_given = iter(["long " * 10_000, "A short summary."])
+    usage = Usage(input_tokens=100, output_tokens=10)
+
+    def twice(request: ModelRequest) -> Any:
+        if request.purpose == "compaction":
+            return ModelResponse(text=next(answers_given), usage=usage)
+        return ANSWER
+
+    agent = await agent_on(store, FunctionModel(twice), mode="manual")
+    async with agent:
+        for n in range(4):
+            await agent.run(f"question {n}")
+        event = await agent.compact()
+    assert event is not None
+    assert event.summary == "A short summary."
+    assert event.usage == usage + usage  # both requests counted
+
+
+async def test_the_kept_tail_begins_at_a_turns_message(store):
+    """Never with an answer whose question was summarized away (each turn here is a tool
+    step and an answer: the tail used to begin at either)."""
+
+    def looks(request: ModelRequest) -> Any:
+        if request.purpose == "compaction":
+            return "summary"
+        if request.messages[-1].role == "tool":
+            return ANSWER
+        call = ToolCall(id=f"c{len(request.messages)}", name="look", arguments={})
+        return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
+
+    tools = ToolRegistry([Tool("look", "Look.", lambda arguments, context: "seen " * 60)])
+    agent = await agent_on(store, FunctionModel(looks), tools=tools)
+    async with agent:
+        for n in range(40):
+            await agent.run(f"question {n}")
+    stored = await compactions(store, agent)
+    assert len(stored) >= 3
+    for event in stored:
+        assert event.kept[0].role == "user"
+        assert event.kept[0].content.startswith("question ")
+
+
+async def test_a_turn_too_long_to_keep_whole_keeps_its_question_before_its_last_steps(store):
+    """One turn of many tool steps outgrows the window: the tail is its last steps, after a
+    copy of the message that asked for them."""
+    steps = iter(range(1000))
+
+    def dig(request: ModelRequest) -> Any:
+        if request.purpose == "compaction":
+            return "summary"
+        n = next(steps)
+        if n < 12:
+            call = ToolCall(id=f"c{n}", name="look", arguments={})
+            return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
+        return "dug"
+
+    tools = ToolRegistry([Tool("look", "Look.", lambda arguments, context: ANSWER * 2)])
+    agent = await agent_on(store, FunctionModel(dig), tools=tools)
+    async with agent:
+        assert await agent.run("dig deep") == "completed", agent.last_error
+    stored = await compactions(store, agent)
+    assert stored
+    for event in stored:
+        assert [m.content for m in event.kept[:1]] == ["dig deep"]
+        assert event.kept[1].role == "assistant"
+        check_view(event.kept)
+
+
+async def test_an_answer_is_never_kept_without_its_question(store):
+    """The last answer fits in what is kept, its question (long) with it does not: the
+    question is kept before it, cut if need be (the tail used to begin with the answer)."""
+
+    def long_answers(request: ModelRequest) -> str:
+        return "summary" if request.purpose == "compaction" else "word " * 360
+
+    agent = await agent_on(store, FunctionModel(long_answers), mode="manual")
+    question = "second question " + "detail " * 60
+    async with agent:
+        await agent.run("first question")
+        await agent.run(question)
+        event = await agent.compact()
+    assert event is not None
+    assert event.kept[0].role == "user"
+    assert event.kept[0].content[:15] == "second question"
+    assert event.kept[1].role == "assistant"
+    check_view(event.kept)

@@ -129,14 +129,43 @@ def test_a_compaction_breaks_the_repeated_prefix(session):
     assert result.exit_code == 0, result.output
     result = _invoke("run", "--profile", str(profile), "--session", session_id, "And now?")
     assert result.exit_code == 0, result.output
-    rows = _stats(profile, session_id)["sessions"][0]["requests"]
-    assert len(rows) == 4
-    after = rows[3]
+    stats = _stats(profile, session_id)["sessions"][0]
+    rows = stats["requests"]
+    assert [(r["step"], r["purpose"]) for r in rows] == [
+        (1, "turn"),
+        (2, "turn"),
+        (1, "turn"),
+        (None, "compaction"),
+        (1, "turn"),
+    ]
+    after = rows[4]
     assert after["context_tokens"] > 0  # the summary
     assert after["repeats"] == pytest.approx(
         (after["base_tokens"] + after["tools_tokens"]) / after["total_tokens"]
     )
     assert after["repeats"] < rows[2]["repeats"]
+
+
+def test_the_summary_request_of_a_compaction_is_counted(session):
+    """A compaction asks the model too: its request is a row (the session's own request of
+    the messages it replaced, so it repeats the request before), with the usage its event
+    recorded, and it counts in the totals."""
+    profile, session_id = session
+    result = _invoke("sessions", "compact", session_id, "--profile", str(profile))
+    assert result.exit_code == 0, result.output
+    stats = _stats(profile, session_id)["sessions"][0]
+    rows = stats["requests"]
+    (summary,) = [r for r in rows if r["purpose"] == "compaction"]
+    assert summary["step"] is None
+    assert summary["turn"] == 2
+    assert summary["input_tokens"] > 0  # the scripted model reports its estimate
+    # It repeats the request before beyond its base prompt and tools (the replaced messages).
+    base = (summary["base_tokens"] + summary["tools_tokens"]) / summary["total_tokens"]
+    assert base < summary["repeats"] < 1
+    assert stats["totals"]["requests"] == 4
+    assert stats["totals"]["input_tokens"] == 1280 + summary["input_tokens"]
+    result = _invoke("sessions", "stats", session_id, "--profile", str(profile))
+    assert re.search(r"^\s+2\s+sum\s", result.stdout, re.M), result.stdout
 
 
 def test_tree_adds_every_child_and_the_trees_totals(tmp_path, monkeypatch):

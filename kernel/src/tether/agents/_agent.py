@@ -1010,6 +1010,13 @@ class Agent:
         return self._compactions
 
     @property
+    def turn_message(self) -> str | None:
+        """The message of the running turn, or of the last turn this agent ran (a
+        compaction that keeps only a turn's last steps restates it before them)."""
+        item = self._turn_item
+        return item.content if item is not None else None
+
+    @property
     def earlier_answers(self) -> int:
         """Answers of the session a compaction summary replaced (not in :attr:`messages`)."""
         return self._earlier_answers

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from ..errors import AgentError, ErrorCode, TetherError
-from ..models import Message, Role, Usage, message_tokens, messages_tokens
+from ..models import Message, Role, Usage, estimate_tokens, message_tokens, messages_tokens
 from ..store import CompactionEvent
 from ..store.replay import render_instruction
 
@@ -56,6 +56,17 @@ SUMMARY_INSTRUCTION = (
 )
 #: The longest summary asked for, in tokens (and at most an eighth of the window).
 SUMMARY_MAX_TOKENS = 4_096
+#: Added to :data:`SUMMARY_INSTRUCTION` when the first summary was longer than its bound.
+SUMMARY_AGAIN = (
+    " Your previous summary was about {written} tokens, more than the {bound} it may take: "
+    "write it again, in at most {bound} tokens (about {chars} characters)."
+)
+#: What ends a summary still longer than its bound when asked again (it is cut to fit).
+SUMMARY_CUT_NOTE = "\n[... summary cut by compaction to its bound of {bound} tokens]"
+#: The tokens the summary's frame takes (its header, its count of messages, its footer).
+SUMMARY_FRAMING_TOKENS = 40
+#: Below this many tokens of room there is no summary worth storing.
+MIN_SUMMARY_TOKENS = 64
 #: What replaces the end of a message cut to fit (``{cut}``: how many characters).
 CUT_NOTE = "\n[... {cut} characters cut by compaction; the whole message is in the session log]"
 #: Opens the restated list of open work.
@@ -108,33 +119,101 @@ class Plan:
     tail: tuple[Message, ...]
 
 
-def plan(agent: Agent, history: Sequence[Message], keep_tokens: int) -> Plan | None:
+def plan(
+    agent: Agent,
+    history: Sequence[Message],
+    keep_tokens: int,
+    shown: Sequence[Message] = (),
+    *,
+    bounded: bool = True,
+) -> Plan | None:
     """Where to cut ``history`` and what to keep (see the module docstring); ``None`` when
-    there is nothing to replace (one unsplittable group of messages)."""
+    there is nothing to replace (one unsplittable group of messages). ``shown``: what the
+    pre-step hooks restate (a catalog); ``bounded``: the loaded skills share ``keep_tokens``
+    (without a window nothing bounds them)."""
     boundaries = [i for i, message in enumerate(history) if message.role != "tool"]
     if not boundaries or boundaries[-1] == 0:
         return None
-    restated = _restated(agent, history, boundaries, keep_tokens)
+    restated = _restated(agent, history, shown, keep_tokens if bounded else None)
     budget = max(keep_tokens - messages_tokens(restated), keep_tokens // 10)
-    cut = boundaries[-1]  # at least the last group of messages is kept, cut to fit if need be
-    tokens = 0
-    position = len(history)
-    for start in reversed(boundaries):
-        tokens += messages_tokens(itertools.islice(history, start, position))
-        position = start
-        if tokens > budget or start == 0:
+    # The tail begins where a turn begins: the longest run of whole turns that fits.
+    starts = _turn_starts(history)
+    cut = None
+    for start in reversed(starts):
+        if start == 0 or messages_tokens(itertools.islice(history, start, None)) > budget:
             break
         cut = start
-    tail = _fit(tuple(history[cut:]), budget)
+    if cut is not None:
+        tail = tuple(history[cut:])
+    else:
+        # Not even the last turn fits: its last groups that do (a call with its results,
+        # never split), after a copy of the message that asked for them.
+        cut = boundaries[-1]  # at least the last group is kept, cut to fit if need be
+        tokens = 0
+        position = len(history)
+        for start in reversed(boundaries):
+            tokens += messages_tokens(itertools.islice(history, start, position))
+            position = start
+            if tokens > budget or start == 0:
+                break
+            cut = start
+        question = _question(agent, history, max([0, *(s for s in starts if s <= cut)]), cut)
+        tail = tuple(history[cut:])
+        if question is not None:
+            tail = (question, *tail)
+        tail = _fit(tail, budget)
     in_tail = {message.content for message in tail}
     restated = tuple(m for m in restated if m.content not in in_tail)
     return Plan(cut, restated, tail)
 
 
+def _turn_starts(history: Sequence[Message]) -> list[int]:
+    """Where the turns of ``history`` begin: the first of the messages (user or system)
+    that follow an answer without tool calls, and 0."""
+    starts = [0]
+    for index in range(1, len(history)):
+        before, message = history[index - 1], history[index]
+        turn_ended = before.role == "assistant" and not before.tool_calls
+        if message.role in ("user", "system") and turn_ended:
+            starts.append(index)
+    return starts
+
+
+def _question(agent: Agent, history: Sequence[Message], start: int, cut: int) -> Message | None:
+    """The message that asked for what follows ``start`` (a turn's message), when the tail
+    beginning at ``cut`` does not hold it: the running turn's message, else the first user
+    message of the turn that is not context (an instruction, a summary, a catalog...)."""
+    first = history[cut]
+    if cut <= start or (first.role == "user" and not _is_context(first.content)):
+        return None
+    end = start
+    while end < cut and history[end].role in ("user", "system"):
+        end += 1
+    opening = [m for m in history[start:end] if m.role == "user"]
+    asked = agent.turn_message
+    for message in opening:
+        if asked is not None and message.content == asked:
+            return Message(role="user", content=message.content, images=message.images)
+    for message in opening:
+        if not _is_context(message.content):
+            return Message(role="user", content=message.content, images=message.images)
+    return None
+
+
+def _is_context(content: str) -> bool:
+    """Whether a user message is context tether or a hook appended (an instruction, a
+    summary, a skill, a catalog, open work), not what someone asked: all start with a tag."""
+    return content.startswith(("<", OPEN_WORK_NOTE))
+
+
 def _restated(
-    agent: Agent, history: Sequence[Message], boundaries: list[int], keep_tokens: int
+    agent: Agent,
+    history: Sequence[Message],
+    shown: Sequence[Message],
+    keep_tokens: int | None,
 ) -> tuple[Message, ...]:
-    """Instruction values, loaded skills and open work, as messages to keep."""
+    """Instruction values, what the pre-step hooks restate, loaded skills, as messages to
+    keep (the open work is added by :func:`compact`)."""
     roles: dict[str, Role] = {i.slug: i.role for i in agent.instructions}
     note = agent.delegation_note
     found = [note] if note is not None else []
@@ -145,18 +224,21 @@ def _restated(
         for slug, value in agent.instruction_values.items()
         if slug not in coming
     ]
+    found += shown
     skills: dict[str, Message] = {}
     for message in history:
         name = _skill_name(message.content)
         if name is not None:
             skills.pop(name, None)  # loaded again: its latest place counts
             skills[name] = Message(role="user", content=message.content)
-    # Skills fit in half of what is kept, the latest loaded first.
-    room = keep_tokens // 2
+    # With a window, skills fit in half of what is kept, the latest loaded first.
+    room = keep_tokens // 2 if keep_tokens is not None else None
     kept_skills: list[Message] = []
     for message in reversed(skills.values()):
         cost = message_tokens(message)
-        if cost <= room:
+        if room is None:
+            kept_skills.append(message)
+        elif cost <= room:
             kept_skills.append(message)
             room -= cost
     found.extend(reversed(kept_skills))
@@ -225,16 +307,40 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
             limit = min(limit, int(window.tokens * policy.threshold))
         room = limit * 3 // 4 - agent.base_tokens() - max_tokens - messages_tokens(pending)
         keep_tokens = min(keep_tokens, room)
-    planned = plan(agent, history, max(keep_tokens, 1))
+    strategy = agent.compaction_strategy
+    usage = Usage()
+    try:
+        # What the pre-step hooks show once (a catalog) is restated with the rest.
+        shown = await _hooks_restate(agent)
+    except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a plugin's hook
+        raise _failed(agent, exc) from exc
+    planned = plan(agent, history, max(keep_tokens, 1), shown, bounded=window is not None)
     if planned is None:
         return None
     work = await open_work(agent)
     restated = (*planned.restated, work) if work is not None else planned.restated
     kept = (*restated, *planned.tail)
     replaced = tuple(history[: planned.cut])
-    summary_input = CompactionInput(agent, replaced, kept, max(max_tokens, 64))
-    strategy = agent.compaction_strategy
-    usage = Usage()
+    bound = max_tokens
+    if window is not None:
+        # The summary must fit beside everything else the next request carries.
+        fits = (
+            window.budget(agent.limits.max_output_tokens)
+            - agent.base_tokens()
+            - messages_tokens((*kept, *pending))
+            - SUMMARY_FRAMING_TOKENS
+        )
+        bound = min(bound, fits)
+    if bound < MIN_SUMMARY_TOKENS:
+        raise AgentError(
+            ErrorCode.COMPACTION_FAILED,
+            f"compaction of session {agent.session_id} failed: what it keeps leaves room for "
+            f"a summary of {max(bound, 0)} tokens only (at least {MIN_SUMMARY_TOKENS} needed)",
+            remedy="the history is whole; use a model with a larger window, or fewer tools",
+        )
+    summary_input = CompactionInput(agent, replaced, kept, bound)
     try:
         if strategy is None:
             summary, usage = await _model_summary(agent, summary_input)
@@ -245,21 +351,17 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
         raise
     except Exception as exc:  # a model's failure, or a plugin strategy's code
-        detail = str(exc) if isinstance(exc, TetherError) else f"{type(exc).__name__}: {exc}"
-        raise AgentError(
-            ErrorCode.COMPACTION_FAILED,
-            f"compaction of session {agent.session_id} failed: no summary was written ({detail})",
-            remedy="the history is whole; the next request tries again",
-        ) from exc
+        raise _failed(agent, exc) from exc
     if not isinstance(summary, str) or not summary.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
         raise AgentError(
             ErrorCode.COMPACTION_FAILED,
             f"compaction of session {agent.session_id} failed: the summary is empty",
             remedy="the history is whole; the next request tries again",
         )
+    summary = bounded_summary(summary.strip(), bound)
     answers = sum(1 for message in replaced if message.role == "assistant")
     event = CompactionEvent(
-        summary=summary.strip(),
+        summary=summary,
         kept=kept,
         replaced=len(replaced),
         earlier_answers=agent.earlier_answers + answers,
@@ -271,9 +373,46 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     return await agent.apply_compaction(event, len(history))
 
 
+def _failed(agent: Agent, exc: Exception) -> AgentError:
+    detail = str(exc) if isinstance(exc, TetherError) else f"{type(exc).__name__}: {exc}"
+    return AgentError(
+        ErrorCode.COMPACTION_FAILED,
+        f"compaction of session {agent.session_id} failed: no summary was written ({detail})",
+        remedy="the history is whole; the next request tries again",
+    )
+
+
+async def _hooks_restate(agent: Agent) -> list[Message]:
+    """What the agent's pre-step hooks restate after a reset (``after_reset``)."""
+    from ._step import StepContext, pre_step_messages
+
+    if not agent.pre_steps:
+        return []
+    context = StepContext(agent, agent.turns, 0, agent.turn_message, after_reset=True)
+    return [
+        Message(role=m.role, content=m.content)
+        for m in await pre_step_messages(agent.pre_steps, context)
+    ]
+
+
+def bounded_summary(summary: str, bound: int) -> str:
+    """``summary``, its end cut (and :data:`SUMMARY_CUT_NOTE` said) when it is longer than
+    ``bound`` tokens (estimated as every request is)."""
+    if estimate_tokens(summary) <= bound:
+        return summary
+    note = SUMMARY_CUT_NOTE.format(bound=bound)
+    room = max(bound * 4 - len(note.encode()), 0)
+    cut = summary.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
+    while cut and estimate_tokens(cut + note) > bound:
+        cut = cut[: -max(len(cut) // 100, 1)]
+    return cut.rstrip() + note
+
+
 async def _model_summary(agent: Agent, task: CompactionInput) -> tuple[str, Usage]:
     """The agent's model summarizes: the session's own request, the replaced messages (the
-    oldest dropped, the longest cut, until they fit) and :data:`SUMMARY_INSTRUCTION`."""
+    oldest dropped, the longest cut, until they fit) and :data:`SUMMARY_INSTRUCTION`. An
+    answer longer than ``task.max_tokens`` is asked for once more, the limit said
+    (:data:`SUMMARY_AGAIN`); both requests' usage counts."""
     from ._step import build_request, request_with_retries
 
     window = agent.window
@@ -291,4 +430,14 @@ async def _model_summary(agent: Agent, task: CompactionInput) -> tuple[str, Usag
                 break
     request = build_request(agent, [*messages, instruction], task.max_tokens, purpose="compaction")
     response = await request_with_retries(agent.model, request, agent.limits)
-    return response.text, response.usage
+    written = estimate_tokens(response.text.strip())
+    if written <= task.max_tokens:
+        return response.text, response.usage
+    again = Message(
+        role="user",
+        content=SUMMARY_INSTRUCTION
+        + SUMMARY_AGAIN.format(written=written, bound=task.max_tokens, chars=task.max_tokens * 4),
+    )
+    request = build_request(agent, [*messages, again], task.max_tokens, purpose="compaction")
+    second = await request_with_retries(agent.model, request, agent.limits)
+    return second.text, response.usage + second.usage

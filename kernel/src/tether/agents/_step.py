@@ -89,6 +89,11 @@ class StepContext:
     """The text of the message that started this turn."""
     turn_source: MessageSource | None = None
     """Why that message entered the log (``kind = "user"`` for a person's message)."""
+    after_reset: bool = False
+    """A compaction asks what it must restate: the history is about to be replaced, and
+    what the hooks return now is stored among the restated context, right after the
+    summary (``step`` is 0 then). Return what a hook shows once and then only its changes
+    (a catalog), as it should read from now on; nothing that is per step."""
 
     @property
     def messages(self) -> tuple[Message, ...]:

@@ -1,11 +1,13 @@
 """``tether sessions stats``: how well a session's requests used the prompt cache.
 
-Each answer in a session's log is one model request. The log says exactly what each request
-held (the history is replayed as the turn loop built it: every message, compaction included),
-and the session's agent says its base prompt and tool list (the same for the whole session). Per
-request: the tokens of each block (estimated, about four characters a token: base prompt, tools,
-history, appended context), the share of it that repeats the request before it byte for byte (what
-a provider's prefix cache can serve), and the input and cached tokens the provider reported.
+Each answer in a session's log is one model request, and so is each compaction's summary
+request (its row has no step; its usage is the one the compaction event recorded). The log
+says exactly what each request held (the history is replayed as the turn loop built it: every
+message, compaction included), and the session's agent says its base prompt and tool list (the
+same for the whole session). Per request: the tokens of each block (estimated, about four
+characters a token: base prompt, tools, history, appended context), the share of it that
+repeats the request before it byte for byte (what a provider's prefix cache can serve), and the
+input and cached tokens the provider reported.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ def _print_session(session: dict[str, Any]) -> None:
         repeats = "-" if row["repeats"] is None else f"{row['repeats']:.0%}"
         cached = "-" if row["cached_tokens"] is None else str(row["cached_tokens"])
         reported = "-" if row["input_tokens"] is None else str(row["input_tokens"])
+        step = "sum" if row["step"] is None else row["step"]  # a compaction's summary
         click.echo(
-            f"{indent}  {row['turn']:>4} {row['step']:>4} {row['history_tokens']:>8}"
+            f"{indent}  {row['turn']:>4} {step:>4} {row['history_tokens']:>8}"
             f" {row['context_tokens']:>8} {row['total_tokens']:>8} {repeats:>8}"
             f" {reported:>9} {cached:>9}"
         )
@@ -105,7 +108,8 @@ async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
 
 
 async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[str, Any]:
-    from ..models import FunctionModel, message_tokens, schema_tokens
+    from ..agents import SUMMARY_INSTRUCTION as ask
+    from ..models import FunctionModel, Message, schema_tokens
     from ..store import (
         AssistantMessage,
         CompactionEvent,
@@ -140,50 +144,30 @@ async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[st
             turn, step = event.turn, 0
             continue
         if isinstance(event, CompactionEvent):
+            if not seeded and (event.strategy == "summary" or event.usage.input_tokens):
+                # The summary request: the session's own request of the messages it
+                # replaced, and the instruction to summarize them.
+                asked = [*messages[: event.replaced], Message(role="user", content=ask)]
+                marks = [*context[: event.replaced], False]
+                rows.append(_row(turn, None, base, tools, asked, marks, before, event.usage))
+                before = asked
             messages = list(compacted_view(event))
             context = [True] + [False] * (len(messages) - 1)  # the summary, then what was kept
             continue
         if isinstance(event, AssistantMessage):
             step += 1
-            sizes = [message_tokens(m) for m in messages]
-            history = sum(s for s, c in zip(sizes, context, strict=True) if not c)
-            appended = sum(s for s, c in zip(sizes, context, strict=True) if c)
-            total = base + tools + history + appended
-            repeats: float | None = None
-            if before is not None:
-                common = 0
-                for old, new in zip(before, messages, strict=False):
-                    if old != new:
-                        break
-                    common += 1
-                repeated = base + tools + sum(sizes[:common])
-                repeats = repeated / total if total else None
-            before = list(messages)
             if seeded:
                 # Not this session's request; the next one is compared with it (a fork's
                 # first request repeats its parent's last, which is what forking is for).
+                before = list(messages)
                 step -= 1
                 message = event_to_message(event)
                 if message is not None:
                     messages.append(message)
                     context.append(False)
                 continue
-            usage = event.usage
-            reported = usage.input_tokens or None
-            rows.append(
-                {
-                    "turn": turn,
-                    "step": step,
-                    "base_tokens": base,
-                    "tools_tokens": tools,
-                    "history_tokens": history,
-                    "context_tokens": appended,
-                    "total_tokens": total,
-                    "repeats": repeats,
-                    "input_tokens": reported,
-                    "cached_tokens": usage.cached_input_tokens if reported is not None else None,
-                }
-            )
+            rows.append(_row(turn, step, base, tools, messages, context, before, event.usage))
+            before = list(messages)
         message = event_to_message(event)
         if message is not None:
             messages.append(message)
@@ -197,6 +181,48 @@ async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[st
         "tools_tokens": tools,
         "requests": rows,
         "totals": _totals(rows),
+    }
+
+
+def _row(
+    turn: int,
+    step: int | None,
+    base: int,
+    tools: int,
+    messages: list[Any],
+    context: list[bool],
+    before: list[Any] | None,
+    usage: Any,
+) -> dict[str, Any]:
+    """One request's row: ``step`` ``None`` for a compaction's summary request."""
+    from ..models import message_tokens
+
+    sizes = [message_tokens(m) for m in messages]
+    history = sum(s for s, c in zip(sizes, context, strict=True) if not c)
+    appended = sum(s for s, c in zip(sizes, context, strict=True) if c)
+    total = base + tools + history + appended
+    repeats: float | None = None
+    if before is not None:
+        common = 0
+        for old, new in zip(before, messages, strict=False):
+            if old != new:
+                break
+            common += 1
+        repeated = base + tools + sum(sizes[:common])
+        repeats = repeated / total if total else None
+    reported = usage.input_tokens or None
+    return {
+        "turn": turn,
+        "step": step,
+        "purpose": "turn" if step is not None else "compaction",
+        "base_tokens": base,
+        "tools_tokens": tools,
+        "history_tokens": history,
+        "context_tokens": appended,
+        "total_tokens": total,
+        "repeats": repeats,
+        "input_tokens": reported,
+        "cached_tokens": usage.cached_input_tokens if reported is not None else None,
     }
 
 

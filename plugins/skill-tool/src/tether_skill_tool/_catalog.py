@@ -115,6 +115,8 @@ class CatalogStep:
         if agent.runtime is None or agent.tools.get(LOAD_SKILL) is not self._tool:
             return None
         registry = agent.runtime.skills
+        if context.after_reset:
+            return await self._restated(context)
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
             await registry.refresh(scope=agent.scope, cwd=agent.cwd)
         catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
@@ -126,11 +128,7 @@ class CatalogStep:
         if not catalog.complete or self._seen.get(agent) is catalog:
             return None
         self._seen[agent] = catalog
-        entries = tuple(
-            (summary.name, _collapse(summary.description, self._max))
-            for summary in catalog.summaries
-            if summary.invocation.model_invocable
-        )
+        entries = self._entries(catalog)
         if agent not in self._published:
             self._published[agent] = recover_published(agent.messages)
         last = self._published[agent]
@@ -138,6 +136,28 @@ class CatalogStep:
             return None
         self._published[agent] = entries
         return [Message(role="user", content=render_catalog(entries, first=last is None))]
+
+    def _entries(self, catalog: SkillCatalog) -> Entries:
+        return tuple(
+            (summary.name, _collapse(summary.description, self._max))
+            for summary in catalog.summaries
+            if summary.invocation.model_invocable
+        )
+
+    async def _restated(self, context: StepContext) -> list[Message] | None:
+        """The whole catalog, for a compaction to restate after its summary (the history
+        that showed it is about to be replaced). The next step finds it there: after a
+        compaction the hook reads what was published from the history again."""
+        agent = context.agent
+        assert agent.runtime is not None
+        catalog = await agent.runtime.skills.list(scope=agent.scope, cwd=agent.cwd)
+        if catalog.complete:
+            entries = self._entries(catalog)
+        else:  # the last good catalog stands
+            entries = self._published.get(agent) or recover_published(agent.messages)
+        if not entries:
+            return None  # nothing was shown, or a tombstone: nothing to restate
+        return [Message(role="user", content=render_catalog(entries, first=True))]
 
 
 class InvocationStep:
@@ -151,6 +171,7 @@ class InvocationStep:
         source = context.turn_source
         if (
             context.step != 1
+            or context.after_reset  # what it appended at this step is kept by the reset
             or agent.runtime is None
             or context.turn_message is None
             or source is None
