@@ -12,7 +12,9 @@ a server in, so each listing and each call starts the server for that request al
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import tempfile
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -31,12 +33,14 @@ from mcp.types import (
     Tool,
     ToolListChangedNotification,
 )
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 import tether
 from tether.agents import ToolError
 
 from ._settings import ServerSettings, expand
+from ._transport import MALFORMED, TOO_LARGE, CappedTransport, capped_stdio_client
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime
@@ -82,6 +86,7 @@ class Connection:
         self._scope: anyio.CancelScope | None = None
         self._http_status: str | None = None
         self._relisting = anyio.Lock()
+        _quiet_sdk_logs()
 
     # ------------------------------------------------------------------ public
 
@@ -140,6 +145,11 @@ class Connection:
             if client is not None and self._lost(exc):
                 self._exited(client, "it closed the connection")
             raise ToolError(self._call_error(tool, exc)) from None
+        except ValidationError as exc:  # JSON-RPC, but not a tool result
+            raise ToolError(
+                f'the MCP server "{self.name}" sent a malformed result for {tool}: '
+                f"{_invalid_result(exc)}"
+            ) from None
         self._restart_allowed = True  # it answered: a later exit may be restarted again
         return result
 
@@ -172,6 +182,8 @@ class Connection:
     def _lost(self, exc: MCPError) -> bool:
         """Whether ``exc`` says the server is gone: the connection closed, or (HTTP) the
         server no longer knows the session (it restarted)."""
+        if _event_too_large(exc):
+            return False  # the SDK ends a response stream whose event is over the cap
         return exc.code == CONNECTION_CLOSED or self._session_ended(exc)
 
     def _session_ended(self, exc: MCPError) -> bool:
@@ -323,7 +335,12 @@ class Connection:
                     env=env or None,
                     cwd=config.cwd,
                 )
-                transport = stdio_client(params, errlog=errlog)
+                if sys.platform == "win32":  # pragma: no cover
+                    transport = stdio_client(params, errlog=errlog)  # no cap there
+                else:
+                    transport = capped_stdio_client(
+                        params, errlog, max_bytes=config.max_message_bytes
+                    )
             else:
                 import httpx2
 
@@ -343,9 +360,14 @@ class Connection:
                         event_hooks={"response": [record]},
                         headers=headers,
                         timeout=httpx2.Timeout(config.startup_timeout, read=config.timeout),
+                        transport=CappedTransport(
+                            httpx2.AsyncHTTPTransport(), config.max_message_bytes
+                        ),
                     )
                 )
-                transport = streamable_http_client(config.url, http_client=http)
+                transport = streamable_http_client(
+                    config.url, http_client=http, max_sse_event_size=config.max_message_bytes
+                )
             client_box: list[Client] = []
 
             async def on_message(message: object) -> None:
@@ -449,6 +471,15 @@ class Connection:
                 f'the MCP server "{self.name}" closed the connection during the call to {tool} '
                 f"(it exited or was stopped); the call may or may not have happened; {then}"
             )
+        if exc.code == TOO_LARGE or _event_too_large(exc):
+            return (
+                f'the MCP server "{self.name}" answered {tool} with a message larger than '
+                f"{self.config.max_message_bytes:,} bytes (its max_message_bytes setting): it "
+                "was not read; raise max_message_bytes if results this large are expected"
+            )
+        if exc.code in (MALFORMED, PARSE_ERROR):
+            why = exc.error.message.strip().splitlines()[0][:300] if exc.error.message else ""
+            return f'the MCP server "{self.name}" sent a malformed answer to {tool}: {why}'
         if exc.code == REQUEST_TIMEOUT:
             return (
                 f'the MCP server "{self.name}" did not answer {tool} within '
@@ -535,6 +566,50 @@ def _tail(errlog: TextIO) -> str:
         return ""
     cut = "..." if size > STDERR_TAIL else ""
     return f"; its stderr ended: {cut}{text}"
+
+
+def _event_too_large(exc: MCPError) -> bool:
+    """The SDK's error for a server-sent event over ``max_sse_event_size`` (our cap)."""
+    message = exc.error.message
+    return exc.code == CONNECTION_CLOSED and "exceeded the" in message and "byte limit" in message
+
+
+def _invalid_result(error: ValidationError) -> str:
+    """One line for a result that is not a ``CallToolResult`` (pydantic's text is many)."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the result"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {first.get('msg', '')}{more}"
+
+
+class _OneLine(logging.Filter):
+    """Makes a record of the MCP SDK one line: its exception's first line instead of the
+    traceback (the terminal shows no SDK traceback); ``tether --debug`` keeps it whole."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and not logging.getLogger("tether").isEnabledFor(logging.DEBUG):
+            exc = record.exc_info[1]
+            if exc is not None:
+                text = str(exc).strip().splitlines()
+                cause = f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+                record.msg = f"{record.getMessage()}: {cause}"
+                record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_ONE_LINE = _OneLine()
+
+
+def _quiet_sdk_logs() -> None:
+    """The one-line filter on every logger of the MCP SDK (those of its modules imported by
+    now: the client's are, once a connection is built)."""
+    names = [name for name in logging.Logger.manager.loggerDict if name.split(".")[0] == "mcp"]
+    for name in ("mcp", *names):
+        logger = logging.getLogger(name)
+        if _ONE_LINE not in logger.filters:
+            logger.addFilter(_ONE_LINE)
 
 
 def _first(group: BaseException) -> BaseException | None:

@@ -12,6 +12,7 @@ import tether
 
 __all__ = (
     "DEFAULT_MAX_IMAGE_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_STARTUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
@@ -31,6 +32,10 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RESULT_CHARS = 40_000
 #: An image a tool returns reaches the model up to this size (decoded), else a note.
 DEFAULT_MAX_IMAGE_BYTES = 5_000_000
+#: A message from a server (a tool result, a listing) is read up to this many bytes; a larger
+#: one is refused as it streams in (the call fails at once, naming the setting). 16 MiB holds
+#: the largest image tether passes on (5 MB, base64) several times over.
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 #: A server's name: letters, digits, ``-`` and single ``_`` (``__`` separates it from its tools).
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
@@ -95,6 +100,10 @@ class ServerSettings(BaseModel):
     max_image_bytes: int = Field(default=DEFAULT_MAX_IMAGE_BYTES, ge=0)
     """An image larger than this (decoded) is a note, not an image; ``0``: images are always
     notes."""
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=65_536, le=1 << 30)
+    """Bytes of one message from the server read at most (as it streams in, not after): a
+    larger tool result fails its call at once (a tool error naming this setting) and the
+    rest of it is skipped unread."""
 
     @field_validator("name")
     @classmethod
@@ -136,8 +145,9 @@ class ServerSettings(BaseModel):
         return tool in self.needs_approval
 
     def connection_key(self) -> tuple[object, ...]:
-        """What makes two entries one server process: its name and how it is started or
-        reached (not its filters, approvals or result limits)."""
+        """What makes two entries one server process: its name, how it is started or reached
+        and the cap its messages are read with (not its filters, approvals or the limits of
+        what the model is shown)."""
         return (
             self.name,
             self.expand_variables,
@@ -147,6 +157,7 @@ class ServerSettings(BaseModel):
             str(self.cwd) if self.cwd is not None else None,
             self.url,
             tuple(sorted(self.headers.items())),
+            self.max_message_bytes,
         )
 
 

@@ -141,6 +141,7 @@ class AcpModel:
         self._client: ChildClient | None = None
         self._session_id: str | None = None
         self._stderr = _StderrTail()
+        self._guard: asyncio.subprocess.Process | None = None
         self._reclaimed: anyio.Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -199,6 +200,7 @@ class AcpModel:
         """Take over a warm model's process, connection and session."""
         self._process, self._conn, self._client = warm._process, warm._conn, warm._client
         self._session_id, self._stderr = warm._session_id, warm._stderr
+        self._guard, warm._guard = warm._guard, None
         warm._process = warm._conn = warm._client = None
         warm._session_id = None
         assert self._client is not None
@@ -222,6 +224,9 @@ class AcpModel:
                     await conn.close()
             if process is not None:
                 await _end_process(process, self.spec.cancel_grace, self._drain_stderr)
+            guard, self._guard = self._guard, None
+            if guard is not None:
+                await _release(guard)
 
     # ------------------------------------------------------------------ connecting
 
@@ -273,7 +278,9 @@ class AcpModel:
                 )
                 assert self._process.stdin is not None
                 assert self._process.stdout is not None
-                conn = acp.connect_to_agent(self._client, self._process.stdin, self._process.stdout)
+                self._guard = await _guard(self._process.pid)
+                lines = _AgentLines(self.name, self._process.stdin, self._process.stdout)
+                conn = acp.connect_to_agent(self._client, lines)
                 self._conn = conn
                 init: InitializeResponse = await self._call(
                     lambda: conn.initialize(
@@ -717,6 +724,163 @@ async def _end_process(
         group.cancel_scope.cancel()  # a grandchild may hold stderr open
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)  # anything it left running in its group
+
+
+#: What watches one agent's process group for tether's death (``sh -c GUARD PGID``, its stdin a
+#: pipe only tether holds): when the pipe ends without ``done`` (tether exited, SIGKILL
+#: included), it sends SIGTERM to the whole group, then SIGKILL after two seconds.
+GUARD = (
+    'while read -r line; do [ "$line" = done ] && exit 0; done; '
+    'kill -s TERM -- "-$0" 2>/dev/null || exit 0; sleep 2; kill -s KILL -- "-$0" 2>/dev/null; '
+    "exit 0"
+)
+
+
+async def _guard(pgid: int) -> asyncio.subprocess.Process | None:
+    """Start the watchdog of the process group ``pgid`` (see :data:`GUARD`), in its own
+    session so that a signal to tether's process group does not end it with tether; None
+    (logged) when it cannot be started: the agent then runs unguarded."""
+    try:
+        return await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            GUARD,
+            str(pgid),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        log.warning("could not start the watchdog of an ACP agent (it may outlive tether): %s", exc)
+        return None
+
+
+async def _release(guard: asyncio.subprocess.Process) -> None:
+    """The agent's group was ended by tether: the watchdog exits without killing anything."""
+    with contextlib.suppress(Exception):
+        assert guard.stdin is not None
+        guard.stdin.write(b"done\n")
+        await guard.stdin.drain()
+        guard.stdin.close()
+    with anyio.move_on_after(CLOSE_TIMEOUT):
+        await guard.wait()
+    if guard.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            guard.kill()
+        with anyio.move_on_after(CLOSE_TIMEOUT):
+            await guard.wait()
+
+
+class _AgentLines:
+    """The agent's stdio as ACP's message transport: one JSON object a line each way. A line
+    that is not a JSON-RPC message (a bare list, a number, not JSON, an ``id`` that cannot be
+    one, a non-object ``error``) or longer than :data:`STREAM_LIMIT` is skipped with one
+    warning line (the first of a connection; later ones at debug level), instead of reaching
+    the SDK, which prints a traceback and drops the connection."""
+
+    def __init__(
+        self, name: str, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader
+    ) -> None:
+        self._name = name
+        self._stdin = stdin
+        self._stdout = stdout
+        self._sending = asyncio.Lock()
+        self._warned = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        async with self._sending:
+            self._stdin.write(data)
+            await self._stdin.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            try:
+                message: object = json.loads(line)
+            except ValueError:
+                self._skip(line, "not JSON")
+                continue
+            problem = _not_jsonrpc(message)
+            if problem is not None:
+                self._skip(line, problem)
+                continue
+            return cast(dict[str, Any], message)
+
+    async def close(self) -> None:
+        return None
+
+    async def _line(self) -> bytes | None:
+        """The next line (None at the end); a line over the stream limit is read to its end
+        and dropped, never held whole."""
+        too_long = 0
+        while True:
+            try:
+                line = await self._stdout.readuntil(b"\n")
+            except asyncio.LimitOverrunError as exc:
+                too_long += len(await self._stdout.readexactly(exc.consumed))
+                continue
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line and not too_long:
+                    return None
+            if too_long:
+                self._skip(line[:100], f"a line of more than {STREAM_LIMIT:,} bytes")
+                if not line.endswith(b"\n"):
+                    return None
+                return b""
+            return line
+
+    def _skip(self, line: bytes, why: str) -> None:
+        text = line.decode(errors="replace").strip()
+        cut = text[:120] + ("..." if len(text) > 120 else "")
+        level = logging.DEBUG if self._warned else logging.WARNING
+        self._warned = True
+        log.log(
+            level,
+            "%s: the ACP agent wrote a line that is not a JSON-RPC message (%s), skipped: %s",
+            self._name,
+            why,
+            cut,
+        )
+
+
+def _not_jsonrpc(message: object) -> str | None:
+    """Why ``message`` cannot be handed to the SDK as a JSON-RPC message, or None."""
+    if not isinstance(message, dict):
+        if isinstance(message, list):
+            kind = "a JSON list"
+        elif isinstance(message, str):
+            kind = "a JSON string"
+        elif isinstance(message, bool):
+            kind = "a JSON boolean"
+        elif message is None:
+            kind = "JSON null"
+        else:
+            kind = "a JSON number"
+        return f"{kind}, not an object"
+    fields = cast(dict[str, object], message)
+    request_id = fields.get("id")
+    if request_id is not None and (
+        isinstance(request_id, bool) or not isinstance(request_id, int | str)
+    ):
+        return "its id is neither a number nor a string"
+    method = fields.get("method")
+    if "method" in fields and not isinstance(method, str):
+        return "its method is not a string"
+    if method is None and "id" in fields:
+        if "error" in fields and not isinstance(fields["error"], dict):
+            return "its error is not an object"
+        if "result" not in fields and "error" not in fields:
+            return "an answer with neither result nor error"
+    if method is None and "id" not in fields:
+        return "neither a request, a notification nor an answer"
+    return None
 
 
 def _version() -> str:
