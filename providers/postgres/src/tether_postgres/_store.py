@@ -71,6 +71,7 @@ __all__ = (
     "PostgresStore",
     "delta_channel",
     "describe",
+    "unreadable",
 )
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,18 @@ def describe(conninfo: str) -> str:
     return f"{where}{host}:{port}/{parts.get('dbname') or user or ''}"
 
 
+def unreadable(exc: psycopg.ProgrammingError) -> StoreError:
+    """``STORE_SPEC_INVALID`` for a connection string libpq cannot read (``exc`` says why)."""
+    return StoreError(
+        ErrorCode.STORE_SPEC_INVALID,
+        f"the PostgreSQL connection string cannot be read: {_first_line(exc)}",
+        key="[tether] store",
+        remedy='write a URL such as "postgresql://USER@HOST:5432/DATABASE"; its parameters are '
+        "libpq's (sslmode, application_name, ...) and tether's (connect_timeout, "
+        "statement_timeout, busy_timeout, idle_in_transaction_session_timeout)",
+    )
+
+
 class PostgresStore:
     """Sessions in a PostgreSQL database (``postgresql://...`` in a profile).
 
@@ -192,12 +205,7 @@ class PostgresStore:
         try:
             self._conninfo = self._bounded_conninfo(conninfo)
         except psycopg.ProgrammingError as exc:
-            raise StoreError(
-                ErrorCode.STORE_SPEC_INVALID,
-                f"the PostgreSQL connection string cannot be read: {exc}",
-                key="[tether] store",
-                remedy='write a URL such as "postgresql://USER@HOST:5432/DATABASE"',
-            ) from None
+            raise unreadable(exc) from None
         self.owner = LeaseOwner.current()
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._opening = anyio.Lock()
