@@ -42,6 +42,13 @@ if TYPE_CHECKING:
     from ._memory import (
         MemoryStore,
     )
+    from ._options import (
+        OptionReader,
+        choice,
+        duration,
+        read_store_options,
+        split_store_options,
+    )
     from ._plugin import (
         BUILTIN_STORE_PROVIDERS,
         open_store,
@@ -91,6 +98,7 @@ __all__ = (
     "LeaseOwner",
     "MemoryStore",
     "MessageSource",
+    "OptionReader",
     "Origin",
     "SQLiteStore",
     "SessionHeader",
@@ -104,16 +112,20 @@ __all__ = (
     "UserMessage",
     "check_depth",
     "check_mail",
+    "choice",
     "dump_event",
+    "duration",
     "find_store_provider",
     "open_store",
     "parse_event",
     "profile_store",
     "profile_store_provider",
+    "read_store_options",
     "replace_surrogates",
     "session_busy",
     "session_not_found",
     "split_deltas",
+    "split_store_options",
 )
 
 # The names are imported when first used: loading a kernel checks the store spec through
@@ -138,6 +150,7 @@ _LAZY = {
     "LeaseOwner": "_lease",
     "MemoryStore": "_memory",
     "MessageSource": "_events",
+    "OptionReader": "_options",
     "Origin": "_events",
     "SQLiteStore": "_sqlite",
     "SessionHeader": "_events",
@@ -151,16 +164,20 @@ _LAZY = {
     "UserMessage": "_events",
     "check_depth": "_rules",
     "check_mail": "_rules",
+    "choice": "_options",
     "dump_event": "_events",
+    "duration": "_options",
     "find_store_provider": "_providers",
     "open_store": "_plugin",
     "parse_event": "_events",
     "profile_store": "_providers",
     "profile_store_provider": "_providers",
+    "read_store_options": "_options",
     "replace_surrogates": "_events",
     "session_busy": "_lease",
     "session_not_found": "_rules",
     "split_deltas": "_relay",
+    "split_store_options": "_options",
 }
 
 

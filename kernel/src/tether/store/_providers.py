@@ -1,6 +1,8 @@
 """Store providers: what turns a ``[tether] store`` spec into a session store.
 
-A spec is ``PREFIX:REST`` (``sqlite:.tether/sessions.db``) or a bare ``PREFIX`` (``memory``).
+A spec is ``PREFIX:REST`` (``sqlite:.tether/sessions.db``) or a bare ``PREFIX`` (``memory``);
+``REST`` may end with options, ``?KEY=VALUE&KEY=VALUE``, which the provider reads
+(``tether.store.split_store_options``) and checks at load (``StoreProvider.check``).
 Plugins offer a :class:`StoreProvider` per prefix through ``tether_store_providers``; the kernel
 ships ``sqlite`` and ``memory`` as a built-in plugin (``tether.store._plugin``), and a plugin of
 the profile's global layer that offers a prefix wins over it.
@@ -54,11 +56,16 @@ class StoreProvider:
     """What follows ``PREFIX:``, in words (``"PATH"``), or ``None`` when the spec is the bare
     prefix. A spec that gives an argument to a store that takes none, or none to one that
     takes one, is ``STORE_SPEC_INVALID`` at load."""
+    check: Callable[[str], object] | None = None
+    """``check(rest)``: called at load with what ``open`` will get, opening nothing; raises
+    ``STORE_SPEC_INVALID`` (a ``StoreError``) for options or a location ``open`` would refuse,
+    so ``tether check`` finds a bad option before a command opens the store."""
 
     def __post_init__(self) -> None:
         # What a plugin hands over is checked, not trusted: the annotations are its promise.
-        prefix, opener, argument = cast(
-            "tuple[object, object, object]", (self.prefix, self.open, self.argument)
+        prefix, opener, argument, check = cast(
+            "tuple[object, object, object, object]",
+            (self.prefix, self.open, self.argument, self.check),
         )
         if not isinstance(prefix, str) or not _PREFIX.match(prefix):
             raise ValueError(
@@ -67,6 +74,8 @@ class StoreProvider:
             )
         if not callable(opener):
             raise TypeError(f'store provider "{prefix}": open must be callable, not {opener!r}')
+        if check is not None and not callable(check):
+            raise TypeError(f'store provider "{prefix}": check must be callable, not {check!r}')
         if argument is not None and not (isinstance(argument, str) and argument.strip()):
             raise ValueError(
                 f'store provider "{prefix}": argument must be a word such as "PATH", or None'
@@ -80,8 +89,8 @@ class StoreProvider:
 
 def find_store_provider(spec: str, providers: Iterable[StoreProvider]) -> tuple[StoreProvider, str]:
     """The provider that opens ``spec`` (the first of its prefix) and the rest of the spec after
-    the prefix's colon; opens nothing. ``STORE_SPEC_INVALID`` says what is wrong and lists the
-    stores the providers offer."""
+    the prefix's colon; opens nothing, but has the provider ``check`` the rest.
+    ``STORE_SPEC_INVALID`` says what is wrong and lists the stores the providers offer."""
     known: dict[str, StoreProvider] = {}
     for provider in providers:
         known.setdefault(provider.prefix, provider)
@@ -118,6 +127,8 @@ def find_store_provider(spec: str, providers: Iterable[StoreProvider]) -> tuple[
             key="[tether] store",
             remedy=f'write "{provider.form}"',
         )
+    if provider.check is not None:
+        provider.check(rest)
     return provider, rest
 
 

@@ -9,23 +9,33 @@ so hosts whose clocks disagree still agree on when a lease ran out.
 
 Calls run on a pool of connections (psycopg 3, async): the sessions of one process write in
 parallel, each write one round trip when the lease is already held.
+
+Every wait is bounded, so a network partition or a frozen server ends a call with
+``STORE_UNAVAILABLE`` instead of hanging it: a connection is given ``connect_timeout``, a
+statement ``statement_timeout`` on the server, and every call the same time plus a grace on the
+client (the connection's socket is shut down when it runs out, what no server-side setting can do
+for a server that does not run); TCP keepalives and ``tcp_user_timeout`` drop a connection whose
+peer vanished.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import os
+import socket
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any, NoReturn, cast
 
 import anyio
 import psycopg
 import psycopg.errors
 from psycopg import AsyncConnection, sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
@@ -51,7 +61,18 @@ from tether.store import (
 
 from ._schema import migrate
 
-__all__ = ("DEFAULT_POOL_SIZE", "DELTA_PIECE", "PostgresStore", "delta_channel", "describe")
+__all__ = (
+    "ANSWER_GRACE",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_STATEMENT_TIMEOUT",
+    "DELTA_PIECE",
+    "PostgresStore",
+    "delta_channel",
+    "describe",
+    "unreadable",
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +82,19 @@ DEFAULT_POOL_SIZE = 8
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Seconds a statement waits for a row or table lock another program holds before STORE_BUSY.
 DEFAULT_BUSY_TIMEOUT = 5.0
+#: Seconds a statement may run on the server (PostgreSQL's statement_timeout) before STORE_BUSY;
+#: a call that gets no answer for this long plus ``ANSWER_GRACE`` is STORE_UNAVAILABLE.
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+#: Seconds the server keeps a session idle inside a transaction (its client gone mid-way) before
+#: it ends it, giving back its locks (PostgreSQL's idle_in_transaction_session_timeout).
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 60.0
+#: Seconds past ``statement_timeout`` a call waits for the server's answer (its own timeout
+#: error, over a slow network) before the client gives up on the connection.
+ANSWER_GRACE = 5.0
+#: libpq's TCP keepalive settings, unless the connection string sets them: a peer silent for
+#: 10 s is probed every 5 s, and given up after 3 unanswered probes.
+_KEEPALIVES = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5"}
+_KEEPALIVE_COUNT = "3"
 
 _HEADER_COLUMNS = (
     "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
@@ -120,12 +154,28 @@ def describe(conninfo: str) -> str:
     return f"{where}{host}:{port}/{parts.get('dbname') or user or ''}"
 
 
+def unreadable(exc: psycopg.ProgrammingError) -> StoreError:
+    """``STORE_SPEC_INVALID`` for a connection string libpq cannot read (``exc`` says why)."""
+    return StoreError(
+        ErrorCode.STORE_SPEC_INVALID,
+        f"the PostgreSQL connection string cannot be read: {_first_line(exc)}",
+        key="[tether] store",
+        remedy='write a URL such as "postgresql://USER@HOST:5432/DATABASE"; its parameters are '
+        "libpq's (sslmode, application_name, ...) and tether's (connect_timeout, "
+        "statement_timeout, busy_timeout, idle_in_transaction_session_timeout)",
+    )
+
+
 class PostgresStore:
     """Sessions in a PostgreSQL database (``postgresql://...`` in a profile).
 
     ``conninfo``: a libpq connection string or URL. ``pool_size``: connections kept at most.
-    ``busy_timeout``: seconds to wait for a lock another program holds before ``STORE_BUSY``.
-    ``connect_timeout``: seconds to wait for the server before ``STORE_UNAVAILABLE``.
+    ``busy_timeout``: seconds to wait for a lock another program holds before ``STORE_BUSY``
+    (``lock_timeout``). ``connect_timeout``: seconds to wait for a connection before
+    ``STORE_UNAVAILABLE``. ``statement_timeout``: seconds a statement may run before
+    ``STORE_BUSY``; a call without an answer for this long plus :data:`ANSWER_GRACE` (a
+    partition, a frozen server) is ``STORE_UNAVAILABLE``. ``idle_in_transaction_timeout``:
+    seconds the server lets a transaction whose client went silent hold its locks.
     ``lease_ttl``: seconds a lease lasts past its last ``renew()``, for stores on other hosts
     (on the holder's own host a lease lasts as long as its process). Nothing connects until the
     first call.
@@ -140,27 +190,27 @@ class PostgresStore:
         pool_size: int = DEFAULT_POOL_SIZE,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
+        idle_in_transaction_timeout: float = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         self.conninfo = conninfo
         self.where = describe(conninfo)
-        try:
-            conninfo_to_dict(conninfo)
-        except psycopg.ProgrammingError as exc:
-            raise StoreError(
-                ErrorCode.STORE_SPEC_INVALID,
-                f"the PostgreSQL connection string cannot be read: {exc}",
-                key="[tether] store",
-                remedy='write a URL such as "postgresql://USER@HOST:5432/DATABASE"',
-            ) from None
         self.pool_size = pool_size
         self.busy_timeout = busy_timeout
         self.connect_timeout = connect_timeout
+        self.statement_timeout = statement_timeout
+        self.idle_in_transaction_timeout = idle_in_transaction_timeout
         self.lease_ttl = lease_ttl
+        try:
+            self._conninfo = self._bounded_conninfo(conninfo)
+        except psycopg.ProgrammingError as exc:
+            raise unreadable(exc) from None
         self.owner = LeaseOwner.current()
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._opening = anyio.Lock()
         self._closed = False
+        self._connected = False  # whether it ever reached the server (and may hold leases)
         # The next seq of the sessions this store wrote to; true while it holds their lease.
         self._next_seq: dict[str, int] = {}
         # One writer at a time per session in this store: writes awaited concurrently (the
@@ -169,6 +219,35 @@ class PostgresStore:
         # The batch of appends whose leader lets this moment's other appends join it, if any.
         self._gathering: _Batch | None = None
         self._notified = 0  # delta notifications sent (numbers them: none is a duplicate)
+
+    @property
+    def answer_timeout(self) -> float:
+        """Seconds a call waits for the server's answer before ``STORE_UNAVAILABLE``."""
+        return self.statement_timeout + ANSWER_GRACE
+
+    def _bounded_conninfo(self, conninfo: str) -> str:
+        """``conninfo`` with the client's bounds: ``connect_timeout`` (libpq's, whole seconds,
+        at least 2), and TCP keepalives and ``tcp_user_timeout`` unless it sets them."""
+        params: dict[str, Any] = conninfo_to_dict(conninfo)
+        params["connect_timeout"] = str(max(2, round(self.connect_timeout)))
+        for key, value in _KEEPALIVES.items():
+            params.setdefault(key, value)
+        params.setdefault("keepalives_count", _KEEPALIVE_COUNT)
+        # Data sent and not acknowledged for this long drops the connection (Linux).
+        params.setdefault("tcp_user_timeout", str(round(self.answer_timeout * 1000)))
+        return make_conninfo("", **params)
+
+    async def _connect(self) -> Connection:
+        """A connection of its own (not the pool's), configured as the pool's are."""
+        db = await AsyncConnection.connect(self._conninfo, autocommit=True)
+        try:
+            with self._bounded(db):
+                await self._configure(db)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await db.close()
+            raise
+        return db
 
     def _writer(self, session_id: str) -> anyio.Lock:
         lock = self._writing.get(session_id)
@@ -192,17 +271,14 @@ class PostgresStore:
             # One direct connection first: it says exactly why a server cannot be used (refused,
             # no such database, authentication), where a pool would only time out.
             with self._errors():
-                first = await AsyncConnection.connect(
-                    self.conninfo,
-                    autocommit=True,
-                    connect_timeout=max(1, int(self.connect_timeout)),
-                )
+                first = await self._connect()
                 try:
-                    await migrate(first, self.where)
+                    with self._bounded(first):
+                        await migrate(first, self.where)
                 finally:
                     await first.close()
                 pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
-                    self.conninfo,
+                    self._conninfo,
                     min_size=1,
                     max_size=self.pool_size,
                     kwargs={"autocommit": True},
@@ -213,11 +289,55 @@ class PostgresStore:
                 )
                 await pool.open(wait=True, timeout=self.connect_timeout)
             self._pool = pool
+            self._connected = True
             return pool
 
     async def _configure(self, db: Connection) -> None:
-        # A lock another program holds is waited for this long, then STORE_BUSY.
-        await db.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}".encode())
+        # On the server, per session (SET, not libpq's options, which poolers such as
+        # PgBouncer refuse): a lock another program holds is waited for busy_timeout, then
+        # STORE_BUSY; a statement runs at most statement_timeout; a transaction whose client
+        # went silent is ended after idle_in_transaction_timeout, giving its locks back.
+        await db.execute(
+            "SELECT set_config('lock_timeout', %s, false), "
+            "set_config('statement_timeout', %s, false), "
+            "set_config('idle_in_transaction_session_timeout', %s, false)",
+            (
+                _milliseconds(self.busy_timeout),
+                _milliseconds(self.statement_timeout),
+                _milliseconds(self.idle_in_transaction_timeout),
+            ),
+        )
+
+    @contextmanager
+    def _bounded(self, db: Connection) -> Generator[None]:
+        """Give up on ``db`` when the block has had no answer for ``answer_timeout`` seconds:
+        its socket is shut down, which ends the wait at once (libpq sees the connection
+        closed), where cancelling the wait would make psycopg wait again, for the server to
+        cancel the statement. The block then raises ``STORE_UNAVAILABLE`` and the connection
+        is closed; whether a write it sent was committed is for the log to say."""
+        timer = _Timer()
+        handle = asyncio.get_running_loop().call_later(self.answer_timeout, timer.fire, db)
+        try:
+            yield
+        except BaseException as exc:
+            if timer.fired and not isinstance(exc, StoreError):
+                raise self._no_answer() from exc
+            raise
+        finally:
+            handle.cancel()
+        if timer.fired:  # answered as it ran out, but the socket is shut: no more use
+            db.pgconn.finish()
+
+    def _no_answer(self) -> StoreError:
+        return StoreError(
+            ErrorCode.STORE_UNAVAILABLE,
+            f"the session store {self.where} did not answer within {self.answer_timeout:g} s "
+            "(the network to it, or the server, is down)",
+            where=self.where,
+            remedy="check the network and the server, then run the session again: its log "
+            "holds everything the store confirmed, and the turn the failure cut short is closed "
+            "when it is restored",
+        )
 
     @asynccontextmanager
     async def _connection(self) -> AsyncGenerator[Connection]:
@@ -227,11 +347,29 @@ class PostgresStore:
         # cancels at every await), closes the connection and logs two warnings to stderr; and
         # a write the server committed looks unwritten to its caller. Each statement is
         # bounded by busy_timeout, the pool by connect_timeout.
+        # Each call is bounded by answer_timeout (_bounded), the pool by connect_timeout.
         with anyio.CancelScope(shield=True):
             pool = self._pool or await self._open()
-            with self._errors():
-                async with pool.connection() as db:
-                    yield db
+            try:
+                with self._errors():
+                    async with pool.connection() as db:
+                        with self._bounded(db):
+                            yield db
+            except StoreError as exc:
+                if exc.code is ErrorCode.STORE_UNAVAILABLE:
+                    await self._drop_pool(pool)
+                raise
+
+    async def _drop_pool(self, pool: AsyncConnectionPool[Connection]) -> None:
+        """After the server was out of reach, its other connections are likely dead too: the
+        next call starts a new pool (and says at once why the server cannot be used)."""
+        async with self._opening:
+            if self._pool is not pool:
+                return  # another call dropped it already
+            self._pool = None
+        # Not waiting on a server that does not answer: idle connections are closed at once
+        # (nothing is read back), the ones in use when they are given back.
+        await pool.close(timeout=0.5)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncGenerator[Connection]:
@@ -251,7 +389,19 @@ class PostgresStore:
 
     def _fail(self, exc: BaseException) -> NoReturn:
         """Raise the ``StoreError`` that says what ``exc`` (from psycopg) means for the user."""
-        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        if isinstance(exc, psycopg.errors.QueryCanceled) and not isinstance(
+            exc, psycopg.errors.LockNotAvailable
+        ):
+            raise StoreError(
+                ErrorCode.STORE_BUSY,
+                f"a statement of the session store {self.where} ran past its statement_timeout "
+                f"of {self.statement_timeout:g} s: {_first_line(exc)}",
+                where=self.where,
+                remedy="the server is overloaded or another program holds what it needs; try "
+                "again later, or raise statement_timeout in the profile's [tether] store "
+                "(?statement_timeout=60s); nothing was written",
+            ) from exc
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreError(
                 ErrorCode.STORE_BUSY,
                 f"the session store {self.where} stayed locked by another program for "
@@ -356,6 +506,9 @@ class PostgresStore:
                     await db.execute(_INSERT, _rows(session_id, first, datas))
         except psycopg.errors.UniqueViolation:
             raise self._conflict(session_id, first) from None
+        except BaseException:
+            self._next_seq.pop(session_id, None)  # read where the log is before the next write
+            raise
         self._next_seq[session_id] = first + len(datas)
 
     async def _seq(self, db: Connection, session_id: str) -> int:
@@ -414,6 +567,8 @@ class PostgresStore:
             await self._commit(batch)
         except BaseException as exc:
             batch.error = exc
+            for member in batch.members:  # the rows may be in or not: read where the log is
+                self._next_seq.pop(member.session_id, None)
             raise
         finally:
             batch.done.set()
@@ -677,7 +832,7 @@ class PostgresStore:
             del self._writing[session_id]
 
     async def renew(self) -> None:
-        if self._pool is None:
+        if not self._connected:
             return  # never connected: no lease to renew
         async with self._connection() as db:
             await db.execute(
@@ -820,13 +975,9 @@ class PostgresStore:
     async def follow_deltas(self, session_id: str) -> AsyncGenerator[AsyncIterator[DeltaBatch]]:
         """``LISTEN`` on the session's channel, on a connection of its own for the block."""
         with self._errors():
-            db = await AsyncConnection.connect(
-                self.conninfo,
-                autocommit=True,
-                connect_timeout=max(1, int(self.connect_timeout)),
-            )
+            db = await self._connect()
         try:
-            with self._errors():
+            with self._errors(), self._bounded(db):
                 await db.execute(
                     sql.SQL("LISTEN {}").format(sql.Identifier(delta_channel(session_id)))
                 )
@@ -843,20 +994,29 @@ class PostgresStore:
                 return
             self._closed = True
             pool, self._pool = self._pool, None
-        if pool is None:
-            return
+        if not self._connected:
+            return  # never connected: no lease to give back
+        release = "DELETE FROM tether_leases WHERE token = %s", (self.owner.token,)
         try:
-            # Shielded: a cancelled close still gives its sessions back.
+            # Shielded: a cancelled close still gives its sessions back; bounded in time.
             with anyio.CancelScope(shield=True):
-                async with pool.connection(timeout=self.connect_timeout) as db:
-                    await db.execute(
-                        "DELETE FROM tether_leases WHERE token = %s", (self.owner.token,)
-                    )
-        except (psycopg.Error, PoolTimeout) as exc:
+                if pool is not None:
+                    async with pool.connection(timeout=self.connect_timeout) as db:
+                        with self._bounded(db):
+                            await db.execute(*release)
+                else:  # its pool was dropped when the server went out of reach
+                    db = await self._connect()
+                    try:
+                        with self._bounded(db):
+                            await db.execute(*release)
+                    finally:
+                        await db.close()
+        except (psycopg.Error, PoolTimeout, StoreError) as exc:
             log.warning("could not release the leases of %s: %s", self.where, exc)
         finally:
-            with anyio.CancelScope(shield=True):
-                await pool.close()
+            if pool is not None:
+                with anyio.CancelScope(shield=True):
+                    await pool.close(timeout=self.connect_timeout)
 
     # -- reading rows -----------------------------------------------------------------------
 
@@ -984,6 +1144,31 @@ async def _follow(batch: _Batch, me: _Member) -> int | None:
     if not me.settled and batch.error is not None:
         raise batch.error
     return me.outcome()
+
+
+class _Timer:
+    """Whether a call's bound ran out; when it does, the connection's socket is shut down."""
+
+    __slots__ = ("fired",)
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def fire(self, db: Connection) -> None:
+        self.fired = True
+        try:
+            fd = db.pgconn.socket
+        except psycopg.OperationalError:
+            return  # closed already
+        # A duplicate of the descriptor: shutting it down shuts the connection's socket (what
+        # libpq waits on wakes up to an end of file) and closing it leaves libpq's descriptor.
+        with socket.socket(fileno=os.dup(fd)) as sock, suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _milliseconds(seconds: float) -> str:
+    """A duration as PostgreSQL reads a timeout setting: whole milliseconds, at least 1."""
+    return str(max(1, round(seconds * 1000)))  # 0 would mean no limit at all
 
 
 def _rows(session_id: str, first: int, datas: Sequence[tuple[str, str]]) -> dict[str, Any]:
