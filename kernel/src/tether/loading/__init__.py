@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from .boundary import Boundary, ContainedPath
+    from .boundary import Boundary
     from .capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
     from .catalog import (
         AUTOLOAD_ENV,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         DEFAULT_PROFILE_NAME,
         NAME_PATTERN,
         AgentTable,
+        ContainedPath,
         Profile,
         ProfilePath,
         TetherTable,
@@ -94,7 +95,7 @@ __all__ = (
 
 _LAZY = {
     "Boundary": "boundary",
-    "ContainedPath": "boundary",
+    "ContainedPath": "profile",
     "SUBAGENT_PROVIDER": "capabilities",
     "Offer": "capabilities",
     "OfferContract": "capabilities",

@@ -18,9 +18,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, cast
-
-from pydantic import AfterValidator, ValidationInfo
+from typing import cast
 
 from ..errors import ErrorCode, ProfileError
 
@@ -28,7 +26,7 @@ __all__ = (
     "ALLOW_KEY",
     "BOUNDARY_CONTEXT",
     "Boundary",
-    "ContainedPath",
+    "boundary_of",
     "is_inside",
     "real_path",
 )
@@ -108,20 +106,3 @@ def boundary_of(context: object) -> Boundary | None:
 def allowed_paths(entries: Iterable[Path]) -> tuple[Path, ...]:
     """``[tether] allow_outside`` entries, resolved."""
     return tuple(real_path(entry) for entry in entries)
-
-
-def _contained(value: Path, info: ValidationInfo) -> Path:
-    from .profile import resolve_against_profile
-
-    resolved = resolve_against_profile(value, info)
-    boundary = boundary_of(info.context)
-    if boundary is None:
-        return resolved
-    return boundary.check_setting(info.field_name, resolved)
-
-
-#: A path setting that names a file or folder whose content tether reads (a skill root): like
-#: :data:`tether.ProfilePath`, relative values resolve against the folder of the file that wrote
-#: the key, and the result must stay inside that folder (or be allowed by the profile the user
-#: runs), else ``PATH_OUTSIDE_FOLDER``.
-ContainedPath = Annotated[Path, AfterValidator(_contained)]

@@ -42,7 +42,7 @@ from pydantic import (
 )
 
 from ..errors import ErrorCode, ProfileError
-from .boundary import ALLOW_KEY, BOUNDARY_CONTEXT, Boundary, allowed_paths
+from .boundary import ALLOW_KEY, BOUNDARY_CONTEXT, Boundary, allowed_paths, boundary_of
 from .folders import AGENT_FILE, AgentFolder, read_agent_folders
 from .names import NAME_PATTERN, is_agent_name, is_name, is_tool_name
 from .text import TextFileError, file_problem, format_loc, parse_toml_text, read_text_file
@@ -51,6 +51,7 @@ __all__ = (
     "DEFAULT_PROFILE_NAME",
     "NAME_PATTERN",
     "AgentTable",
+    "ContainedPath",
     "LimitsTable",
     "Profile",
     "ProfilePath",
@@ -87,6 +88,21 @@ def resolve_against_profile(value: Path, info: ValidationInfo) -> Path:
 
 #: A path in a profile or a plugin's settings: relative values resolve against the profile's folder.
 ProfilePath = Annotated[Path, AfterValidator(resolve_against_profile)]
+
+
+def _contained(value: Path, info: ValidationInfo) -> Path:
+    resolved = resolve_against_profile(value, info)
+    boundary = boundary_of(info.context)
+    if boundary is None:
+        return resolved
+    return boundary.check_setting(info.field_name, resolved)
+
+
+#: A path setting that names a file or folder whose content tether reads (a skill root): like
+#: :data:`ProfilePath`, relative values resolve against the folder of the file that wrote the
+#: key, and the result must stay inside that folder, links followed (or be allowed by the
+#: profile the user runs), else ``PATH_OUTSIDE_FOLDER`` (docs/trust.md).
+ContainedPath = Annotated[Path, AfterValidator(_contained)]
 
 
 def _check_name(value: str) -> str:
