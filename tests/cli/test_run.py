@@ -126,7 +126,9 @@ def test_an_unknown_agent_is_one_error_line(quickstart):
 
 
 def test_context_shows_blocks_tools_and_pending_messages(quickstart):
-    result = invoke("context", "--profile", str(quickstart), "--prompt", "When?", "--json")
+    result = invoke(
+        "context", "--project-code", "--profile", str(quickstart), "--prompt", "When?", "--json"
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["agent"] == "main"
@@ -172,7 +174,7 @@ def test_context_of_a_stored_session_includes_its_history(quickstart):
 
 
 def test_context_text_output_names_every_part(quickstart):
-    result = invoke("context", "--profile", str(quickstart))
+    result = invoke("context", "--project-code", "--profile", str(quickstart))
     assert result.exit_code == 0, result.output
     for heading in ("== system block 1", "== system block 2", "== tools (4)", "total ~"):
         assert heading in result.stdout
@@ -241,4 +243,5 @@ def test_context_rejects_an_unknown_model_spec(quickstart):
 def test_plugins_shows_local_plugins_as_local(quickstart):
     result = invoke("plugins", "--profile", str(quickstart))
     notes = next(line for line in result.stdout.splitlines() if line.startswith("notes "))
-    assert notes.split()[:4] == ["notes", "local", "-", "global"]
+    # Listed without being imported (docs/trust.md).
+    assert notes.split()[:6] == ["notes", "local", "-", "not", "imported", "(global)"]

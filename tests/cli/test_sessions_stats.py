@@ -74,7 +74,16 @@ def session(tmp_path, monkeypatch) -> tuple[Path, str]:
 
 
 def _stats(profile: Path, session_id: str, *more: str) -> dict[str, Any]:
-    result = _invoke("sessions", "stats", session_id, "--profile", str(profile), "--json", *more)
+    result = _invoke(
+        "sessions",
+        "stats",
+        session_id,
+        "--project-code",
+        "--profile",
+        str(profile),
+        "--json",
+        *more,
+    )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -113,7 +122,7 @@ def test_each_request_shows_its_blocks_what_it_repeats_and_what_was_cached(sessi
 
 def test_the_table_ends_with_the_sessions_totals(session):
     profile, session_id = session
-    result = _invoke("sessions", "stats", session_id, "--profile", str(profile))
+    result = _invoke("sessions", "stats", session_id, "--project-code", "--profile", str(profile))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"session {session_id}  agent main  ~")

@@ -153,7 +153,7 @@ def definition(name: str, provider: str, source: str, description: str) -> Skill
 
 
 def test_list_shows_the_winner_per_name_and_what_it_shadows(runner, project):
-    result = runner.invoke(cli, ["skills", "list", "--agent", "helper"])
+    result = runner.invoke(cli, ["skills", "list", "--project-code", "--agent", "helper"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         "skills of agent helper (global > agent:helper): 3 skills",
@@ -167,7 +167,7 @@ def test_list_shows_the_winner_per_name_and_what_it_shadows(runner, project):
 
 
 def test_list_for_an_agent_resolves_through_its_scope_chain(runner, project):
-    result = runner.invoke(cli, ["skills", "list", "--agent", "main"])
+    result = runner.invoke(cli, ["skills", "list", "--project-code", "--agent", "main"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "skills of agent main (global > agent:main): 3 skills"
@@ -180,14 +180,14 @@ def test_list_for_an_agent_resolves_through_its_scope_chain(runner, project):
 
 
 def test_list_without_agent_uses_the_agent_run_would_use(runner, project):
-    default = runner.invoke(cli, ["skills", "list"])
-    named = runner.invoke(cli, ["skills", "list", "--agent", "main"])
+    default = runner.invoke(cli, ["skills", "list", "--project-code"])
+    named = runner.invoke(cli, ["skills", "list", "--project-code", "--agent", "main"])
     assert default.exit_code == 0, default.output
     assert default.stdout == named.stdout
 
 
 def test_list_json(runner, project):
-    result = runner.invoke(cli, ["skills", "list", "--agent", "main", "--json"])
+    result = runner.invoke(cli, ["skills", "list", "--project-code", "--agent", "main", "--json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert (document["agent"], document["scope"], document["complete"]) == (
@@ -224,7 +224,7 @@ def test_list_json(runner, project):
 def test_list_notes_an_incomplete_catalog(runner, project):
     profile = PROFILE.replace('source = "user"\n', 'source = "user"\ncomplete = false\n')
     write_profile(project, profile)
-    result = runner.invoke(cli, ["skills", "list", "--agent", "helper", "--json"])
+    result = runner.invoke(cli, ["skills", "list", "--project-code", "--agent", "helper", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["complete"] is False
     # The registry collects an incomplete catalog again on every read; each warning shows once.
@@ -238,7 +238,7 @@ def test_list_notes_an_incomplete_catalog(runner, project):
 
 
 def test_list_an_unknown_agent_is_one_error_line(runner, project):
-    result = runner.invoke(cli, ["skills", "list", "--agent", "mian"])
+    result = runner.invoke(cli, ["skills", "list", "--project-code", "--agent", "mian"])
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1
@@ -250,21 +250,21 @@ def test_list_an_unknown_agent_is_one_error_line(runner, project):
 
 
 def test_show_prints_the_rendered_skill_content(runner, project):
-    result = runner.invoke(cli, ["skills", "show", "alpha", "--agent", "helper"])
+    result = runner.invoke(cli, ["skills", "show", "--project-code", "alpha", "--agent", "helper"])
     assert result.exit_code == 0, result.output
     expected = definition("alpha", "project", "project", "Alpha, as the project wrote it.")
     assert result.stdout == render_skill_content(expected) + "\n"
 
 
 def test_show_for_an_agent_loads_its_nearest_skill(runner, project):
-    result = runner.invoke(cli, ["skills", "show", "alpha", "--agent", "main"])
+    result = runner.invoke(cli, ["skills", "show", "--project-code", "alpha", "--agent", "main"])
     assert result.exit_code == 0, result.output
     expected = definition("alpha", "main-only", "agent", "Alpha, for main.")
     assert result.stdout == render_skill_content(expected) + "\n"
 
 
 def test_show_an_unknown_name_is_one_error_line_with_close_names(runner, project):
-    result = runner.invoke(cli, ["skills", "show", "alpah", "--agent", "helper"])
+    result = runner.invoke(cli, ["skills", "show", "--project-code", "alpah", "--agent", "helper"])
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == (
@@ -274,7 +274,7 @@ def test_show_an_unknown_name_is_one_error_line_with_close_names(runner, project
 
 
 def test_show_an_unknown_name_with_nothing_close_lists_the_skills(runner, project):
-    result = runner.invoke(cli, ["skills", "show", "search", "--agent", "helper"])
+    result = runner.invoke(cli, ["skills", "show", "--project-code", "search", "--agent", "helper"])
     assert result.exit_code == 2
     assert result.stderr == (
         'ERROR: unknown skill "search" (scope global > agent:helper); known skills: alpha, beta, '
@@ -283,7 +283,7 @@ def test_show_an_unknown_name_with_nothing_close_lists_the_skills(runner, projec
 
 
 def test_show_a_name_that_is_not_a_skill_name(runner, project):
-    result = runner.invoke(cli, ["skills", "show", "Alpha", "--agent", "helper"])
+    result = runner.invoke(cli, ["skills", "show", "--project-code", "Alpha", "--agent", "helper"])
     assert result.exit_code == 2
     assert result.stderr == (
         'ERROR: "Alpha" is not a skill name (kebab-case a-z and 0-9, at most 64 characters) '
@@ -294,7 +294,7 @@ def test_show_a_name_that_is_not_a_skill_name(runner, project):
 def test_show_an_unknown_name_stays_one_line_when_the_catalog_is_incomplete(runner, project):
     profile = PROFILE.replace('source = "user"\n', 'source = "user"\ncomplete = false\n')
     write_profile(project, profile)
-    result = runner.invoke(cli, ["skills", "show", "alpah", "--agent", "helper"])
+    result = runner.invoke(cli, ["skills", "show", "--project-code", "alpah", "--agent", "helper"])
     assert result.exit_code == 2
     assert result.stderr == (
         'ERROR: unknown skill "alpah" (scope global > agent:helper; the catalog is incomplete); '

@@ -139,7 +139,7 @@ def test_context_lists_mcp_tools_like_any_other(tmp_path):
         model = "function:x"
         """,
     )
-    result = CliRunner().invoke(cli, ["context", "--profile", str(profile)])
+    result = CliRunner().invoke(cli, ["context", "--project-code", "--profile", str(profile)])
     assert result.exit_code == 0, result.output
     assert "== tools (1)" in result.output
     assert "time__get_current_time: Get current time in a specific timezone" in result.output
@@ -207,7 +207,7 @@ def test_a_variable_that_is_not_set_fails_the_start_by_name(tmp_path, monkeypatc
         model = "function:x"
         """,
     )
-    result = CliRunner().invoke(cli, ["context", "--profile", str(profile)])
+    result = CliRunner().invoke(cli, ["context", "--project-code", "--profile", str(profile)])
     assert result.exit_code == 2
     assert "env TOKEN uses ${TETHER_TEST_UNSET_TOKEN}, which is not set" in result.stderr
 

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "tether.hookspecs",
         "tether.loading.text",
         "tether.loading.names",
+        "tether.loading.boundary",
         "tether.loading.folders",
         "tether.loading.profile",
     ),

@@ -126,7 +126,7 @@ async def test_tether_run_session_child_keeps_the_delegations_tools_and_approval
 
 async def test_tether_context_session_child_lists_the_childs_tools(project):
     child_id = await child_of_a_delegation(project)
-    result = tether(project, "context", "--session", child_id, "--json")
+    result = tether(project, "context", "--project-code", "--session", child_id, "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["session"] == child_id

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import click
 
-from ._group import TEXT, cli, load, profile_option, run_async
+from ._group import TEXT, cli, load, profile_option, project_code_option, run_async
 from ._run import agent_option, estimate_tokens, model_option, session_option
 
 
@@ -21,6 +21,7 @@ from ._run import agent_option, estimate_tokens, model_option, session_option
     "--prompt", type=TEXT, default=None, help="Include this message as the next user turn."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@project_code_option
 def context(
     profile: Path | None,
     agent_name: str | None,
@@ -28,14 +29,26 @@ def context(
     session_id: str | None,
     prompt: str | None,
     as_json: bool,
+    project_code: bool,
 ) -> None:
     """Show exactly what the model would get next: base prompt blocks, tools, messages.
 
     Without --session the agent is composed on a fresh in-memory session, so nothing is
     written. Token counts are estimates (about four characters a token).
+
+    By default no project code runs (docs/trust.md): local plugins are not imported (their
+    tools and dynamic instructions are missing), an agent's instructions.py is not run and no
+    MCP server is started; the output names what was left out ("not imported"). With
+    --project-code the request is composed exactly as tether run composes it.
     """
-    kernel = load(profile)
+    from ._stats import WITHHELD_HOOKS
+
+    if project_code:
+        kernel = load(profile)
+    else:
+        kernel = load(profile, project_code=False, withhold=WITHHELD_HOOKS)
     document = run_async(_context, kernel, agent_name, model_spec, session_id, prompt)
+    document["not_imported"] = _left_out(kernel)
     if as_json:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
         return
@@ -61,6 +74,45 @@ def context(
     click.echo(f"\ntotal ~{document['total_tokens']} tokens")
     for line in _window_lines(document):
         click.echo(line)
+    left_out = document["not_imported"]
+    if left_out:
+        click.echo(f"\n== not imported ({len(left_out)}): pass --project-code to include them")
+        for row in left_out:
+            click.echo(f"{row['kind']} {row['name']}: {row['path']}  ({row['why']})")
+
+
+def _left_out(kernel: Any) -> list[dict[str, str]]:
+    """What this command left out of the request because it is project code: local plugins
+    (their tools and instructions), an agent's instructions.py, the tool sources not started."""
+    rows = [
+        {
+            "kind": "plugin",
+            "name": plugin.name,
+            "path": plugin.entry.value,
+            "why": "local, not imported",
+        }
+        for plugin in {p.entry.value: p for p in kernel.not_imported}.values()
+    ]
+    rows += [
+        {"kind": "instructions", "name": agent, "path": str(path), "why": "not run"}
+        for agent, path in kernel.instructions_not_run.items()
+    ]
+    rows += [
+        {
+            "kind": "tool source",
+            "name": plugin.name,
+            "path": plugin.entry.source,
+            "why": "servers not started",
+        }
+        for plugin in kernel.plugins
+        if plugin.withheld and _offers_sources(plugin)
+    ]
+    return rows
+
+
+def _offers_sources(plugin: Any) -> bool:
+    caller = getattr(plugin.manager.hook, "tether_tool_sources", None)
+    return caller is not None and bool(caller.get_hookimpls())
 
 
 async def _context(

@@ -35,8 +35,10 @@ __all__ = (
     "cli",
     "describe_failure",
     "load",
+    "not_imported_note",
     "plugin_modules",
     "profile_option",
+    "project_code_option",
 )
 
 DEBUG_ENV = "TETHER_DEBUG"
@@ -133,6 +135,15 @@ class _Text(click.ParamType):  # pyright: ignore[reportMissingTypeArgument]
 TEXT = _Text()
 
 
+project_code_option = click.option(
+    "--project-code",
+    "project_code",
+    is_flag=True,
+    help="Import the project's local plugins and run its instructions.py (and start its MCP "
+    "servers), as tether run does; by default this command runs no project code "
+    "(docs/trust.md).",
+)
+
 profile_option = click.option(
     "--profile",
     "profile",
@@ -142,19 +153,46 @@ profile_option = click.option(
 )
 
 
-def load(profile: Path | None, catalog: PluginCatalog | None = None) -> Kernel:
+def load(
+    profile: Path | None,
+    catalog: PluginCatalog | None = None,
+    *,
+    project_code: bool = True,
+    withhold: tuple[str, ...] = (),
+) -> Kernel:
     """Load the kernel for ``--profile`` (or tether.toml in the current directory).
+
+    A command that only lists or inspects passes ``project_code=False``: no local plugin file
+    is imported and no ``instructions.py`` runs (docs/trust.md); ``withhold`` names hooks no
+    plugin is asked (see :func:`tether.loading.load_kernel`).
 
     The kernel is remembered for the command, so that an exception raised later in one of its
     plugins' code is reported as that plugin's.
     """
     from ..loading.kernel import load_kernel
 
-    kernel = load_kernel(profile, catalog=catalog)
+    kernel = load_kernel(profile, catalog=catalog, project_code=project_code, withhold=withhold)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.meta[_KERNEL_META] = kernel
     return kernel
+
+
+def not_imported_note(kernel: Kernel) -> str | None:
+    """``note: not imported ...``: the project code a listing command left alone (local
+    plugins, instructions.py), for standard error; ``None`` when there is none."""
+    parts = [
+        f"local plugin {plugin.name} ({plugin.entry.value})"
+        for plugin in {p.entry.value: p for p in kernel.not_imported}.values()
+    ]
+    parts += [f"{path} (agent {agent})" for agent, path in kernel.instructions_not_run.items()]
+    if not parts:
+        return None
+    return (
+        "note: project code not imported by this command (docs/trust.md): "
+        + ", ".join(parts)
+        + "; tether check and tether run import it"
+    )
 
 
 _KERNEL_META = "tether.kernel"

@@ -56,12 +56,15 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
     without any profile nothing is loaded and nothing is imported. With a profile, the local
     plugins of each agent's own plugin_dirs (an agent folder's tools/) are listed too, marked
     with their agent. The built-in plugins, which every profile loads, are listed with --all.
+
+    No project code is imported (docs/trust.md): a local plugin the profile names is listed
+    as "not imported" and its hooks are not known; tether check imports it and shows them.
     """
     from ..loading.catalog import PluginCatalog
 
     kernel = None
     if profile is not None or Path("tether.toml").is_file():
-        kernel = load(profile)
+        kernel = load(profile, project_code=False)
         catalog = kernel.catalog
     else:
         catalog = PluginCatalog.discover()
@@ -91,7 +94,7 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
             row["name"],
             _distribution(row),
             row["version"] or "-",
-            ", ".join(row["scopes"]) if row["loaded"] else "no",
+            _loaded(row),
             ", ".join(row["hooks"]) if row["hooks"] is not None else "-",
         )
         for row in rows
@@ -100,6 +103,15 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
     for line in (header, *table):
         cells = [str(cell).ljust(width) for cell, width in zip(line, widths, strict=False)]
         click.echo("  ".join([*cells, str(line[-1])]).rstrip())
+
+
+def _loaded(row: dict[str, Any]) -> str:
+    """The LOADED cell: its scopes, ``no``, or ``not imported (SCOPES)`` for a local plugin the
+    profile names that this command did not import."""
+    if not row["loaded"]:
+        return "no"
+    scopes = ", ".join(row["scopes"])
+    return scopes if row["imported"] else f"not imported ({scopes})"
 
 
 def _distribution(row: dict[str, Any]) -> str:
@@ -144,13 +156,22 @@ def _agent_plugin_rows(kernel: Kernel) -> list[dict[str, Any]]:
                 "builtin": False,
                 "agents": agents,
                 "loaded": bool(instances),
+                "imported": all(p.imported for p in instances),
                 "conflict": False,
                 "scopes": [p.scope_id for p in instances],
-                "hooks": list(instances[0].hooks) if instances else None,
+                "hooks": _hooks(instances),
                 "offers": _offers(instances),
             }
         )
     return rows
+
+
+def _hooks(instances: list[LoadedPlugin]) -> list[str] | None:
+    """The hooks of a loaded plugin; ``None`` when it is not loaded or was not imported (its
+    hooks are not known)."""
+    if not instances or not instances[0].imported:
+        return None
+    return list(instances[0].hooks)
 
 
 def _offers(instances: list[LoadedPlugin]) -> list[dict[str, Any]]:
@@ -173,9 +194,10 @@ def _plugin_row(
         "builtin": entry.builtin,
         "agents": [],
         "loaded": bool(instances),
+        "imported": all(p.imported for p in instances),
         "conflict": len(catalog.get(entry.name)) > 1,
         "scopes": [p.scope_id for p in instances],
-        "hooks": list(instances[0].hooks) if instances else None,
+        "hooks": _hooks(instances),
         "offers": _offers(instances),
     }
 

@@ -34,7 +34,7 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
     """List sessions, newest first."""
-    kernel = load(profile)
+    kernel = load(profile, project_code=False)  # reads the store only: docs/trust.md
     headers = run_async(_headers, kernel, limit)
     if as_json:
         click.echo(json.dumps([h.model_dump() for h in headers], indent=2))
@@ -66,7 +66,7 @@ async def _headers(kernel: Any, limit: int) -> list[Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show_session(profile: Path | None, session_id: str, as_json: bool) -> None:
     """Show a session's header and its event log."""
-    kernel = load(profile)
+    kernel = load(profile, project_code=False)  # reads the store only: docs/trust.md
     header, events = run_async(_session, kernel, session_id)
     if as_json:
         document = {
@@ -403,7 +403,7 @@ def tree_session(
     headers of the page in pre-order, each with its "level" below SESSION_ID (0 for SESSION_ID)
     and next_offset is null on the last page.
     """
-    kernel = load(profile)
+    kernel = load(profile, project_code=False)  # reads the store only: docs/trust.md
     root, nodes = run_async(_tree, kernel, session_id)
     paged = any(
         ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT

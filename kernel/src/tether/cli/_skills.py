@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._group import cli, load, profile_option, run_async
+from ._group import (
+    cli,
+    load,
+    not_imported_note,
+    profile_option,
+    project_code_option,
+    run_async,
+)
 from ._plugin_commands import PluginCommandGroup
 
 if TYPE_CHECKING:
@@ -50,16 +57,22 @@ def skills() -> None:
 @profile_option
 @_agent_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def list_skills(profile: Path | None, agent_name: str | None, as_json: bool) -> None:
+@project_code_option
+def list_skills(
+    profile: Path | None, agent_name: str | None, as_json: bool, project_code: bool
+) -> None:
     """List the skills an agent sees: the winner per name, what each one shadows, and the
     entries the providers skipped, with the reason.
 
     Without --agent the agent is the one `tether run` would use (main, else the only agent);
     a profile without agents shows the global layer. When the catalog is incomplete (a
     provider failed or returned a partial list) the registry's warnings and a note go to
-    standard error.
+    standard error. No project code is imported unless --project-code (docs/trust.md): skills
+    a local plugin would provide are missing, and a note on standard error names the plugins
+    not imported.
     """
-    kernel = load(profile)
+    kernel = load(profile, project_code=project_code)
+    _note_not_imported(kernel)
     agent, scope = _resolve(kernel, agent_name)
     with SkillWarnings() as warnings:
         catalog = run_async(_list, kernel, scope)
@@ -193,17 +206,26 @@ def _cut(text: str) -> str:
 @profile_option
 @_agent_option
 @click.argument("name")
+@project_code_option
 @click.pass_context
-def show_skill(ctx: click.Context, profile: Path | None, agent_name: str | None, name: str) -> None:
+def show_skill(
+    ctx: click.Context,
+    profile: Path | None,
+    agent_name: str | None,
+    name: str,
+    project_code: bool,
+) -> None:
     """Print skill NAME exactly as load_skill hands it to the model (<skill_content>).
 
     The body is cut where load_skill cuts it (the skill-tool plugin's body_max_chars, as the
     agent sees it). An unknown NAME is one ERROR line (exit status 2) with the names that come
-    close, or why a skill of that name was skipped.
+    close, or why a skill of that name was skipped. Like skills list, it imports no project
+    code unless --project-code.
     """
     from ..skills import render_skill_content
 
-    kernel = load(profile)
+    kernel = load(profile, project_code=project_code)  # docs/trust.md
+    _note_not_imported(kernel)
     agent, scope = _resolve(kernel, agent_name)
     with SkillWarnings() as warnings:
         definition, catalog = run_async(_show, kernel, scope, name)
@@ -318,6 +340,13 @@ class SkillWarnings(logging.Handler):
     def echo(self) -> None:
         for message in self.messages:
             click.echo(f"warning: {printable(message)}", err=True)
+
+
+def _note_not_imported(kernel: Kernel) -> None:
+    """Skills a local plugin would provide are missing: say which plugins were not imported."""
+    note = not_imported_note(kernel)
+    if note is not None and kernel.not_imported:
+        click.echo(note, err=True)
 
 
 def _resolve(kernel: Kernel, agent_name: str | None) -> tuple[str | None, Scope | None]:

@@ -18,7 +18,14 @@ from typing import Any
 
 import click
 
-from ._group import TEXT, load, profile_option, run_async
+from ._group import (
+    TEXT,
+    load,
+    not_imported_note,
+    profile_option,
+    project_code_option,
+    run_async,
+)
 from ._sessions import sessions
 
 
@@ -27,11 +34,22 @@ from ._sessions import sessions
 @click.argument("session_id", type=TEXT)
 @click.option("--tree", is_flag=True, help="Also every child of the session, and tree totals.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def session_stats(profile: Path | None, session_id: str, tree: bool, as_json: bool) -> None:
+@project_code_option
+def session_stats(
+    profile: Path | None, session_id: str, tree: bool, as_json: bool, project_code: bool
+) -> None:
     """Per request of a session: tokens by block, the share repeating the request before it,
-    and the cached tokens the provider reported; totals per session (and per tree)."""
-    kernel = load(profile)
+    and the cached tokens the provider reported; totals per session (and per tree).
+
+    No project code is imported unless --project-code (docs/trust.md): the base prompt leaves
+    out an agent's instructions.py and the tools of local plugins, and no MCP server is started
+    (its tools are not counted); a note on standard error says what was left out."""
+    if project_code:
+        kernel = load(profile)
+    else:
+        kernel = load(profile, project_code=False, withhold=WITHHELD_HOOKS)
     document = run_async(_stats, kernel, session_id, tree)
+    _note_left_out(kernel)
     if as_json:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
         return
@@ -40,6 +58,28 @@ def session_stats(profile: Path | None, session_id: str, tree: bool, as_json: bo
     if tree:
         click.echo("")
         click.echo(f"tree {document['session']}: " + _totals_line(document["totals"]))
+
+
+#: What ``sessions stats`` and ``context`` do not ask plugins: no MCP server is started.
+WITHHELD_HOOKS = ("tether_tool_sources",)
+
+
+def _note_left_out(kernel: Any) -> None:
+    """Say on standard error what project code, and which tool sources, were left out."""
+    note = not_imported_note(kernel)
+    if note is not None:
+        click.echo(note, err=True)
+    sources = sorted({p.name for p in kernel.plugins if p.withheld and _offers_sources(p)})
+    if sources:
+        click.echo(
+            f"note: tool sources not started (their tools are not counted): {', '.join(sources)}",
+            err=True,
+        )
+
+
+def _offers_sources(plugin: Any) -> bool:
+    caller = getattr(plugin.manager.hook, "tether_tool_sources", None)
+    return caller is not None and bool(caller.get_hookimpls())
 
 
 def _print_session(session: dict[str, Any]) -> None:

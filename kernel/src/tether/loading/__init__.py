@@ -4,6 +4,8 @@ One job per module, in the order startup walks them:
 
 * :mod:`~tether.loading.text`: small text files and the TOML in them (shared with model
   scripts and instructions files);
+* :mod:`~tether.loading.boundary`: the trust boundary: a path a file names stays inside that
+  file's folder unless the profile the user runs allows it (docs/trust.md);
 * :mod:`~tether.loading.names`: the name grammar of plugins, agents and tool names;
 * :mod:`~tether.loading.folders`: agent folders (``[tether] agents``) read into agent tables,
   and which files of a folder are local plugins;
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from .boundary import Boundary
     from .capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
     from .catalog import (
         AUTOLOAD_ENV,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         DEFAULT_PROFILE_NAME,
         NAME_PATTERN,
         AgentTable,
+        ContainedPath,
         Profile,
         ProfilePath,
         TetherTable,
@@ -65,6 +69,8 @@ __all__ = (
     "SUBAGENT_PROVIDER",
     "TRACE_ENV",
     "AgentTable",
+    "Boundary",
+    "ContainedPath",
     "Kernel",
     "LoadedPlugin",
     "Offer",
@@ -88,6 +94,8 @@ __all__ = (
 )
 
 _LAZY = {
+    "Boundary": "boundary",
+    "ContainedPath": "profile",
     "SUBAGENT_PROVIDER": "capabilities",
     "Offer": "capabilities",
     "OfferContract": "capabilities",

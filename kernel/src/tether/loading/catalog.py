@@ -100,6 +100,12 @@ class PluginEntry:
             return "inline plugin"
         return f"local plugin {self.value}"
 
+    @property
+    def local(self) -> bool:
+        """A file of the project (``plugin_dirs``, an agent folder's ``tools/``): the code
+        commands that only list or inspect never import (docs/trust.md)."""
+        return not self.builtin and self.distribution is None and self.value != "<inline>"
+
     def load(self) -> object:
         """Import the plugin (entry points, built-in and local plugins) or return the object
         (inline)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import ErrorCode, ProfileError
+from .boundary import Boundary
 from .names import is_name, is_name_part
 from .text import MAX_NESTING, TextFileError, format_loc, parse_toml_text, read_text_file
 
@@ -94,15 +95,21 @@ class AgentFolder:
         return self.folder / AGENT_FILE
 
 
-def read_agent_folders(roots: Sequence[Path], *, file: Path | None) -> list[AgentFolder]:
+def read_agent_folders(
+    roots: Sequence[Path], *, file: Path | None, boundary: Boundary | None = None
+) -> list[AgentFolder]:
     """Every agent of the folders ``roots`` (``[tether] agents``, resolved), subagents
     included, parents before their subagents.
 
     ``file`` is the profile file that listed the folders, for errors. Each direct subfolder of a
     root is an agent named after it, except folders starting with ``.`` or ``_``; any other
     folder whose name breaks the name grammar, a listed path that is not a folder, and one
-    agent name made by two folders are :class:`ProfileError`.
+    agent name made by two folders are :class:`ProfileError`. An agent folder, and each file
+    or folder it holds (agent.toml, instructions, tools/, skills/, subagents/), must stay
+    inside the folder that holds it once links are followed (``boundary``, see
+    :mod:`tether.loading.boundary`), else ``PATH_OUTSIDE_FOLDER``.
     """
+    boundary = boundary or Boundary()
     found: dict[str, AgentFolder] = {}
     for root in roots:
         if not root.is_dir():
@@ -124,7 +131,8 @@ def read_agent_folders(roots: Sequence[Path], *, file: Path | None) -> list[Agen
                     "starting and ending with a letter or digit); a folder whose name starts "
                     "with '_' or '.' is not an agent",
                 )
-            _read_agent(folder, folder.name, None, found, (), file)
+            boundary.check(folder, folder=root, file=folder, key=f"agent folder {folder.name}")
+            _read_agent(folder, folder.name, None, found, (), file, boundary)
     return list(found.values())
 
 
@@ -146,9 +154,11 @@ def _read_agent(
     found: dict[str, AgentFolder],
     above: tuple[Path, ...],
     profile_file: Path | None,
+    boundary: Boundary,
 ) -> None:
     """Read the agent folder ``folder`` as agent ``name``, then its subagents, into ``found``."""
     folder = folder.resolve()
+    _check_inside(folder, boundary)
     if folder in above or len(above) >= MAX_NESTING:
         raise ProfileError(
             ErrorCode.PROFILE_INVALID,
@@ -186,10 +196,23 @@ def _read_agent(
                 "and ending with a letter or digit); its name is the tool its parent calls",
             )
         child_name = f"{name}.{child.name}"
-        _read_agent(child, child_name, child.name, found, (*above, folder), profile_file)
+        boundary.check(child, folder=folder, file=child, key=f"subagent folder {child.name}")
+        _read_agent(child, child_name, child.name, found, (*above, folder), profile_file, boundary)
         children.append(child_name)
     if children:
         table["subagents"] = children
+
+
+#: What an agent folder may hold, each checked to stay inside it.
+_HELD = (AGENT_FILE, *INSTRUCTIONS_FILES, _TOOLS, _SKILLS, _SUBAGENTS)
+
+
+def _check_inside(folder: Path, boundary: Boundary) -> None:
+    """Each file or folder of :data:`_HELD` that ``folder`` holds resolves inside it."""
+    for name in _HELD:
+        held = folder / name
+        if os.path.lexists(held):
+            boundary.check(held, folder=folder, file=held, key=name)
 
 
 def _agent_file(path: Path) -> dict[str, Any]:

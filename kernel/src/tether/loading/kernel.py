@@ -8,7 +8,7 @@ every requirement and the session store the profile names. Anything impossible r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import cast
 
@@ -34,11 +34,23 @@ class Kernel:
     :class:`tether.runtime.Runtime`.
     """
 
-    __slots__ = ("_agent_scopes", "catalog", "global_scope", "profile")
+    __slots__ = (
+        "_agent_scopes",
+        "catalog",
+        "global_scope",
+        "instructions_not_run",
+        "profile",
+        "project_code",
+    )
 
     profile: Profile
     catalog: PluginCatalog
     global_scope: Scope
+    project_code: bool
+    """Whether the project's code was imported (``load_kernel(project_code=...)``)."""
+    instructions_not_run: dict[str, Path]
+    """Agent -> its ``instructions.py``, left out of its base prompt because the kernel was
+    loaded without project code (empty otherwise)."""
     _agent_scopes: dict[str, Scope]
 
     def __init__(
@@ -47,11 +59,16 @@ class Kernel:
         catalog: PluginCatalog,
         global_scope: Scope,
         agent_scopes: Mapping[str, Scope],
+        *,
+        project_code: bool = True,
+        instructions_not_run: Mapping[str, Path] | None = None,
     ) -> None:
         object.__setattr__(self, "profile", profile)
         object.__setattr__(self, "catalog", catalog)
         object.__setattr__(self, "global_scope", global_scope)
         object.__setattr__(self, "_agent_scopes", dict(agent_scopes))
+        object.__setattr__(self, "project_code", project_code)
+        object.__setattr__(self, "instructions_not_run", dict(instructions_not_run or {}))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(
@@ -106,6 +123,11 @@ class Kernel:
         the global layer."""
         return [plugin for scope in self.scopes() for plugin in scope.plugins]
 
+    @property
+    def not_imported(self) -> list[LoadedPlugin]:
+        """The local plugin instances whose code was not imported (no project code)."""
+        return [plugin for plugin in self.plugins if not plugin.imported]
+
 
 def load_kernel(
     profile: Profile | Path | str | None = None,
@@ -113,6 +135,8 @@ def load_kernel(
     plugins: Mapping[str, object] | None = None,
     entry_points: bool | None = None,
     catalog: PluginCatalog | None = None,
+    project_code: bool = True,
+    withhold: Iterable[str] = (),
 ) -> Kernel:
     """Compose a kernel from a profile; raise the first problem as a :class:`TetherError`.
 
@@ -120,9 +144,20 @@ def load_kernel(
     current directory. ``plugins`` are inline plugins by name (they win over installed ones);
     ``entry_points=False`` ignores installed plugins (``None`` follows
     ``TETHER_DISABLE_PLUGIN_AUTOLOAD``).
+
+    ``project_code=False`` imports no code of the project (docs/trust.md): a local plugin (a
+    ``plugin_dirs`` file, an agent folder's ``tools/``) is registered empty and marked
+    ``imported=False``, an agent's ``instructions.py`` is left out of its base prompt
+    (:attr:`Kernel.instructions_not_run`), and requirements a plugin not imported might meet
+    are not checked. Installed and built-in plugins load as always. ``withhold`` names hooks no
+    instance is asked (``tether_tool_sources``: no MCP server is started).
     """
     if not isinstance(profile, Profile):
         profile = load_profile(find_profile(profile))
+    not_run: dict[str, Path] = {}
+    if not project_code:
+        profile, not_run = _without_instructions_code(profile)
+    withheld = frozenset(withhold)
     _check_plugin_dirs(profile, None)
     for name in profile.agent:
         _check_plugin_dirs(profile, name)
@@ -133,31 +168,92 @@ def load_kernel(
     objects: dict[int, object] = {}
     own: dict[Path, list[PluginEntry]] = {}
 
-    global_plugins = _load_layer(profile, catalog, None, objects, own)
+    load = _Loading(objects, own, project_code, withheld)
+    global_plugins = _load_layer(profile, catalog, None, load)
     global_scope = Scope("global", "global", None, global_plugins)
     agent_scopes = {
-        name: Scope(name, "agent", global_scope, _load_layer(profile, catalog, name, objects, own))
+        name: Scope(name, "agent", global_scope, _load_layer(profile, catalog, name, load))
         for name in sorted(profile.agent)
     }
-    kernel = Kernel(profile, catalog, global_scope, agent_scopes)
+    kernel = Kernel(
+        profile,
+        catalog,
+        global_scope,
+        agent_scopes,
+        project_code=project_code,
+        instructions_not_run=not_run,
+    )
     for scope in kernel.scopes():
         for plugin in scope.plugins:
             plugin.requirements = plugin.collect("tether_requires", Requirement)
             for requirement in plugin.requirements:
-                check_requirement(profile, scope, plugin, requirement)
+                if not _might_meet_unseen(scope, requirement):
+                    check_requirement(profile, scope, plugin, requirement)
     try:
         profile_store_provider(kernel)
     except StoreError as exc:
         if exc.code is not ErrorCode.STORE_SPEC_INVALID:
             raise
+        remedy = exc.remedy
+        unseen = ", ".join(sorted({p.name for p in kernel.not_imported}))
+        if unseen:
+            remedy = (
+                f"{remedy + '; ' if remedy else ''}the local plugins {unseen} were not imported "
+                "(this command imports no project code, docs/trust.md): a store a local plugin "
+                "provides is opened only by the commands that run the agent"
+            )
         raise StoreError(
             exc.code,
             exc.message,
             file=profile.file_of("tether", "store"),
             key="[tether] store",
-            remedy=exc.remedy,
+            remedy=remedy,
         ) from None
     return kernel
+
+
+class _Loading:
+    """What one :func:`load_kernel` shares across its layers."""
+
+    def __init__(
+        self,
+        objects: dict[int, object],
+        own: dict[Path, list[PluginEntry]],
+        project_code: bool,
+        withheld: frozenset[str],
+    ) -> None:
+        self.objects = objects
+        self.own = own
+        self.project_code = project_code
+        self.withheld = withheld
+
+
+class _NotImported:
+    """What stands for a local plugin whose code a command does not import: no hooks."""
+
+
+def _without_instructions_code(profile: Profile) -> tuple[Profile, dict[str, Path]]:
+    """``profile`` with every agent's ``instructions.py`` left out, and those files by agent
+    (a markdown file is only read, and stays)."""
+    not_run: dict[str, Path] = {}
+    agents = dict(profile.agent)
+    for name, table in profile.agent.items():
+        if table.instructions is not None and table.instructions.suffix == ".py":
+            not_run[name] = table.instructions
+            agents[name] = table.model_copy(update={"instructions": None})
+    if not not_run:
+        return profile, not_run
+    return profile.model_copy(update={"agent": agents}), not_run
+
+
+def _might_meet_unseen(scope: Scope, requirement: Requirement) -> bool:
+    """Whether a plugin not imported, visible from ``scope``, might meet ``requirement``: its
+    offers are unknown, so the requirement is not checked (only without project code)."""
+    unseen = [p for p in scope.visible_plugins() if not p.imported]
+    if not unseen:
+        return False
+    target = scope.find_plugin(requirement.plugin)
+    return target is None or not target.imported
 
 
 def _check_plugin_dirs(profile: Profile, agent: str | None) -> None:
@@ -219,8 +315,7 @@ def _load_layer(
     profile: Profile,
     catalog: PluginCatalog,
     agent: str | None,
-    objects: dict[int, object],
-    own: dict[Path, list[PluginEntry]],
+    load: _Loading,
 ) -> list[LoadedPlugin]:
     """The plugin instances of one layer, in profile order; the global layer ends with the
     built-in plugins, loaded the same way. A name in an agent's layer is looked up in that
@@ -230,7 +325,7 @@ def _load_layer(
     key = format_loc(list_key[:-1], list_key[-1:])
     file = profile.file_of(*list_key)
     scope_id = "global" if agent is None else f"agent:{agent}"
-    own_plugins = _own_plugins(profile, agent, own)
+    own_plugins = _own_plugins(profile, agent, load.own)
     loaded: list[LoadedPlugin] = []
     seen: set[str] = set()
     for name in names:
@@ -245,11 +340,11 @@ def _load_layer(
             )
         seen.add(name)
         entry = _resolve(catalog, own_plugins, name, file, key)
-        loaded.append(_load(profile, agent, entry, objects, scope_id, file, key))
+        loaded.append(_load(profile, agent, entry, load, scope_id, file, key))
     if agent is None:
         for entry in catalog.builtins():
             seen.add(entry.name)
-            loaded.append(_load(profile, agent, entry, objects, scope_id, None, None))
+            loaded.append(_load(profile, agent, entry, load, scope_id, None, None))
     tables = profile.plugin if agent is None else profile.agent[agent].plugin
     for name in tables:
         if name not in seen:
@@ -269,14 +364,20 @@ def _load(
     profile: Profile,
     agent: str | None,
     entry: PluginEntry,
-    objects: dict[int, object],
+    load: _Loading,
     scope_id: str,
     file: Path | None,
     key: str | None,
 ) -> LoadedPlugin:
-    """Import, register, configure one instance and collect its offers."""
-    obj = _import(entry, objects, file, key)
+    """Import, register, configure one instance and collect its offers (a local plugin, when
+    no project code is imported: registered empty, not imported)."""
+    if entry.local and not load.project_code:
+        plugin = register_plugin(entry, _NotImported(), scope_id, file=file, key=key)
+        plugin.imported = False
+        return plugin
+    obj = _import(entry, load.objects, file, key)
     plugin = register_plugin(entry, obj, scope_id, file=file, key=key)
+    plugin.withheld = load.withheld
     plugin.settings = validate_settings(profile, agent, plugin)
     plugin.offers = plugin.collect("tether_offers", Offer)
     plugin.offers = (*plugin.offers, *derived_offers(plugin))

@@ -42,6 +42,7 @@ from pydantic import (
 )
 
 from ..errors import ErrorCode, ProfileError
+from .boundary import ALLOW_KEY, BOUNDARY_CONTEXT, Boundary, allowed_paths, boundary_of
 from .folders import AGENT_FILE, AgentFolder, read_agent_folders
 from .names import NAME_PATTERN, is_agent_name, is_name, is_tool_name
 from .text import TextFileError, file_problem, format_loc, parse_toml_text, read_text_file
@@ -50,6 +51,7 @@ __all__ = (
     "DEFAULT_PROFILE_NAME",
     "NAME_PATTERN",
     "AgentTable",
+    "ContainedPath",
     "LimitsTable",
     "Profile",
     "ProfilePath",
@@ -68,7 +70,7 @@ PROFILE_DIR_CONTEXT = "tether_profile_dir"
 KEY_DIRS_CONTEXT = "tether_key_dirs"
 
 
-def _resolve_against_profile(value: Path, info: ValidationInfo) -> Path:
+def resolve_against_profile(value: Path, info: ValidationInfo) -> Path:
     """Resolve a relative path against the folder of the file that wrote its key."""
     if value.is_absolute():
         return value
@@ -85,7 +87,22 @@ def _resolve_against_profile(value: Path, info: ValidationInfo) -> Path:
 
 
 #: A path in a profile or a plugin's settings: relative values resolve against the profile's folder.
-ProfilePath = Annotated[Path, AfterValidator(_resolve_against_profile)]
+ProfilePath = Annotated[Path, AfterValidator(resolve_against_profile)]
+
+
+def _contained(value: Path, info: ValidationInfo) -> Path:
+    resolved = resolve_against_profile(value, info)
+    boundary = boundary_of(info.context)
+    if boundary is None:
+        return resolved
+    return boundary.check_setting(info.field_name, resolved)
+
+
+#: A path setting that names a file or folder whose content tether reads (a skill root): like
+#: :data:`ProfilePath`, relative values resolve against the folder of the file that wrote the
+#: key, and the result must stay inside that folder, links followed (or be allowed by the
+#: profile the user runs), else ``PATH_OUTSIDE_FOLDER`` (docs/trust.md).
+ContainedPath = Annotated[Path, AfterValidator(_contained)]
 
 
 def _check_name(value: str) -> str:
@@ -126,6 +143,10 @@ class TetherTable(BaseModel):
     docs/agents.md)."""
     max_depth: int = Field(default=8, ge=0)
     """The deepest a chain of declared subagents (specialists) may go below its root session."""
+    allow_outside: tuple[ProfilePath, ...] = ()
+    """Paths (and everything below them) that the files of this profile may name outside their
+    own folders; honoured only in the profile the user runs, never in a file it extends or in
+    an agent folder (see docs/trust.md)."""
 
 
 def _check_tool_name(value: str) -> str:
@@ -230,6 +251,9 @@ class Profile(BaseModel):
     agent_folders: dict[str, Path] = Field(default_factory=dict[str, Path])
     """Agent name -> its folder, for the agents that came from agent folders
     (``[tether] agents``)."""
+    boundary: Boundary = Field(default_factory=Boundary)
+    """What ``[tether] allow_outside`` of the profile the user runs allows outside the folders
+    of the files that name paths (:mod:`tether.loading.boundary`)."""
 
     @property
     def folder(self) -> Path:
@@ -266,7 +290,18 @@ class Profile(BaseModel):
             file = self.file_of(*key, field)
             if file is not None:
                 key_dirs[field] = file.parent
-        return {PROFILE_DIR_CONTEXT: self.folder, KEY_DIRS_CONTEXT: key_dirs}
+        fields = {name: file for name in table if (file := self.origins.get((*key, name)))}
+        boundary = Boundary(
+            allowed=self.boundary.allowed,
+            profile=self.boundary.profile,
+            fields=fields,
+            table=format_loc(key, ()),
+        )
+        return {
+            PROFILE_DIR_CONTEXT: self.folder,
+            KEY_DIRS_CONTEXT: key_dirs,
+            BOUNDARY_CONTEXT: boundary,
+        }
 
 
 def input_loc(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
@@ -422,7 +457,7 @@ def _record(
 
 
 def _load_chain(
-    path: Path, stack: tuple[Path, ...]
+    path: Path, stack: tuple[Path, ...], boundary: Boundary | None = None
 ) -> tuple[dict[str, Any], dict[tuple[str, ...], Path], tuple[Path, ...]]:
     """Read ``path`` and everything it extends; return (merged, origins, files nearest first)."""
     if path in stack:
@@ -435,6 +470,8 @@ def _load_chain(
             remedy="remove one of the extends keys",
         )
     document = _read_toml(path)
+    if boundary is None:  # the profile the user runs: its allow_outside is the boundary's
+        boundary = _boundary(document, path)
     extends = document.get("extends")
     if extends is None:
         origins: dict[tuple[str, ...], Path] = {}
@@ -458,6 +495,9 @@ def _load_chain(
             key="extends",
             remedy='write extends = "base.toml", relative to this profile\'s folder',
         ) from None
+    boundary.check(
+        path.parent / Path(extends).expanduser(), folder=path.parent, file=path, key="extends"
+    )
     problem = file_problem(base_path)
     if problem is not None:
         raise ProfileError(
@@ -469,9 +509,44 @@ def _load_chain(
                 problem, "fix the extends path; it is relative to this profile's folder"
             ),
         )
-    base, origins, files = _load_chain(base_path, (*stack, path))
+    base, origins, files = _load_chain(base_path, (*stack, path), boundary)
     merged = _merge(base, document, origins, path)
     return merged, origins, (path, *files)
+
+
+def _boundary(document: Mapping[str, Any], path: Path | None) -> Boundary:
+    """The boundary ``[tether] allow_outside`` of ``document`` (the profile the user runs, at
+    ``path``) sets; entries that are not strings are left to validation to name."""
+    folder = path.parent if path is not None else Path.cwd()
+    tether: object = document.get("tether")
+    listed: object = (
+        cast("Mapping[str, object]", tether).get(ALLOW_KEY) if isinstance(tether, Mapping) else None
+    )
+    entries: list[Path] = []
+    if isinstance(listed, list | tuple):
+        for entry in cast("Sequence[object]", listed):
+            if isinstance(entry, str):
+                try:
+                    entries.append(_against(folder, entry))
+                except (OSError, ValueError):  # a NUL character: validation names it
+                    continue
+    return Boundary(allowed=allowed_paths(entries), profile=path)
+
+
+def _check_allow_origin(origins: Mapping[tuple[str, ...], Path], path: Path | None) -> None:
+    """``[tether] allow_outside`` counts only in the profile the user runs: set in a file it
+    extends, it is refused rather than ignored."""
+    wrote = origins.get(("tether", ALLOW_KEY))
+    if wrote is None or wrote == path:
+        return
+    raise ProfileError(
+        ErrorCode.PATH_OUTSIDE_FOLDER,
+        f"[tether] {ALLOW_KEY} is set in {wrote}, which the profile you run extends; only the "
+        "profile you run may allow paths outside the folders of its files",
+        file=wrote,
+        key=f"[tether] {ALLOW_KEY}",
+        remedy=f"move the key to {path or 'the profile you run'} (see docs/trust.md)",
+    )
 
 
 def load_profile(path: Path | str) -> Profile:
@@ -498,7 +573,9 @@ def profile_from_dict(
     """
     origins = dict(origins or {})
     folder = path.parent if path is not None else Path.cwd()
-    document, agent_folders = _with_agent_folders(document, origins, path, folder)
+    _check_allow_origin(origins, path)
+    boundary = _boundary(document, path)
+    document, agent_folders = _with_agent_folders(document, origins, path, folder, boundary)
     try:
         key_dirs: dict[str, Path] = {}
         for key in ("plugin_dirs", "agents"):
@@ -537,7 +614,9 @@ def profile_from_dict(
         agent=agents,
         origins=origins,
         agent_folders=agent_folders,
+        boundary=boundary,
     )
+    _check_paths(profile)
     _check_subagents(profile)
     return profile
 
@@ -547,6 +626,7 @@ def _with_agent_folders(
     origins: dict[tuple[str, ...], Path],
     path: Path | None,
     folder: Path,
+    boundary: Boundary,
 ) -> tuple[Mapping[str, Any], dict[str, Path]]:
     """``document`` with the agents of ``[tether] agents`` merged under its own tables, and
     each such agent's folder; ``origins`` gains the folders' keys (as their agent.toml's)."""
@@ -564,10 +644,13 @@ def _with_agent_folders(
         if not isinstance(entry, str | Path):
             return document, {}  # validation names the entry
         try:
-            roots.append(_against(base, entry))
+            root = _against(base, entry)
         except (OSError, ValueError):  # a NUL character, a link loop: validation names it
             return document, {}
-    found: list[AgentFolder] = read_agent_folders(roots, file=wrote or path)
+        if wrote is not None:
+            boundary.check(root, folder=base, file=wrote, key="[tether] agents")
+        roots.append(root)
+    found: list[AgentFolder] = read_agent_folders(roots, file=wrote or path, boundary=boundary)
     if not found:
         return document, {}
     folder_origins: dict[tuple[str, ...], Path] = {}
@@ -608,6 +691,58 @@ def _with_agent_paths(
         base = wrote.parent if wrote is not None else folder
         update["plugin_dirs"] = tuple(_against(base, entry) for entry in raw["plugin_dirs"])
     return table.model_copy(update=update) if update else table
+
+
+def _check_paths(profile: Profile) -> None:
+    """Every path a file of the profile names (plugin folders, instructions, a ``scripted:``
+    model's script) stays inside the folder that declares it (:mod:`tether.loading.boundary`);
+    keys set in code are the host's and are not checked."""
+    boundary = profile.boundary
+    wrote = profile.origins.get(("tether", "plugin_dirs"))
+    if wrote is not None:
+        for entry in profile.tether.plugin_dirs:
+            _check_plugin_dir(boundary, entry, wrote, "[tether] plugin_dirs")
+    for name, table in profile.agent.items():
+        where = ("agent", name)
+        wrote = profile.origins.get((*where, "instructions"))
+        if table.instructions is not None and wrote is not None:
+            key = (
+                format_loc(where, ("instructions",)) if wrote.name != AGENT_FILE else "instructions"
+            )
+            boundary.check(table.instructions, folder=wrote.parent, file=wrote, key=key)
+        wrote = profile.origins.get((*where, "plugin_dirs"))
+        if wrote is not None:
+            key = format_loc(where, ("plugin_dirs",))
+            for entry in table.plugin_dirs:
+                _check_plugin_dir(boundary, entry, wrote, key)
+        wrote = profile.origins.get((*where, "model"))
+        script = _script_of(table.model)
+        if script is not None and wrote is not None:
+            key = format_loc(where, ("model",)) if wrote.name != AGENT_FILE else "model"
+            path = wrote.parent / Path(script).expanduser()
+            boundary.check(path, folder=wrote.parent, file=wrote, key=key)
+
+
+#: The model provider prefix whose name is a file: ``scripted:PATH``.
+SCRIPTED_PREFIX = "scripted:"
+
+
+def _script_of(spec: str | None) -> str | None:
+    """The script path of a ``scripted:PATH`` model spec, else ``None``."""
+    if spec is None or not spec.startswith(SCRIPTED_PREFIX):
+        return None
+    return spec[len(SCRIPTED_PREFIX) :] or None
+
+
+def _check_plugin_dir(boundary: Boundary, folder: Path, wrote: Path, key: str) -> None:
+    """A plugin folder and every local plugin file in it (a link is followed) are inside the
+    folder of ``wrote``, the file that names the plugin folder."""
+    from .folders import plugin_files
+
+    boundary.check(folder, folder=wrote.parent, file=wrote, key=key)
+    if folder.is_dir():
+        for file in plugin_files(folder):
+            boundary.check(file, folder=wrote.parent, file=wrote, key=f"{key} ({file.name})")
 
 
 def _check_subagents(profile: Profile) -> None:

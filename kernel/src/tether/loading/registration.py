@@ -70,6 +70,13 @@ class LoadedPlugin:
     subagent providers)."""
     requirements: tuple[Requirement, ...] = ()
     """What it requires of other plugins (``tether_requires``), once every layer is loaded."""
+    imported: bool = True
+    """Whether its code was imported: a local plugin (:attr:`PluginEntry.local`) is not when
+    the kernel was loaded without project code (``load_kernel(project_code=False)``); it is
+    then registered empty: no hooks, no settings, no offers."""
+    withheld: frozenset[str] = frozenset()
+    """Hooks not asked (``load_kernel(withhold=...)``): they collect nothing, as if not
+    implemented (a listing command does not start the MCP servers a profile names)."""
     _handed: dict[str, tuple[object, ...]] = field(
         default_factory=dict[str, tuple[object, ...]], repr=False
     )
@@ -81,7 +88,9 @@ class LoadedPlugin:
         return tuple(sorted(caller.name for caller in callers))
 
     def implements(self, hook: str) -> bool:
-        """Whether this plugin implements ``hook``."""
+        """Whether this plugin implements ``hook`` (a withheld hook is not)."""
+        if hook in self.withheld:
+            return False
         caller = getattr(self.manager.hook, hook, None)
         return caller is not None and bool(caller.get_hookimpls())
 
@@ -162,7 +171,7 @@ class LoadedPlugin:
         Returns the plugin's result, or ``None`` when it does not implement the hook.
         """
         caller = getattr(self.manager.hook, hook)
-        if not caller.get_hookimpls():
+        if hook in self.withheld or not caller.get_hookimpls():
             return None
         if "settings" in _SPECS[hook].parameters:
             kwargs.setdefault("settings", self.settings)

@@ -47,9 +47,10 @@ def list_command(profile: Path | None, offline: bool) -> None:
     --offline) its status, its tools as the model sees them, its resources and prompts.
 
     Every server is started or reached, lazy ones too, and stopped again. Exit status 1 when
-    some server could not be started or reached.
+    some server could not be started or reached. No project code is imported (local plugins,
+    instructions.py: docs/trust.md); without --offline the servers the profile names are run.
     """
-    kernel = load(profile)
+    kernel = load(profile, project_code=False)
     rows = _rows(kernel)
     if not rows:
         click.echo("no MCP servers: add [[plugin.mcp.servers]] entries (see docs/mcp.md)")

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
 import tether
+from tether.loading import ContainedPath
 from tether.skills import SKILL_FILE_MAX_BYTES
 
 __all__ = (
@@ -58,9 +59,10 @@ def _root_kind(value: Any) -> str:
 
 
 #: A custom root: ``pkg:PACKAGE/FOLDER`` (kept as ``str``) or a folder (a ``Path``; relative
-#: paths resolve against the profile's folder, as :data:`tether.ProfilePath` does).
+#: paths resolve against the folder of the file that wrote the key, and must stay inside it
+#: unless the profile the user runs allows it: :data:`tether.loading.ContainedPath`).
 SkillRoot = Annotated[
-    Annotated[PackageRoot, Tag("package")] | Annotated[tether.ProfilePath, Tag("directory")],
+    Annotated[PackageRoot, Tag("package")] | Annotated[ContainedPath, Tag("directory")],
     Discriminator(_root_kind),
 ]
 
