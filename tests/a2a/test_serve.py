@@ -89,9 +89,24 @@ def free_port() -> int:
 class Server:
     """``tether a2a serve`` in a process of its own, on ``port``."""
 
-    def __init__(self, profile: Path, port: int, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        profile: Path,
+        port: int,
+        env: dict[str, str] | None = None,
+        *,
+        descriptors: int | None = None,
+    ) -> None:
+        """``descriptors``: the server's descriptor limit (``ulimit -n``)."""
         self.log = profile.parent / f"serve-{time.monotonic_ns()}.err"
         command = ["tether", "a2a", "serve", "--profile", str(profile), "--port", str(port)]
+
+        def limited() -> None:
+            if descriptors is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
+
         with self.log.open("w") as errors:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", *command],
@@ -99,6 +114,7 @@ class Server:
                 env={**ENV, **(env or {})},
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
+                preexec_fn=limited if descriptors is not None else None,
             )
         deadline = time.monotonic() + TIMEOUT
         while "tether a2a serve:" not in self.stderr():

@@ -572,3 +572,45 @@ async def test_a_prompts_meta_trace_context_is_kept_with_its_message_only_when_s
     finally:
         await store.aclose()
     assert accepted.trace == kept
+
+
+# ------------------------------------------------------------------------ issue 37's review
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""JSON nested deeper than any parser goes."""
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "reason"),
+    [
+        ('{"sessionId":"SID","prompt":' + DEEP + "}", -32700, "is not JSON"),
+        ('{"sessionId":"SID","prompt":5}', -32602, "Invalid params"),
+        ('{"sessionId":"SID","prompt":[5]}', -32602, "Invalid params"),
+        ('{"sessionId":"SID","prompt":[{"type":"text","text":5}]}', -32602, "Invalid params"),
+        ('{"sessionId":5,"prompt":[]}', -32602, "Invalid params"),
+        (
+            '{"sessionId":"SID","prompt":[{"type":"text","text":"x","_meta":{"a":[[[[[]]]]]}}]}',
+            0,
+            "",
+        ),
+    ],
+)
+async def test_deep_and_wrong_typed_requests_get_the_spec_error_and_one_line_at_most(
+    tmp_path, caplog, params, code, reason
+):
+    with watched(caplog), anyio.fail_after(TIMEOUT):
+        async with wire(make_profile(tmp_path, '[[steps]]\ntext = "ok"')) as client:
+            await initialize(client)
+            session_id = await new_session(client, tmp_path)
+            before = len(caplog.records)
+            line = '{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":%s}'
+            client.send((line % params.replace("SID", session_id)).encode() + b"\n")
+            answer = await client.answer(9)
+            logged = [r for r in caplog.records[before:] if r.levelno >= logging.WARNING]
+            await initialize(client, "again")  # and it still serves
+    if code:
+        assert answer["error"]["code"] == code
+        assert reason in answer["error"]["message"]
+    else:  # nesting the models never read is taken
+        assert answer["result"] == {"stopReason": "end_turn"}
+    assert len(logged) <= 1, [r.getMessage()[:200] for r in logged]

@@ -50,6 +50,7 @@ sessions run on a cluster.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import email.utils
 import importlib
@@ -112,6 +113,20 @@ from tether.models import ModelDelta
 from tether.runtime import Runtime
 from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
 
+from ._http import (
+    BACKLOG,
+    HEADER_LIMIT,
+    Admission,
+    BodyReader,
+    Limits,
+    Listener,
+    Notes,
+    Room,
+    protocol_class,
+    quiet_accept_errors,
+    refuse,
+    too_large,
+)
 from ._settings import CARD_PATH, ServeSettings
 
 if TYPE_CHECKING:
@@ -151,8 +166,6 @@ _FINAL = frozenset(
 )
 #: Where the HTTP+JSON (REST) binding is served, under the base URL (JSON-RPC is at ``/``).
 REST_PATH = "/rest"
-#: The largest request body taken, in bytes (as ``tether acp``'s longest line).
-REQUEST_LIMIT = 50 * 2**20
 #: How long a caller may keep the card (it changes only when the server restarts).
 CARD_CACHE = "public, max-age=300"
 #: Media types of raw parts taken as UTF-8 text (besides ``text/*``).
@@ -289,7 +302,10 @@ class Contexts(RequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         if params is not None:
-            _message_text(params.message)  # refuse what tether cannot take before a task exists
+            # Refused before a session or a task exists: what tether cannot take, then what
+            # no task can start from.
+            _message_text(params.message)
+            _check_message(params.message)
             if task_id and not context_id:
                 context_id = session_of(task_id)  # the handler checked the task is there
             opened = await self.open(context_id or None, _owner(context))
@@ -462,6 +478,21 @@ def _unknown_context(context_id: str) -> InvalidParamsError:
 def session_of(task_id: str) -> str:
     """The session (context) a task id of this server names (``SESSION.HEX``)."""
     return task_id.rpartition(".")[0] or task_id
+
+
+def _check_message(message: Message) -> None:
+    """Refuse ("invalid params") a message a task cannot start from: not the user's, without
+    parts, or with an empty text part (what the SDK's task helper would fail on later)."""
+    if message.role != Role.ROLE_USER:
+        role = Role.Name(message.role) if message.role in Role.values() else str(message.role)
+        raise InvalidParamsError(
+            message=f"a message to the agent has role ROLE_USER, not {role} (message.role)"
+        )
+    if not message.parts:
+        raise InvalidParamsError(message="a message needs at least one part (message.parts)")
+    for index, part in enumerate(message.parts):
+        if part.HasField("text") and not part.text:
+            raise InvalidParamsError(message=f"message.parts[{index}].text is empty")
 
 
 def _message_text(message: Message) -> str:
@@ -998,7 +1029,7 @@ def load_authenticator(spec: str) -> Authenticator:
 
 class Guard:
     """An ASGI wrapper in front of the A2A routes. A request must be JSON (else HTTP 415), of a
-    declared length (411) of at most :data:`REQUEST_LIMIT` (413).
+    declared length (411) of at most ``max_body`` (413), refused before its body is read.
     When callers authenticate (``tokens``: token -> caller name, and/or ``authenticate``,
     which names the caller of a request's headers), an unknown caller gets HTTP 401 with
     ``WWW-Authenticate: Bearer`` and a known one becomes the request's user (the SDK scopes
@@ -1009,8 +1040,11 @@ class Guard:
         app: Any,
         tokens: Mapping[str, str] | None = None,
         authenticate: Authenticator | None = None,
+        *,
+        max_body: int = 4 * 2**20,
     ) -> None:
         self.app = app
+        self.max_body = max_body
         self.tokens = dict(tokens or {})
         self.authenticate = authenticate
         self.open = not self.tokens and authenticate is None
@@ -1040,23 +1074,22 @@ class Guard:
         media = headers.get("content-type", "").partition(";")[0].strip().lower()
         length = headers.get("content-length", "")
         if scope.get("method") == "POST" and not length.isdigit():
-            await _refuse(send, 411, {"error": "a request needs a Content-Length"})
+            await refuse(send, 411, {"error": "a request needs a Content-Length"})
             return
-        if scope.get("method") == "POST" and int(length) > REQUEST_LIMIT:
-            limit = f"{REQUEST_LIMIT // 2**20} MiB"
-            await _refuse(send, 413, {"error": f"a request is at most {limit}"})
+        if scope.get("method") == "POST" and int(length) > self.max_body:
+            await refuse(send, 413, too_large(self.max_body))
             return
         if scope.get("method") == "POST" and media != "application/json":
             # A JSON-RPC error too (ContentTypeNotSupportedError), for clients that read one.
             error = {"code": -32005, "message": "A2A JSON-RPC requests are application/json"}
-            await _refuse(send, 415, {"jsonrpc": "2.0", "id": None, "error": error})
+            await refuse(send, 415, {"jsonrpc": "2.0", "id": None, "error": error})
             return
         if self.open:
             await self.app(scope, receive, send)
             return
         caller = await self._caller(headers)
         if caller is None:
-            await _refuse(
+            await refuse(
                 send,
                 401,
                 {"error": "authentication required (Authorization: Bearer TOKEN)"},
@@ -1085,27 +1118,6 @@ class Guard:
         return found if isinstance(found, str) and found else None
 
 
-async def _refuse(
-    send: Any,
-    status: int,
-    answer: Mapping[str, object],
-    headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    body = json.dumps(answer)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body.encode()})
-
-
 # -------------------------------------------------------------------- serving
 
 
@@ -1130,6 +1142,7 @@ async def serve(
         create_jsonrpc_routes,
         create_rest_routes,
     )
+    from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
     from starlette.applications import Starlette
 
     from tether.runtime import profile_session_host
@@ -1157,7 +1170,9 @@ async def serve(
             ) from exc
     bind_host = host or settings.host
     bind_port = settings.port if port is None else port
-    sock = socket.socket(
+    limits = Limits.of(settings)
+    notes = Notes()
+    sock = Listener(
         socket.AF_INET6 if ":" in bind_host else socket.AF_INET,
         socket.SOCK_STREAM,
         socket.IPPROTO_TCP,  # TCP_NODELAY is set on accepted sockets only for this protocol
@@ -1172,6 +1187,8 @@ async def serve(
             "[plugin.a2a.serve] host, port (or --host, --port)",
             "choose another address or port (--port 0 takes a free one)",
         ) from None
+    room = Room(limits, notes)
+    sock.hold(room)  # connections counted, and a spare descriptor: see Listener
     bound = sock.getsockname()[1]
     shown_host = f"[{bind_host}]" if ":" in bind_host else bind_host
     public = (url or settings.url or f"http://{shown_host}:{bound}").rstrip("/") + "/"
@@ -1200,14 +1217,32 @@ async def serve(
                 *create_rest_routes(handler, path_prefix=REST_PATH),
             ]
             callers = {token: name for name, token in tokens.items()}
-            app = Guard(Starlette(routes=routes), callers, authenticate)
+            reader = BodyReader(
+                Starlette(routes=routes),
+                limits,
+                notes,
+                rpc_path="/",
+                methods=JsonRpcDispatcher.METHOD_TO_MODEL,
+                rest_error=_rest_error,
+            )
+            guard = Guard(reader, callers, authenticate, max_body=limits.max_body)
             config = uvicorn.Config(
-                app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
+                Admission(guard, limits, notes),
+                log_level="warning",
+                lifespan="off",
+                timeout_graceful_shutdown=5,
+                http=protocol_class(room),
+                timeout_keep_alive=limits.keep_alive,
+                h11_max_incomplete_event_size=HEADER_LIMIT,
+                backlog=BACKLOG,
             )
             server = uvicorn.Server(config)
             # SIGINT and SIGTERM stop the server here (uvicorn's own handling would raise the
             # signal again once it stopped, and the process would not end as it should).
             server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+            loop = asyncio.get_running_loop()
+            handler_before = loop.get_exception_handler()
+            loop.set_exception_handler(quiet_accept_errors(notes))
             try:
                 async with anyio.create_task_group() as serving:
                     serving.start_soon(_announce, server, card.name, public)
@@ -1219,6 +1254,7 @@ async def serve(
                     await contexts.cancel_all()  # tasks that run or wait read canceled
                     await handler.aclose()
                     contexts.release_all()
+                loop.set_exception_handler(handler_before)
     finally:
         sock.close()
         await store.aclose()
@@ -1235,6 +1271,13 @@ async def _announce(server: Any, name: str, url: str) -> None:
     while not server.started:
         await anyio.sleep(0.01)
     print(f"tether a2a serve: {name} at {url}", file=sys.stderr, flush=True)
+
+
+def _rest_error(problem: str) -> Mapping[str, object]:
+    """The HTTP+JSON binding's error body for a body it cannot parse (the SDK's own shape)."""
+    from a2a.utils.error_handlers import build_rest_error_payload
+
+    return build_rest_error_payload(json_format.ParseError(problem))
 
 
 def _invalid(problem: str, key: str, remedy: str) -> PluginError:

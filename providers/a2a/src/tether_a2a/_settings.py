@@ -85,6 +85,33 @@ class ServeSettings(BaseModel):
     """``module:function`` called with a request's headers (lower-case names) that returns
     the caller's name, or ``None`` to refuse it (it may be async): the hook for other
     schemes (API keys, signed tokens, a gateway's header)."""
+    max_body: int = Field(default=4 * 2**20, ge=1024)
+    """The largest request body taken, in bytes (4 MiB, gRPC's default message limit; nginx
+    takes 1 MiB): a larger declared length is refused (HTTP 413) before any of it is read, and
+    a body that grows past it while it comes in is cut off with 413."""
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a connection may take to send a request's headers, from when it opens or its
+    last answer ended: then it is closed (a connection that sends nothing, or trickles)."""
+    body_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a request may take to send its whole body (and a large one to wait for its
+    turn to be read): then it gets HTTP 408 and the connection is closed."""
+    keep_alive: int = Field(default=5, ge=1)
+    """Seconds an idle keep-alive connection is kept after an answer (uvicorn's
+    ``timeout_keep_alive``)."""
+    keep_alive_requests: int = Field(default=1000, ge=1)
+    """Requests served on one connection before it is closed (nginx's ``keepalive_requests``);
+    the last answer says ``Connection: close``."""
+    max_connections: int = Field(default=1000, ge=1)
+    """Connections open at once. Lowered to what the process's descriptor limit allows (three
+    quarters of ``ulimit -n``, less 16). When full, the connection that has waited longest for
+    a request's headers is closed to make room (as nginx reuses its idle connections); when
+    none waits, the new one gets HTTP 503."""
+    max_requests: int = Field(default=256, ge=1)
+    """Requests handled at once (a streamed task is one until its stream ends); more get HTTP
+    503 with ``Retry-After``."""
+    max_large_bodies: int = Field(default=4, ge=1)
+    """Requests with a body over 64 KiB read and handled at once (until their answer starts):
+    others wait for a slot before their body is read, up to ``body_timeout``."""
 
     @field_validator("url")
     @classmethod
