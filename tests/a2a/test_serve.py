@@ -63,6 +63,7 @@ def served_profile(folder: Path, serve: str = "", skills: bool = False) -> Path:
     text = (
         f'[tether]\nplugins = [{", ".join(plugins)}]\nstore = "sqlite:served.db"\n'
         f"plugin_dirs = [{json.dumps(str(PEERS / 'plugins'))}]\n"
+        f"allow_outside = [{json.dumps(str(PEERS / 'plugins'))}]\n"
     )
     if serve:
         text += f"[plugin.a2a.serve]\n{serve}\n"

@@ -168,7 +168,9 @@ def test_the_default_store_lives_next_to_the_profile_not_its_base(tmp_path):
     (tmp_path / "team").mkdir()
     (tmp_path / "team" / "base.toml").write_text("[tether]\nplugins = []\n")
     (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "tether.toml").write_text('extends = "../team/base.toml"\n')
+    (tmp_path / "app" / "tether.toml").write_text(
+        'extends = "../team/base.toml"\n[tether]\nallow_outside = ["../team/base.toml"]\n'
+    )
     store = profile_store(load_kernel(tmp_path / "app" / "tether.toml"))
     assert isinstance(store, SQLiteStore)
     assert store.path == tmp_path / "app" / ".tether" / "sessions.db"
