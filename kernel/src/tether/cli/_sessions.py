@@ -172,196 +172,54 @@ async def _compact(kernel: Any, model_spec: str | None, session_id: str) -> Any:
     help="Model spec provider:name (default: the agent's); any OpenAI-compatible server: "
     "openai-compatible:MODEL@http://HOST:PORT/v1.",
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="When another process runs the message, wait for its turn and print it (default: "
+    "return once that process has taken it, saying which process it is).",
+)
 @click.argument("child_id", type=TEXT)
 @click.argument("message", type=TEXT)
 def send_to_child(
-    profile: Path | None, model_spec: str | None, child_id: str, message: str
+    profile: Path | None, model_spec: str | None, wait: bool, child_id: str, message: str
 ) -> None:
     """Continue a stored continuable child yourself.
 
-    Sends MESSAGE to the continuable subagent CHILD_ID as the person who owns it: CHILD_ID's
-    root session (the top of its parent chain, which a person must have started) is opened
-    here and hosts the child, which is restored from its log, takes MESSAGE as its next turn
-    and runs until it settles (its own continuable children settled too). Prints the
-    child's turns the way `tether run` prints an agent's and ends with its session id; the
-    root session gets no notice. --model replaces the root's model for this command (it is
-    not recorded in the root session), which the child also uses unless its delegation named
-    one. Exit status 1 when a turn of the child does not complete.
-    Ctrl-C aborts the child's running turn, prints its session id and exits with status 130; a
-    second Ctrl-C exits at once.
+    Sends MESSAGE to the continuable subagent CHILD_ID as the person who owns it (the root of
+    its parent chain must be a session a person started). MESSAGE is queued in CHILD_ID's
+    mailbox first, so any number of sends to one child, at once, all run, once each, in the
+    order they arrived; a send is never refused because another one is running.
 
-    When another live process drives CHILD_ID or a session above it (a `tether run` that hosts
-    it), MESSAGE goes to CHILD_ID's mailbox instead: that process runs it, exactly once, and
-    its parent is told as usual. The command returns once that process took the message into
-    the child's log, saying which process it is. The same holds for a root session another
-    process drives.
+    When no live process drives CHILD_ID's tree, this command does: CHILD_ID's root session is
+    opened here and hosts the child, which is restored from its log and runs what is queued
+    for it (MESSAGE, and the messages of sends that arrive meanwhile) until it settles with
+    nothing left. It prints the turn that ran MESSAGE the way `tether run` prints a turn and
+    ends with the child's session id; the root session gets no notice. --model replaces the
+    root's model for the turns run here (it is not recorded), which the child also uses unless
+    its delegation named one. Exit status 1 when the turn of MESSAGE does not complete.
+
+    When a live process already drives CHILD_ID or a session above it (a `tether run` that
+    hosts it, or another `tether sessions send`), that process runs MESSAGE, exactly once, and
+    the child's parent is told as usual. The command returns once that process took MESSAGE
+    into the child's log, saying which process it is; with --wait it waits for MESSAGE's turn
+    and prints it instead. If that process stops first, this one drives the tree. The same
+    holds for a root session another process drives.
+
+    Ctrl-C while this command drives the child aborts the child's running turn and exits with
+    status 130 (messages not begun stay queued for the next driver); while it waits, it stops
+    waiting and MESSAGE stays queued. A second Ctrl-C exits at once.
 
     On a profile whose sessions run on a cluster (`tether worker`s, docs/scale-out.md),
     MESSAGE goes to the cluster: a worker runs it under CHILD_ID's root, as a process hosting
     the child would (its parent is told as usual), and this command prints the child's turn
     from the shared store.
     """
+    from ._send import send
+
     kernel = load(profile)
-    stop = run_interruptible(_send, Interruption(), kernel, model_spec, child_id, message)
+    stop = run_interruptible(send, Interruption(), kernel, model_spec, child_id, message, wait)
     if stop != "completed":
         raise SystemExit(1)
-
-
-async def _send(
-    interruption: Interruption, kernel: Any, model_spec: str | None, child_id: str, message: str
-) -> str:
-    from ..errors import TetherError
-    from ..runtime import Runtime, profile_session_host
-    from ..store import TurnEnded, profile_store
-    from ._run import close_model, debugging, printer, run_on_host
-
-    host = profile_session_host(kernel)
-    if host is not None:
-        # A session of the cluster: its host runs the message (a continuable child under its
-        # root, on a worker: docs/scale-out.md). Checked here, before anything is sent.
-        store = profile_store(kernel)
-        try:
-            await _continuable(store, child_id)
-        except BaseException:
-            await host.aclose()
-            raise
-        finally:
-            await store.aclose()
-        return await run_on_host(
-            host, kernel, None, child_id, [message], debugging(), interruption.stoppable()
-        )
-    store = profile_store(kernel)
-    try:
-        owner, posted = await _post_to_owner(store, child_id, message)
-        if owner is not None:
-            click.echo(
-                f"message accepted for {child_id}: the process that drives it "
-                f"(pid {owner.pid} on {owner.host}) runs it"
-            )
-            click.echo(f"session {child_id}")
-            return "completed"
-        if posted and (await store.header(child_id)).parent_session is None:
-            click.echo(
-                f"message accepted for {child_id}: the process that drove it stopped first; "
-                f"it runs when the session is continued (`tether run --session {child_id}`)"
-            )
-            click.echo(f"session {child_id}")
-            return "completed"
-        root = await _root_of(store, child_id)
-        # The root only hosts the child here: a --model is for this command, not recorded.
-        runtime = Runtime(kernel, store)
-        host = await runtime.compose(model=model_spec, session_id=root, record_model=False)
-        continuation = runtime.subagents.continuation
-        stops: list[str] = []
-        watched: list[Any] = []
-
-        def watch() -> None:
-            """Print the child's events from the moment its agent exists (before its turn)."""
-            child = continuation.live(child_id)
-            if child is None or child in watched:
-                return
-            watched.append(child)
-            child.listen(printer(child, debug=debugging()))
-            child.listen(
-                lambda e: stops.append(e.stop_reason) if isinstance(e, TurnEnded) else None
-            )
-
-        unsubscribe = runtime.subagents.on_event(
-            lambda event: watch() if event.kind == "start" and event.child_id == child_id else None
-        )
-        refused: TetherError | None = None
-
-        def interrupt_child() -> None:
-            """Ctrl-C: abort the child's turn and park what it has queued; leaving the host
-            then ends the child without waiting for it to settle."""
-            child = continuation.live(child_id)
-            if child is not None:
-                child.interrupt()
-
-        interruption.on_interrupt(interrupt_child)
-        try:
-            async with host:
-                # Caught in here: what leaves `async with agent:` leaves in an exception group.
-                with interruption.stoppable():
-                    try:
-                        if posted:
-                            # Its owner left before taking it: restoring the child runs it.
-                            await continuation.recover(host, repair=False)
-                        else:
-                            await continuation.send_as_owner(host, child_id, message, notify=False)
-                    except TetherError as exc:
-                        refused = exc
-                    else:
-                        watch()  # already live: the start edge came before the listener
-                        await continuation.wait_settled(child_id)
-        finally:
-            unsubscribe()
-            await close_model(host.model)
-        if refused is not None:
-            raise refused
-        for child in watched:
-            if child.fault is not None:
-                raise child.fault
-        last = watched[-1].last_stop_reason if watched else "aborted"
-        click.echo(f"session {child_id}")
-        return next((s for s in stops if s != "completed"), last)
-    finally:
-        await store.aclose()
-
-
-async def _continuable(store: Any, session_id: str) -> None:
-    """A message for ``session_id`` can run: it is a root session, or a continuable child
-    below one (``NOT_RESUMABLE`` for a one-shot child, as a local send says)."""
-    from ..errors import ErrorCode, SubagentError
-    from ..subagents import find_continuable_descriptor
-
-    header = await store.header(session_id)
-    if header.parent_session is None:
-        return
-    await _root_of(store, session_id)
-    if await find_continuable_descriptor(store, header) is None:
-        raise SubagentError(
-            ErrorCode.NOT_RESUMABLE,
-            f'subagent "{session_id}" cannot be resumed: its log has no continuable '
-            "descriptor (a one-shot child answers once)",
-            remedy="delegate a new task, or send to its parent",
-        )
-
-
-async def _root_of(store: Any, child_id: str) -> str:
-    """The root session above ``child_id``, by its durable parent chain."""
-    from ..errors import ErrorCode, SubagentError, TetherError
-
-    header = await store.header(child_id)
-    if header.parent_session is None:
-        raise SubagentError(
-            ErrorCode.NOT_RESUMABLE,
-            f'session "{child_id}" is a root session, not a subagent',
-            remedy=f"continue it with `tether run --session {child_id}`",
-        )
-    seen = {header.id}
-    while header.parent_session is not None:
-        parent = header.parent_session
-        if parent in seen:
-            raise SubagentError(
-                ErrorCode.UNAUTHORIZED,
-                f'subagent "{child_id}" has no root session: its parent chain loops at "{parent}"',
-                remedy="the store is damaged; only a session below a root a person started "
-                "can be continued",
-            )
-        seen.add(parent)
-        try:
-            header = await store.header(parent)
-        except TetherError as exc:
-            if exc.code is not ErrorCode.SESSION_NOT_FOUND:
-                raise
-            raise SubagentError(
-                ErrorCode.UNAUTHORIZED,
-                f'subagent "{child_id}" has no root session here: its ancestor "{parent}" '
-                "is not in the store",
-                remedy="check that the profile names the store the sessions were written to",
-            ) from None
-    return header.id
 
 
 @sessions.command("tree")
@@ -544,54 +402,3 @@ def dumps_deep(value: Any, *, indent: int = 2, ensure_ascii: bool = True) -> str
             out.append(json.dumps(name, ensure_ascii=ensure_ascii) + ": ")
         start(item, level + 1)
     return "".join(out)
-
-
-#: How often ``tether sessions send`` looks whether the owner took a posted message, in seconds.
-CLAIM_POLL = 0.02
-
-
-async def _post_to_owner(store: Any, child_id: str, message: str) -> tuple[Any, bool]:
-    """Deliver MESSAGE through the child's mailbox when another live process drives the
-    child or a session above it: that process runs it (exactly once, its parent notified as
-    usual). ``(owner, True)`` once the owner took the message into the child's log;
-    ``(None, False)`` when no live process drives the chain (this command hosts the child
-    itself); ``(None, True)`` when the owner left without taking it (this command hosts the
-    child, and restoring it runs the posted message)."""
-    import anyio
-
-    from ..store import InboxAccepted, MessageSource
-    from ..subagents._child import new_message_id
-
-    owner = await _live_owner(store, child_id)
-    if owner is None:
-        return None, False
-    posted = InboxAccepted(
-        message_id=new_message_id(), content=message, source=MessageSource(kind="user")
-    )
-    await store.post(child_id, posted)
-    while True:
-        waiting = await store.mailbox(child_id)
-        if all(m.message_id != posted.message_id for m in waiting):
-            return owner, True  # in the child's log: accepted by its driver
-        if await _live_owner(store, child_id) is None:
-            return None, True  # the owner left without taking it: this command runs it
-        await anyio.sleep(CLAIM_POLL)
-
-
-async def _live_owner(store: Any, child_id: str) -> Any:
-    """The live holder of the lease of ``child_id`` or of a session above it, other than
-    this process's store."""
-    from ..errors import TetherError
-
-    session: str | None = child_id
-    seen: set[str] = set()
-    while session is not None and session not in seen:
-        seen.add(session)
-        try:
-            holder = await store.holder(session)
-            if holder is not None and holder.token != store.owner.token:
-                return holder
-            session = (await store.header(session)).parent_session
-        except TetherError:
-            return None  # a missing ancestor: the usual path says what is wrong
-    return None

@@ -228,6 +228,30 @@ class ContinuationManager:
             activation.notify = False
         return message_id
 
+    def keep_for_owner(self, child_id: str) -> None:
+        """Leave the child's mail to :meth:`run_for_owner` from now on: this process's keeper
+        hands it only to a live activation and never restores the child for it. Call it
+        before entering the agent that will host the child (its keeper starts with it)."""
+        self._delivery.keep_for_owner(child_id)
+
+    async def run_for_owner(self, host: Agent, child_id: str) -> None:
+        """The person who owns the child's tree runs what other processes posted to it
+        (``tether sessions send``, after posting its own message to the child's mailbox).
+
+        ``host`` is an open agent on the child's chain whose root a person started (as for
+        :meth:`send_as_owner`). The child is restored under it, takes its mail and runs every
+        message it holds, in order, without a settlement notice; mail that arrives meanwhile
+        runs too, and again after each settlement. Returns once the child has settled with
+        nothing left to run. From the call on, this process's keeper no longer restores the
+        child for its mail (it only hands mail to a live activation): leaving ``host`` once
+        this returns never cuts a turn short, and mail that comes after waits in the store for
+        the next process that drives the child."""
+        self._delivery.keep_for_owner(child_id)  # before the first await: the keeper runs
+        header = await child_header(host, child_id)
+        await authorize_owner(host, header)
+        while await self._delivery.run_for_owner(host, header):
+            await self._activations.wait_settled(child_id)
+
     async def report(
         self, child: Agent, content: str, *, delivery: Literal["quiet", "wakeup"] = "quiet"
     ) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import ErrorCode, SubagentError, TetherError
 from ..store import MessageSource, SessionHeader, SessionStore
+from ..store.replay import fold
 from ._authority import ancestors_in
 from ._recovery import recover
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from ..agents import Agent
     from ._activation import Activations
 
-__all__ = ("Delivery",)
+__all__ = ("Delivery", "holds_unrun")
 
 
 class Delivery:
@@ -31,6 +32,9 @@ class Delivery:
         self._not_ours: dict[str, int] = {}
         """Sessions with mail this process found no open ancestor for (by how many agents
         were open then): looked at again only when that changes."""
+        self._kept_for_owner: set[str] = set()
+        """Children whose mail :meth:`run_for_owner` runs (``tether sessions send``): the
+        process's keeper hands their mail only to a live activation, never restores them."""
 
     async def to_child(
         self, host: Agent, header: SessionHeader, content: str, source: MessageSource, steer: bool
@@ -68,7 +72,11 @@ class Delivery:
                     if await activation.agent.collect_mail():
                         activation.arm()
                     return
+            if session_id in self._kept_for_owner:
+                return  # run_for_owner restores it, and leaves its host only when it is done
             await activation.closed.wait()  # it was closing: restore it anew below
+        elif session_id in self._kept_for_owner:
+            return
         elif session_id in live:
             await live[session_id].collect_mail()
             return
@@ -88,6 +96,33 @@ class Delivery:
                     self._not_ours[session_id] = len(live)  # not a continuable child here
                 return
         self._not_ours[session_id] = len(live)
+
+    def keep_for_owner(self, child_id: str) -> None:
+        """From now on, the mail of ``child_id`` that finds it without a live activation is
+        left for :meth:`run_for_owner`, which restores it (never the keeper)."""
+        self._kept_for_owner.add(child_id)
+
+    async def run_for_owner(self, host: Agent, header: SessionHeader) -> bool:
+        """Make the child run what it holds, as the person who owns it (no settlement notice):
+        restore it under ``host`` when it has no activation and holds messages nobody ran
+        (posted mail, or accepted and unclaimed in its log), take its mail, run it in order.
+        ``False`` when it has no activation and nothing to run."""
+        activations = self._activations
+        async with activations.lock(header.id):
+            activation = activations.get(header.id)
+            if activation is not None and (activation.closing or activation.released):
+                await activation.closed.wait()  # it settled: restore it anew if mail came
+                activation = None
+            if activation is None:
+                if not await holds_unrun(host.store, header.id):
+                    return False
+                activation = await activations.restore(host, header)
+                activation.notify = False
+            agent = activation.agent
+            await agent.collect_mail()
+            agent.resume()  # what a restore parked (an earlier driver's leftovers) runs too
+            activation.arm()
+            return True
 
     async def report(self, child: Agent, content: str, delivery: Literal["quiet", "wakeup"]) -> str:
         """A live continuable child tells its direct parent something without ending its turn.
@@ -117,3 +152,12 @@ class Delivery:
         if delivery == "quiet":
             return await parent.inject(text, source=source)
         return await parent.steer(text, source=source)
+
+
+async def holds_unrun(store: SessionStore, session_id: str) -> bool:
+    """Whether the session holds messages nobody ran: posted mail, or accepted messages nobody
+    claimed. The log is read after the mailbox, so a message ``take_mail`` moved from one to
+    the other in between (all or nothing) is seen in the log."""
+    if await store.mailbox(session_id):
+        return True
+    return fold([stored.event for stored in await store.events(session_id)]).waiting
