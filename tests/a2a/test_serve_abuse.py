@@ -248,7 +248,7 @@ def test_the_default_body_limit_is_4_mib(tmp_path):
 # ------------------------------------------------------------------ malformed requests
 
 
-def _rpc(method: str, params: object, request_id: object = 1) -> bytes:
+def _rpc(method: str, params: object, request_id: object = 1) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
 
 
