@@ -232,10 +232,13 @@ def main() -> int:
             folder = Path(temp)
             ensure_database(database)
             profile = folder / "tether.toml"
+            allowed = [str(PROFILE), str((PROFILE.parent / "../quickstart").resolve())]
             profile.write_text(
                 f"# {PROFILE} on the server run.py started\n"
                 f"extends = {json.dumps(str(PROFILE))}\n\n"
-                f"[tether]\nstore = {json.dumps(database)}\n\n"
+                # The copy lives outside the example's folder: it says what it may reach.
+                f"[tether]\nallow_outside = {json.dumps(allowed)}\n"
+                f"store = {json.dumps(database)}\n\n"
                 f'[plugin.temporal]\naddress = "127.0.0.1:{port}"\n'
             )
             with started(folder, profile, port):
