@@ -273,6 +273,12 @@ async def test_a_turn_cancelled_during_a_call_returns_promptly_and_the_server_st
 
         async with anyio.create_task_group() as group:
             group.start_soon(session)
+            # The turn has asked for the call (what the server read before that may be the end
+            # of the handshake, written after compose returned), then the server reads it.
+            await wait_until(
+                lambda: any(m.role == "assistant" and m.tool_calls for m in agent.messages),
+                "the model's call",
+            )
             await wait_until(lambda: chars_read(pid) > idle, "the call to reach the server")
             cancelled = time.monotonic()
             stop.cancel()

@@ -603,7 +603,13 @@ class Agent:
                 self._inbox.append(item)
                 wake = True
         if wake:
-            self._wake()
+            if not self._entered() or self._tearing_down:
+                # Left while the store answered: the messages are in the log, accepted and
+                # unclaimed, and in the inbox, parked; whoever enters the session next runs
+                # them (a restore from the log, or this agent entered again and resumed).
+                self._parked = True
+            else:
+                self._wake()
         return len(posted)
 
     def start_job(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
@@ -760,6 +766,10 @@ class Agent:
                     self._fault = exc
 
     # ---------------------------------------------------------------- inbox
+
+    def _entered(self) -> bool:
+        """Inside ``async with agent:`` (read again after an await: it may have been left)."""
+        return self._group is not None
 
     def _require_open(self) -> None:
         if self._group is None:

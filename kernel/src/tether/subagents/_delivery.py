@@ -120,6 +120,8 @@ class Delivery:
                 activation.notify = False
             agent = activation.agent
             await agent.collect_mail()
+            if activation.closing or activation.released:
+                return True  # it settled meanwhile: what it took waits in its log, run next
             agent.resume()  # what a restore parked (an earlier driver's leftovers) runs too
             activation.arm()
             return True
