@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..agents import AgentLimits
 from ..errors import ErrorCode, SubagentError, TetherError
 from ..models import Message
 from ..store import InboxAccepted, MessageSource, UserMessage
@@ -54,8 +55,9 @@ log = logging.getLogger("tether.subagents")
 RESULT_BUDGET_BYTES = 50 * 1024
 #: Lines of ``<task_result>`` bodies a parent reads per turn, all results together.
 RESULT_BUDGET_LINES = 2000
-#: Working tasks one parent may have at once (``TOO_MANY_BACKGROUND_TASKS`` beyond).
-MAX_WORKING_TASKS = 10
+#: Working tasks one parent may have at once by default (``TOO_MANY_BACKGROUND_TASKS`` beyond);
+#: an agent's ``limits = { max_working_tasks = N }`` sets its own (``AgentLimits``).
+MAX_WORKING_TASKS = AgentLimits.max_working_tasks
 #: ``task_wait``'s default and longest wait, in seconds.
 WAIT_DEFAULT = 60.0
 WAIT_MAX = 600.0
@@ -193,10 +195,11 @@ class Tasks:
         tasks working and the ones starting count)."""
         board = self._boards.get(parent.session_id)
         count = len(self.working(parent)) + (board.starting if board is not None else 0)
-        if count >= MAX_WORKING_TASKS:
+        limit = parent.limits.max_working_tasks
+        if count >= limit:
             raise SubagentError(
                 ErrorCode.TOO_MANY_BACKGROUND_TASKS,
-                f"{count} tasks are already working for you (at most {MAX_WORKING_TASKS})",
+                f"{count} tasks are already working for you (at most {limit})",
                 remedy="wait for one with task_wait, or cancel one with task_cancel",
             )
 
