@@ -428,3 +428,35 @@ async def test_parallel_background_calls_never_start_more_than_ten_tasks(runtime
     started = [r for r in results if r.startswith("Started task ")]
     refused = [r for r in results if r.endswith("[TOO_MANY_BACKGROUND_TASKS]")]
     assert (len(started), len(refused)) == (10, 4)
+
+
+async def test_parallel_continuable_calls_count_each_task_once(build_runtime, tmp_path):
+    # A continuable child is live (working) before its start returns: the place its call held
+    # must not count it a second time, or a step of ten calls starts only about half of them.
+    release = anyio.Event()
+
+    async def child(request):
+        await release.wait()
+        return "done"
+
+    def parent(request):
+        if request.messages[-1].role == "user" and request.messages[-1].content == "go":
+            calls = [delegate(f"task {n}", background=True, call_id=f"d{n}") for n in range(14)]
+            return calls[0].model_copy(update={"tool_calls": tuple(c.tool_calls[0] for c in calls)})
+        return "noted"
+
+    runtime = build_runtime('[plugin.subagent]\nbackground = "continuable"\n')
+    brain = Brain(parent, child)
+    store = SQLiteStore(tmp_path / "sessions.db")
+    try:
+        agent = await make_parent(runtime, brain.model, store)
+        async with agent:
+            await agent.run("go")
+            results = tool_results(agent)
+            release.set()
+            await runtime.subagents.continuation.wait_quiet(agent)
+    finally:
+        await store.aclose()
+    started = [r for r in results if r.startswith("Started task ")]
+    refused = [r for r in results if r.endswith("[TOO_MANY_BACKGROUND_TASKS]")]
+    assert (len(started), len(refused)) == (10, 4)

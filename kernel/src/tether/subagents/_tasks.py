@@ -19,6 +19,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +147,25 @@ class _Board:
     changed: anyio.Event = field(default_factory=anyio.Event)
 
 
+@dataclass
+class _Slot:
+    """A place :meth:`Tasks.slot` holds for a task while it starts."""
+
+    parent_id: str
+    board: _Board
+    held: bool = True
+    """Whether it still counts in ``board.starting`` (until its task is registered)."""
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.board.starting -= 1
+
+
+#: The place held by the call starting a task in this context (its task's subtasks see it).
+_SLOT: ContextVar[_Slot | None] = ContextVar("tether_task_slot", default=None)
+
+
 class Tasks:
     """The task model of one runtime (``runtime.subagents.tasks``)."""
 
@@ -211,10 +231,21 @@ class Tasks:
         self.check_room(parent)
         board = self._board(parent.session_id)
         board.starting += 1
+        held = _Slot(parent.session_id, board)
+        token = _SLOT.set(held)
         try:
             yield
         finally:
-            board.starting -= 1
+            _SLOT.reset(token)
+            held.release()
+
+    def registered(self, parent_id: str) -> None:
+        """A task of ``parent_id`` is registered (its continuable activation is live, which
+        happens before its start returns): the place its call held stops counting, so the
+        task counts once, as working."""
+        held = _SLOT.get()
+        if held is not None and held.parent_id == parent_id:
+            held.release()
 
     # ------------------------------------------------------------------ results
 
