@@ -44,6 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from deadlines import scenario
+
+from tether.testing import scaled
 
 ROOT = Path(__file__).parents[1]
 MODEL = "function:tests.a2a.peers.served:brain"
@@ -74,7 +77,7 @@ class Server:
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while "tether a2a serve:" not in self.log.read_text():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not start: {self.log.read_text()}")
@@ -217,13 +220,14 @@ def conformance(kit: Path) -> None:
             try:
                 python = str(kit / ".venv" / "bin" / "python")
                 transports = ["--transport", "jsonrpc,http_json"]
-                subprocess.run(
-                    [python, "run_tck.py", "--sut-host", server.url.rstrip("/"), *transports],
-                    cwd=kit,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    check=False,
-                )
+                with scenario(f"the conformance kit (prerequisite tasks {way})", 1800):
+                    subprocess.run(
+                        [python, "run_tck.py", "--sut-host", server.url.rstrip("/"), *transports],
+                        cwd=kit,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        check=False,
+                    )
             finally:
                 server.stop()
         report = reports[way] = json.loads((kit / "reports" / "compatibility.json").read_text())
@@ -261,17 +265,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             server = Server(Path(folder))
             try:
-                plain.append(
-                    statistics.median(
-                        anyio.run(followups, server.url, args.followups, False, Path(folder))
-                    )
-                )
-                streamed.append(
-                    statistics.median(
-                        anyio.run(followups, server.url, args.followups, True, Path(folder))
-                    )
-                )
-                bursts.append(anyio.run(burst, server.url, args.tasks, server))
+                with scenario(f"{args.followups} follow-ups (SendMessage)"):
+                    times = anyio.run(followups, server.url, args.followups, False, Path(folder))
+                plain.append(statistics.median(times))
+                with scenario(f"{args.followups} follow-ups (SendStreamingMessage)"):
+                    times = anyio.run(followups, server.url, args.followups, True, Path(folder))
+                streamed.append(statistics.median(times))
+                with scenario(f"{args.tasks} concurrent streaming tasks"):
+                    bursts.append(anyio.run(burst, server.url, args.tasks, server))
             finally:
                 server.stop()
         print(

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import anyio
+from deadlines import scenario
 
 import tether_acp
 import tether_subagent_tools
@@ -120,4 +121,5 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="ACP figures (medians).")
     parser.add_argument("--quick", action="store_true")
-    anyio.run(main, parser.parse_args().quick)
+    with scenario("ACP children"):
+        anyio.run(main, parser.parse_args().quick)

@@ -2,6 +2,7 @@
 
     uv run python benchmarks/child_footprint.py [--children 500] [--store memory|sqlite]
                                                 [--top 25] [--frames 16]
+                                                [--max-working-tasks N]
 
 A parent (``compose_agent``, profile with ``spawn`` and ``subagent``) answers its prompt with
 one step of ``--children`` background ``subagent`` calls, as ``benchmarks/subagents.py`` does.
@@ -19,6 +20,10 @@ delegation, so that caches filled once per process are not counted):
 Targets (issue 14): at most 60 objects and 16 KB per live child. Tracing every allocation with
 its traceback is slow (about a minute for 500 children): the figures per child hardly change
 between 100 and 1,000 children.
+
+The parent may have as many working tasks as it starts children (``limits``'
+``max_working_tasks``; ``--max-working-tasks`` sets less): a refused delegation fails the
+benchmark at once, and the whole measure has a deadline (``benchmarks/deadlines.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import itertools
 import linecache
 import sys
 import tempfile
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from deadlines import refused, scenario
 
 from tether import load_kernel
 from tether.agents import Agent, AgentLimits
@@ -43,6 +50,9 @@ from tether.runtime import Runtime
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 from tether.testing import write_profile
 
+#: Seconds the measure may take (scaled by TETHER_TEST_TIME_SCALE) before it fails as stuck:
+#: about a minute for 500 children on an idle machine.
+DEADLINE = 900.0
 OBJECT_TARGET = 60
 BYTES_TARGET = 16 * 1024
 #: Path parts that mark tether's own code (the kernel and the workspace's plugin distributions).
@@ -84,10 +94,19 @@ class Gate:
         self.waiting = 0
         self.all_waiting = anyio.Event()
         self.open = anyio.Event()
+        self.answers: list[str] = []
 
     def arm(self, expected: int) -> None:
         self.expected, self.waiting = expected, 0
         self.all_waiting, self.open = anyio.Event(), anyio.Event()
+        self.answers = []
+
+    def answered(self, texts: list[str]) -> None:
+        """The parent read its calls' answers: when one was refused, the children it would
+        have started will never wait here, so stop waiting for them."""
+        self.answers = texts
+        if any(not text.startswith("Started task ") for text in texts):
+            self.all_waiting.set()
 
     async def pass_through(self) -> None:
         self.waiting += 1
@@ -96,9 +115,12 @@ class Gate:
         await self.open.wait()
 
 
-async def compose_parent(runtime: Runtime, gate: Gate) -> tuple[Agent, dict[str, int]]:
+async def compose_parent(
+    runtime: Runtime, gate: Gate, working: int
+) -> tuple[Agent, dict[str, int]]:
     """The parent agent (its model answers ``start N`` with N background delegations; its
-    children's requests wait on ``gate``) and a count of ended children."""
+    children's requests wait on ``gate``; ``working`` tasks at most at once) and a count of
+    ended children."""
     ended = {"count": 0}
 
     async def answer(request: ModelRequest) -> ModelResponse | str:
@@ -108,6 +130,9 @@ async def compose_parent(runtime: Runtime, gate: Gate) -> tuple[Agent, dict[str,
         last = request.messages[-1]
         if last.role == "user" and last.content.startswith("start "):
             return _delegate(int(last.content.split()[1]))
+        if last.role == "tool":  # the answers of the calls of the step before
+            answers = itertools.takewhile(lambda m: m.role == "tool", reversed(request.messages))
+            gate.answered([m.content for m in answers])
         return "noted"
 
     def on_event(event: object) -> None:
@@ -115,7 +140,7 @@ async def compose_parent(runtime: Runtime, gate: Gate) -> tuple[Agent, dict[str,
             ended["count"] += 1
 
     runtime.subagents.on_event(on_event)
-    limits = AgentLimits(max_steps=10_000)
+    limits = AgentLimits(max_steps=10_000, max_working_tasks=working)
     agent = await runtime.compose(model=FunctionModel(answer), limits=limits)
     return agent, ended
 
@@ -127,6 +152,7 @@ async def _delegate_round(agent: Agent, gate: Gate, count: int) -> None:
     await agent.followup(f"start {count}")
     await gate.all_waiting.wait()
     await agent.when_idle()
+    refused(gate.answers, f"{count} background children")
 
 
 async def _finish_round(agent: Agent, gate: Gate, ended: dict[str, int], target: int) -> None:
@@ -230,8 +256,11 @@ def _bytes_by_site(before: Census, after: tracemalloc.Snapshot) -> Counter[str]:
     return sizes
 
 
-async def measure(store_name: str, children: int, top: int, frames: int) -> dict[str, Any]:
-    """Start ``children`` children, hold them all live, and count what they added."""
+async def measure(
+    store_name: str, children: int, top: int, frames: int, working: int | None = None
+) -> dict[str, Any]:
+    """Start ``children`` children, hold them all live, and count what they added; the parent
+    may have ``working`` tasks at once (default ``children``)."""
     with tempfile.TemporaryDirectory(prefix="tether-footprint-") as tmp:
         folder = Path(tmp)
         kernel = load_kernel(_profile(folder), entry_points=True)
@@ -241,7 +270,7 @@ async def measure(store_name: str, children: int, top: int, frames: int) -> dict
             store = SQLiteStore(folder / "s.db")
         gate = Gate()
         async with Runtime.open(kernel, store) as runtime:
-            agent, ended = await compose_parent(runtime, gate)
+            agent, ended = await compose_parent(runtime, gate, working or max(children, 4))
             async with agent:
                 # Warm-up: imports, the preset cache, the subagent runtime, pydantic's validators.
                 await _delegate_round(agent, gate, 4)
@@ -321,14 +350,29 @@ def main() -> None:
     parser.add_argument(
         "--frames", type=int, default=16, help="traceback depth tracemalloc keeps (default 16)"
     )
+    parser.add_argument(
+        "--max-working-tasks",
+        type=int,
+        metavar="N",
+        help="the parent's working-task limit (default: as many as it starts children)",
+    )
     arguments = parser.parse_args()
     if arguments.children < 1:
         parser.error("--children must be at least 1")
     if arguments.top < 1 or arguments.frames < 1:
         parser.error("--top and --frames must be at least 1")
-    result = anyio.run(
-        measure, arguments.store, arguments.children, arguments.top, arguments.frames
-    )
+    working = arguments.max_working_tasks
+    if working is not None and working < 1:
+        parser.error("--max-working-tasks must be at least 1")
+    with scenario(f"{arguments.children} live children ({arguments.store} store)", DEADLINE):
+        result = anyio.run(
+            measure,
+            arguments.store,
+            arguments.children,
+            arguments.top,
+            arguments.frames,
+            working,
+        )
     report(result)
     sys.stdout.flush()
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import anyio
+from deadlines import scenario
 
 from tether.agents import Agent, AgentLimits, CompactionPolicy, new_header
 from tether.models import FunctionModel, ModelRequest
@@ -68,7 +69,8 @@ def main(turns: int, window: int, runs: int) -> None:
     late: list[float] = []
     compactions = events = 0
     for _ in range(runs):
-        costs, compactions, events = anyio.run(session, turns, window)
+        with scenario(f"a {turns}-turn session"):
+            costs, compactions, events = anyio.run(session, turns, window)
         early.append(statistics.median(costs[9:29]))
         late.append(statistics.median(costs[-20:]))
     first, last = statistics.median(early), statistics.median(late)

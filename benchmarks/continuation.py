@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import statistics
@@ -44,6 +45,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+from deadlines import refused, scenario
 
 from tether import load_kernel
 from tether.agents import Agent, AgentLimits, new_header
@@ -54,6 +56,19 @@ from tether.subagents import SubagentEvent, SubagentStartRequest, restore_local_
 from tether.testing import write_profile
 
 NOTICE = "Background subagent "
+#: How a task's end reaches its parent when a tool started it (the subagent tool's tasks).
+TASK_RESULT = '<task_result id="'
+
+
+def _notice_sender(text: str) -> str | None:
+    """The child a settlement notice or a ``<task_result>`` is about (else None)."""
+    if text.startswith(NOTICE):
+        return text[len(NOTICE) :].split(" ", 1)[0]
+    if text.startswith(TASK_RESULT):
+        return text[len(TASK_RESULT) :].split('"', 1)[0]
+    return None
+
+
 LOG_EVENTS = 1_000
 
 
@@ -79,7 +94,7 @@ def _rss_mb() -> float:
 
 def _parent_answer(request: ModelRequest) -> str:
     last = request.messages[-1]
-    if last.role == "user" and last.content.startswith(NOTICE):
+    if last.role == "user" and _notice_sender(last.content) is not None:
         return "noted"  # a settlement notice: answered at once
     return "parent answer"
 
@@ -89,18 +104,27 @@ async def _parent(
     store: SQLiteStore,
     child: Callable[[ModelRequest], Awaitable[str]],
     first: Callable[[], ModelResponse] | None = None,
+    working: int | None = None,
+    answered: Callable[[list[str]], None] | None = None,
 ) -> Agent:
     """The parent agent; ``child`` answers the children's requests, ``first`` (if given) the
-    parent's first one."""
+    parent's first one; ``working`` tasks at most at once (default 10); ``answered`` hears the
+    answers of the calls of its first step (receipts, or refusals)."""
+    heard = False
 
     async def answer(request: ModelRequest) -> ModelResponse | str:
+        nonlocal heard
         if request.session_label is not None:  # a child carries its delegation label
             return await child(request)
         if first is not None and len(request.messages) == 1:
             return first()
+        if answered is not None and not heard and request.messages[-1].role == "tool":
+            heard = True
+            tail = itertools.takewhile(lambda m: m.role == "tool", reversed(request.messages))
+            answered([m.content for m in tail])
         return _parent_answer(request)
 
-    limits = AgentLimits(max_steps=10_000)
+    limits = AgentLimits(max_steps=10_000, max_working_tasks=working or 10)
     return await compose_agent(runtime, store, model=FunctionModel(answer), limits=limits)
 
 
@@ -280,12 +304,22 @@ async def many_children(
     notices: dict[str, set[str]] = {}
 
     def on_parent_event(event: Event) -> None:
-        if isinstance(event, InboxAccepted | UserMessage) and event.content.startswith(NOTICE):
-            sender = event.content[len(NOTICE) :].split(" ", 1)[0]
-            notices.setdefault(sender, set()).add(event.message_id)
+        if isinstance(event, InboxAccepted | UserMessage):
+            sender = _notice_sender(event.content)
+            if sender is not None:
+                notices.setdefault(sender, set()).add(event.message_id)
+
+    answers: list[str] = []
+
+    def answered(texts: list[str]) -> None:
+        answers.extend(texts)
+        if any(not text.startswith("Started task ") for text in texts):
+            all_started.set()  # some never will: stop waiting for them
 
     runtime.subagents.on_event(on_event)
-    parent = await _parent(runtime, store, child, first=lambda: _delegate(count))
+    parent = await _parent(
+        runtime, store, child, first=lambda: _delegate(count), working=count, answered=answered
+    )
     unlisten = parent.listen(on_parent_event)
     gc.collect()
     before = _rss_mb()
@@ -312,6 +346,7 @@ async def many_children(
         start = time.perf_counter()
         await parent.followup("start them all")
         await all_started.wait()
+        refused(answers, f"{count} continuable children")
         starts = time.perf_counter() - start
         async with anyio.create_task_group() as group:
             for child_id in started:
@@ -446,7 +481,9 @@ def _many(settings: str) -> None:
         with tempfile.TemporaryDirectory(prefix="tether-continuation-") as tmp:
             return await many_children(Path(tmp), count, followups, latency, spaced)
 
-    print(json.dumps(anyio.run(one)))
+    with scenario(f"{count} continuable children, {followups} follow-ups each"):
+        result = anyio.run(one)
+    print(json.dumps(result))
 
 
 async def _profile_main() -> None:
@@ -465,6 +502,8 @@ if __name__ == "__main__":
     if arguments.many:
         _many(arguments.many)
     elif arguments.profile:
-        anyio.run(_profile_main)
+        with scenario("profiling cold restores"):
+            anyio.run(_profile_main)
     else:
-        anyio.run(main, arguments.quick)
+        with scenario("continuable-children figures", 1800):
+            anyio.run(main, arguments.quick)

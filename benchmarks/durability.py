@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import anyio
+from deadlines import scenario
 
 from tether.agents import Agent, new_header
 from tether.models import FunctionModel
@@ -253,9 +254,11 @@ async def figures(quick: bool) -> None:
 
 
 def main(quick: bool) -> None:
-    anyio.run(figures, quick)
+    with scenario("group commit figures"):
+        anyio.run(figures, quick)
     samples = 5 if quick else 15
-    found = delivery(samples)
+    with scenario(f"cross-process delivery ({samples} samples)"):
+        found = delivery(samples)
     median = statistics.median(found) * 1e3
     print(f"cross-process delivery, accepted to the child's turn start (median of {samples})")
     print(

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import anyio
+from deadlines import scenario
 from mcp import Client, StdioServerParameters
 
 from tether import load_kernel
@@ -145,7 +146,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     args = parser.parse_args()
     rounds = 50 if args.quick else 500
-    call = anyio.run(call_figures, rounds)
+    with scenario("MCP tool calls"):
+        call = anyio.run(call_figures, rounds)
     own = "met" if call["delta_cpu_ms"] <= CALL_TARGET_MS else "NOT met"
     whole = "met" if call["tether_cpu_ms"] <= CALL_TARGET_MS else "NOT met"
     print(f"MCP tool call, stdio, warm (median of {rounds}):")
@@ -160,7 +162,8 @@ def main() -> None:
     )
     print(f"  tether's own overhead, target {CALL_TARGET_MS} ms: {own}")
     print(f"  all of the client side (tether and the SDK), target {CALL_TARGET_MS} ms: {whole}")
-    compose = anyio.run(compose_figures, rounds)
+    with scenario("composing agents with MCP servers"):
+        compose = anyio.run(compose_figures, rounds)
     verdict = "met" if compose["three_wall_ms"] <= COMPOSE_TARGET_MS else "NOT met"
     print(f"compose an agent (median of {rounds}):")
     print(

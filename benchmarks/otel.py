@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from deadlines import scenario
 
 WAYS = ("off", "on", "lean", "content")
 #: ``function``: a FunctionModel in the process; ``http``: tether-openai against an
@@ -195,22 +196,23 @@ async def turns(
 def _one(
     way: str, store: str, count: int, warmup: int, model: str, env: dict[str, str]
 ) -> dict[str, float]:
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--one",
-            f"{way}:{store}:{model}",
-            "--turns",
-            str(count),
-            "--warmup",
-            str(warmup),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
+    with scenario(f"turns, telemetry {way}, {store}, {model} (in a fresh interpreter)", 720):
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                f"{way}:{store}:{model}",
+                "--turns",
+                str(count),
+                "--warmup",
+                str(warmup),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -282,7 +284,8 @@ if __name__ == "__main__":
         serve()
     elif parsed.one is not None:
         way, store, model = parsed.one.split(":")
-        figure = anyio.run(turns, way, store, parsed.turns or 2000, parsed.warmup, model)
+        with scenario(f"{parsed.turns or 2000} turns, telemetry {way}, {store}, {model}"):
+            figure = anyio.run(turns, way, store, parsed.turns or 2000, parsed.warmup, model)
         print(json.dumps(figure))
     else:
         main(parsed)

@@ -56,6 +56,7 @@ from urllib.parse import quote
 
 import anyio
 import psycopg
+from deadlines import scenario
 from psycopg.conninfo import conninfo_to_dict
 
 from tether.agents import Agent
@@ -69,6 +70,8 @@ from turns import Clock, fresh_turns, new_agent, opened
 
 #: The issue's targets: a turn on PostgreSQL, in ms of wall time; 1,000 concurrent sessions on
 #: PostgreSQL against SQLite, a ratio of wall times.
+#: Seconds one figure may take (scaled by TETHER_TEST_TIME_SCALE) before it fails as stuck.
+FIGURE_DEADLINE = 900.0
 TURN_TARGET_MS = 2.0
 CONCURRENT_TARGET = 2.0
 SESSIONS = 1000
@@ -260,7 +263,8 @@ def run_figure(
     """One figure in a fresh interpreter: this script with ``--one``; its last line is JSON."""
     command = [sys.executable, __file__, "--one", f"{figure}:{spec}", "--database", database_url]
     command += ["--turns", str(turns), *(["--quick"] if quick else [])]
-    done = subprocess.run(command, capture_output=True, text=True)
+    with scenario(f"{' '.join(command[1:])}", FIGURE_DEADLINE * 1.2):  # its own deadline first
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -388,7 +392,8 @@ def profile(figure: str, spec: str, server: str, turns: int) -> None:
     postgres = spec.startswith("postgres")
     with database(server) if postgres else contextlib.nullcontext(None) as database_url:
         wall = time.perf_counter()
-        anyio.run(go, database_url)
+        with scenario(f"profiling {figure} on {spec}", FIGURE_DEADLINE):
+            anyio.run(go, database_url)
         wall = time.perf_counter() - wall
     stats = pstats.Stats(profiler).strip_dirs()
     total = stats.total_tt  # pyright: ignore[reportAttributeAccessIssue]
@@ -480,11 +485,9 @@ if __name__ == "__main__":
             url = arguments.database
             if url is None and spec.startswith("postgres"):
                 url = stack.enter_context(database(arguments.server))
-            print(
-                json.dumps(
-                    anyio.run(one_figure, figure, spec, url, arguments.quick, arguments.turns)
-                )
-            )
+            with scenario(f"{figure} on {spec}", FIGURE_DEADLINE):
+                result = anyio.run(one_figure, figure, spec, url, arguments.quick, arguments.turns)
+            print(json.dumps(result))
     else:
         main(
             arguments.server,

@@ -35,6 +35,7 @@ import tracemalloc
 from pathlib import Path
 
 import anyio
+from deadlines import scenario
 
 from tether import load_kernel
 from tether.models import FunctionModel, ModelRequest
@@ -196,11 +197,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tether-skills-bench-") as tmp:
         folder = Path(tmp)
         generate(folder, args.skills)
-        result = anyio.run(measure, folder, args.runs)
+        with scenario("listing and loading skills"):
+            result = anyio.run(measure, folder, args.runs)
         roots = [folder / f"root{n}" for n in range(3)]
-        bare = anyio.run(turns, folder, [folder / "empty"], args.turns)
-        full = anyio.run(turns, folder, roots, args.turns)
-        sweep = anyio.run(full_check, folder, roots, 5)
+        with scenario("turns without skills"):
+            bare = anyio.run(turns, folder, [folder / "empty"], args.turns)
+        with scenario("turns with every skill"):
+            full = anyio.run(turns, folder, roots, args.turns)
+        with scenario("the full skill check"):
+            sweep = anyio.run(full_check, folder, roots, 5)
     if full[2] != result["skills"]:
         raise SystemExit(
             f"the agent's catalog listed {full[2]:,} skills, not {result['skills']:,}: the skill "

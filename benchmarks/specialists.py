@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from deadlines import scenario
 
 from tether import load_kernel
 from tether.agents import Agent
@@ -79,6 +80,8 @@ from tether.runtime import Runtime
 from tether.store import AssistantMessage, Event, MemoryStore, SessionStore, SQLiteStore, TurnEnded
 from tether.testing import write_profile
 
+#: Seconds one figure may take (scaled by TETHER_TEST_TIME_SCALE) before it fails as stuck.
+FIGURE_DEADLINE = 900.0
 SPECIALISTS = 10
 COMPOSE_TARGET_MS = {"cold": 20.0, "cached": 1.0}
 #: A specialist's round trip may cost at most this much more than spawn's.
@@ -426,7 +429,8 @@ async def trip_figure(store: str, runs: int) -> dict[str, dict[str, float]]:
 def run_one(figure: str, runs: int) -> dict[str, Any]:
     """One figure in a fresh interpreter: this script with ``--one``; its last line is JSON."""
     command = [sys.executable, __file__, "--one", figure, "--runs", str(runs)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    with scenario(f"{' '.join(command[1:])}", FIGURE_DEADLINE * 1.2):  # its own deadline first
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -542,7 +546,8 @@ def profile(figure: str, runs: int) -> None:
                 await compose_cold(profile_path)
                 profiler.disable()
 
-        anyio.run(cold)
+        with scenario("profiling a cold compose", FIGURE_DEADLINE):
+            anyio.run(cold)
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative").print_stats(40)
         stats.sort_stats("tottime").print_stats(20)
@@ -566,7 +571,8 @@ def profile(figure: str, runs: int) -> None:
                     stats = pstats.Stats(one)
                     stats.sort_stats("tottime").print_stats(25)
 
-    anyio.run(trips)
+    with scenario(f"profiling round trips ({store})", FIGURE_DEADLINE):
+        anyio.run(trips)
 
 
 def _parse_figure(value: str) -> str:
@@ -586,7 +592,9 @@ if __name__ == "__main__":
     parser.add_argument("--profile", type=_parse_figure, help="cProfile one figure")
     arguments = parser.parse_args()
     if arguments.one:
-        print(json.dumps(one(arguments.one, arguments.runs or 200)))
+        with scenario(arguments.one, FIGURE_DEADLINE):
+            result = one(arguments.one, arguments.runs or 200)
+        print(json.dumps(result))
     elif arguments.profile:
         profile(arguments.profile, arguments.runs or 50)
     else:

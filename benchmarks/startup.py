@@ -41,6 +41,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from deadlines import scenario
+
 from tether.testing import plugin_venv
 
 PLUGIN_COUNT = 10
@@ -257,4 +259,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with scenario("startup figures", 1800):
+        main()

@@ -18,6 +18,7 @@ import statistics
 import time
 
 import anyio
+from deadlines import scenario
 
 from tether.agents import Agent, new_header
 from tether.models import FunctionModel, ModelDelta, ModelRequest, ModelResponse
@@ -95,4 +96,5 @@ if __name__ == "__main__":
     parser.add_argument("--deltas", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=7)
     options = parser.parse_args()
-    anyio.run(main, options.deltas, options.runs)
+    with scenario(f"streaming {options.deltas} deltas"):
+        anyio.run(main, options.deltas, options.runs)

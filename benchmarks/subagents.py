@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from deadlines import refused, scenario
 
 from tether import load_kernel
 from tether.agents import AgentLimits
@@ -49,6 +50,8 @@ from tether.store import MemoryStore, SessionStore, SQLiteStore
 from tether.testing import write_profile
 
 ROUND_TRIP_BUDGET_MS = {"memory": 0.5, "sqlite": 1.0}
+#: Seconds one figure may take (scaled by TETHER_TEST_TIME_SCALE) before it fails as stuck.
+FIGURE_DEADLINE = 600.0
 LATENCY = 0.05
 #: Issue 14: wall time of the largest N over the smallest, for 4,000 over 1,000.
 LINEAR_TARGET = 4.4
@@ -162,12 +165,17 @@ def _rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-async def background(folder: Path, count: int, latency: float) -> dict[str, Any]:
+async def background(
+    folder: Path, count: int, latency: float, working: int | None = None
+) -> dict[str, Any]:
     """``count`` background children started at once: the children alone (from the prompt
-    until every child has ended), whole (compose, enter, the same, leave), memory, GC."""
+    until every child has ended), whole (compose, enter, the same, leave), memory, GC. The
+    parent may have ``working`` tasks at once (default ``count``); a refused call fails the
+    benchmark at once instead of waiting for a child that never started."""
     kernel = load_kernel(_profile(folder), entry_points=True)
     ended = anyio.Event()
     finished = 0
+    answers: list[str] = []
 
     async def answer(request: ModelRequest) -> ModelResponse | str:
         if request.session_label is not None:
@@ -175,6 +183,10 @@ async def background(folder: Path, count: int, latency: float) -> dict[str, Any]
             return "child answer"
         if len(request.messages) == 1:
             return _delegate(background=True, count=count)
+        if not answers:  # the step after the calls: their receipts, or refusals
+            answers.extend(m.content for m in request.messages if m.role == "tool")
+            if any(not text.startswith("Started task ") for text in answers):
+                ended.set()  # no use waiting: some children never started
         return "noted"
 
     def on_event(event: object) -> None:
@@ -191,13 +203,14 @@ async def background(folder: Path, count: int, latency: float) -> dict[str, Any]
         # Opened as tether run opens it: the collector tuned while it is open.
         async with Runtime.open(kernel, MemoryStore()) as runtime:
             runtime.subagents.on_event(on_event)
-            limits = AgentLimits(max_steps=10_000)
+            limits = AgentLimits(max_steps=10_000, max_working_tasks=working or count)
             agent = await runtime.compose(model=FunctionModel(answer), limits=limits)
             async with agent:
                 setup = clock.lap()
                 gc_before = collector.seconds
                 await agent.followup("start them all")
                 await ended.wait()
+                refused(answers, f"{count} background children")
                 children = clock.lap()
                 gc_children = collector.seconds - gc_before
                 memory = _rss_mb() - before
@@ -255,7 +268,9 @@ async def fork_prefix(folder: Path) -> dict[str, Any]:
     return {"share": shared / len(prefix)}
 
 
-async def one_figure(figure: str, argument: str, quick: bool) -> dict[str, Any]:
+async def one_figure(
+    figure: str, argument: str, quick: bool, working: int | None = None
+) -> dict[str, Any]:
     """One figure, in this process."""
     with tempfile.TemporaryDirectory(prefix="tether-subagents-") as tmp:
         folder = Path(tmp)
@@ -266,16 +281,22 @@ async def one_figure(figure: str, argument: str, quick: bool) -> dict[str, Any]:
             finally:
                 await store.aclose()
         if figure == "background":
-            return await background(folder, int(argument), LATENCY)
+            return await background(folder, int(argument), LATENCY, working)
         return await fork_prefix(folder)
 
 
-def run_figure(figure: str, argument: str, quick: bool) -> dict[str, Any]:
-    """One figure in a fresh interpreter: this script with ``--one``; its last line is JSON."""
+def run_figure(
+    figure: str, argument: str, quick: bool, working: int | None = None
+) -> dict[str, Any]:
+    """One figure in a fresh interpreter: this script with ``--one``; its last line is JSON.
+    The child has its own deadline; this one only catches a child that cannot even stop."""
     command = [sys.executable, __file__, "--one", f"{figure}:{argument}"]
-    done = subprocess.run(
-        [*command, *(["--quick"] if quick else [])], capture_output=True, text=True
-    )
+    if quick:
+        command.append("--quick")
+    if working is not None:
+        command += ["--max-working-tasks", str(working)]
+    with scenario(f"{figure} {argument} (in {' '.join(command[1:])})", FIGURE_DEADLINE * 1.2):
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -293,7 +314,7 @@ def _verdict(ok: bool) -> str:
     return "ok" if ok else "OVER"
 
 
-def main(quick: bool, counts: list[int], runs: int) -> None:
+def main(quick: bool, counts: list[int], runs: int, working: int | None) -> None:
     trips = 100 if quick else 500
     print(f"delegation round trip, spawn (medians of {trips}, one process per store)")
     for store in STORES:
@@ -311,7 +332,7 @@ def main(quick: bool, counts: list[int], runs: int) -> None:
     )
     walls: dict[int, dict[str, float]] = {}
     for count in counts:
-        samples = [run_figure("background", str(count), quick) for _ in range(runs)]
+        samples = [run_figure("background", str(count), quick, working) for _ in range(runs)]
         children = _medians([s["children"] for s in samples])
         whole = _medians([s["whole"] for s in samples])
         share = statistics.median(s["gc_share"] for s in samples)
@@ -376,6 +397,12 @@ if __name__ == "__main__":
         "--runs", type=int, help="processes per concurrent-children size (default 3; --quick 1)"
     )
     parser.add_argument(
+        "--max-working-tasks",
+        type=int,
+        metavar="N",
+        help="the parent's working-task limit (default: as many as it starts children)",
+    )
+    parser.add_argument(
         "--one",
         type=_parse_one,
         metavar="FIGURE:ARGUMENT",
@@ -384,10 +411,15 @@ if __name__ == "__main__":
     arguments = parser.parse_args()
     if arguments.runs is not None and arguments.runs < 1:
         parser.error("--runs must be at least 1")
+    if arguments.max_working_tasks is not None and arguments.max_working_tasks < 1:
+        parser.error("--max-working-tasks must be at least 1")
+    working = arguments.max_working_tasks
     if arguments.one is not None:
         figure, argument = arguments.one
-        print(json.dumps(anyio.run(one_figure, figure, argument, arguments.quick)))
+        with scenario(f"{figure} {argument}", FIGURE_DEADLINE):
+            result = anyio.run(one_figure, figure, argument, arguments.quick, working)
+        print(json.dumps(result))
     else:
         quick = arguments.quick
         counts = arguments.children or ([200, 400, 800] if quick else [1000, 2000, 4000])
-        main(quick, counts, arguments.runs or (1 if quick else 3))
+        main(quick, counts, arguments.runs or (1 if quick else 3), working)

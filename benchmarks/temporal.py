@@ -73,6 +73,7 @@ from urllib.parse import quote
 
 import anyio
 import psycopg
+from deadlines import scenario
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 
 import tether_temporal as temporal
@@ -85,6 +86,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from turns import opened
 
 #: Issue 18: wall time of the sessions on two workers over one worker, at most.
+#: Seconds one figure may take (scaled by TETHER_TEST_TIME_SCALE) before it fails as stuck.
+FIGURE_DEADLINE = 900.0
 SCALE_TARGET = 0.55
 SERVER = os.environ.get(
     "TETHER_BENCH_POSTGRES",
@@ -555,7 +558,8 @@ def run_inprocess(store: str, database_url: str, runs: int) -> dict[str, Any]:
     """An in-process figure in a fresh interpreter: this script with ``--one``."""
     command = [sys.executable, __file__, "--one", f"inprocess:{store}", "--runs", str(runs)]
     command += ["--database", database_url]
-    done = subprocess.run(command, capture_output=True, text=True)
+    with scenario(f"{' '.join(command[1:])}", FIGURE_DEADLINE * 1.2):  # its own deadline first
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -776,8 +780,9 @@ def scale_run(
         wall = time.perf_counter() - clock
         cpu = parts.lap()
         calls = made.calls(since)
-        outcomes = anyio.run(_outcomes, made, session_ids)
-        unfinished = [] if wave.finished else anyio.run(_unfinished, made, session_ids)
+        with scenario(f"reading the outcomes of {sessions} sessions", FIGURE_DEADLINE):
+            outcomes = anyio.run(_outcomes, made, session_ids)
+            unfinished = [] if wave.finished else anyio.run(_unfinished, made, session_ids)
     sent = sorted(wave.sent)
     per_worker = {
         pid: {
@@ -820,7 +825,8 @@ def turn_figure(bench: Bench, turns: int, runs: int) -> None:
     local = {store: run_inprocess(store, bench.database_url, runs) for store in STORES}
     with bench.cluster(0.0, 200) as made:
         made.start(1)
-        remote = anyio.run(temporal_turns, made, turns)
+        with scenario(f"{turns} turns through Temporal", FIGURE_DEADLINE):
+            remote = anyio.run(temporal_turns, made, turns)
     print(f"  {'':<44} {'new session':>11}  {'follow-up':>11}")
     print(
         f"  {'Temporal, 1 worker, PostgreSQL: send':<44} {_ms(remote['new send'])}  "
@@ -1030,6 +1036,8 @@ if __name__ == "__main__":
     parsed = parser.parse_args()
     if parsed.one is not None:
         _, store = parsed.one
-        print(json.dumps(anyio.run(inprocess_turns, store, parsed.database, parsed.runs or 300)))
+        with scenario(f"in-process turns on {store}", FIGURE_DEADLINE):
+            result = anyio.run(inprocess_turns, store, parsed.database, parsed.runs or 300)
+        print(json.dumps(result))
     else:
         main(parsed)

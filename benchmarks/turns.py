@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from deadlines import scenario
 
 from tether import load_kernel
 from tether.agents import Agent
@@ -50,6 +51,8 @@ from tether.runtime import Runtime
 from tether.store import MemoryStore, SessionStore, SQLiteStore
 
 #: Issue 14's targets for the whole fresh turn, in µs.
+#: Seconds one figure may take (scaled by TETHER_TEST_TIME_SCALE) before it fails as stuck.
+FIGURE_DEADLINE = 900.0
 WHOLE_TARGET = {"memory": 80.0, "sqlite": 200.0}
 #: Issue 3's budgets for the fresh turn alone, in µs.
 TURN_BUDGET = {"memory": 150.0, "sqlite": 400.0}
@@ -205,9 +208,10 @@ async def one_figure(figure: str, store_name: str, quick: bool) -> dict[str, Any
 def run_figure(figure: str, store: str, quick: bool) -> dict[str, Any]:
     """One figure in a fresh interpreter: this script with ``--one``; its last line is JSON."""
     command = [sys.executable, __file__, "--one", f"{figure}:{store}"]
-    done = subprocess.run(
-        [*command, *(["--quick"] if quick else [])], capture_output=True, text=True
-    )
+    with scenario(f"{figure} on {store} (in a fresh interpreter)", FIGURE_DEADLINE * 1.2):
+        done = subprocess.run(
+            [*command, *(["--quick"] if quick else [])], capture_output=True, text=True
+        )
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -293,7 +297,10 @@ def profile(store_name: str, runs: int = 3000) -> None:
             collected[0] += time.thread_time() - collected[1]
 
     profiler = cProfile.Profile()
-    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp,
+        scenario("profiling fresh turns", FIGURE_DEADLINE),
+    ):
         anyio.run(turns, Path(tmp))
     stats = pstats.Stats(profiler).strip_dirs()
     total = stats.total_tt  # pyright: ignore[reportAttributeAccessIssue]
@@ -338,6 +345,8 @@ if __name__ == "__main__":
         profile(arguments.profile)
     elif arguments.one is not None:
         figure, store = arguments.one
-        print(json.dumps(anyio.run(one_figure, figure, store, arguments.quick)))
+        with scenario(f"{figure} on {store}", FIGURE_DEADLINE):
+            result = anyio.run(one_figure, figure, store, arguments.quick)
+        print(json.dumps(result))
     else:
         main(arguments.quick)

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tether.testing import TIME_SCALE_ENV, scaled, time_scale
+
 # The fuzz tests run on a busy 2-core machine: no per-example deadline (a slow example is not a
 # bug), no example database left in the checkout. `HYPOTHESIS_PROFILE=long` searches harder.
 settings.register_profile(
@@ -49,10 +51,58 @@ _TEMPORAL_GROUPS = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Temporal tests run in a few xdist workers, each group in one (one dev server per
-    group's worker, not one per test module)."""
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        time_scale()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    scale = time_scale()
+    why = TIME_SCALE_ENV if os.environ.get(TIME_SCALE_ENV, "").strip() else "default"
+    if why == "default" and scale != 1:
+        why = "CI=true"
+    return f"tether: time limits x{scale:g} ({why}; docs/testing.md)"
+
+
+def _session_timeout(config: pytest.Config) -> float:
+    """pytest-timeout's limit for a test without a marker, read the way it reads it: the
+    ``--timeout`` option, else ``PYTEST_TIMEOUT``, else the ini file (pyproject's ``timeout``)."""
+    for value in (
+        config.getoption("timeout", None),
+        os.environ.get("PYTEST_TIMEOUT"),
+        config.getini("timeout"),
+    ):
+        if value not in (None, ""):
+            return float(value)
+    return 0.0
+
+
+def _scale_timeout(item: pytest.Item, default: float) -> None:
+    """Put a ``timeout`` marker in front of the test's own (the closest marker wins): its limit,
+    or the session's, times the suite's time scale. A limit of 0 (no limit) stays 0."""
+    marker = item.get_closest_marker("timeout")
+    seconds = default
+    if marker is not None:
+        given = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+        if given is not None:
+            seconds = float(given)
+    if seconds > 0:
+        kwargs = dict(marker.kwargs) if marker is not None else {}
+        if marker is not None and len(marker.args) > 1:
+            kwargs["method"] = marker.args[1]
+        kwargs["timeout"] = scaled(seconds)
+        item.add_marker(pytest.mark.timeout(**kwargs), append=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test's time limit is scaled (docs/testing.md). The Temporal tests run in a few
+    xdist workers, each group in one (one dev server per group's worker, not one per test
+    module)."""
+    default = _session_timeout(config)
     for item in items:
+        _scale_timeout(item, default)
         if "temporal" in item.path.parts and "tests" in item.path.parts:
             group = _TEMPORAL_GROUPS.get(item.path.stem, "temporal-clients")
             item.add_marker(pytest.mark.xdist_group(group))

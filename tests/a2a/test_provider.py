@@ -23,7 +23,7 @@ from tether.errors import ErrorCode, PluginError
 from tether.models import ModelDelta
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 
 from ..acp.test_provider import delegating, mirror_events, results, task_of, tool_results
 
@@ -62,10 +62,10 @@ class Agent:
     def stop(self) -> None:
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=scaled(10))
         if self.process.stderr is not None:
             self.process.stderr.close()
 
@@ -118,7 +118,7 @@ async def test_a_one_shot_child_answers_through_a2a_and_is_mirrored_in_storage(
     runtime = build(tmp_path, agent_table("remote", sample.url))
     parent = await compose_agent(runtime, store, model=delegating("echo hello there"))
     async with parent:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await parent.run("go")
     # The artifact's three pieces, then the second artifact (tether's note stays home).
     assert tool_results(parent) == ["echo: hello there\n\n(message 1 of context)"]
@@ -139,7 +139,7 @@ async def test_the_answers_pieces_stream_as_they_come(tmp_path, store, sample):
 
     runtime.listen_deltas(hear)
     async with parent:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await parent.run("go")
     assert heard == ["echo: abc", "def", "(message 1 of context)"]
 
@@ -149,7 +149,7 @@ async def test_a_continuable_child_continues_its_context_after_a_restart(tmp_pat
     parent = await compose_agent(runtime, store, model=delegating("echo one", background=True))
     manager = runtime.subagents.continuation
     async with parent:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await parent.run("go")
             child_id = task_of(tool_results(parent)[0])
             await manager.wait_quiet(parent)
@@ -165,7 +165,7 @@ async def test_a_continuable_child_continues_its_context_after_a_restart(tmp_pat
         again, store, session_id=parent.session_id, model=delegating("unused")
     )
     async with restored:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await again.subagents.continuation.followup(restored, child_id, "echo three")
             await again.subagents.continuation.wait_quiet(restored)
     assert results(restored)[-1] == "echo: three\n\n(message 3 of context)"
@@ -181,7 +181,7 @@ async def test_a_question_answers_the_turn_and_the_follow_up_answers_the_task(
     parent = await compose_agent(runtime, store, model=delegating("ask", background=True))
     manager = runtime.subagents.continuation
     async with parent:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await parent.run("go")
             child_id = task_of(tool_results(parent)[0])
             await manager.wait_quiet(parent)
@@ -208,7 +208,7 @@ async def test_an_output_schema_is_asked_for_checked_and_asked_again(tmp_path, s
     runtime = build(tmp_path, agent_table("remote", sample.url), subagent=extract)
     parent = await compose_agent(runtime, store, model=delegating("facts", tool="extract"))
     async with parent:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await parent.run("go")
     (result,) = tool_results(parent)
     assert json.loads(result) == {"owner": "Priya", "date": "Thursday"}
@@ -222,7 +222,7 @@ async def test_a_failed_task_ends_the_childs_turn_with_the_agents_reason(tmp_pat
     runtime = build(tmp_path, agent_table("remote", sample.url))
     parent = await compose_agent(runtime, store, model=delegating("fail"))
     async with parent:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await parent.run("go")
     _, events = await mirror_events(store, parent)
     (end,) = [e for e in events if isinstance(e, TurnEnded)]
@@ -236,12 +236,12 @@ async def test_cancelling_the_childs_turn_cancels_the_remote_task(tmp_path, stor
     async with parent:
         async with anyio.create_task_group() as group:
             group.start_soon(parent.run, "go")
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 while not await store.sessions(parent=parent.session_id):
                     await anyio.sleep(0.05)
                 await anyio.sleep(0.5)  # the task runs on the agent
             await parent.cancel()
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             while not sample.cancels():
                 await anyio.sleep(0.05)
     (line,) = sample.cancels()
@@ -258,14 +258,14 @@ async def test_headers_come_from_the_environment_and_the_trace_goes_along(
         runtime = build(tmp_path, table)
         parent = await compose_agent(runtime, store, model=delegating("headers"))
         async with parent:
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 await parent.run("go")
         assert tool_results(parent) == ["Bearer s3cret -"]  # no tracer: no traceparent
         # Without the variable the child's turn ends with an error that names it.
         monkeypatch.delenv("SAMPLE_AUTH")
         parent = await compose_agent(runtime, store, model=delegating("headers"))
         async with parent:
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 await parent.run("go")
         assert "$SAMPLE_AUTH, which is not set" in tool_results(parent)[0]
     finally:
@@ -316,7 +316,7 @@ def test_tether_run_delegates_to_the_remote_agent(tmp_path, sample):
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the agent echoed" in done.stdout.splitlines()
@@ -337,7 +337,7 @@ def test_tether_check_on_a_profile_with_an_agent_that_is_down(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode != 0
     assert "PLUGIN_SETTINGS_INVALID" in done.stderr

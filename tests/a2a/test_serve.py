@@ -37,7 +37,7 @@ import tether_a2a
 import tether_subagent_tools
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded, UserMessage
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 
 from ..acp.test_provider import delegating, results, task_of, tool_results
 from .test_provider import agent_table
@@ -53,7 +53,7 @@ ENV = {
     "PYTHONPATH": str(ROOT),
 }
 #: Generous for a busy machine: everything here takes well under a second when idle.
-TIMEOUT = 60
+TIMEOUT = scaled(60)
 
 
 def served_profile(folder: Path, serve: str = "", skills: bool = False) -> Path:

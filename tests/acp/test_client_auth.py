@@ -12,6 +12,7 @@ import pytest
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore
 from tether.subagents import SubagentStartRequest
+from tether.testing import scaled
 
 from .test_provider import agent_table, build, delegating
 
@@ -31,7 +32,7 @@ async def delegate_once(tmp_path: Path, store: Any, *args: str, **settings: Any)
     parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
         run = await runtime.subagents.start("echo", SubagentStartRequest("hello", parent))
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await run.result()
         await run.dispose()
     events = [s.event for s in await store.events(run.id)]

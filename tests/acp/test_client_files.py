@@ -22,6 +22,7 @@ import pytest
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore
 from tether.subagents import SubagentResult, SubagentStartRequest
+from tether.testing import scaled
 
 from .test_provider import agent_table, build, delegating
 
@@ -140,7 +141,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> Probed:
                 run = await runtime.subagents.start(
                     "probe", SubagentStartRequest(f"probe {spec}", parent)
                 )
-                with anyio.fail_after(60):  # a FIFO that blocks the loop never answers
+                with anyio.fail_after(scaled(60)):  # a FIFO that blocks the loop never answers
                     result = await run.result()
                 await run.dispose()
             return result, [s.event for s in await store.events(run.id)]
@@ -380,7 +381,7 @@ async def test_the_default_cap_is_ten_mebibytes(tmp_path):
             run = await runtime.subagents.start(
                 "echo", SubagentStartRequest(f"read {huge}", parent)
             )
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 result = await run.result()
             await run.dispose()
     finally:

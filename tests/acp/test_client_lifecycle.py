@@ -20,6 +20,7 @@ import pytest
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
+from tether.testing import scaled
 
 from .test_provider import PEERS, agent_table, alive, build, delegating, prompt_in_flight
 
@@ -105,7 +106,7 @@ def test_ctrl_c_while_a_child_is_in_initialize_exits_cleanly(tmp_path):
     try:
         anyio.run(wait_for_file, marker, 60.0)
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
+        stdout, stderr = process.communicate(timeout=scaled(60))
     finally:
         if process.poll() is None:
             process.kill()
@@ -125,7 +126,7 @@ async def test_text_streamed_before_a_cancel_is_kept_in_the_childs_log(tmp_path,
     parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
         run = await runtime.subagents.start("echo", SubagentStartRequest("take your time", parent))
-        with anyio.fail_after(30):  # the agent has said "working" and waits for more
+        with anyio.fail_after(scaled(30)):  # the agent has said "working" and waits for more
             await prompt_in_flight(run)
         await run.dispose()
         result = await run.result()
@@ -139,7 +140,7 @@ async def test_text_streamed_before_a_timeout_is_kept_in_the_childs_log(tmp_path
     parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
         run = await runtime.subagents.start("echo", SubagentStartRequest("take forever", parent))
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await run.result()
         await run.dispose()
     events = [s.event for s in await store.events(run.id)]
@@ -154,7 +155,7 @@ async def test_an_agents_error_data_is_in_the_diagnostic_and_its_text_kept(tmp_p
         run = await runtime.subagents.start(
             "echo", SubagentStartRequest("explode:disk quota exceeded", parent)
         )
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await run.result()
         await run.dispose()
     events = [s.event for s in await store.events(run.id)]
@@ -172,7 +173,7 @@ async def test_a_crash_keeps_the_text_streamed_before_it(tmp_path, store):
     parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
         run = await runtime.subagents.start("echo", SubagentStartRequest("do it", parent))
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await run.result()
         await run.dispose()
     events = [s.event for s in await store.events(run.id)]

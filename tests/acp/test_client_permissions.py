@@ -14,6 +14,7 @@ import tether_acp
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore
 from tether.subagents import SubagentStartRequest
+from tether.testing import scaled
 
 from .test_provider import agent_table, build, delegating
 
@@ -31,7 +32,7 @@ async def delegate_once(runtime: Any, store: Any, prompt: str) -> tuple[Any, lis
     parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
         run = await runtime.subagents.start("echo", SubagentStartRequest(prompt, parent))
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await run.result()
         await run.dispose()
     return result, [s.event for s in await store.events(run.id)]
@@ -107,7 +108,7 @@ async def test_a_cancelled_turn_answers_its_open_question_cancelled_at_once(tmp_
     parent = await compose_agent(runtime, store, model=delegating("x"))
     async with parent:
         run = await runtime.subagents.start("echo", SubagentStartRequest("ask edit", parent))
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             await asked.wait()
         started = time.monotonic()
         await run.dispose()

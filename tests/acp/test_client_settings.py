@@ -16,6 +16,7 @@ from tether.models import FunctionModel
 from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 from tether.subagents import SubagentStartRequest
+from tether.testing import scaled
 from tether_acp import AcpAgentSettings, AcpProvider
 
 from .test_provider import agent_table, build, delegating
@@ -45,7 +46,7 @@ async def test_a_relative_cwd_in_a_profile_reaches_the_agent_as_an_absolute_path
         parent = await compose_agent(runtime, store, model=delegating("x"))
         async with parent:
             run = await runtime.subagents.start("echo", SubagentStartRequest("cwd?", parent))
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 result = await run.result()
             await run.dispose()
     finally:
@@ -122,7 +123,7 @@ async def test_a_child_of_an_agent_that_is_not_installed_ends_with_the_fix(tmp_p
         parent = await compose_agent(runtime, store, model=delegating("x"))
         async with parent:
             run = await runtime.subagents.start("echo", SubagentStartRequest("hi", parent))
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 result = await run.result()
             await run.dispose()
     finally:

@@ -34,13 +34,13 @@ from tether.store import (
     UserMessage,
     profile_store,
 )
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 from tether_acp._server import TetherAcpAgent, _stop_reason  # pyright: ignore[reportPrivateUsage]  (white-box)
 
 pytestmark = pytest.mark.anyio
 
 TETHER = Path(sys.executable).parent / "tether"
-TIMEOUT = 30.0  # generous: the suite must stay green with both cores busy
+TIMEOUT = scaled(30.0)  # generous: the suite must stay green with both cores busy
 
 PROFILE = """
 [tether]
@@ -300,7 +300,7 @@ async def test_cancel_during_a_slow_step_answers_cancelled(tmp_path):
                 group.start_soon(prompt)
                 # The first step is done (its tool result streamed): the slow step runs now.
                 await client.wait_for(lambda seen: any(r[0] == "tool_call_update" for r in seen))
-                with anyio.fail_after(5):  # not the 30 s of the slow step
+                with anyio.fail_after(scaled(5)):  # not the 30 s of the slow step
                     await conn.cancel(session_id=sid)
                     while not replies:
                         await anyio.sleep(0.01)

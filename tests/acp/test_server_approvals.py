@@ -12,7 +12,7 @@ from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
 from tether.runtime import Runtime
 from tether.store import profile_store
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 from tether_acp._server import TetherAcpAgent
 
 pytestmark = pytest.mark.anyio
@@ -84,7 +84,7 @@ async def test_a_tool_that_needs_approval_asks_the_acp_client(tmp_path, choice, 
     store = profile_store(runtime.kernel)
     client = Approver(choice)
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async with anyio.create_task_group() as host:
                 server = TetherAcpAgent(Runtime(runtime.kernel, store), host=host)
                 server.on_connect(client)
@@ -120,7 +120,7 @@ async def test_a_turn_no_prompt_streams_announces_the_call_before_asking(tmp_pat
     store = profile_store(runtime.kernel)
     client = Approver(choice)
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async with anyio.create_task_group() as host:
                 server = TetherAcpAgent(Runtime(runtime.kernel, store), host=host)
                 server.on_connect(client)

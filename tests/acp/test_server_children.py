@@ -16,7 +16,7 @@ import tether_subagent_tools
 from tether.agents import Tool
 from tether.runtime import Runtime
 from tether.store import profile_store
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 from tether_acp._server import TetherAcpAgent
 
 from .test_server import Recorder
@@ -70,7 +70,7 @@ def runtime(folder: Path) -> Any:
 
 
 async def test_session_load_of_a_child_keeps_its_narrowed_tools(tmp_path):
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         k = runtime(tmp_path)
         store = profile_store(k.kernel)
         try:

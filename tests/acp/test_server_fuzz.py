@@ -24,6 +24,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tether.testing import scaled
+
 from .test_server_wire import make_profile, new_session, strict_json, watched, wire
 
 pytestmark = pytest.mark.anyio
@@ -205,7 +207,7 @@ async def test_hostile_input_lines_never_break_the_server(tmp_path: Path, caplog
         "params": {"protocolVersion": 1},
     }
     caplog.clear()  # what earlier examples logged was checked by them
-    with watched(caplog), anyio.fail_after(60):
+    with watched(caplog), anyio.fail_after(scaled(60)):
         async with wire(profile, limit=LIMIT) as client:
             session_id = await new_session(client, tmp_path, request_id="setup")
             lines = [

@@ -16,13 +16,13 @@ import anyio
 import pytest
 
 from tether.store import SQLiteStore, ToolResult, TurnEnded
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 
 from .test_server import Recorder, events, served, text
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 
 INTERRUPTED = "error: interrupted: the process stopped before this tool finished"
 

@@ -17,13 +17,13 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 from tether_acp._server_io import LINE_LIMIT
 
 pytestmark = pytest.mark.anyio
 
 TETHER = Path(sys.executable).parent / "tether"
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 
 PROFILE = """
 [tether]

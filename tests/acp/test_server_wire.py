@@ -24,13 +24,13 @@ import pytest
 
 import tether
 from tether.agents import Tool
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_kernel, scaled, write_profile
 from tether_acp._server import serve
 from tether_acp._server_io import LINE_LIMIT
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 20.0
+TIMEOUT = scaled(20.0)
 
 PROFILE = """
 [tether]

@@ -19,13 +19,13 @@ from tether.models import FunctionModel, ModelRequest, ModelResponse
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 
 pytestmark = pytest.mark.anyio
 
 TETHER = Path(sys.executable).parent / "tether"
 PEERS = Path(__file__).parent / "peers"
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 
 
 def child_profile(folder: Path, script: str, extra: str = "") -> Path:

@@ -14,7 +14,7 @@ from tether.runtime import compose_agent
 from tether.store import MemoryStore, ToolResult
 from tether.subagents import DELEGATION_NOTE
 from tether.subagents.notices import APPROVAL_NOTES
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 
 pytestmark = pytest.mark.anyio
 
@@ -242,7 +242,7 @@ async def test_a_desk_routes_each_childs_answer_back_by_request_id(tmp_path, ris
     )
     async with agent:
         await agent.run("delegate the cleanup")
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             while len(desk.pending()) < 2:
                 await desk.next()
                 await anyio.sleep(0.01)
@@ -275,7 +275,7 @@ async def test_a_question_whose_asker_stops_waiting_leaves_the_desk():
     question = PermissionQuestion(session="s", asker="a", title="t", kind=None, options=())
     async with anyio.create_task_group() as group:
         group.start_soon(desk, question)
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             assert await desk.next() is question
         group.cancel_scope.cancel()
     assert desk.pending() == []

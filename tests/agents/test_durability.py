@@ -13,7 +13,7 @@ from tether.agents import Agent, new_header
 from tether.errors import ErrorCode
 from tether.models import FunctionModel, ModelResponse, ToolCall
 from tether.store import AssistantMessage, SQLiteStore, ToolResult, TurnEnded
-from tether.testing import log_problems
+from tether.testing import log_problems, scaled
 
 from .conftest import echo_tool
 
@@ -39,7 +39,7 @@ async def test_a_finished_tool_result_is_stored_while_its_sibling_still_runs(mak
     async with agent:
         await agent.followup("go")
         stored: list[ToolResult] = []
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while not stored:
                 await anyio.sleep(0.01)
                 events = [s.event for s in await store.events(agent.session_id)]
@@ -109,7 +109,7 @@ async def test_a_turn_waits_for_a_store_another_program_keeps_locked(tmp_path):
         group.start_soon(tick)
         assert await agent.run("go") == "completed"
         group.cancel_scope.cancel()
-    assert ticks > 20  # the event loop kept running while the store waited
+    assert ticks > 5  # the event loop kept running while the store waited (blocked: 0 or 1)
     assert agent.fault is None
     events = [s.event for s in await store.events(header.id)]
     assert [e.content for e in events if isinstance(e, AssistantMessage)] == ["the answer"]

@@ -11,6 +11,7 @@ from tether.errors import AgentError, ErrorCode, PluginError, SkillError
 from tether.models import FunctionModel, ModelResponse, ToolCall
 from tether.runtime import Runtime
 from tether.store import MemoryStore
+from tether.testing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -126,7 +127,7 @@ async def test_sources_are_listed_concurrently(tether_kernel):
     first.gate = anyio.Event()
     second.opens = first.gate
     kernel = kernel_with(tether_kernel, Sources(first, second), Sources())
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         agent = await Runtime(kernel, MemoryStore()).compose(
             agent="main", model=FunctionModel(lambda r: "ok")
         )
@@ -186,7 +187,7 @@ async def test_eager_sources_are_listed_when_the_runtime_opens(tether_kernel):
     runtime = Runtime(kernel)
     assert [source.name for _, source in runtime.eager_tool_sources()] == ["eager", "failing"]
     async with Runtime.open(kernel, MemoryStore()) as opened:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await eager.opens.wait()
         assert (eager.calls, lazy.calls) == (1, 0)
         # The eager failure waits for the compose that needs the tools.

@@ -10,6 +10,7 @@ from tether.agents._agent import UNFINISHED_CALL
 from tether.errors import ErrorCode, ModelError, TetherError
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall, Usage
 from tether.store import InboxAccepted, MessageSource
+from tether.testing import scaled
 
 from .conftest import echo_tool
 
@@ -255,7 +256,7 @@ async def test_safe_tools_run_concurrently(make_agent):
     def meet(me, other):
         async def run(args, ctx):
             arrived[me].set()
-            with anyio.fail_after(2):
+            with anyio.fail_after(scaled(2)):
                 await arrived[other].wait()
             return me
 
@@ -646,7 +647,7 @@ async def test_safe_calls_run_together_only_with_their_neighbours_in_call_order(
 async def test_sync_safe_tools_run_in_threads_and_overlap(make_agent):
     import threading
 
-    barrier = threading.Barrier(2, timeout=2)
+    barrier = threading.Barrier(2, timeout=scaled(2))
 
     def meet(args, ctx):
         barrier.wait()  # would time out if the two calls ran one after the other

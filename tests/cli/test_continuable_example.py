@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tether.testing import scaled
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -23,7 +25,7 @@ def test_a_continuable_child_receives_a_follow_up_and_its_settlement_notices(tmp
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
     )
     assert result.returncode == 0, result.stderr

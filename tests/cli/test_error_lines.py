@@ -13,13 +13,13 @@ import anyio
 import pytest
 
 from tether.store import SessionHeader, SQLiteStore
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 
 from ..store.files import read_only
 
 TETHER = str(Path(sys.executable).parent / "tether")
 #: Generous: the suite runs on a busy 2-core machine.
-TIMEOUT = 60
+TIMEOUT = scaled(60)
 
 #: A local plugin whose model provider has a bug: its factory raises.
 FLAKY_PLUGIN = """\

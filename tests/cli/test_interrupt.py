@@ -30,6 +30,7 @@ from tether.store import (
     TurnStarted,
     UserMessage,
 )
+from tether.testing import scaled
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal"),
@@ -41,10 +42,10 @@ pytestmark = [
 
 HERE = Path(__file__).parent / "interrupt"
 #: Generous bounds for a busy two-core machine: starting Python and tether, and stopping.
-STARTUP = 60.0
-STOPPED_WITHIN = 5.0
+STARTUP = scaled(60.0)
+STOPPED_WITHIN = scaled(5.0)  # the naps last 30 s
 #: Longer than any bound above, shorter than the tools' 30 s nap: a hung process fails the test.
-EXIT_DEADLINE = 20.0
+EXIT_DEADLINE = scaled(20.0)
 
 PROFILE = """\
 [tether]

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.cli import cli
+from tether.testing import scaled
 
 ROOT = Path(__file__).parents[2]
 QUICKSTART_OUTPUT = [
@@ -216,7 +217,7 @@ def test_the_readme_quickstart_command_runs(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 0, result.stderr
     assert in_call_order(result.stdout.splitlines()[:-1]) == QUICKSTART_OUTPUT

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 
 TETHER = str(Path(sys.executable).parent / "tether")
 #: Generous: the suite runs on a busy 2-core machine.
-TIMEOUT = 60
+TIMEOUT = scaled(60)
 
 MODELS = """\
 from tether.errors import ErrorCode, ModelError

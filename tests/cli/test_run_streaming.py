@@ -39,10 +39,10 @@ from tether.models import FunctionModel, ModelDelta, ModelRequest, ModelResponse
 from tether.runtime import Runtime
 from tether.store import AssistantMessage, MemoryStore
 from tether.subagents import DELEGATION_NOTE
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_kernel, scaled, write_profile
 
 #: Generous: the suite runs on a busy 2-core machine.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 #: Five pieces of five characters each: ScriptedModel cuts the text into equal pieces.
 ANSWER = "p1p1 p2p2 p3p3 p4p4 p5p5"
 REASONING = "r1r1 r2r2 r3r3 r4r4 r5r5"

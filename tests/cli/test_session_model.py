@@ -12,11 +12,11 @@ import anyio
 import pytest
 
 from tether.store import DescriptorEvent, SessionHeader, SQLiteStore
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 
 TETHER = str(Path(sys.executable).parent / "tether")
 #: Generous: the suite runs on a busy 2-core machine.
-TIMEOUT = 60
+TIMEOUT = scaled(60)
 
 MODELS = """\
 def profile(request):

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from tether.cli import cli
 from tether.skills import SkillDefinition, render_skill_content
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 
 # A local plugin (plugins/skillset.py): each entry of its `providers` setting becomes one skill
 # provider in the plugin instance's scope layer.
@@ -543,7 +543,7 @@ def test_list_survives_an_alias_bomb_and_a_fifo(folders, tmp_path):
         text=True,
         cwd=tmp_path,
         env=env,
-        timeout=90,
+        timeout=scaled(90),
         check=False,
     )
     assert result.returncode == 0, result.stderr

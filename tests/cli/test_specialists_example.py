@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tether.testing import scaled
+
 ROOT = Path(__file__).parents[2]
 PROMPT = "Write the launch note for the team."
 NOTE = (
@@ -35,7 +37,7 @@ def tether(example: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=scaled(120),
         check=False,
     )
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tether.testing import scaled
+
 ROOT = Path(__file__).parents[2]
 
 #: Runs ``tether ARGS`` as the console script does, then writes the names of the modules the
@@ -113,7 +115,7 @@ def _imports(folder: Path, *args: str) -> set[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stderr
     return set(json.loads(out.read_text()))

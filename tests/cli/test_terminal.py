@@ -19,13 +19,13 @@ import pytest
 
 from tether.agents import PermissionQuestion
 from tether.cli._run import Terminal
-from tether.testing import write_profile
+from tether.testing import scaled, write_profile
 
 pytestmark = pytest.mark.anyio
 
 TETHER = str(Path(sys.executable).parent / "tether")
 #: Generous: the suite runs on a busy 2-core machine.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 OPTIONS = (("allow", "Allow once", "allow_once"), ("reject", "Reject", "reject_once"))
 
 

@@ -26,13 +26,13 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from tether.errors import ErrorCode, StoreError
 from tether.store import Event, InboxAccepted, SessionStore, SQLiteStore, parse_event
-from tether.testing import tree_problems
+from tether.testing import scaled, tree_problems
 
 T = TypeVar("T")
 
 PROJECT = Path(__file__).with_name("project")
 #: Generous bounds: the suite must pass on a 2-core machine that is busy with other work.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 
 #: The stores a project can run on (the ``store`` fixture's values).
 STORES = ("sqlite", "postgres")
@@ -82,7 +82,7 @@ class SQLiteFileReader:
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         if not self.db.exists():
             return []
-        db = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+        db = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=scaled(5))
         try:
             return db.execute(query, params).fetchall()
         except sqlite3.OperationalError:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tether.store import InboxAccepted, TurnStarted, UserMessage
+from tether.testing import scaled
 
 from .conftest import on_both_stores, printed, wait_for
 
@@ -108,7 +109,7 @@ def test_sessions_send_to_a_child_hosted_by_a_live_run_is_delivered_and_run_once
     assert sent.returncode == 0, sent.stdout + sent.stderr
     assert re.search(rf"pid {owner.pid}\b", sent.stdout)
     assert sent.stdout.splitlines()[-1] == f"session {child}"
-    assert owner.wait(timeout=60) == 0
+    assert owner.wait(timeout=scaled(60)) == 0
     child_events = project.events(child)
     assert claims(child_events) == ["look", "dig deeper"]
     starts = [e for e in child_events if isinstance(e, TurnStarted)]

@@ -24,6 +24,7 @@ from tether.agents import Agent
 from tether.loading import Kernel, load_kernel
 from tether.models import FunctionModel, Message, ModelRequest, ScriptedModel, ScriptStep
 from tether.store import SessionStore, profile_store
+from tether.testing import scaled
 
 from . import servers
 
@@ -43,7 +44,7 @@ SERVER_MARKERS = (
 )
 
 #: Generous bound for anything the tests wait for (servers start in about a second).
-PATIENCE = 60.0
+PATIENCE = scaled(60.0)
 
 
 # ---------------------------------------------------------------------------- profiles

@@ -47,6 +47,8 @@ from typing import NoReturn
 
 import pytest
 
+from tether.testing import scaled
+
 __all__ = [
     "EVERYTHING",
     "FILESYSTEM",
@@ -75,7 +77,7 @@ NPM_PINS: dict[str, str] = {
 
 # Seconds one `npm install` may take; kept under the suite's 120 s per-test deadline, since the
 # install runs inside the first test (or fixture) that asks for an npm server.
-INSTALL_TIMEOUT = 90.0
+INSTALL_TIMEOUT = scaled(90.0)
 
 # The `bin` of both packages (their package.json): `mcp-server-everything` and
 # `mcp-server-filesystem` are each `dist/index.js`.

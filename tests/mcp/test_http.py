@@ -15,6 +15,7 @@ import pytest
 
 from tether.errors import AgentError, ErrorCode
 from tether.runtime import Runtime
+from tether.testing import scaled
 from tether_mcp import connections
 
 from .conftest import (
@@ -55,12 +56,12 @@ def endpoint() -> Iterator[str]:
                     line = server.stdout.readline()
         if not line.startswith("PORT "):
             server.kill()
-            _, errors = server.communicate(timeout=10)
+            _, errors = server.communicate(timeout=scaled(10))
             pytest.fail(f"http_server.py did not start: {line!r}; stderr: {errors[-2000:]}")
         yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
     finally:
         server.kill()
-        server.communicate(timeout=10)
+        server.communicate(timeout=scaled(10))
 
 
 def http_profile(folder: Path, url: str, **settings: object) -> Path:
@@ -120,12 +121,12 @@ async def test_a_wrong_token_fails_the_compose_naming_the_server(
     tmp_path: Path, endpoint: str, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("TOKEN", "not-the-token")
-    kernel, store = load(http_profile(tmp_path, endpoint, startup_timeout=20))
+    kernel, store = load(http_profile(tmp_path, endpoint, startup_timeout=scaled(20)))
     async with Runtime.open(kernel, store) as runtime:
         started = time.monotonic()
         with pytest.raises(AgentError) as caught:
             await runtime.compose(agent="main", model=script())
-        assert time.monotonic() - started < 15  # refused, not waited out
+        assert time.monotonic() - started < scaled(15)  # refused, not waited out
     error = caught.value
     assert error.code is ErrorCode.TOOL_SOURCE_FAILED
     assert error.message.startswith(f'the MCP server "web" ({endpoint}) could not start: ')
@@ -167,14 +168,14 @@ def start_server(port: int = 0) -> tuple[subprocess.Popen[str], int]:
                 line = server.stdout.readline()
     if not line.startswith("PORT "):
         server.kill()
-        server.communicate(timeout=10)
+        server.communicate(timeout=scaled(10))
         pytest.fail(f"http_server.py did not start on port {port}: {line!r}")
     return server, int(line.split()[1])
 
 
 def stop_server(server: subprocess.Popen[str]) -> None:
     server.kill()
-    server.communicate(timeout=10)
+    server.communicate(timeout=scaled(10))
 
 
 async def test_an_http_server_that_restarted_is_reached_again_without_a_failed_call(

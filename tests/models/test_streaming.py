@@ -12,6 +12,7 @@ from tether.agents import Agent, AgentLimits, new_header
 from tether.errors import ErrorCode, ModelError
 from tether.models import FunctionModel, ModelDelta, ModelRequest, ModelResponse
 from tether.store import AssistantMessage, SQLiteStore
+from tether.testing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -235,7 +236,7 @@ async def test_a_turn_cancelled_while_a_failed_stream_waits_to_retry_keeps_no_pa
 
     agent.listen_deltas(listen)
     async with agent:
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             assert await agent.run("go") == "aborted"
     assert heard == ["text", "retry"]
     assert len(attempts) == 1

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from tether.testing import scaled
+
 RECORDED = Path(__file__).parents[1] / "fixtures" / "openai"
 #: The longest a hanging answer holds its connection when the client never lets go.
-HANG_LIMIT = 30.0
+HANG_LIMIT = scaled(30.0)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import tether_openai
 from tether.cli import cli
 from tether.errors import ErrorCode, ModelError, PluginError
 from tether.models import ModelProvider, resolve_model
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_kernel, scaled, write_profile
 from tether_openai import ChatCompletionsModel, Settings, split_compatible_spec
 
 pytestmark = pytest.mark.anyio
@@ -253,7 +253,7 @@ def _real_server_model(base_url: str) -> str:
     model = os.environ.get("TETHER_TEST_MODEL")
     if model:
         return model
-    with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=10) as answer:
+    with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=scaled(10)) as answer:
         return json.load(answer)["data"][0]["id"]
 
 
@@ -273,7 +273,7 @@ def run_quickstart(
         env=env,
         capture_output=True,
         text=True,
-        timeout=110,
+        timeout=scaled(110),
     )
 
 

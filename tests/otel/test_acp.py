@@ -16,7 +16,7 @@ import tether_otel
 import tether_subagent_tools
 from tether.runtime import Runtime
 from tether.store import InboxAccepted, SQLiteStore
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_kernel, scaled, write_profile
 
 from .conftest import Recorded
 
@@ -78,7 +78,7 @@ model = "scripted:script.toml"
     async with Runtime.open(kernel, SQLiteStore(parent / "sessions.db")) as runtime:
         agent = await runtime.compose()
         async with agent:
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 assert await agent.run("check it") == "completed"
     spans = recorded.spans()
     (call,) = recorded.named("execute_tool subagent")
@@ -132,7 +132,7 @@ async def test_an_a2a_childs_request_carries_the_trace_in_http_headers(
         try:
             parent = await compose_agent(runtime, store, model=delegating("headers"))
             async with parent:
-                with anyio.fail_after(60):
+                with anyio.fail_after(scaled(60)):
                     await parent.run("go")
         finally:
             await store.aclose()

@@ -22,13 +22,15 @@ from typing import Any
 
 import pytest
 
+from tether.testing import scaled
+
 ROOT = Path(__file__).parents[2]
 #: What running an example in the checkout leaves behind (its store), not copied.
 IGNORED = shutil.ignore_patterns(".tether")
 PHOENIX = "arize-phoenix==20.26.1"
 PROJECT = "tether-e2e"
 #: Phoenix takes 20 s of CPU to start: on a busy 2-core machine, a minute or more.
-START_TIMEOUT = 300.0
+START_TIMEOUT = scaled(300.0)
 
 
 def _free_port() -> int:
@@ -38,7 +40,7 @@ def _free_port() -> int:
 
 
 def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=scaled(10)) as response:
         return json.load(response)
 
 
@@ -78,7 +80,7 @@ def phoenix() -> Iterator[str]:
             if process.poll() is not None:
                 pytest.fail(f"Phoenix ended: {(folder / 'phoenix.log').read_text()[-3000:]}")
             try:
-                urllib.request.urlopen(base + "/healthz", timeout=2).read()
+                urllib.request.urlopen(base + "/healthz", timeout=scaled(2)).read()
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
@@ -88,7 +90,7 @@ def phoenix() -> Iterator[str]:
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=30)
+            process.wait(timeout=scaled(30))
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -138,7 +140,7 @@ def test_the_delegation_examples_trace_reaches_phoenix_whole(phoenix: str, tmp_p
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert done.returncode == 0, done.stderr
     # Turn 1: the turn and its chat. Turn 2: the turn, two chats, three calls, and under each

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tether.testing import scaled
+
 PROFILE = """\
 [tether]
 plugins = [{plugins}]
@@ -39,7 +41,7 @@ def test_tether_run_with_the_console_exporter_prints_the_turns_spans_to_stderr(t
         capture_output=True,
         text=True,
         env=_env(),
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[:2] == ["> When?", "Thursday."]
@@ -96,7 +98,7 @@ print(loaded)
         capture_output=True,
         text=True,
         env=_env(),
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -114,7 +116,7 @@ def test_tether_check_composes_every_agent_with_the_plugin(tmp_path: Path):
         capture_output=True,
         text=True,
         env=_env(),
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "otel" in done.stdout
@@ -139,7 +141,7 @@ def test_a_collector_that_is_down_costs_the_run_its_timeout_at_exit_only(tmp_pat
         capture_output=True,
         text=True,
         env=_env(),
-        timeout=120,
+        timeout=scaled(120),
     )
     took = time.monotonic() - began
     assert done.returncode == 0, done.stderr
@@ -160,7 +162,7 @@ def test_tether_run_exports_the_metrics_at_exit(tmp_path: Path):
         capture_output=True,
         text=True,
         env=_env(),
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stderr
     names: set[str] = set()

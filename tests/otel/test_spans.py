@@ -23,7 +23,7 @@ from tether.agents import Tool, Tracer
 from tether.errors import ErrorCode, TetherError
 from tether.runtime import Runtime
 from tether.store import SQLiteStore
-from tether.testing import RuntimeSessionHost, make_kernel
+from tether.testing import RuntimeSessionHost, make_kernel, scaled
 
 from .conftest import Recorded
 
@@ -312,7 +312,7 @@ async def test_hosted_children_and_their_schema_retries_are_spans_of_the_calls(
         runtime.child_host = RuntimeSessionHost(driver)
         agent = await runtime.compose()
         async with agent:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 await agent.run("We launch on Thursday 10 December; Priya owns it.")
                 await agent.run("Plan the launch announcement.")
     spans = recorded.spans()
@@ -384,7 +384,7 @@ async def test_a_background_childs_result_starts_a_trace_linked_to_its_delegatio
         agent = await runtime.compose()
         async with agent:
             await agent.run("Count for me.")
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 while agent.turns < 2:
                     await anyio.sleep(0.02)
                 await agent.when_idle()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tether.testing import scaled
+
 DISTS = Path(__file__).parent.parent / "fixtures" / "dists"
 
 RunTether = Callable[..., subprocess.CompletedProcess[str]]
@@ -56,7 +58,7 @@ def _runner(venv: Path, tmp_path: Path) -> RunTether:
             env={**env, **(extra_env or {})},
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
         )
 
     return run

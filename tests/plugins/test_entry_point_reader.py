@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tether.testing import scaled
+
 COMPARE = """
 import json, sys
 from importlib import metadata
@@ -37,7 +39,7 @@ def _compare(python: str, *, env: dict[str, str] | None = None) -> dict[str, dic
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -141,7 +143,7 @@ def test_a_fifo_or_a_device_in_a_folder_on_the_path_is_passed_over(tmp_path: Pat
         env={**os.environ, "PYTHONPATH": str(folder)},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=scaled(30),
     )
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)

@@ -12,6 +12,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from tether.testing import scaled
+
 RunTether = Callable[..., subprocess.CompletedProcess[str]]
 
 BAD = "tether-fixture-bad-commands 0.3.0"
@@ -75,7 +77,7 @@ def test_help_lists_plugin_commands_from_metadata_without_importing_them(
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        timeout=60,
+        timeout=scaled(60),
         env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 0, result.stderr

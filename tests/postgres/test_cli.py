@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tether.testing import scaled
+
 ROOT = Path(__file__).parents[2]
-TIMEOUT = 120.0
+TIMEOUT = scaled(120.0)
 
 
 @pytest.fixture

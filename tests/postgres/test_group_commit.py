@@ -13,12 +13,13 @@ import pytest
 
 from tether.errors import ErrorCode, StoreError
 from tether.store import SessionHeader, TurnStarted
+from tether.testing import scaled
 from tether_postgres import PostgresStore
 
 pytestmark = pytest.mark.anyio
 
 #: Generous: the suite must pass on a busy 2-core machine.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 
 
 async def held_sessions(url: str, sessions: int) -> PostgresStore:

@@ -12,12 +12,13 @@ import pytest
 
 from tether.models import ModelDelta
 from tether.store import DeltaBatch, DeltaRelay
+from tether.testing import scaled
 from tether_postgres import PostgresStore
 from tether_postgres._store import delta_channel  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 
 
 async def test_published_batches_reach_a_follower_in_order(postgres_url):

@@ -21,7 +21,7 @@ from tether.store import (
     UserMessage,
 )
 from tether.subagents import DELEGATION_NOTE
-from tether.testing import log_problems
+from tether.testing import log_problems, scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -144,7 +144,7 @@ async def test_an_open_runtime_keeps_the_stores_sessions_and_delivers_posted_mai
                         message_id="msg_posted", content="posted", source=MessageSource()
                     ),
                 )
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while agent.turns < 2:
                         await anyio.sleep(0.01)
                 await agent.when_idle()
@@ -199,7 +199,7 @@ async def test_a_caller_cancelled_during_an_inline_turn_aborts_it_and_the_log_st
 
     agent = await compose_agent(kernel, store, model=FunctionModel(slow))
     async with agent:
-        with anyio.move_on_after(10) as scope:
+        with anyio.move_on_after(scaled(10)) as scope:
             async with anyio.create_task_group() as group:
 
                 async def ask() -> None:
@@ -261,7 +261,7 @@ async def test_mail_posted_to_a_session_created_a_moment_ago_runs_once_it_is_ope
                 InboxAccepted(message_id="msg_early", content="early", source=MessageSource()),
             )
             async with agent:
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while agent.turns < 1:
                         await anyio.sleep(0.01)
                 await agent.when_idle()
@@ -320,7 +320,7 @@ async def test_mail_posted_to_a_new_session_on_a_store_without_a_keeper_runs_on_
         InboxAccepted(message_id="msg_early", content="early", source=MessageSource()),
     )
     async with agent:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await agent.when_idle()
     log = await events(store, agent.session_id)
     assert [e.content for e in log if isinstance(e, UserMessage)] == ["early"]

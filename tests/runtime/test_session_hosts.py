@@ -22,6 +22,7 @@ from tether.store import (
     UserMessage,
     profile_store,
 )
+from tether.testing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -155,7 +156,7 @@ async def test_ctrl_c_on_a_host_interrupts_the_running_turn_and_prints_its_end(
     kernel = tether_kernel(PROFILE.format(name="far"), {"far": HostPlugin(host)})
     host.kernel = kernel
     stop_scope = anyio.CancelScope()
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         async with anyio.create_task_group() as group:
             host.group = group
 
@@ -218,7 +219,7 @@ async def test_follow_turn_waits_for_the_turn_of_its_message(tmp_path):
 
         async with anyio.create_task_group() as group:
             group.start_soon(write_later)
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 stop, last = await follow_turn(
                     store, header.id, "mine", hear=lambda s: heard.append(s.seq)
                 )
@@ -273,7 +274,7 @@ async def test_follow_turn_hands_on_the_pieces_of_answers_not_in_the_log_yet(tmp
 
         async with anyio.create_task_group() as group:
             group.start_soon(write)
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 stop, _ = await follow_turn(
                     store,
                     header.id,
@@ -319,7 +320,7 @@ async def test_leaving_relayed_deltas_while_a_batch_is_on_its_way_raises_nothing
     store = RelayingStore(tmp_path / "s.db")
     assert isinstance(store, DeltaRelay)
     try:
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             async with relayed_deltas(store, "s") as deltas:
                 assert deltas is not None
                 await store.publish_deltas([batch("first")])

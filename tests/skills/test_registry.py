@@ -28,6 +28,7 @@ from tether.skills import (
     SkippedSkill,
     is_skill_name,
 )
+from tether.testing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -724,7 +725,7 @@ async def test_retries_an_in_flight_catalog_invalidated_by_its_provider():
     async def lookup() -> None:
         result.append(await names(registry))
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as group:
             group.start_soon(lookup)
             await started.wait()
@@ -782,7 +783,7 @@ async def test_abandons_an_in_flight_catalog_when_registrations_change():
     async def lookup() -> None:
         result.append(await names(registry))
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as group:
             group.start_soon(lookup)
             await started.wait()
@@ -905,7 +906,7 @@ async def test_stops_waiting_for_discovery_on_cancellation():
         with lookup:
             finished.append(await registry.list())
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as group:
             group.start_soon(run)
             await started.wait()

@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from tether.skills import SKILL_FILE_MAX_BYTES, SkillRegistry
+from tether.testing import scaled
 from tether_skills_fs import FileSystemSkillProvider, Settings
 
 from .conftest import frontmatter, observe, write_flat, write_skill
@@ -22,7 +23,7 @@ from .conftest import frontmatter, observe, write_flat, write_skill
 pytestmark = pytest.mark.anyio
 
 #: Everything here must finish far sooner; a regression hangs or eats memory instead.
-DEADLINE = 20
+DEADLINE = scaled(20)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from pathlib import Path
 import anyio
 
 from tether.models import Message, ModelRequest, ModelResponse, ToolCall
+from tether.testing import scaled
 
 #: The first words of the ``[Tasks]`` note (not a message the model answers).
 TASKS_NOTE = "[Tasks]"
@@ -40,7 +41,7 @@ RECEIPT = re.compile(r"(?:Started task|Sent to task) (\S+)\. ")
 #: The output schema ``verdict: TEXT`` asks for (which makes the task one-shot).
 VERDICT = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 #: How long the writer waits for ``release`` before it gives up (the test failed by then).
-BLOCK_LIMIT = 300.0
+BLOCK_LIMIT = scaled(300.0)
 
 
 def markers() -> Path:

@@ -410,6 +410,35 @@ async def test_more_than_ten_working_tasks_is_too_many(tmp_path, store, roles):
     assert "10 tasks are already working for you (at most 10)" in refused[0]
 
 
+@pytest.mark.parametrize(("limit", "calls", "refused_count"), [(3, 5, 2), (12, 12, 0)])
+async def test_an_agent_s_limits_set_how_many_tasks_may_work(
+    tmp_path, store, roles, limit, calls, refused_count
+):
+    gate = Gate()
+
+    def main(request):
+        if len(brains.REQUESTS["main"]) == 1:
+            return ModelResponse(
+                tool_calls=tuple(
+                    ToolCall(id=f"c{i}", name="writer", arguments={"message": f"task {i}"})
+                    for i in range(calls)
+                ),
+                finish_reason="tool_calls",
+            )
+        gate.opened.set()
+        return "ok"
+
+    roles["main"] = main
+    roles["writer"] = gate
+    extra = f"[agent.main.limits]\nmax_working_tasks = {limit}\n"
+    async with Runtime.open(make_kernel(profile(tmp_path, extra=extra), PLUGINS), store) as runtime:
+        agent = await _run(runtime)
+    texts = _tool_texts(agent)[:calls]
+    refused = [t for t in texts if t.endswith("[TOO_MANY_BACKGROUND_TASKS]")]
+    assert len(refused) == refused_count
+    assert all(f"{limit} tasks are already working for you (at most {limit})" in t for t in refused)
+
+
 async def test_a_task_whose_log_cannot_be_restored_is_unreachable(tmp_path, roles):
     def main(request):
         n = len(brains.REQUESTS["main"])

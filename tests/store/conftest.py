@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tether.testing import scaled
+
 WORKER = Path(__file__).with_name("store_worker.py")
 #: Generous: the suite must pass on a busy 2-core machine.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 
 
 class Worker:

@@ -13,12 +13,13 @@ import pytest
 
 from tether.errors import ErrorCode, StoreError
 from tether.store import SessionHeader, SQLiteStore, TurnStarted, UserMessage
+from tether.testing import scaled
 from tether.testing.store_conformance import SessionStoreConformance
 
 pytestmark = pytest.mark.anyio
 
 #: Generous: the suite must pass on a busy 2-core machine.
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 #: How long another connection keeps the file locked in the lock tests.
 LOCK_HELD = 0.3
 

@@ -25,7 +25,7 @@ from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime, compose_agent
 from tether.store import MemoryStore, SessionStore
 from tether.subagents import DELEGATION_NOTE
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_kernel, scaled, write_profile
 
 PLUGINS: dict[str, object] = {
     "spawn": tether_spawn,
@@ -169,10 +169,11 @@ class EchoTools:
 
 
 async def wait_for(predicate, timeout: float = 5.0) -> None:
-    """Poll ``predicate()`` until it holds (for work that finishes in a background task)."""
+    """Poll ``predicate()`` until it holds (for work that finishes in a background task);
+    ``timeout`` is scaled by the suite's time scale."""
     import anyio
 
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while not predicate():
             await anyio.sleep(0.005)
 

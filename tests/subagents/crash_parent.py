@@ -30,7 +30,7 @@ from tether.models import FunctionModel, ModelRequest
 from tether.runtime import compose_agent
 from tether.store import SQLiteStore
 from tether.subagents import DELEGATION_NOTE, SubagentStartRequest
-from tether.testing import make_runtime, write_profile
+from tether.testing import make_runtime, scaled, write_profile
 
 PROFILE = """
 [tether]
@@ -43,7 +43,7 @@ model = "scripted:none.toml"
 PROMPT = "the first task"
 FOLLOW_UPS = ("follow-up one", "follow-up two")
 #: A bound on everything the second process waits for, in seconds.
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 
 
 def is_child(request: ModelRequest) -> bool:

@@ -45,7 +45,7 @@ from tether.store import (
     UserMessage,
 )
 from tether.subagents import DELEGATION_NOTE
-from tether.testing import make_kernel, write_profile
+from tether.testing import make_kernel, scaled, write_profile
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +55,7 @@ DIGGER_WINDOW = 2_048
 #: How long a child's final answer is, in characters (about 1,600 tokens).
 REPORT_CHARS = 6_500
 #: Everything here finishes in well under a second; generous for a busy machine.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 
 PROFILE = f"""
 [tether]

@@ -55,7 +55,7 @@ from tether.store import (
 )
 from tether.store.replay import fold
 from tether.subagents import DELEGATION_NOTE
-from tether.testing import make_kernel, tree_problems, write_profile
+from tether.testing import make_kernel, scaled, tree_problems, write_profile
 
 from .conftest import Answer, delegate, wait_for_ready
 
@@ -81,7 +81,7 @@ PLUGINS: dict[str, object] = {
     "subagent": tether_subagent_tools,
 }
 #: A bound on every wait here, in seconds: generous, for a busy 2-core machine.
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 ROOT = Path(__file__).parents[2]
 MODULE = "tests.subagents.test_compaction_forks"
 

@@ -26,13 +26,14 @@ from tether.store import (
     TurnStarted,
     UserMessage,
 )
+from tether.testing import scaled
 
 from .conftest import wait_for_ready
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
 SCRIPT = Path(__file__).with_name("crash_parent.py")
-TIMEOUT = 60.0
+TIMEOUT = scaled(60.0)
 
 
 def _env() -> dict[str, str]:

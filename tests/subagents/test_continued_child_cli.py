@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tether.store import SQLiteStore
+from tether.testing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +87,7 @@ def tether(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=scaled(90),
     )
 
 

@@ -9,6 +9,7 @@ from tether.errors import CapabilityError, ErrorCode, PluginError
 from tether.models import ModelRequest, ModelResponse, ToolCall
 from tether.store import InboxAccepted, SQLiteStore, TurnEnded, UserMessage
 from tether.subagents import SubagentCapabilities, SubagentResult
+from tether.testing import scaled
 from tether.testing.subagents import LimitedProvider
 from tether_subagent_tools._tool import failure_text
 
@@ -182,7 +183,7 @@ async def test_overlaps_sibling_foreground_delegations(runtime):
         waiting.append(request)
         if len(waiting) == 2:
             both.set()
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await both.wait()
         return f"done {request.messages[-1].content}"
 
@@ -244,7 +245,7 @@ async def test_a_busy_parent_gets_the_notice_at_its_next_step(build_runtime):
         if last.role == "user" and last.content == "go":
             return delegate("child task", background=True)
         if last.role == "tool" and last.name == "subagent":
-            with anyio.fail_after(5):  # busy until the child's notice has been accepted
+            with anyio.fail_after(scaled(5)):  # busy until the child's notice has been accepted
                 await accepted.wait()
             return ModelResponse(
                 tool_calls=(ToolCall(id="e1", name="echo", arguments={"text": "x"}),),
@@ -277,7 +278,7 @@ async def test_parent_teardown_cancels_its_background_jobs(runtime):
 
     brain = Brain(delegating_parent(background=True), child)
     parent = await make_parent(runtime, brain.model)
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with parent:
             await parent.run("go")
             await wait_for(lambda: len(brain.child_requests) == 1)
@@ -423,6 +424,38 @@ async def test_parallel_background_calls_never_start_more_than_ten_tasks(runtime
             results = tool_results(agent)
             release.set()
             await runtime.subagents.tasks.wait_jobs(agent)
+    finally:
+        await store.aclose()
+    started = [r for r in results if r.startswith("Started task ")]
+    refused = [r for r in results if r.endswith("[TOO_MANY_BACKGROUND_TASKS]")]
+    assert (len(started), len(refused)) == (10, 4)
+
+
+async def test_parallel_continuable_calls_count_each_task_once(build_runtime, tmp_path):
+    # A continuable child is live (working) before its start returns: the place its call held
+    # must not count it a second time, or a step of ten calls starts only about half of them.
+    release = anyio.Event()
+
+    async def child(request):
+        await release.wait()
+        return "done"
+
+    def parent(request):
+        if request.messages[-1].role == "user" and request.messages[-1].content == "go":
+            calls = [delegate(f"task {n}", background=True, call_id=f"d{n}") for n in range(14)]
+            return calls[0].model_copy(update={"tool_calls": tuple(c.tool_calls[0] for c in calls)})
+        return "noted"
+
+    runtime = build_runtime('[plugin.subagent]\nbackground = "continuable"\n')
+    brain = Brain(parent, child)
+    store = SQLiteStore(tmp_path / "sessions.db")
+    try:
+        agent = await make_parent(runtime, brain.model, store)
+        async with agent:
+            await agent.run("go")
+            results = tool_results(agent)
+            release.set()
+            await runtime.subagents.continuation.wait_quiet(agent)
     finally:
         await store.aclose()
     started = [r for r in results if r.startswith("Started task ")]

@@ -20,7 +20,7 @@ from tether.loading.capabilities import SUBAGENT_PROVIDER, Offer
 from tether.runtime import Runtime
 from tether.store import SQLiteStore
 from tether.subagents import HostedChildRun, declared_capabilities
-from tether.testing import RuntimeSessionHost, log_problems, make_kernel, write_profile
+from tether.testing import RuntimeSessionHost, log_problems, make_kernel, scaled, write_profile
 from tether.testing.subagent_provider_conformance import SubagentProviderConformance
 from tether_fork import ForkProvider
 from tether_spawn import SpawnProvider
@@ -76,7 +76,7 @@ class _OnAHost(SubagentProviderConformance):
                 provider.name, SubagentStartRequest(prompt="hello", parent=parent)
             )
             try:
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     result = await run.result()
             finally:
                 await run.dispose()
@@ -177,7 +177,7 @@ async def test_a_foreground_delegation_gets_the_hosted_childs_answer(tool_runtim
         runtime.child_host = host
         parent = await runtime.compose()
         async with parent:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 await parent.run("go")
         (child,) = await here.sessions(parent=parent.session_id)
         assert host.drives == [child.id]
@@ -197,7 +197,7 @@ async def test_a_background_delegation_notifies_the_parent_when_the_hosted_child
         runtime.child_host = RuntimeSessionHost(driver)
         parent = await runtime.compose()
         async with parent:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 await parent.run("in the background")
                 await runtime.settle(parent)  # the notice's turn too
         (child,) = await here.sessions(parent=parent.session_id)
@@ -216,7 +216,7 @@ async def test_parallel_delegations_run_side_by_side_on_the_host(tool_runtimes):
         runtime.child_host = host
         parent = await runtime.compose()
         async with parent:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 await parent.run("three at once")
         children = await here.sessions(parent=parent.session_id)
     assert sorted(host.drives) == sorted(c.id for c in children)
@@ -280,7 +280,7 @@ async def test_a_background_child_whose_log_cannot_be_read_is_a_failed_task(tool
         runtime.child_host = _Losing(driver)
         parent = await runtime.compose()
         async with parent:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 await parent.run("in the background")
                 (result,) = [m.content for m in parent.messages if m.role == "tool"]
                 child = result.split()[2].rstrip(".")

@@ -17,6 +17,7 @@ from tether.subagents import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from tether.testing import scaled
 from tether.testing.subagents import LimitedProvider
 from tether_spawn import SpawnProvider
 
@@ -287,7 +288,7 @@ async def test_a_cancel_signal_after_start_aborts_the_child(runtime):
         run = await runtime.start("spawn", request)
         await started.wait()
         request.cancel.cancel()
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             result = await run.result()
         await run.dispose()
     assert result.stop_reason == "aborted"

@@ -20,6 +20,7 @@ from tether.subagents import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from tether.testing import scaled
 from tether_spawn import SpawnProvider
 
 from .conftest import Brain, delegate, is_child, make_parent, wait_for
@@ -83,7 +84,7 @@ async def test_a_callback_given_after_the_child_settled_is_still_called_in_its_h
             done.set()
 
         assert run.on_settled(settled) is True
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await done.wait()
         assert [r.output for r in got] == ["quick answer"]
         assert (await run.result()).output == "quick answer"

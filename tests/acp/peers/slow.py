@@ -50,6 +50,8 @@ from acp import (
 from acp.helpers import ContentBlock
 from acp.schema import Implementation
 
+from tether.testing import scaled
+
 log = logging.getLogger("peer.slow")
 
 
@@ -175,7 +177,7 @@ async def main() -> None:
         if grandchild is not None and grandchild.poll() is None:
             grandchild.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                grandchild.wait(timeout=5)
+                grandchild.wait(timeout=scaled(5))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,9 @@ class AgentLimits:
     """Model requests per turn."""
     max_output_tokens: int | None = None
     """Output tokens per turn, across its steps."""
+    max_working_tasks: int = 10
+    """Background tasks (subagent calls that return a task id) a session may have working at
+    once; one more is refused with ``TOO_MANY_BACKGROUND_TASKS``."""
     context_window: int | None = None
     """The model's context window in tokens, when the agent says (``[agent.NAME]
     context_window``); else the model's own or tether's table (``tether.models.window_for``)."""

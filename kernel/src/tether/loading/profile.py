@@ -161,7 +161,7 @@ ToolName = Annotated[str, AfterValidator(_check_tool_name)]
 
 
 class LimitsTable(BaseModel):
-    """``limits = { max_steps = 20, max_output_tokens = 8000 }``."""
+    """``limits = { max_steps = 20, max_output_tokens = 8000, max_working_tasks = 10 }``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -169,6 +169,8 @@ class LimitsTable(BaseModel):
     """Model requests per turn."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """Output tokens per turn, across its steps."""
+    max_working_tasks: int | None = Field(default=None, ge=1)
+    """Background tasks a session of this agent may have working at once."""
 
 
 class CompactionTable(BaseModel):

@@ -241,6 +241,7 @@ class Activations:
             )
         self._live[activation.child_id] = activation
         self._owned.setdefault(parent.session_id, set()).add(activation.child_id)
+        self._service.tasks.registered(parent.session_id)  # working now: its slot stops counting
         try:
             parent.start_job(self._run, activation)
         except RuntimeError:

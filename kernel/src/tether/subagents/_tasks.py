@@ -19,11 +19,13 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..agents import AgentLimits
 from ..errors import ErrorCode, SubagentError, TetherError
 from ..models import Message
 from ..store import InboxAccepted, MessageSource, UserMessage
@@ -54,8 +56,9 @@ log = logging.getLogger("tether.subagents")
 RESULT_BUDGET_BYTES = 50 * 1024
 #: Lines of ``<task_result>`` bodies a parent reads per turn, all results together.
 RESULT_BUDGET_LINES = 2000
-#: Working tasks one parent may have at once (``TOO_MANY_BACKGROUND_TASKS`` beyond).
-MAX_WORKING_TASKS = 10
+#: Working tasks one parent may have at once by default (``TOO_MANY_BACKGROUND_TASKS`` beyond);
+#: an agent's ``limits = { max_working_tasks = N }`` sets its own (``AgentLimits``).
+MAX_WORKING_TASKS = AgentLimits.max_working_tasks
 #: ``task_wait``'s default and longest wait, in seconds.
 WAIT_DEFAULT = 60.0
 WAIT_MAX = 600.0
@@ -144,6 +147,25 @@ class _Board:
     changed: anyio.Event = field(default_factory=anyio.Event)
 
 
+@dataclass
+class _Slot:
+    """A place :meth:`Tasks.slot` holds for a task while it starts."""
+
+    parent_id: str
+    board: _Board
+    held: bool = True
+    """Whether it still counts in ``board.starting`` (until its task is registered)."""
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.board.starting -= 1
+
+
+#: The place held by the call starting a task in this context (its task's subtasks see it).
+_SLOT: ContextVar[_Slot | None] = ContextVar("tether_task_slot", default=None)
+
+
 class Tasks:
     """The task model of one runtime (``runtime.subagents.tasks``)."""
 
@@ -193,10 +215,11 @@ class Tasks:
         tasks working and the ones starting count)."""
         board = self._boards.get(parent.session_id)
         count = len(self.working(parent)) + (board.starting if board is not None else 0)
-        if count >= MAX_WORKING_TASKS:
+        limit = parent.limits.max_working_tasks
+        if count >= limit:
             raise SubagentError(
                 ErrorCode.TOO_MANY_BACKGROUND_TASKS,
-                f"{count} tasks are already working for you (at most {MAX_WORKING_TASKS})",
+                f"{count} tasks are already working for you (at most {limit})",
                 remedy="wait for one with task_wait, or cancel one with task_cancel",
             )
 
@@ -208,10 +231,21 @@ class Tasks:
         self.check_room(parent)
         board = self._board(parent.session_id)
         board.starting += 1
+        held = _Slot(parent.session_id, board)
+        token = _SLOT.set(held)
         try:
             yield
         finally:
-            board.starting -= 1
+            _SLOT.reset(token)
+            held.release()
+
+    def registered(self, parent_id: str) -> None:
+        """A task of ``parent_id`` is registered (its continuable activation is live, which
+        happens before its start returns): the place its call held stops counting, so the
+        task counts once, as working."""
+        held = _SLOT.get()
+        if held is not None and held.parent_id == parent_id:
+            held.release()
 
     # ------------------------------------------------------------------ results
 
