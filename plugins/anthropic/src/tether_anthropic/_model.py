@@ -30,6 +30,10 @@ __all__ = ("MessagesModel",)
 
 #: The path of the Messages API under the base URL.
 MESSAGES_PATH = "/v1/messages"
+#: The smallest thinking budget the API takes.
+MIN_THINKING_BUDGET = 1024
+#: Tokens of ``max_tokens`` kept for the answer after the thinking.
+ANSWER_ROOM = 1024
 
 
 class MessagesModel:
@@ -96,23 +100,28 @@ class MessagesModel:
         if request.tools:
             body["tools"] = encode_tools(request.tools)
         body["messages"] = encode_messages(request.messages, self.thinking)
-        if self._thinks(request):
-            assert self.thinking_budget is not None
-            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-            # The answer must have room beyond the thinking.
-            body["max_tokens"] = max(body["max_tokens"], self.thinking_budget + 1024)
+        budget = self._thinking_budget(request, body["max_tokens"])
+        if budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if self.cache:
             place_breakpoints(body)
         return body
 
-    def _thinks(self, request: ModelRequest) -> bool:
-        """Whether this request thinks: when a budget is set, and the request does not go on
+    def _thinking_budget(self, request: ModelRequest, max_tokens: int) -> int | None:
+        """The thinking budget of this request: the setting, cut so that the answer keeps
+        :data:`ANSWER_ROOM` tokens of ``max_tokens`` (the thinking counts as output); ``None``
+        (no thinking) when less than the API's minimum is left, or when the request goes on
         from tool calls whose thinking is not remembered (a model made again, after a
-        restart: the API wants that thinking back, and only this model had it)."""
+        restart: the API wants that thinking back, and only the model that got it had it)."""
         if self.thinking_budget is None:
-            return False
+            return None
+        budget = min(self.thinking_budget, max_tokens - ANSWER_ROOM)
+        if budget < MIN_THINKING_BUDGET:
+            return None
         last = next((m for m in reversed(request.messages) if m.role == "assistant"), None)
-        return last is None or not last.tool_calls or bool(self.thinking.of(last))
+        if last is not None and last.tool_calls and not self.thinking.of(last):
+            return None
+        return budget
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer one step; every failure is a :class:`ModelError` (recoverable ones carry
