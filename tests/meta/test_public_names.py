@@ -29,6 +29,7 @@ PACKAGES = (
     "tether_subagent_tools",
     "tether_postgres",
     "tether_temporal",
+    "tether_anthropic",
 )
 
 #: Re-exports not yet in ``__all__``, in packages outside this change. Each is a name a

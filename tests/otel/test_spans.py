@@ -59,7 +59,8 @@ tool_calls = [
   { name = "lookup", arguments = { word = "launch" } },
   { name = "broken", arguments = {} },
 ]
-usage = { input_tokens = 120, output_tokens = 8, cached_input_tokens = 100 }
+usage = { input_tokens = 120, output_tokens = 8, cached_input_tokens = 100, \
+cache_write_input_tokens = 15 }
 
 [[steps]]
 text = "Thursday."
@@ -126,6 +127,7 @@ async def test_a_turn_is_an_invoke_agent_span_holding_its_chats_and_tool_calls(
     assert attributes["gen_ai.usage.input_tokens"] == 270
     assert attributes["gen_ai.usage.output_tokens"] == 11
     assert attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 15
     assert turn.status.status_code is StatusCode.UNSET
 
     chats = [s for s in _children(spans, turn) if s.name.startswith("chat")]
@@ -138,6 +140,7 @@ async def test_a_turn_is_an_invoke_agent_span_holding_its_chats_and_tool_calls(
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert first["gen_ai.usage.input_tokens"] == 120
     assert first["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert first["gen_ai.usage.cache_creation.input_tokens"] == 15
     assert first["tether.step"] == 1
     assert dict(chats[1].attributes or {})["gen_ai.response.finish_reasons"] == ("stop",)
 

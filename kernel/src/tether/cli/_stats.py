@@ -7,7 +7,8 @@ message, compaction included), and the session's agent says its base prompt and 
 same for the whole session). Per request: the tokens of each block (estimated, about four
 characters a token: base prompt, tools, history, appended context), the share of it that
 repeats the request before it byte for byte (what a provider's prefix cache can serve), and the
-input and cached tokens the provider reported.
+input tokens the provider reported, and how many of them it read from its prompt cache
+(cached) and wrote to it (written: providers that cache only where asked, Anthropic's).
 """
 
 from __future__ import annotations
@@ -88,16 +89,19 @@ def _print_session(session: dict[str, Any]) -> None:
         f"{indent}session {session['session']}  agent {session['agent'] or '(global scope)'}"
         f"  ~{session['base_tokens']} tokens of base prompt, ~{session['tools_tokens']} of tools"
     )
-    click.echo(f"{indent}  turn step  history  context    total  repeats     input    cached")
+    click.echo(
+        f"{indent}  turn step  history  context    total  repeats     input    cached   written"
+    )
     for row in session["requests"]:
         repeats = "-" if row["repeats"] is None else f"{row['repeats']:.0%}"
         cached = "-" if row["cached_tokens"] is None else str(row["cached_tokens"])
         reported = "-" if row["input_tokens"] is None else str(row["input_tokens"])
+        written = "-" if row["cache_write_tokens"] is None else str(row["cache_write_tokens"])
         step = "sum" if row["step"] is None else row["step"]  # a compaction's summary
         click.echo(
             f"{indent}  {row['turn']:>4} {step:>4} {row['history_tokens']:>8}"
             f" {row['context_tokens']:>8} {row['total_tokens']:>8} {repeats:>8}"
-            f" {reported:>9} {cached:>9}"
+            f" {reported:>9} {cached:>9} {written:>9}"
         )
     click.echo(f"{indent}  " + _totals_line(session["totals"]))
 
@@ -112,6 +116,8 @@ def _totals_line(totals: dict[str, Any]) -> str:
             f"{totals['input_tokens']} input tokens reported, {totals['cached_tokens']}"
             f" cached ({share:.0%})"
         )
+        if totals["cache_write_tokens"]:
+            parts.append(f"{totals['cache_write_tokens']} written to the cache")
     return ", ".join(parts)
 
 
@@ -263,6 +269,7 @@ def _row(
         "repeats": repeats,
         "input_tokens": reported,
         "cached_tokens": usage.cached_input_tokens if reported is not None else None,
+        "cache_write_tokens": usage.cache_write_input_tokens if reported is not None else None,
     }
 
 
@@ -280,4 +287,5 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "repeats": repeats,
         "input_tokens": sum(row["input_tokens"] for row in reported),
         "cached_tokens": sum(row["cached_tokens"] or 0 for row in reported),
+        "cache_write_tokens": sum(row["cache_write_tokens"] or 0 for row in reported),
     }

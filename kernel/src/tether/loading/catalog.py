@@ -64,6 +64,7 @@ FIRST_PARTY_PLUGINS: Mapping[str, str] = {
     "fork": "tether-fork",
     "openai": "tether-openai",
     "acp": "tether-acp",
+    "anthropic": "tether-anthropic",
 }
 
 #: The kernel's own plugins, in the order every kernel loads them (after the profile's global

@@ -25,6 +25,7 @@ FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
     "openai": ("openai", "tether-openai"),
     "deepseek": ("openai", "tether-openai"),
     "openai-compatible": ("openai", "tether-openai"),
+    "anthropic": ("anthropic", "tether-anthropic"),
 }
 
 

@@ -79,12 +79,16 @@ class Usage(_Frozen):
     output_tokens: int = 0
     cached_input_tokens: int = 0
     """Input tokens the provider served from its prompt cache (a subset of ``input_tokens``)."""
+    cache_write_input_tokens: int = 0
+    """Input tokens the provider wrote to its prompt cache (a subset of ``input_tokens``;
+    providers that cache without being asked, such as OpenAI's, report none)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
 

@@ -45,6 +45,14 @@ BUILTIN_WINDOWS: dict[str, tuple[int, int]] = {
     "o1": (200_000, 100_000),
     "o3": (200_000, 100_000),
     "o4-mini": (200_000, 100_000),
+    # Anthropic's Claude models (their 1M-token windows are a beta opt-in: 200,000 here).
+    "claude-3": (200_000, 4_096),
+    "claude-3-5": (200_000, 8_192),
+    "claude-3-7": (200_000, 64_000),
+    "claude-opus-4": (200_000, 32_000),
+    "claude-opus-4-5": (200_000, 64_000),
+    "claude-sonnet-4": (200_000, 64_000),
+    "claude-haiku-4": (200_000, 64_000),
 }
 #: Tokens a message costs beyond its text (role and framing).
 MESSAGE_OVERHEAD = 4

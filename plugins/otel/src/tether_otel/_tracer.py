@@ -355,6 +355,8 @@ def _usage(usage: Usage) -> Attributes:
     }
     if usage.cached_input_tokens:
         found["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
+    if usage.cache_write_input_tokens:
+        found["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_input_tokens
     return found
 
 
