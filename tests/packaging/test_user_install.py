@@ -84,3 +84,26 @@ def test_a_first_profile_checks_and_runs_in_the_users_venv(user_venv, tmp_path):
     run = user_venv.run(tether, "run", "--profile", str(profile), "hi", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "Hello from tether." in run.stdout
+
+
+def test_otel_without_the_grpc_extra_names_it_when_grpc_is_asked_for(user_venv, tmp_path):
+    # tether-otel[http] is installed, grpc really is not: the error says which extra adds it.
+    (tmp_path / "script.toml").write_text('[[steps]]\ntext = "Hi."\n')
+    profile = write_profile(
+        tmp_path,
+        """
+        [tether]
+        plugins = ["otel"]
+
+        [plugin.otel]
+        protocol = "grpc"
+
+        [agent.main]
+        model = "scripted:script.toml"
+        """,
+    )
+    tether = str(user_venv.folder / "bin" / "tether")
+    check = user_venv.run(tether, "check", "--profile", str(profile), cwd=tmp_path)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert 'uv add "tether-otel[grpc]"' in check.stderr
+    assert "[PLUGIN_NOT_INSTALLED]" in check.stderr
