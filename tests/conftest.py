@@ -12,6 +12,10 @@ from hypothesis import HealthCheck, settings
 
 from tether.testing import TIME_SCALE_ENV, scaled, time_scale
 
+# tether's pytest plugin (its fixtures; entry-point autoload off for the session) is opt-in, as
+# for any project that tests tether plugins: installing tether loads nothing into a test run.
+pytest_plugins = ["tether.testing.pytest_plugin"]
+
 # The fuzz tests run on a busy 2-core machine: no per-example deadline (a slow example is not a
 # bug), no example database left in the checkout. `HYPOTHESIS_PROFILE=long` searches harder.
 settings.register_profile(

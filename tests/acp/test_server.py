@@ -171,7 +171,7 @@ async def test_initialize_offers_load_session_and_text_prompts(tmp_path):
     prompts = capabilities.prompt_capabilities
     assert prompts is not None
     assert (prompts.image, prompts.audio, prompts.embedded_context) == (False, False, False)
-    # tether-mcp is installed here: the client's HTTP MCP servers are taken too.
+    # tether-mcp-client is installed here: the client's HTTP MCP servers are taken too.
     assert capabilities.mcp_capabilities is not None
     assert capabilities.mcp_capabilities.http is True
     assert reply.agent_info is not None

@@ -1,10 +1,10 @@
 """``tether acp`` gives a session's agent the MCP servers its client names (``mcpServers`` of
-``session/new`` and ``session/load``), through tether-mcp.
+``session/new`` and ``session/load``), through tether-mcp-client.
 
 The server runs as a real process (the console script) driven by the ACP SDK's client side (the
 helpers of test_server.py); the MCP server is the real ``mcp-server-time`` (PyPI), started by
-tether-mcp in the served process. The profile does not load the mcp plugin: the client's servers
-need no profile setting.
+tether-mcp-client in the served process. The profile does not load the mcp plugin: the client's
+servers need no profile setting.
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ async def test_a_client_mcp_server_gives_the_session_its_tools(tmp_path):
     assert results[0].content == result
     # The SSE entry was skipped, and said so.
     log = stderr_of(profile)
-    assert 'MCP server "legacy" is skipped: tether-mcp does not speak the SSE transport' in log
+    assert (
+        'MCP server "legacy" is skipped: tether-mcp-client does not speak the SSE transport' in log
+    )
     assert "Traceback" not in log
 
 
@@ -239,7 +241,7 @@ async def test_empty_mcp_servers_open_a_session_as_before(tmp_path):
 
 
 def test_empty_mcp_servers_do_not_import_tether_mcp(tmp_path):
-    # A fresh interpreter: the suite's own process has imported tether_mcp long ago.
+    # A fresh interpreter: the suite's own process has imported tether_mcp_client long ago.
     probe = textwrap.dedent(
         """
         import sys
@@ -250,7 +252,7 @@ def test_empty_mcp_servers_do_not_import_tether_mcp(tmp_path):
 
         assert client_tool_sources([], Path.cwd()) == []
         assert client_tool_sources(None, Path.cwd()) == []
-        assert "tether_mcp" not in sys.modules, "tether_mcp was imported"
+        assert "tether_mcp_client" not in sys.modules, "tether_mcp_client was imported"
         assert "mcp" not in sys.modules, "the MCP SDK was imported"
         print("ok", TetherAcpAgent.__name__)
         """
@@ -270,13 +272,13 @@ def test_empty_mcp_servers_do_not_import_tether_mcp(tmp_path):
 def test_without_tether_mcp_the_clients_servers_are_skipped_with_a_warning(
     tmp_path, monkeypatch, caplog
 ):
-    monkeypatch.setitem(sys.modules, "tether_mcp", None)  # `import tether_mcp` fails
+    monkeypatch.setitem(sys.modules, "tether_mcp_client", None)  # `import tether_mcp_client` fails
     with caplog.at_level(logging.WARNING, logger="tether.acp.mcp"):
         sources = client_tool_sources([time_entry()], tmp_path)
     assert sources == []
     assert [r.getMessage() for r in caplog.records] == [
-        'the client offers 1 MCP server(s) ("time"); they are not used: tether-mcp is not'
-        " installed (uv add tether-mcp)"
+        'the client offers 1 MCP server(s) ("time"); they are not used: tether-mcp-client is not'
+        " installed (uv add tether-mcp-client)"
     ]
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from tether.errors import PluginError
 from tether.runtime import Runtime
-from tether_mcp import connections
+from tether_mcp_client import connections
 
 from .conftest import PATIENCE, call, calls, load, says, script, stdio, tool_messages, write_profile
 

@@ -16,7 +16,7 @@ import pytest
 from tether.errors import AgentError, ErrorCode
 from tether.runtime import Runtime
 from tether.testing import scaled
-from tether_mcp import connections
+from tether_mcp_client import connections
 
 from .conftest import (
     HTTP_SERVER,

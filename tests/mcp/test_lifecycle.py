@@ -23,7 +23,7 @@ from tether.errors import AgentError, ErrorCode
 from tether.loading import Kernel
 from tether.runtime import Runtime
 from tether.store import SessionStore
-from tether_mcp import connections
+from tether_mcp_client import connections
 
 from .conftest import (
     call,

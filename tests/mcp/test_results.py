@@ -9,7 +9,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 
 from tether.agents import ToolError, ToolOutput
 from tether.models import ImagePart
-from tether_mcp import render_result
+from tether_mcp_client import render_result
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 

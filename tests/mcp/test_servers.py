@@ -17,7 +17,7 @@ from tether.agents import PermissionQuestion
 from tether.errors import AgentError, ErrorCode
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.runtime import Runtime
-from tether_mcp import connections
+from tether_mcp_client import connections
 
 from .conftest import (
     call,

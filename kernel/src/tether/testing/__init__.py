@@ -1,7 +1,8 @@
 """Test support that ships with tether, so users test their plugins the way we test ours.
 
-The pytest plugin (:mod:`tether.testing.pytest_plugin`, registered through ``pytest11``) turns
-entry-point autoload off for the test session and provides fixtures:
+The pytest plugin (:mod:`tether.testing.pytest_plugin`, opt-in: ``-p
+tether.testing.pytest_plugin`` or ``pytest_plugins`` in a conftest) turns entry-point autoload
+off for the test session and provides fixtures:
 
 * ``tether_profile``: write a profile (TOML text) into a temporary folder, return its path;
 * ``tether_kernel``: build a :class:`tether.Kernel` from a profile and inline plugin objects;

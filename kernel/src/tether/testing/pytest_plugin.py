@@ -1,7 +1,12 @@
 """tether's pytest plugin: fixtures for kernels, profiles and inline plugins.
 
-Loaded by pytest through the ``pytest11`` entry point of the ``tether`` distribution. It keeps
-imports light (tether itself is imported inside the fixtures) and sets
+Opt-in: a project that tests tether plugins loads it with ``-p tether.testing.pytest_plugin``
+(on the command line or in ``addopts``) or ``pytest_plugins = ["tether.testing.pytest_plugin"]``
+in its top-level ``conftest.py``. The ``tether`` distribution registers no ``pytest11`` entry
+point: installing tether changes nothing in anyone else's test run (an application testing its
+own profile keeps its installed plugins).
+
+Once loaded, it keeps imports light (tether itself is imported inside the fixtures) and sets
 ``TETHER_DISABLE_PLUGIN_AUTOLOAD=1`` for the session unless the ini option
 ``tether_plugin_autoload = true`` is set, so an installed plugin never leaks into an unrelated
 test. Tests that need installed plugins start a subprocess with that variable removed.

@@ -20,7 +20,8 @@ class Settings(tether.PluginSettings):
     ``none``: record nothing outside the process (an application's own provider, tests)."""
     protocol: Literal["http/protobuf", "grpc"] | None = None
     """The OTLP transport; default ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, then
-    ``OTEL_EXPORTER_OTLP_PROTOCOL``, then ``http/protobuf``."""
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, then the installed exporter (``http/protobuf`` first):
+    ``tether-otel[http]`` or ``tether-otel[grpc]`` installs one."""
     endpoint: str | None = None
     """The collector: ``http://HOST:4318`` for ``http/protobuf`` (``/v1/traces`` and
     ``/v1/metrics`` are added), ``http://HOST:4317`` for ``grpc``. Default: the

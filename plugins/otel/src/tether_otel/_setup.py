@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from tether import __version__
 
+from ._exporters import GRPC, protocol_for
 from ._settings import Settings
 from ._tracer import OtelTracer
 
@@ -63,6 +64,16 @@ def _capture(settings: Settings) -> bool:
 
 def _make(settings: Settings) -> OtelTracer:
     provider = trace.get_tracer_provider()
+    if settings.exporter == "otlp":
+        # A missing exporter fails before any provider is set (PLUGIN_NOT_INSTALLED).
+        if not isinstance(provider, TracerProvider):
+            _protocol(settings, "TRACES")
+        if (
+            settings.metrics
+            and not isinstance(metrics.get_meter_provider(), MeterProvider)
+            and os.environ.get("OTEL_METRICS_EXPORTER", "") != "none"
+        ):
+            _protocol(settings, "METRICS")
     if not isinstance(provider, TracerProvider):  # nobody configured the SDK: we do
         provider = TracerProvider(resource=_resource(settings))
         exporter = _span_exporter(settings)
@@ -95,12 +106,7 @@ def _resource(settings: Settings) -> Resource:
 
 
 def _protocol(settings: Settings, signal: str) -> str:
-    return (
-        settings.protocol
-        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
+    return protocol_for(settings.protocol, signal)
 
 
 def _span_exporter(settings: Settings) -> SpanExporter | None:
@@ -111,7 +117,7 @@ def _span_exporter(settings: Settings) -> SpanExporter | None:
 
         return ConsoleSpanExporter(out=sys.stderr)  # stdout may be a protocol's (tether acp)
     headers = settings.headers or None
-    if _protocol(settings, "TRACES") == "grpc":
+    if _protocol(settings, "TRACES") == GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter(
@@ -133,7 +139,7 @@ def _metric_exporter(settings: Settings) -> MetricExporter | None:
 
         return ConsoleMetricExporter(out=sys.stderr)
     headers = settings.headers or None
-    if _protocol(settings, "METRICS") == "grpc":
+    if _protocol(settings, "METRICS") == GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         return OTLPMetricExporter(

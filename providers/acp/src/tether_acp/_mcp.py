@@ -1,18 +1,18 @@
 """The MCP servers an ACP client names in ``session/new`` and ``session/load`` (``mcpServers``),
-as tool sources of that session's agent alone, through the tether-mcp plugin.
+as tool sources of that session's agent alone, through the tether-mcp-client plugin.
 
-Each entry becomes a :class:`tether_mcp.ServerSettings`: a stdio entry (``name``, ``command``,
-``args``, ``env`` as ``{name, value}`` pairs) starts ``command`` in the session's ``cwd``; an
-``http`` entry (``name``, ``url``, ``headers`` as ``{name, value}`` pairs) is reached over
-streamable HTTP. ``sse`` entries (and MCP-over-ACP ``acp`` entries) are skipped with a warning:
-tether-mcp speaks neither. The model sees a server's tools as ``NAME__TOOL``: a name tether-mcp
-refuses (ACP names are human-readable: ``"GitHub (work)"``) is made one (``GitHub-work``), and a
-name nothing is left of, or two entries with one name, make the request fail with "invalid
-params". A server that fails to start fails the compose (``TOOL_SOURCE_FAILED``), so the
-request too.
+Each entry becomes a :class:`tether_mcp_client.ServerSettings`: a stdio entry (``name``,
+``command``, ``args``, ``env`` as ``{name, value}`` pairs) starts ``command`` in the session's
+``cwd``; an ``http`` entry (``name``, ``url``, ``headers`` as ``{name, value}`` pairs) is reached
+over streamable HTTP. ``sse`` entries (and MCP-over-ACP ``acp`` entries) are skipped with a warning:
+tether-mcp-client speaks neither. The model sees a server's tools as ``NAME__TOOL``: a name
+tether-mcp-client refuses (ACP names are human-readable: ``"GitHub (work)"``) is made one
+(``GitHub-work``), and a name nothing is left of, or two entries with one name, make the request
+fail with "invalid params". A server that fails to start fails the compose (``TOOL_SOURCE_FAILED``),
+so the request too.
 
-tether-mcp is imported only when a client names servers; without it installed, they are skipped
-with a warning (``uv add tether-mcp``).
+tether-mcp-client is imported only when a client names servers; without it installed, they are
+skipped with a warning (``uv add tether-mcp-client``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
 if TYPE_CHECKING:
     from tether.agents import ToolSource
-    from tether_mcp import ServerSettings
+    from tether_mcp_client import ServerSettings
 
 __all__ = ("OWNER", "client_tool_sources", "mcp_available")
 
@@ -40,15 +40,15 @@ OWNER = "acp client"
 """Who offers these servers, in errors (``plugin "acp client", server "time"``)."""
 
 _INVALID_PARAMS = -32602
-#: The longest server name tether-mcp takes.
+#: The longest server name tether-mcp-client takes.
 _MAX_NAME = 40
 
 
 def mcp_available() -> bool:
-    """Whether tether-mcp is installed (found, not imported: ``initialize`` stays cheap)."""
+    """Whether tether-mcp-client is installed (found, not imported: ``initialize`` stays cheap)."""
     import importlib.util
 
-    return importlib.util.find_spec("tether_mcp") is not None
+    return importlib.util.find_spec("tether_mcp_client") is not None
 
 
 def client_tool_sources(servers: Iterable[object] | None, cwd: Path) -> list[ToolSource]:
@@ -59,16 +59,16 @@ def client_tool_sources(servers: Iterable[object] | None, cwd: Path) -> list[Too
     if not entries:
         return []
     try:
-        import tether_mcp
+        import tether_mcp_client
     except ImportError:
         log.warning(
-            "the client offers %d MCP server(s) (%s); they are not used: tether-mcp is not"
-            " installed (uv add tether-mcp)",
+            "the client offers %d MCP server(s) (%s); they are not used: tether-mcp-client is not"
+            " installed (uv add tether-mcp-client)",
             len(entries),
             ", ".join(_shown_name(entry) for entry in entries),
         )
         return []
-    settings: list[tether_mcp.ServerSettings] = []
+    settings: list[tether_mcp_client.ServerSettings] = []
     given: dict[str, str] = {}  # tether's name -> the name the client gave
     for entry in entries:
         usable = _usable(entry)
@@ -105,17 +105,17 @@ def client_tool_sources(servers: Iterable[object] | None, cwd: Path) -> list[Too
             )
         given[name] = original
         settings.append(config)
-    return tether_mcp.sources_for(settings, owner=OWNER)
+    return tether_mcp_client.sources_for(settings, owner=OWNER)
 
 
 def _usable(entry: object) -> McpServerStdio | HttpMcpServer | None:
-    """``entry`` if tether-mcp can use it; ``None`` (with a warning) otherwise."""
+    """``entry`` if tether-mcp-client can use it; ``None`` (with a warning) otherwise."""
     match entry:
         case McpServerStdio() | HttpMcpServer():
             return entry
         case SseMcpServer(name=name):
             log.warning(
-                "MCP server %s is skipped: tether-mcp does not speak the SSE transport (use"
+                "MCP server %s is skipped: tether-mcp-client does not speak the SSE transport (use"
                 " streamable HTTP or stdio)",
                 json.dumps(name[:200]),
             )
@@ -130,9 +130,9 @@ def _usable(entry: object) -> McpServerStdio | HttpMcpServer | None:
 
 
 def _settings(entry: McpServerStdio | HttpMcpServer, name: str, cwd: Path) -> ServerSettings:
-    """The tether-mcp settings of one entry, named ``name``: a stdio server starts in the
+    """The tether-mcp-client settings of one entry, named ``name``: a stdio server starts in the
     session's directory."""
-    from tether_mcp import ServerSettings
+    from tether_mcp_client import ServerSettings
 
     if isinstance(entry, McpServerStdio):
         return ServerSettings(
@@ -152,9 +152,9 @@ def _settings(entry: McpServerStdio | HttpMcpServer, name: str, cwd: Path) -> Se
 
 
 def _server_name(name: str) -> str | None:
-    """``name`` as a tether-mcp server name: letters, digits, ``-`` and single ``_``, starting
-    with a letter or digit, at most 40 characters (anything else becomes ``-``); ``None`` when
-    nothing is left."""
+    """``name`` as a tether-mcp-client server name: letters, digits, ``-`` and single ``_``,
+    starting with a letter or digit, at most 40 characters (anything else becomes ``-``);
+    ``None`` when nothing is left."""
     cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", name)
     cleaned = re.sub(r"_{2,}", "_", cleaned)
     cleaned = re.sub(r"-{2,}", "-", cleaned)

@@ -9,7 +9,8 @@ the profile's agents over the Agent Client Protocol, version 1:
   id, so ``tether sessions show ID`` and ``tether run --session ID`` find it. ``cwd`` must be
   an absolute path to a directory (the spec's rule), else the answer is "invalid params".
   ``mcpServers`` (stdio and ``http`` entries) become tool sources of the session's agent alone,
-  through tether-mcp (:mod:`tether_acp._mcp`); a server that does not start fails the request.
+  through tether-mcp-client (:mod:`tether_acp._mcp`); a server that does not start fails the
+  request.
 * ``session/load``: reopens a stored session as ``tether run --session`` does (a turn a crash
   left open is closed first, and continuable children holding unrun messages are recovered) and
   replays its conversation as ``session/update`` notifications before answering: the person's
@@ -450,8 +451,8 @@ class TetherAcpAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        # The client's HTTP MCP servers are passed on when tether-mcp is installed (stdio ones
-        # are every agent's to take).
+        # The client's HTTP MCP servers are passed on when tether-mcp-client is installed (stdio
+        # ones are every agent's to take).
         return _initialize_response(mcp_http=mcp_available())
 
     # ---------------------------------------------------------------- sessions

@@ -1,4 +1,4 @@
-"""tether-mcp: Model Context Protocol servers' tools as tether tools.
+"""tether-mcp-client: Model Context Protocol servers' tools as tether tools.
 
 Servers are entries of ``[[plugin.mcp.servers]]`` in any scope layer: a ``command`` started over
 stdio, or a ``url`` reached over streamable HTTP. Each server's tools become tether tools named

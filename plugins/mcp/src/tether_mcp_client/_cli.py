@@ -26,7 +26,7 @@ __all__ = ("mcp_group",)
 
 @click.group("mcp")
 def mcp_group() -> None:
-    """MCP servers of the profile (tether-mcp)."""
+    """MCP servers of the profile (tether-mcp-client)."""
 
 
 @dataclass
