@@ -45,6 +45,7 @@ __all__ = (
     "pre_step_messages",
     "request_with_retries",
     "retry_pause",
+    "retry_reason",
     "storable_response",
 )
 
@@ -232,7 +233,9 @@ async def request_with_retries(
     (:func:`retry_pause`); a failure that is not a :class:`ModelError` is wrapped in one.
     With ``on_delta``, the answer is streamed (:func:`tether.models.stream_answer`) and each
     delta handed to it; a failed attempt that will be retried is announced with a ``retry``
-    delta, before the pause (what it streamed is void)."""
+    delta before the pause (what it streamed is void): why it failed (:func:`retry_reason`),
+    the pause, which retry comes and how many the step may make, so a display can say that
+    tether waits, and why, instead of looking hung."""
     attempt = 0
     waited = 0.0
     while True:
@@ -246,7 +249,16 @@ async def request_with_retries(
             pause = retry_pause(limits, attempt, waited, exc)
             failure = str(exc)
             if on_delta is not None:
-                on_delta(ModelDelta("retry"))  # what this attempt streamed is void from now
+                # What this attempt streamed is void from now; the display says why it waits.
+                on_delta(
+                    ModelDelta(
+                        "retry",
+                        retry_reason(exc, model.name),
+                        wait=pause,
+                        attempt=attempt + 1,
+                        retries=limits.model_retries,
+                    )
+                )
         except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -288,15 +300,45 @@ def retry_pause(limits: AgentLimits, attempt: int, waited: float, error: ModelEr
     return min(delay, left)
 
 
+#: The most characters of a failure a ``retry`` delta carries (its first line, the model's
+#: name left out).
+RETRY_REASON_LIMIT = 200
+#: What a remedy says that is false once the retries are over; such a part is left out of the
+#: error that ends the turn.
+_RETRY_PROMISES = ("sent again", "is retried", "will be retried", "retries it", "tries again")
+#: The remedy of a give-up whose model's remedy only promised a retry.
+GAVE_UP_REMEDY = "check the server (tether check --model SPEC asks whether it answers)"
+
+
+def retry_reason(error: ModelError, model_name: str = "") -> str:
+    """Why a recoverable attempt failed, as a ``retry`` delta says it: the error's message on
+    one line, without the model's name in front, cut to :data:`RETRY_REASON_LIMIT`."""
+    text = " ".join(error.message.split())
+    if model_name and text.startswith(model_name + ": "):
+        text = text[len(model_name) + 2 :]
+    if len(text) > RETRY_REASON_LIMIT:
+        text = text[: RETRY_REASON_LIMIT - 3] + "..."
+    return text
+
+
+def given_up_remedy(remedy: str | None) -> str:
+    """``remedy`` as it reads once the retries are over: its parts that promise a retry
+    ("the step is sent again") left out, :data:`GAVE_UP_REMEDY` when nothing else is left."""
+    parts = [part.strip() for part in (remedy or "").split(";")]
+    kept = [p for p in parts if p and not any(w in p.lower() for w in _RETRY_PROMISES)]
+    return "; ".join(kept) or GAVE_UP_REMEDY
+
+
 def _gave_up(error: ModelError, why: str) -> ModelError:
-    """``error`` with ``why`` the retries ended, no longer recoverable."""
+    """``error`` with ``why`` the retries ended, no longer recoverable; its remedy no longer
+    promises a retry."""
     failure = ModelError(
         error.code,
         f"{error.message} ({why})",
         file=error.file,
         key=error.key,
         plugin=error.plugin,
-        remedy=error.remedy,
+        remedy=given_up_remedy(error.remedy),
         where=error.where,
     )
     failure.__cause__ = error
