@@ -36,9 +36,12 @@ if TYPE_CHECKING:
 
 __all__ = (
     "FINISH_TO_STOP",
+    "REPEAT_ORIGIN",
+    "REPEAT_REFUSED",
     "AgentLimits",
     "PreStep",
     "PreStepFunction",
+    "RepeatWatch",
     "StepContext",
     "build_request",
     "changed_instructions",
@@ -58,6 +61,10 @@ class AgentLimits:
 
     max_steps: int = 50
     """Model requests per turn."""
+    max_repeated_calls: int = 5
+    """Steps in a row that may make the same tool calls with the same arguments: the step that
+    reaches it runs, and the model then reads a notice; one more such step ends the turn
+    (``error``, ``TOOL_CALLS_REPEATED``) without running its calls. 0: no limit."""
     max_output_tokens: int | None = None
     """Output tokens per turn, across its steps."""
     max_working_tasks: int = 10
@@ -125,6 +132,94 @@ FINISH_TO_STOP: dict[str, StopReason] = {
     "refusal": "refusal",
     "error": "error",
 }
+
+
+#: The ``origin`` of the notice a model reads when it repeats its calls.
+REPEAT_ORIGIN = "tether.repeated-calls"
+#: The most characters of a call's arguments the notice and the error quote.
+REPEAT_QUOTE_LIMIT = 200
+
+
+class RepeatWatch:
+    """Counts the steps in a row of one turn whose tool calls are the same, names and arguments
+    alike (in any order), against ``AgentLimits.max_repeated_calls``.
+
+    :meth:`see` takes each step's calls and says what the loop does: ``run`` them, run them
+    and then append :meth:`notice` (the step that reaches the limit), or ``stop`` (one more
+    after the notice: the turn ends with :meth:`error`, the calls not run).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._last: tuple[str, ...] | None = None
+        self._calls: tuple[ToolCall, ...] = ()
+        self.streak = 0
+        """How many steps in a row made the calls of the last step seen."""
+
+    def see(self, calls: Sequence[ToolCall]) -> Literal["run", "notice", "stop"]:
+        key = tuple(sorted(call_key(call) for call in calls))
+        if key == self._last:
+            self.streak += 1
+        else:
+            self._last, self.streak = key, 1
+        self._calls = tuple(calls)
+        if self.limit <= 0 or self.streak < self.limit:
+            return "run"
+        return "notice" if self.streak == self.limit else "stop"
+
+    def described(self) -> str:
+        """The repeated calls as ``tether run`` prints them: ``list_notes({})``."""
+        return ", ".join(quoted_call(call) for call in self._calls)
+
+    def notice(self) -> str:
+        """What the model reads after the step that reached the limit."""
+        calls = self.described()
+        one = len(self._calls) == 1
+        return (
+            f"[tether] You have made the same tool call{'' if one else 's'} ({calls}) "
+            f"{self.streak} times in a row, with the same arguments. Calling "
+            f"{'it' if one else 'them'} again will not tell you anything new. Use the results "
+            "you have: answer, or do something different. If your next step makes the same "
+            f"call{'' if one else 's'} again, the turn is stopped."
+        )
+
+    def error(self, agent: str | None) -> ModelError:
+        """The error that ends the turn at the step after the notice (``agent``: its name)."""
+        return ModelError(
+            ErrorCode.TOOL_CALLS_REPEATED,
+            f"the model called {self.described()} in {self.streak} steps in a row, with the "
+            "same arguments, the last one after a notice asking it not to; "
+            "the turn was stopped without running them again",
+            where=f"{f'agent {agent}, ' if agent else ''}limits.max_repeated_calls = {self.limit}",
+            remedy="a small model may loop like this: try a larger model or clearer "
+            "instructions, or raise limits.max_repeated_calls in the agent's table "
+            "(0: no limit)",
+        )
+
+
+#: The result each call of a step that was stopped for repeating gets (it did not run).
+REPEAT_REFUSED = "Not run: the same call as in the steps before, after a notice; the turn stopped."
+
+
+def call_key(call: ToolCall) -> str:
+    """A call's name and arguments, comparable (keys sorted; arguments that were not JSON as
+    the model wrote them)."""
+    if call.invalid_arguments is not None:
+        arguments = "!" + call.invalid_arguments
+    else:
+        arguments = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False)
+    return f"{call.name}({arguments})"
+
+
+def quoted_call(call: ToolCall) -> str:
+    """``name({...})`` with the arguments as JSON, cut to :data:`REPEAT_QUOTE_LIMIT`."""
+    if call.invalid_arguments is not None:
+        arguments = call.invalid_arguments
+    else:
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+    if len(arguments) > REPEAT_QUOTE_LIMIT:
+        arguments = arguments[: REPEAT_QUOTE_LIMIT - 3] + "..."
+    return f"{call.name}({arguments})"
 
 
 def storable_response(response: ModelResponse) -> ModelResponse:

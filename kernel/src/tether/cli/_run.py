@@ -642,6 +642,10 @@ async def close_model(model: Any) -> None:
 PRINTED_LIMIT = 500
 #: The longest first line of a notice (a ``<task_result>``) ``tether run`` prints.
 NOTICE_LIMIT = 200
+#: What ``tether run`` prints when the model is told it repeats its calls.
+REPEAT_NOTICE_LINE = (
+    "[notice to the model: it repeats the same calls; one more such step stops the turn]"
+)
 #: What ``tether run`` prints for an answer with no text and no tool calls.
 EMPTY_ANSWER = "(empty answer)"
 
@@ -674,7 +678,15 @@ def printer(
     Errors and raw call arguments longer than ``PRINTED_LIMIT`` are cut unless ``debug``.
     With ``stream`` (which hears the agent's deltas), an answer whose text was shown as it
     streamed is not printed again: its line is ended, then its tool calls printed."""
-    from ..store import AssistantMessage, CompactionEvent, ToolResult, TurnEnded, UserMessage
+    from ..agents._step import REPEAT_ORIGIN
+    from ..store import (
+        AssistantMessage,
+        CompactionEvent,
+        ContextMessage,
+        ToolResult,
+        TurnEnded,
+        UserMessage,
+    )
 
     echo: Callable[[str], None] = terminal.line if terminal is not None else click.echo
 
@@ -707,6 +719,8 @@ def printer(
                 extra = len(lines) - 1
                 more = f" (+{extra} more line{'s' if extra > 1 else ''})" if extra else ""
                 echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
+            case ContextMessage(origin=origin) if origin == REPEAT_ORIGIN:
+                echo(REPEAT_NOTICE_LINE)
             case CompactionEvent(replaced=replaced, tokens_before=before, tokens_after=after):
                 # Inside a turn, a stream has not started yet: nothing to end.
                 echo(
