@@ -16,6 +16,7 @@ __all__ = (
     "FIRST_PARTY_MODEL_PREFIXES",
     "Model",
     "ModelProvider",
+    "ProbingModel",
     "find_model_provider",
     "resolve_model",
     "unknown_prefix_remedy",
@@ -60,6 +61,25 @@ class Model(Protocol):
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer one step."""
+        ...
+
+
+@runtime_checkable
+class ProbingModel(Protocol):
+    """A model that can tell whether its endpoint answers without spending tokens: ``tether
+    check --model SPEC`` makes the model and awaits ``probe()`` when it has one.
+
+    The contract: send nothing that costs (no completion; a listing such as ``GET
+    /v1/models``, or a health check), no retries, and end within the model's own connect and
+    read timeouts. Return one line saying what answered (``model SPEC: URL answers, N model(s)
+    listed``, adding when the model's name is not among them); raise :class:`tether.ModelError`
+    (``MODEL_REQUEST_FAILED``, not recoverable) naming the URL and the reason when it does not
+    answer or answers with an error. A model without ``probe`` is only made (``made (it has no
+    endpoint to probe)``). tether-openai's and tether-anthropic's models have one.
+    """
+
+    async def probe(self) -> str:
+        """Ask the endpoint whether it answers; a one-line report."""
         ...
 
 
