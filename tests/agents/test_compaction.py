@@ -551,7 +551,7 @@ async def test_a_turn_too_long_to_keep_whole_keeps_its_question_before_its_last_
             return "summary"
         n = next(steps)
         if n < 12:
-            call = ToolCall(id=f"c{n}", name="look", arguments={})
+            call = ToolCall(id=f"c{n}", name="look", arguments={"step": n})
             return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
         return "dug"
 

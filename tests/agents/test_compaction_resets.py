@@ -95,6 +95,10 @@ def call(tool: str, **arguments: Any) -> ModelResponse:
     )
 
 
+#: The lookups repeat on purpose (they only fill the window): no repeated-call limit.
+FILLING = AgentLimits(context_window=WINDOW, max_repeated_calls=0)
+
+
 class Plays:
     """A function model's answers in order (``"done"`` once they run out); every summary
     request is answered with a short summary."""
@@ -131,9 +135,7 @@ async def test_a_compaction_in_the_middle_of_a_turn_keeps_the_context(new_runtim
     model = FunctionModel(
         Plays(call("load_skill", name="review"), "loaded", *[call("lookup") for _ in range(8)])
     )
-    agent = await compose_agent(
-        new_runtime(), store, model=model, limits=AgentLimits(context_window=WINDOW)
-    )
+    agent = await compose_agent(new_runtime(), store, model=model, limits=FILLING)
     async with agent:
         assert await agent.run("load the review skill") == "completed"
         assert await agent.run("look things up") == "completed"
@@ -160,9 +162,7 @@ async def test_a_scripted_run_through_a_compaction_in_the_middle_of_a_turn_plays
         steps[-1]["expect"] = "look things up" if n == 0 else "data"
     steps.append({"expect": "data", "text": "done"})
     model = ScriptedModel.from_data({"steps": steps})
-    agent = await compose_agent(
-        new_runtime(), store, model=model, limits=AgentLimits(context_window=WINDOW)
-    )
+    agent = await compose_agent(new_runtime(), store, model=model, limits=FILLING)
     async with agent:
         assert await agent.run("load the review skill") == "completed"
         assert await agent.run("look things up") == "completed", agent.last_error
@@ -302,9 +302,7 @@ async def test_the_invariant_is_checked_on_every_stored_compaction(new_runtime, 
     model = FunctionModel(
         Plays(call("load_skill", name="review"), "loaded", *[call("lookup") for _ in range(8)])
     )
-    agent = await compose_agent(
-        new_runtime(), store, model=model, limits=AgentLimits(context_window=WINDOW)
-    )
+    agent = await compose_agent(new_runtime(), store, model=model, limits=FILLING)
     async with agent:
         await agent.run("load the review skill")
         await agent.run("look things up")

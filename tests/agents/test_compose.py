@@ -285,14 +285,15 @@ async def test_an_unknown_model_prefix_lists_the_known_ones(tether_kernel):
     with pytest.raises(ModelError) as info:
         await compose_agent(kernel, MemoryStore())
     assert info.value.code is ErrorCode.MODEL_SPEC_UNKNOWN
-    assert str(info.value).endswith(
-        "known model providers: function, scripted [MODEL_SPEC_UNKNOWN]"
+    assert "; the prefixes this profile offers: function, scripted; plugins offer more: " in str(
+        info.value
     )
+    assert str(info.value).endswith("litellm (tether-litellm) [MODEL_SPEC_UNKNOWN]")
 
 
 async def test_a_first_party_model_prefix_says_which_plugin_to_add(tether_kernel):
     kernel = tether_kernel('[agent.main]\nmodel = "deepseek:deepseek-chat"\n')
-    with pytest.raises(ModelError, match=r"uv add tether-openai"):
+    with pytest.raises(ModelError, match=r'tether-openai is installed: add "openai" to \[tether\]'):
         await compose_agent(kernel, MemoryStore())
 
 

@@ -151,7 +151,11 @@ def test_a_profile_without_the_plugin_is_told_which_to_add():
     with pytest.raises(ModelError) as info:
         resolve_model("anthropic:claude-sonnet-4-5", [])
     assert info.value.remedy is not None
-    assert "uv add tether-anthropic" in info.value.remedy
+    # Installed in this workspace: the line to add it to the profile (docs/errors.md has the
+    # form for a distribution that is not installed, which leads with `uv add tether-anthropic`).
+    assert 'tether-anthropic is installed: add "anthropic" to [tether] plugins' in (
+        info.value.remedy
+    )
 
 
 def test_check_with_model_probes_the_api(server, tmp_path, monkeypatch):

@@ -132,8 +132,9 @@ def test_check_fails_on_an_agent_model_no_plugin_provides(runner, tmp_path):
     assert result.stderr == (
         "ERROR: no model provider for \"deepseek\" (spec 'deepseek:deepseek-chat') "
         f"({path.resolve()}, "
-        '[agent.main] model); add "openai" to the profile\'s plugins (uv add tether-openai if it '
-        "is missing) [MODEL_SPEC_UNKNOWN]\n"
+        '[agent.main] model); "deepseek:" comes with the plugin "openai"; tether-openai is '
+        'installed: add "openai" to [tether] plugins (or the agent\'s plugins); the prefixes '
+        "this profile offers: function, scripted [MODEL_SPEC_UNKNOWN]\n"
     )
 
 

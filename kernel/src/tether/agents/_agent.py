@@ -44,6 +44,7 @@ from ..models import (
 from ..store import (
     AssistantMessage,
     CompactionEvent,
+    ContextMessage,
     DescriptorEvent,
     Event,
     InboxAccepted,
@@ -69,8 +70,11 @@ from ._keeper import keep_sessions
 from ._repair import closing_events
 from ._step import (
     FINISH_TO_STOP,
+    REPEAT_ORIGIN,
+    REPEAT_REFUSED,
     AgentLimits,
     PreStep,
+    RepeatWatch,
     StepContext,
     build_request,
     changed_instructions,
@@ -1176,6 +1180,8 @@ class Agent:
         final: AssistantMessage | None = None
         pending_calls: tuple[ToolCall, ...] = ()
         claimed = False
+        # Steps in a row that make the same calls (a small model may loop on one call).
+        repeats = RepeatWatch(self.limits.max_repeated_calls)
         scope = anyio.CancelScope()
         outer: BaseException | None = None
         try:
@@ -1242,9 +1248,33 @@ class Agent:
                             final = message  # stored together with turn/end below
                             break
                         pending_calls = response.tool_calls
+                        verdict = repeats.see(response.tool_calls)
+                        if verdict == "stop":
+                            # The same calls again after the notice: answered, not run.
+                            refused = [
+                                ToolResult(
+                                    tool_call_id=call.id,
+                                    name=call.name,
+                                    content=REPEAT_REFUSED,
+                                    is_error=True,
+                                )
+                                for call in response.tool_calls
+                            ]
+                            await self._append(message, *refused, hold=True)
+                            for result in refused:
+                                self._history.append(event_to_message(result))  # type: ignore[arg-type]
+                            pending_calls = ()
+                            stop, error = "error", str(repeats.error(self.name))
+                            break
                         await self._append(message, hold=True)
                         await self._run_tools(response.tool_calls)
                         pending_calls = ()
+                        if verdict == "notice":
+                            notice = ContextMessage(
+                                role="user", content=repeats.notice(), origin=REPEAT_ORIGIN
+                            )
+                            await self._append(notice, hold=True)
+                            self._history.append(Message(role="user", content=notice.content))
                         if over_budget:
                             stop = "max-tokens"
                             break

@@ -36,15 +36,19 @@ if TYPE_CHECKING:
 
 __all__ = (
     "FINISH_TO_STOP",
+    "REPEAT_ORIGIN",
+    "REPEAT_REFUSED",
     "AgentLimits",
     "PreStep",
     "PreStepFunction",
+    "RepeatWatch",
     "StepContext",
     "build_request",
     "changed_instructions",
     "pre_step_messages",
     "request_with_retries",
     "retry_pause",
+    "retry_reason",
     "storable_response",
 )
 
@@ -57,6 +61,10 @@ class AgentLimits:
 
     max_steps: int = 50
     """Model requests per turn."""
+    max_repeated_calls: int = 5
+    """Steps in a row that may make the same tool calls with the same arguments: the step that
+    reaches it runs, and the model then reads a notice; one more such step ends the turn
+    (``error``, ``TOOL_CALLS_REPEATED``) without running its calls. 0: no limit."""
     max_output_tokens: int | None = None
     """Output tokens per turn, across its steps."""
     max_working_tasks: int = 10
@@ -124,6 +132,94 @@ FINISH_TO_STOP: dict[str, StopReason] = {
     "refusal": "refusal",
     "error": "error",
 }
+
+
+#: The ``origin`` of the notice a model reads when it repeats its calls.
+REPEAT_ORIGIN = "tether.repeated-calls"
+#: The most characters of a call's arguments the notice and the error quote.
+REPEAT_QUOTE_LIMIT = 200
+
+
+class RepeatWatch:
+    """Counts the steps in a row of one turn whose tool calls are the same, names and arguments
+    alike (in any order), against ``AgentLimits.max_repeated_calls``.
+
+    :meth:`see` takes each step's calls and says what the loop does: ``run`` them, run them
+    and then append :meth:`notice` (the step that reaches the limit), or ``stop`` (one more
+    after the notice: the turn ends with :meth:`error`, the calls not run).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._last: tuple[str, ...] | None = None
+        self._calls: tuple[ToolCall, ...] = ()
+        self.streak = 0
+        """How many steps in a row made the calls of the last step seen."""
+
+    def see(self, calls: Sequence[ToolCall]) -> Literal["run", "notice", "stop"]:
+        key = tuple(sorted(call_key(call) for call in calls))
+        if key == self._last:
+            self.streak += 1
+        else:
+            self._last, self.streak = key, 1
+        self._calls = tuple(calls)
+        if self.limit <= 0 or self.streak < self.limit:
+            return "run"
+        return "notice" if self.streak == self.limit else "stop"
+
+    def described(self) -> str:
+        """The repeated calls as ``tether run`` prints them: ``list_notes({})``."""
+        return ", ".join(quoted_call(call) for call in self._calls)
+
+    def notice(self) -> str:
+        """What the model reads after the step that reached the limit."""
+        calls = self.described()
+        one = len(self._calls) == 1
+        return (
+            f"[tether] You have made the same tool call{'' if one else 's'} ({calls}) "
+            f"{self.streak} times in a row, with the same arguments. Calling "
+            f"{'it' if one else 'them'} again will not tell you anything new. Use the results "
+            "you have: answer, or do something different. If your next step makes the same "
+            f"call{'' if one else 's'} again, the turn is stopped."
+        )
+
+    def error(self, agent: str | None) -> ModelError:
+        """The error that ends the turn at the step after the notice (``agent``: its name)."""
+        return ModelError(
+            ErrorCode.TOOL_CALLS_REPEATED,
+            f"the model called {self.described()} in {self.streak} steps in a row, with the "
+            "same arguments, the last one after a notice asking it not to; "
+            "the turn was stopped without running them again",
+            where=f"{f'agent {agent}, ' if agent else ''}limits.max_repeated_calls = {self.limit}",
+            remedy="a small model may loop like this: try a larger model or clearer "
+            "instructions, or raise limits.max_repeated_calls in the agent's table "
+            "(0: no limit)",
+        )
+
+
+#: The result each call of a step that was stopped for repeating gets (it did not run).
+REPEAT_REFUSED = "Not run: the same call as in the steps before, after a notice; the turn stopped."
+
+
+def call_key(call: ToolCall) -> str:
+    """A call's name and arguments, comparable (keys sorted; arguments that were not JSON as
+    the model wrote them)."""
+    if call.invalid_arguments is not None:
+        arguments = "!" + call.invalid_arguments
+    else:
+        arguments = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False)
+    return f"{call.name}({arguments})"
+
+
+def quoted_call(call: ToolCall) -> str:
+    """``name({...})`` with the arguments as JSON, cut to :data:`REPEAT_QUOTE_LIMIT`."""
+    if call.invalid_arguments is not None:
+        arguments = call.invalid_arguments
+    else:
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+    if len(arguments) > REPEAT_QUOTE_LIMIT:
+        arguments = arguments[: REPEAT_QUOTE_LIMIT - 3] + "..."
+    return f"{call.name}({arguments})"
 
 
 def storable_response(response: ModelResponse) -> ModelResponse:
@@ -232,7 +328,9 @@ async def request_with_retries(
     (:func:`retry_pause`); a failure that is not a :class:`ModelError` is wrapped in one.
     With ``on_delta``, the answer is streamed (:func:`tether.models.stream_answer`) and each
     delta handed to it; a failed attempt that will be retried is announced with a ``retry``
-    delta, before the pause (what it streamed is void)."""
+    delta before the pause (what it streamed is void): why it failed (:func:`retry_reason`),
+    the pause, which retry comes and how many the step may make, so a display can say that
+    tether waits, and why, instead of looking hung."""
     attempt = 0
     waited = 0.0
     while True:
@@ -246,7 +344,16 @@ async def request_with_retries(
             pause = retry_pause(limits, attempt, waited, exc)
             failure = str(exc)
             if on_delta is not None:
-                on_delta(ModelDelta("retry"))  # what this attempt streamed is void from now
+                # What this attempt streamed is void from now; the display says why it waits.
+                on_delta(
+                    ModelDelta(
+                        "retry",
+                        retry_reason(exc, model.name),
+                        wait=pause,
+                        attempt=attempt + 1,
+                        retries=limits.model_retries,
+                    )
+                )
         except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -288,15 +395,45 @@ def retry_pause(limits: AgentLimits, attempt: int, waited: float, error: ModelEr
     return min(delay, left)
 
 
+#: The most characters of a failure a ``retry`` delta carries (its first line, the model's
+#: name left out).
+RETRY_REASON_LIMIT = 200
+#: What a remedy says that is false once the retries are over; such a part is left out of the
+#: error that ends the turn.
+_RETRY_PROMISES = ("sent again", "is retried", "will be retried", "retries it", "tries again")
+#: The remedy of a give-up whose model's remedy only promised a retry.
+GAVE_UP_REMEDY = "check the server (tether check --model SPEC asks whether it answers)"
+
+
+def retry_reason(error: ModelError, model_name: str = "") -> str:
+    """Why a recoverable attempt failed, as a ``retry`` delta says it: the error's message on
+    one line, without the model's name in front, cut to :data:`RETRY_REASON_LIMIT`."""
+    text = " ".join(error.message.split())
+    if model_name and text.startswith(model_name + ": "):
+        text = text[len(model_name) + 2 :]
+    if len(text) > RETRY_REASON_LIMIT:
+        text = text[: RETRY_REASON_LIMIT - 3] + "..."
+    return text
+
+
+def given_up_remedy(remedy: str | None) -> str:
+    """``remedy`` as it reads once the retries are over: its parts that promise a retry
+    ("the step is sent again") left out, :data:`GAVE_UP_REMEDY` when nothing else is left."""
+    parts = [part.strip() for part in (remedy or "").split(";")]
+    kept = [p for p in parts if p and not any(w in p.lower() for w in _RETRY_PROMISES)]
+    return "; ".join(kept) or GAVE_UP_REMEDY
+
+
 def _gave_up(error: ModelError, why: str) -> ModelError:
-    """``error`` with ``why`` the retries ended, no longer recoverable."""
+    """``error`` with ``why`` the retries ended, no longer recoverable; its remedy no longer
+    promises a retry."""
     failure = ModelError(
         error.code,
         f"{error.message} ({why})",
         file=error.file,
         key=error.key,
         plugin=error.plugin,
-        remedy=error.remedy,
+        remedy=given_up_remedy(error.remedy),
         where=error.where,
     )
     failure.__cause__ = error

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,18 +19,7 @@ if TYPE_CHECKING:
     from ..loading.scopes import Scope
     from ..runtime import Runtime
 
-__all__ = ("ProbingModel", "composition_tree")
-
-
-@runtime_checkable
-class ProbingModel(Protocol):
-    """A model that can check its endpoint answers without spending tokens (``tether check
-    --model``): ``probe()`` returns a line saying what answered, or raises a
-    :class:`tether.ModelError` naming the URL and the reason."""
-
-    async def probe(self) -> str:
-        """Ask the endpoint whether it answers; a one-line report."""
-        ...
+__all__ = ("composition_tree",)
 
 
 #: The hooks whose providers ``tether check`` asks through an agent runtime (with agents).
@@ -309,6 +298,8 @@ async def _probe_model(kernel: Kernel, spec: str, agent: str | None) -> str:
     preset = build_preset(kernel, resolve_agent_name(kernel, agent))
     model = resolve_preset_model(preset, spec, base=Path.cwd())
     try:
+        from ..models._protocol import ProbingModel
+
         if isinstance(model, ProbingModel):
             return await model.probe()
         return f"model {model.name}: made (it has no endpoint to probe)"

@@ -38,6 +38,7 @@ __all__ = (
     "agent_option",
     "estimate_tokens",
     "model_option",
+    "retry_line",
     "session_option",
     "show_children",
 )
@@ -90,11 +91,13 @@ def run(
     id; --session continues a stored session. On a terminal the text appears piece by piece,
     the model's reasoning dimmed before it, and the status line of running subagents shows the
     latest line each streams; otherwise whole lines are printed as they complete, reasoning
-    lines starting with "(thinking) ". --no-reasoning hides the reasoning. A "[retrying]" line
-    says the step's request is sent again (the text above it is void); "[cut]" ends an answer
-    cut short by Ctrl-C. Exit status 1 when any turn does not complete. Ctrl-C
-    aborts the running turn, keeps the prompts not yet run for the next --session run, prints
-    the session id and exits with status 130; a second Ctrl-C exits at once.
+    lines starting with "(thinking) ". --no-reasoning hides the reasoning. While a failed
+    model request waits to be sent again, standard error says why and for how long
+    ("[retrying in 4s (2/8): HTTP 503 ...]"); a "[retrying]" line in the answer says the text
+    above it is void; "[cut]" ends an answer cut short by Ctrl-C. Exit status 1 when any turn
+    does not complete. Ctrl-C aborts the running turn, keeps the prompts not yet run for the
+    next --session run, prints the session id and exits with status 130; a second Ctrl-C
+    exits at once.
     """
     kernel = load(profile)
     stop = run_interruptible(
@@ -299,6 +302,27 @@ def _echo(text: str, nl: bool) -> None:
     click.echo(text, nl=nl)
 
 
+def _note(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def retry_line(delta: ModelDelta) -> str:
+    """The line a ``retry`` delta is shown as on standard error:
+    ``[retrying in 4s (2/8): HTTP 503 from URL: Service Unavailable]`` (what is known of it)."""
+    wait = f" in {seconds(delta.wait)}" if delta.wait > 0 else ""
+    count = f" ({delta.attempt}/{delta.retries})" if delta.attempt and delta.retries else ""
+    reason = f": {delta.text}" if delta.text else ""
+    return f"[retrying{wait}{count}{reason}]"
+
+
+def seconds(value: float) -> str:
+    """A pause as the retry line says it: ``4s``, ``0.6s``, ``12s``."""
+    if value >= 10:
+        return f"{value:.0f}s"
+    shown = f"{max(value, 0.1):.1f}".removesuffix(".0")
+    return f"{shown}s"
+
+
 class Terminal:
     """The terminal ``tether run`` shows its children on and asks its permission questions on.
 
@@ -308,7 +332,8 @@ class Terminal:
     start and end lines, and the pieces of a streaming answer, wait, so nothing erases the
     question or its input prompt; they are printed once it is answered. ``live``: standard
     output is a terminal (the status line is drawn in place); ``read`` reads one answer
-    (``input``), ``write`` writes text (``click``).
+    (``input``), ``write`` writes text (``click``), ``note`` writes a line to standard error
+    (:meth:`note`).
 
     Streamed text (:meth:`piece`) is written where the last piece ended. The status line
     shares the screen's last line with it, so it is drawn only at the start of a line: while
@@ -323,6 +348,7 @@ class Terminal:
         live: bool,
         read: Callable[[str], str] = input,
         write: Callable[[str, bool], None] | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self.live = live
         self._read = read
@@ -330,6 +356,7 @@ class Terminal:
         self._lock: anyio.Lock | None = None  # made on first use, inside the event loop
         self.asking = False
         """Whether a question is open (waiting for its answer)."""
+        self._note: Callable[[str], None] = note or _note
         self._held: list[Callable[[], None]] = []
         self._status = ""
         self._drawn = False  # whether a status line is on the screen now
@@ -343,6 +370,18 @@ class Terminal:
             return
         self._clear()
         self._put_line(text)
+        self._draw()
+
+    def note(self, text: str) -> None:
+        """Print ``text`` on its own line on standard error (what the run goes through, e.g.
+        a retry, never part of the answer on standard output); an open streamed line is ended
+        first and the status line erased, so the two streams do not mix on a terminal. Held
+        while a question is open."""
+        if self.asking:
+            self._held.append(lambda: self._put_note(text))
+            return
+        self._clear()
+        self._put_note(text)
         self._draw()
 
     def piece(self, text: str, *, dim: bool = False) -> None:
@@ -430,6 +469,13 @@ class Terminal:
         self._write(f"\n{text}" if self._open else text, True)
         self._open = False
 
+    def _put_note(self, text: str) -> None:
+        if self._open:
+            self._write("", True)
+            self._open = False
+        sys.stdout.flush()  # what is above the note is shown above it
+        self._note(text)
+
     def _put_piece(self, text: str, dim: bool) -> None:
         self._write(f"{DIM}{text}{UNDIM}" if dim else text, False)
         self._open = not text.endswith("\n")
@@ -509,12 +555,16 @@ class StreamedAnswer:
                 self._lines(text)
             else:
                 self._rest.append(text)
-        elif kind == "retry" and self._kind is not None:
-            # What streamed is void: end its line, say so, and show the new stream below.
-            self._close("")
-            self._terminal.line(RETRYING)
-            self._text = False
-            self._shown.clear()
+        elif kind == "retry":
+            if self._kind is not None:
+                # What streamed is void: end its line, say so, and show the new stream below.
+                self._close("")
+                self._terminal.line(RETRYING)
+                self._text = False
+                self._shown.clear()
+            if delta.attempt or delta.text:
+                # Why nothing comes yet, and for how long: on standard error, not the answer.
+                self._terminal.note(retry_line(delta))
 
     def finish(self, *, cut: bool = False, content: str | None = None) -> bool:
         """End the answer shown (``cut``: with ``[cut]``); whether its text was shown, so the
@@ -592,6 +642,10 @@ async def close_model(model: Any) -> None:
 PRINTED_LIMIT = 500
 #: The longest first line of a notice (a ``<task_result>``) ``tether run`` prints.
 NOTICE_LIMIT = 200
+#: What ``tether run`` prints when the model is told it repeats its calls.
+REPEAT_NOTICE_LINE = (
+    "[notice to the model: it repeats the same calls; one more such step stops the turn]"
+)
 #: What ``tether run`` prints for an answer with no text and no tool calls.
 EMPTY_ANSWER = "(empty answer)"
 
@@ -624,7 +678,15 @@ def printer(
     Errors and raw call arguments longer than ``PRINTED_LIMIT`` are cut unless ``debug``.
     With ``stream`` (which hears the agent's deltas), an answer whose text was shown as it
     streamed is not printed again: its line is ended, then its tool calls printed."""
-    from ..store import AssistantMessage, CompactionEvent, ToolResult, TurnEnded, UserMessage
+    from ..agents._step import REPEAT_ORIGIN
+    from ..store import (
+        AssistantMessage,
+        CompactionEvent,
+        ContextMessage,
+        ToolResult,
+        TurnEnded,
+        UserMessage,
+    )
 
     echo: Callable[[str], None] = terminal.line if terminal is not None else click.echo
 
@@ -657,6 +719,8 @@ def printer(
                 extra = len(lines) - 1
                 more = f" (+{extra} more line{'s' if extra > 1 else ''})" if extra else ""
                 echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
+            case ContextMessage(origin=origin) if origin == REPEAT_ORIGIN:
+                echo(REPEAT_NOTICE_LINE)
             case CompactionEvent(replaced=replaced, tokens_before=before, tokens_after=after):
                 # Inside a turn, a stream has not started yet: nothing to end.
                 echo(
@@ -734,6 +798,7 @@ def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
 
     started: dict[str, tuple[float, Any]] = {}
     latest: dict[str, LatestLine] = {}  # by the child's session id
+    retrying: dict[str, str] = {}  # a child waiting to send its request again: the retry line
     drawn = [0.0]  # when the status line was last composed
 
     def status() -> None:
@@ -744,6 +809,10 @@ def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
         parts: list[str] = []
         for since, event in started.values():
             part = f"{event.label or event.child_id} {now - since:.1f}s"
+            waiting = retrying.get(event.child_id)
+            if waiting is not None:  # its request failed: it waits to send it again
+                parts.append(f"{part} {waiting}")
+                continue
             line = latest.get(event.child_id)
             shown = line.shown() if line is not None else ""
             parts.append(f'{part} "{shown}"' if shown else part)
@@ -754,12 +823,17 @@ def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
         if child is agent:
             return
         if delta.kind == "text":
+            retrying.pop(child.session_id, None)
             line = latest.get(child.session_id)
             if line is None:
                 line = latest[child.session_id] = LatestLine()
             line.add(delta.text)
         elif delta.kind == "retry":
             latest.pop(child.session_id, None)  # what it streamed is void
+            # Shown until it streams again (or ends): why it is quiet, and for how long.
+            retrying[child.session_id] = retry_line(delta)
+            status()
+            return
         else:
             return
         if time.monotonic() - drawn[0] >= STREAM_REFRESH:
@@ -796,6 +870,7 @@ def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
             since, _ = started.pop(event.run_id, (time.monotonic(), None))
             # Not at the start: a child may stream before its start is announced.
             latest.pop(event.child_id, None)
+            retrying.pop(event.child_id, None)
             status()
             terminal.line(
                 f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "

@@ -21,6 +21,7 @@ import click
 if TYPE_CHECKING:
     from ..agents import Agent
     from ..loading import Kernel
+    from ..models import ModelDelta
     from ..store import Event, InboxAccepted, LeaseOwner, SessionHeader, SessionStore
     from ._group import Interruption
 
@@ -235,6 +236,7 @@ async def _drive(
         if child is not None and child not in agents:
             agents.append(child)
             child.listen(turn.hear)
+            child.listen_deltas(_retry_notes)  # a failing endpoint says so, on standard error
 
     def interrupt_child() -> None:
         """Ctrl-C: abort the child's running turn (leaving the host then ends the child; what
@@ -378,6 +380,14 @@ def _message(content: str) -> InboxAccepted:
     return InboxAccepted(
         message_id=new_message_id(), content=content, source=MessageSource(kind="user")
     )
+
+
+def _retry_notes(delta: ModelDelta) -> None:
+    """Show a ``retry`` delta of the child's as ``tether run`` does, on standard error."""
+    from ._run import retry_line
+
+    if delta.kind == "retry" and (delta.attempt or delta.text):
+        click.echo(retry_line(delta), err=True)
 
 
 def _printer() -> Callable[[Event], None]:

@@ -161,12 +161,16 @@ ToolName = Annotated[str, AfterValidator(_check_tool_name)]
 
 
 class LimitsTable(BaseModel):
-    """``limits = { max_steps = 20, max_output_tokens = 8000, max_working_tasks = 10 }``."""
+    """``limits = { max_steps = 20, max_repeated_calls = 5, max_output_tokens = 8000,
+    max_working_tasks = 10 }``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_steps: int | None = Field(default=None, ge=1)
     """Model requests per turn."""
+    max_repeated_calls: int | None = Field(default=None, ge=0)
+    """Steps in a row that may make the same tool calls with the same arguments before the
+    model reads a notice (one more ends the turn, ``TOOL_CALLS_REPEATED``); 0: no limit."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """Output tokens per turn, across its steps."""
     max_working_tasks: int | None = Field(default=None, ge=1)

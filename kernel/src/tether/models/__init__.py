@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         FIRST_PARTY_MODEL_PREFIXES,
         Model,
         ModelProvider,
+        ProbingModel,
         find_model_provider,
         resolve_model,
     )
@@ -73,6 +74,7 @@ __all__ = (
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "ProbingModel",
     "Role",
     "ScriptStep",
     "ScriptedModel",
@@ -107,6 +109,7 @@ _LAZY = {
     "Model": "_protocol",
     "ModelDelta": "_stream",
     "ModelProvider": "_protocol",
+    "ProbingModel": "_protocol",
     "ModelRequest": "_types",
     "ModelResponse": "_types",
     "Role": "_types",

@@ -16,17 +16,27 @@ __all__ = (
     "FIRST_PARTY_MODEL_PREFIXES",
     "Model",
     "ModelProvider",
+    "ProbingModel",
     "find_model_provider",
     "resolve_model",
+    "unknown_prefix_remedy",
 )
 
-#: Spec prefixes first-party plugins provide: prefix -> (plugin, distribution).
+#: Spec prefixes first-party plugins provide: prefix -> (plugin, distribution), so that the
+#: error for a prefix nothing loaded offers can say what to install or load.
 FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
     "openai": ("openai", "tether-openai"),
     "deepseek": ("openai", "tether-openai"),
     "openai-compatible": ("openai", "tether-openai"),
+    "gemini": ("openai", "tether-openai"),
+    "ollama": ("openai", "tether-openai"),
+    "vllm": ("openai", "tether-openai"),
+    "lmstudio": ("openai", "tether-openai"),
     "anthropic": ("anthropic", "tether-anthropic"),
+    "litellm": ("litellm", "tether-litellm"),
 }
+#: The entry-point group plugins are installed under (``tether.loading.catalog``'s).
+_PLUGIN_GROUP = "tether.plugins"
 
 
 @runtime_checkable
@@ -51,6 +61,25 @@ class Model(Protocol):
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer one step."""
+        ...
+
+
+@runtime_checkable
+class ProbingModel(Protocol):
+    """A model that can tell whether its endpoint answers without spending tokens: ``tether
+    check --model SPEC`` makes the model and awaits ``probe()`` when it has one.
+
+    The contract: send nothing that costs (no completion; a listing such as ``GET
+    /v1/models``, or a health check), no retries, and end within the model's own connect and
+    read timeouts. Return one line saying what answered (``model SPEC: URL answers, N model(s)
+    listed``, adding when the model's name is not among them); raise :class:`tether.ModelError`
+    (``MODEL_REQUEST_FAILED``, not recoverable) naming the URL and the reason when it does not
+    answer or answers with an error. A model without ``probe`` is only made (``made (it has no
+    endpoint to probe)``). tether-openai's and tether-anthropic's models have one.
+    """
+
+    async def probe(self) -> str:
+        """Ask the endpoint whether it answers; a one-line report."""
         ...
 
 
@@ -92,13 +121,45 @@ def find_model_provider(spec: str, providers: Iterable[ModelProvider]) -> tuple[
     provider = known.get(prefix)
     if provider is not None:
         return provider, name
-    if prefix in FIRST_PARTY_MODEL_PREFIXES:
-        plugin, dist = FIRST_PARTY_MODEL_PREFIXES[prefix]
-        remedy = f'add "{plugin}" to the profile\'s plugins (uv add {dist} if it is missing)'
-    else:
-        remedy = "known model providers: " + ", ".join(sorted(known))
     raise ModelError(
         ErrorCode.MODEL_SPEC_UNKNOWN,
         f'no model provider for "{prefix}" (spec {spec!r})',
-        remedy=remedy,
+        remedy=unknown_prefix_remedy(prefix, known, plugin_installed),
     )
+
+
+def unknown_prefix_remedy(
+    prefix: str, offered: Iterable[str], installed: Callable[[str], bool]
+) -> str:
+    """What to do about a spec whose ``prefix`` no loaded provider offers: the plugin that
+    would add it (load it when it is ``installed``, else install it first), a close match
+    among the ``offered`` prefixes, and the prefixes the profile offers."""
+    offered = sorted(set(offered))
+    listed = "the prefixes this profile offers: " + (", ".join(offered) or "none")
+    found = FIRST_PARTY_MODEL_PREFIXES.get(prefix)
+    if found is not None:
+        plugin, dist = found
+        load = f'add "{plugin}" to [tether] plugins (or the agent\'s plugins)'
+        if installed(plugin):
+            how = f"{dist} is installed: {load}"
+        else:
+            how = f"{dist} is not installed: uv add {dist} (or pip install {dist}), then {load}"
+        return f'"{prefix}:" comes with the plugin "{plugin}"; {how}; {listed}'
+    import difflib
+
+    close = difflib.get_close_matches(prefix, [*offered, *FIRST_PARTY_MODEL_PREFIXES], n=1)
+    hint = f'did you mean "{close[0]}:"? ' if close else ""
+    by_dist: dict[str, list[str]] = {}
+    for known, (_, dist) in FIRST_PARTY_MODEL_PREFIXES.items():
+        if known not in offered:
+            by_dist.setdefault(dist, []).append(known)
+    more = ", ".join(f"{', '.join(names)} ({dist})" for dist, names in by_dist.items())
+    return f"{hint}{listed}" + (f"; plugins offer more: {more}" if more else "")
+
+
+def plugin_installed(plugin: str) -> bool:
+    """Whether an installed distribution offers the plugin ``plugin`` (an entry point in
+    the ``tether.plugins`` group), loaded or not."""
+    from importlib.metadata import entry_points
+
+    return any(True for _ in entry_points(group=_PLUGIN_GROUP, name=plugin))

@@ -30,13 +30,22 @@ class ModelDelta:
     kind: DeltaKind
     """``text`` (of the answer), ``reasoning`` (DeepSeek's ``reasoning_content``),
     ``tool_call`` (a piece of a call's argument text), or ``retry``: the step's request failed
-    after some deltas and is sent again (what arrived before is not part of the answer)."""
+    recoverably and is sent again after a pause (what arrived before is not part of the
+    answer)."""
     text: str = ""
-    """The new text (nothing for ``retry``)."""
+    """The new text; for ``retry``, why the attempt failed (one line, the model's name left
+    out; may be empty)."""
     index: int = 0
     """For ``tool_call``: which call of the answer (0 for the first)."""
     name: str | None = None
     """For ``tool_call``: the tool's name, on the first delta of a call."""
+    wait: float = 0.0
+    """For ``retry``: the seconds the turn loop pauses before sending the request again."""
+    attempt: int = 0
+    """For ``retry``: which retry this is (1 for the first; 0 when not known, e.g. a retry
+    relayed from an agent elsewhere)."""
+    retries: int = 0
+    """For ``retry``: the most retries the step may make (``AgentLimits.model_retries``)."""
 
 
 @runtime_checkable

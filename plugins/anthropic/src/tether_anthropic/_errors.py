@@ -108,7 +108,7 @@ def _status_error(name: str, url: str, exc: anthropic.APIStatusError) -> ModelEr
     elif status in (401, 403, 404):
         remedy = "check the model name and the API key (ANTHROPIC_API_KEY)"
     elif status == 529 or kind == "overloaded_error":
-        remedy = "the API is overloaded; the step is sent again after a wait"
+        remedy = "the API is overloaded; try again in a few minutes"
     error = ModelError(
         code,
         f"{where}: {kind + ': ' if kind else ''}{text}",

@@ -169,7 +169,7 @@ class MessagesModel:
                 ErrorCode.MODEL_REQUEST_FAILED,
                 f"{self.name}: the stream from {self.url} ended before the answer did",
                 recoverable=True,
-                remedy="check the server; the step is sent again",
+                remedy="check the server (tether check --model SPEC asks whether it answers)",
             )
         yield self._answer(assembler.message())
 
