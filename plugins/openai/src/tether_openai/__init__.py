@@ -18,6 +18,7 @@ import tether
 from tether.errors import ErrorCode, ModelError
 from tether.models import ModelProvider
 
+from . import _defaults
 from ._defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_TOKENS, DEFAULT_READ_TIMEOUT
 
 if TYPE_CHECKING:
@@ -66,6 +67,11 @@ class Endpoint(BaseModel):
     read_timeout: float | None = Field(default=None, gt=0)
     """Seconds to wait for the next bytes of an answer; ``None``: ``[plugin.openai]
     read_timeout``."""
+    deadline: float | None = Field(default=None, gt=0)
+    """Seconds one step's request may take in all, retries included; ``None``:
+    ``[plugin.openai] deadline``."""
+    stream_deadline: float | None = Field(default=None, gt=0)
+    """The same for a streamed answer; ``None``: ``[plugin.openai] stream_deadline``."""
     tool_call_content: Literal["empty", "null"] = "empty"
     """The content of an assistant message that only calls tools: ``""`` (``empty``, which
     every server tested takes) or JSON ``null`` (``null``, what OpenAI itself sends)."""
@@ -88,6 +94,10 @@ class Endpoint(BaseModel):
         return {
             "connect_timeout": connect or DEFAULT_CONNECT_TIMEOUT,
             "read_timeout": read or DEFAULT_READ_TIMEOUT,
+            "deadline": self.deadline or settings.deadline or _defaults.DEFAULT_DEADLINE,
+            "stream_deadline": self.stream_deadline
+            or settings.stream_deadline
+            or _defaults.DEFAULT_STREAM_DEADLINE,
             "max_tokens": self.max_tokens,
             "tool_call_content": self.tool_call_content,
             "tool_choice": None if self.tool_choice == "omit" else "auto",
@@ -112,6 +122,11 @@ class Settings(tether.PluginSettings):
     """Seconds to open a connection (default 10)."""
     read_timeout: float | None = Field(default=None, gt=0)
     """Seconds to wait for the next bytes of an answer (default 120)."""
+    deadline: float | None = Field(default=None, gt=0)
+    """Seconds one step's request may take in all, its retries included (default 600): a hung
+    server ends the turn then, not after every retry's ``read_timeout``."""
+    stream_deadline: float | None = Field(default=None, gt=0)
+    """The same for a streamed answer (default 1800)."""
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     """Extra endpoints by spec prefix, e.g. ``ollama`` for ``ollama:llama3.2``."""
 
