@@ -36,7 +36,7 @@ from ._errors import (
 )
 from ._json import json_object
 from ._stream import StreamAssembler
-from ._text_calls import TextCallFormat
+from ._text_calls import TextCallFormat, skill_names
 from ._wire import NotAChatCompletion, ToolCallContent, encode_messages, parse_response
 
 __all__ = ("DEFAULT_MAX_TOKENS", "ChatCompletionsModel")
@@ -137,13 +137,15 @@ class ChatCompletionsModel:
         *,
         base_url: str,
         api_key_env: str | None,
+        api_key_required: bool = True,
         **options: Any,
     ) -> ChatCompletionsModel:
-        """Read the key from ``api_key_env``; a missing key names the variable to set."""
+        """Read the key from ``api_key_env``; a missing key names the variable to set (unless
+        ``api_key_required`` is false: then no key is sent)."""
         api_key = None
         if api_key_env is not None:
-            api_key = os.environ.get(api_key_env)
-            if not api_key:
+            api_key = os.environ.get(api_key_env) or None
+            if not api_key and api_key_required:
                 raise ModelError(
                     ErrorCode.MODEL_CONFIG_MISSING,
                     f"model {name} needs an API key in the environment variable {api_key_env}, "
@@ -212,13 +214,19 @@ class ChatCompletionsModel:
         except (ValueError, UnicodeDecodeError) as exc:
             raise self._not_a_completion(response, "it is not JSON") from exc
         try:
-            return parse_response(
-                data,
-                text_calls=self.tool_calls_in_text,
-                tool_names=[tool.name for tool in request.tools],
-            )
+            return self._parse(data, request)
         except NotAChatCompletion as exc:
             raise self._not_a_completion(response, str(exc)) from exc
+
+    def _parse(self, data: object, request: ModelRequest) -> ModelResponse:
+        """A chat completion's answer to ``request`` (raises :class:`NotAChatCompletion`)."""
+        reading = self.tool_calls_in_text
+        return parse_response(
+            data,
+            text_calls=reading,
+            tool_names=[tool.name for tool in request.tools],
+            skills=skill_names([m.content for m in request.messages]) if reading else (),
+        )
 
     def _not_a_completion(self, response: httpx.Response, why: str) -> ModelError:
         """A 200 answer that is not a chat completion (an HTML page, JSON of another shape):
@@ -305,11 +313,7 @@ class ChatCompletionsModel:
                 remedy="check the server if it keeps failing",
             )
         try:
-            yield parse_response(
-                assembler.completion(),
-                text_calls=self.tool_calls_in_text,
-                tool_names=[tool.name for tool in request.tools],
-            )
+            yield self._parse(assembler.completion(), request)
         except NotAChatCompletion as exc:
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,
