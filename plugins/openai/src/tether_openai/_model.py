@@ -203,7 +203,10 @@ class ChatCompletionsModel:
                 raise self._http_error(response)
             answer = self._whole(response, request)
         except ModelError as exc:
-            raise self._settle(request, attempts, exc) from exc.__cause__
+            settled = self._settle(request, attempts, exc)
+            if settled is exc:
+                raise
+            raise settled from exc
         self._attempts.pop(id(request), None)
         return answer
 
@@ -253,7 +256,10 @@ class ChatCompletionsModel:
             async for item in self._stream(request, attempts):
                 yield item
         except ModelError as exc:
-            raise self._settle(request, attempts, exc) from exc.__cause__
+            settled = self._settle(request, attempts, exc)
+            if settled is exc:
+                raise
+            raise settled from exc
         self._attempts.pop(id(request), None)
 
     async def _stream(
