@@ -6,6 +6,7 @@ import json
 import select
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,9 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict[str, str])
     hang: bool = False
     drop: bool = False
+    trickle: bool = False
+    """Start a stream and send only SSE comments (keep-alives), every 0.1 s, until the client
+    drops the connection."""
 
 
 @dataclass
@@ -59,13 +63,16 @@ class RecordedServer:
     def drop(self) -> None:
         self.answers.append(Answer(drop=True))
 
+    def trickle(self) -> None:
+        self.answers.append(Answer(trickle=True))
+
     def bodies(self) -> list[dict[str, Any]]:
         return [r["body"] for r in self.requests]
 
 
-def _wait_for_disconnect(sock: socket.socket) -> bool:
-    """Block until the peer closes ``sock`` (True) or HANG_LIMIT passes (False)."""
-    readable, _, _ = select.select([sock], [], [], HANG_LIMIT)
+def _wait_for_disconnect(sock: socket.socket, limit: float = HANG_LIMIT) -> bool:
+    """Block until the peer closes ``sock`` (True) or ``limit`` seconds pass (False)."""
+    readable, _, _ = select.select([sock], [], [], limit)
     if not readable:
         return False
     try:
@@ -97,11 +104,30 @@ def server() -> Iterator[RecordedServer]:
                     state.disconnected.set()
                 self.close_connection = True
                 return
+            if answer.trickle:
+                self.keep_alive()
+                return
             if answer.drop:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
             self.reply(answer)
+
+        def keep_alive(self) -> None:
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            limit = time.monotonic() + HANG_LIMIT
+            try:
+                while time.monotonic() < limit:
+                    self.wfile.write(b": keep-alive\n\n")
+                    self.wfile.flush()
+                    if _wait_for_disconnect(self.connection, 0.1):
+                        state.disconnected.set()
+                        return
+            except OSError:
+                state.disconnected.set()
 
         def requests_append(self, body: Any) -> None:
             state.requests.append(
@@ -118,9 +144,9 @@ def server() -> Iterator[RecordedServer]:
             # A recorded stream is served as one, as real servers do.
             streamed = answer.body.lstrip().startswith((b"data:", b":"))
             kind = "text/event-stream" if streamed else "application/json"
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(answer.body)))
-            for key, value in answer.headers.items():
+            headers = {"Content-Type": kind, **answer.headers}
+            headers["Content-Length"] = str(len(answer.body))
+            for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
             self.wfile.write(answer.body)

@@ -157,10 +157,11 @@ async def test_context_overflow_says_the_request_is_too_long(server, fixture):
     assert "compact" in str(error)
 
 
-async def test_an_unreachable_server_is_recoverable_and_names_the_url():
+async def test_a_refused_connection_is_final_and_names_the_url():
+    # Nothing listens there: sending the step again soon cannot help (test_dead_endpoints.py).
     error = await failure("http://127.0.0.1:9/v1", connect_timeout=2)
-    assert error.recoverable is True
-    assert "cannot reach http://127.0.0.1:9/v1/chat/completions" in error.message
+    assert error.recoverable is False
+    assert "connection refused at http://127.0.0.1:9/v1" in error.message
 
 
 async def test_a_200_that_is_not_json_keeps_the_body(server):

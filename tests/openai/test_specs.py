@@ -220,7 +220,7 @@ def test_check_with_an_unreachable_endpoint_is_a_coded_error(tmp_path, monkeypat
     spec = "openai-compatible:m@http://127.0.0.1:9/v1"
     result = CliRunner().invoke(cli, ["check", "--profile", str(profile), "--model", spec])
     assert result.exit_code == 2
-    assert "cannot reach http://127.0.0.1:9/v1/models" in result.output
+    assert "connection refused at http://127.0.0.1:9/v1" in result.output
     assert "[MODEL_REQUEST_FAILED]" in result.output
 
 

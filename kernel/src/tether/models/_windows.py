@@ -53,6 +53,11 @@ BUILTIN_WINDOWS: dict[str, tuple[int, int]] = {
     "claude-opus-4-5": (200_000, 64_000),
     "claude-sonnet-4": (200_000, 64_000),
     "claude-haiku-4": (200_000, 64_000),
+    # Google's Gemini models (input limit, output limit), through tether-openai's gemini: preset.
+    "gemini-2.5": (1_048_576, 65_536),
+    "gemini-2.0-flash": (1_048_576, 8_192),
+    "gemini-1.5-pro": (2_097_152, 8_192),
+    "gemini-1.5-flash": (1_048_576, 8_192),
 }
 #: Tokens a message costs beyond its text (role and framing).
 MESSAGE_OVERHEAD = 4

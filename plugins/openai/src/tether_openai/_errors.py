@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import email.utils
+import errno
 import json
 import math
+import socket
+import ssl
 import time
 
 import httpx
@@ -15,6 +18,8 @@ __all__ = (
     "MAX_ERROR_CHARS",
     "RETRYABLE_STATUS",
     "body_note",
+    "body_start",
+    "dead_endpoint",
     "error_text",
     "is_context_overflow",
     "is_overflow_text",
@@ -140,3 +145,68 @@ def body_note(response: httpx.Response) -> str:
     if len(text) > MAX_BODY_NOTE_CHARS:
         text = text[:MAX_BODY_NOTE_CHARS] + f"\n... ({len(text)} characters in all)"
     return text
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it, in order (``__cause__``, else ``__context__``), and the
+    members of any exception group among them."""
+    found: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop(0)
+        if any(current is seen for seen in found) or len(found) > 20:
+            continue
+        found.append(current)
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        following = current.__cause__ or current.__context__
+        if following is not None:
+            todo.append(following)
+    return found
+
+
+def dead_endpoint(exc: httpx.HTTPError, base_url: str) -> tuple[str, str] | None:
+    """``(what, remedy)`` when ``exc`` says the endpoint cannot be reached at all, so that
+    sending the request again soon cannot help: its host name does not resolve, nothing listens
+    on its port, there is no route to it, or its TLS certificate is refused. ``None`` for other
+    failures (a timeout, a dropped connection), which are worth a retry."""
+    if not isinstance(exc, httpx.ConnectError):
+        return None
+    host = httpx.URL(base_url).host or base_url
+    for cause in _causes(exc):
+        if isinstance(cause, socket.gaierror):
+            reason = cause.strerror or str(cause)
+            return (
+                f"cannot resolve host {host} (from base_url {base_url}): {reason}",
+                "check the host name in the base URL, and the network's DNS",
+            )
+        if isinstance(cause, ConnectionRefusedError):
+            return (
+                f"connection refused at {base_url}",
+                "is the server running? Start it, or fix the host and port in the base URL",
+            )
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                f"the TLS certificate of {host} is not trusted (from base_url {base_url}): "
+                f"{cause.verify_message or cause}",
+                "check the host name in the base URL (http:// for a local server that has no "
+                "certificate)",
+            )
+        if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return (
+                f"no route to {host} (from base_url {base_url}): {cause.strerror or cause}",
+                "check the host in the base URL and the network",
+            )
+    return None
+
+
+def body_start(response: httpx.Response, limit: int = 120) -> str:
+    """What a response began with, on one line, for an error that says what came back."""
+    try:
+        text = response.text
+    except (UnicodeDecodeError, LookupError, httpx.ResponseNotRead):
+        return "(unreadable body)"
+    text = " ".join(text.split())
+    if not text:
+        return "(an empty body)"
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")

@@ -33,6 +33,8 @@ class StreamAssembler:
     calls: dict[int, _Call] = field(default_factory=dict[int, _Call])
     finish: str | None = None
     usage: dict[str, object] | None = None
+    began: bool = False
+    """Whether a chunk with choices was seen (a stream of chat-completion chunks)."""
 
     def feed(self, chunk: dict[str, Any]) -> list[ModelDelta]:
         """The deltas of one chunk (a ``chat.completion.chunk`` object)."""
@@ -43,7 +45,9 @@ class StreamAssembler:
         if usage is not None:
             self.usage = usage
         deltas: list[ModelDelta] = []
-        for raw in json_array(chunk.get("choices")) or []:
+        choices = json_array(chunk.get("choices")) or []
+        self.began = self.began or bool(choices)
+        for raw in choices:
             choice = json_object(raw)
             if choice is None or choice.get("index", 0) != 0:
                 continue

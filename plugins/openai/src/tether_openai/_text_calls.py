@@ -1,4 +1,9 @@
-"""Tool calls small models write as text instead of structured calls (opt-in per endpoint).
+"""Tool calls small models write as text instead of structured calls (per endpoint; on for the
+local presets).
+
+``auto``: every form below, wherever it is in the text: each JSON object that is a call (in a
+fence, inside ``<tool_call>`` or ``<tools>`` tags, in prose, or with its braces doubled as in
+``{{"name": ..., "arguments": {...}}}``), and ``<function=NAME>`` blocks.
 
 ``json``: a fenced JSON block (or the whole answer) holding ``{"name": ..., "arguments": {...}}``
 (``parameters`` is taken for ``arguments``), or a list of such objects.
@@ -16,18 +21,29 @@ from typing import Any, Literal
 
 from ._json import json_array, json_object
 
-__all__ = ("TextCallFormat", "parse_text_calls")
+__all__ = ("TextCallFormat", "parse_text_calls", "skill_names")
 
-TextCallFormat = Literal["json", "xml"]
+TextCallFormat = Literal["auto", "json", "xml"]
+#: The longest text ``auto`` searches (it tries a JSON object at every ``{``).
+MAX_SCANNED_CHARS = 200_000
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.DOTALL)
+#: A skill of the catalog tether-skill-tool shows: ``- `NAME`: description``.
+_CATALOG = re.compile(r"<available_skills>\n(.*?)</available_skills>", re.DOTALL)
+_CATALOG_ENTRY = re.compile(r"^- `([^`\s]+)`:", re.MULTILINE)
 
 
-def parse_text_calls(text: str, form: TextCallFormat) -> list[tuple[str, dict[str, Any]]]:
-    """The ``(name, arguments)`` calls written in ``text``; text that is not a call is skipped."""
+def parse_text_calls(
+    text: str, form: TextCallFormat, known: frozenset[str] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(name, arguments)`` calls written in ``text``, in order; text that is not a call
+    is skipped. With ``known``, ``auto`` keeps only calls of those names (so that a JSON object
+    in prose that merely has a ``name`` does not hide the call after it)."""
+    if form == "auto":
+        return _any_calls(text[:MAX_SCANNED_CHARS], known)
     if form == "json":
         blocks = _FENCE.findall(text) or [text]
         return [call for block in blocks for call in _json_calls(block)]
@@ -41,11 +57,60 @@ def parse_text_calls(text: str, form: TextCallFormat) -> list[tuple[str, dict[st
     return calls
 
 
+def skill_names(texts: list[str]) -> frozenset[str]:
+    """The skills named in the ``<available_skills>`` catalogs among ``texts`` (the messages
+    tether-skill-tool appends), so that a skill's name written as a call can become a
+    ``load_skill`` call."""
+    return frozenset(
+        name
+        for text in texts
+        if "<available_skills>" in text
+        for block in _CATALOG.findall(text)
+        for name in _CATALOG_ENTRY.findall(block)
+    )
+
+
+def _any_calls(text: str, known: frozenset[str] | None) -> list[tuple[str, dict[str, Any]]]:
+    calls = _scan(text, known)
+    if not calls and "{{" in text:
+        # Braces doubled throughout, as a prompt template escapes them: read them single.
+        calls = _scan(text.replace("{{", "{").replace("}}", "}"), known)
+    return calls
+
+
+def _scan(text: str, known: frozenset[str] | None) -> list[tuple[str, dict[str, Any]]]:
+    """The ``<function=...>`` blocks and the JSON objects that are calls in ``text``, in the
+    order they are written. A call's own arguments are not searched again; any other object
+    is searched inside."""
+    found: list[tuple[int, tuple[str, dict[str, Any]]]] = [
+        (match.start(), (match.group(1), _parameters(match.group(2))))
+        for match in _FUNCTION.finditer(text)
+    ]
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            value, end = None, start + 1
+        calls = _calls_in(value) if value is not None else []
+        calls = [call for call in calls if known is None or call[0] in known]
+        found += [(start, call) for call in calls]
+        start = text.find("{", end if calls else start + 1)
+    found.sort(key=lambda item: item[0])
+    return [call for _, call in found]
+
+
 def _json_calls(block: str) -> list[tuple[str, dict[str, Any]]]:
     try:
         data: object = json.loads(block.strip())
     except json.JSONDecodeError:
         return []
+    return _calls_in(data)
+
+
+def _calls_in(data: object) -> list[tuple[str, dict[str, Any]]]:
+    """The calls a JSON value is: one call object, or a list of them."""
     items = json_array(data)
     calls: list[tuple[str, dict[str, Any]]] = []
     for value in items if items is not None else [data]:

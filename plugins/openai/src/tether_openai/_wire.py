@@ -14,6 +14,9 @@ from ._text_calls import TextCallFormat, parse_text_calls
 
 __all__ = ("FINISH_REASONS", "NotAChatCompletion", "encode_messages", "parse_response")
 
+#: The skill tool's name (tether-skill-tool): a skill written as a call is loaded with it.
+LOAD_SKILL = "load_skill"
+
 #: Finish reasons of the API -> tether's.
 FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -99,6 +102,7 @@ def parse_response(
     *,
     text_calls: TextCallFormat | None = None,
     tool_names: Iterable[str] = (),
+    skills: Iterable[str] = (),
 ) -> ModelResponse:
     """A chat-completion JSON object -> :class:`ModelResponse`.
 
@@ -106,7 +110,9 @@ def parse_response(
     an ``id`` get a stable one derived from the response (its ``id``, else a digest of the body)
     and the call's index; arguments sent as a JSON object are taken as they are. With
     ``text_calls`` set and no structured call in the message, calls written in the text are
-    parsed (only for the tools in ``tool_names``) and the text is kept as the content.
+    parsed (only for the tools in ``tool_names``) and the text is kept as the content. A call
+    that names one of ``skills`` instead of a tool becomes ``load_skill({"name": ...})`` when
+    ``load_skill`` is among the tools (small models call a skill as if it were a tool).
     """
     body = json_object(data)
     if body is None:
@@ -127,9 +133,15 @@ def parse_response(
     finish = FINISH_REASONS.get(str(choice.get("finish_reason") or "stop"), "stop")
     if not calls and text_calls is not None and content:
         names = frozenset(tool_names)
-        for index, (name, arguments) in enumerate(parse_text_calls(content, text_calls)):
+        loadable = frozenset(skills) - names if LOAD_SKILL in names else frozenset[str]()
+        written = parse_text_calls(content, text_calls, names | loadable)
+        for index, (name, arguments) in enumerate(written):
             if name in names:
                 calls.append(ToolCall(id=f"{prefix}_text_{index}", name=name, arguments=arguments))
+            elif name in loadable:
+                calls.append(
+                    ToolCall(id=f"{prefix}_text_{index}", name=LOAD_SKILL, arguments={"name": name})
+                )
         if calls:
             finish = "tool_calls"
     if message.get("refusal"):
