@@ -41,6 +41,8 @@ from types import FrameType
 HERE = Path(__file__).resolve().parent
 PROFILE = HERE / "tether.toml"
 DATABASE = "postgresql://postgres@127.0.0.1:5432/tether_cluster"  # as in tether.toml
+#: A throwaway PostgreSQL server that trusts local connections (the README's other ways too).
+DOCKER = "docker run -d --rm -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:17"
 PROMPTS = ("What notes do I have?", "When is the launch?")
 WORKERS = 2
 #: Generous: a busy machine starts the server and the workers slowly.
@@ -78,9 +80,14 @@ def ensure_database(url: str) -> None:
     try:
         admin = psycopg.connect(url, dbname="postgres", autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as exc:
+        info = conninfo_to_dict(url)
+        where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+        # psycopg's first line ends with the cause ("... failed: Connection refused").
+        cause = (str(exc).strip().splitlines() or [""])[0].rsplit(": ", 1)[-1]
         raise Failed(
-            f"no PostgreSQL server for {url}: {str(exc).strip()}\n"
-            "  start one, or set TETHER_CLUSTER_DB=postgresql://USER@HOST:PORT/DATABASE"
+            f"no PostgreSQL server answers at {where} ({cause}); start one "
+            f"(examples/cluster/README.md: `{DOCKER}`), or set "
+            "TETHER_CLUSTER_DB=postgresql://USER@HOST:PORT/DATABASE"
         ) from exc
     with admin:
         found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()

@@ -676,16 +676,15 @@ def test_the_example_runs_as_its_readme_says(tmp_path):
     examples = ROOT / "examples"
     for name in ("quickstart", "a2a"):
         shutil.copytree(examples / name, tmp_path / "examples" / name, ignore=_no_store)
-    port = free_port()
     caller = tmp_path / "examples" / "a2a" / "tether.toml"
-    caller.write_text(caller.read_text().replace("8765", str(port)))
-    server = Server(tmp_path / "examples" / "quickstart" / "tether.toml", port)
+    # --port 0, and the URL it printed passed on in NOTES_A2A_URL: no port is fixed.
+    server = Server(tmp_path / "examples" / "quickstart" / "tether.toml", 0)
     try:
         command = ["tether", "run", "--profile", str(caller), "What notes do I have?"]
         done = subprocess.run(
             [sys.executable, "-m", *command],
             cwd=tmp_path,
-            env=ENV,
+            env={**ENV, "NOTES_A2A_URL": server.url},
             capture_output=True,
             text=True,
             timeout=TIMEOUT,

@@ -75,6 +75,7 @@ def test_not_installed_first_party_plugin_exit_2(runner, tmp_path):
 
 def test_check_an_empty_profile_prints_its_scopes(runner, tmp_path):
     path = write_profile(tmp_path, '[agent.main]\nmodel = "scripted:s.toml"\n')
+    (tmp_path / "s.toml").write_text("steps = []\n")  # check reads the script
     result = runner.invoke(cli, ["check"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [

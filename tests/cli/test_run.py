@@ -75,7 +75,10 @@ def test_the_quickstart_runs_two_turns_with_tools(quickstart):
     lines = result.stdout.splitlines()
     assert in_call_order(lines[:-1]) == QUICKSTART_OUTPUT
     assert re.fullmatch(r"session ses_[0-9a-f]{16}", lines[-1])
-    assert result.stderr == "note: the scripted model has 1 step(s) left unplayed\n"
+    assert result.stderr == (
+        f"the script has 1 more step for a later prompt: --session {lines[-1].split()[1]} "
+        "continues this session\n"
+    )
     assert (quickstart.parent / ".tether" / "sessions.db").is_file()
 
 
@@ -233,6 +236,18 @@ def test_run_exits_1_when_any_turn_fails_even_if_a_later_one_completes(quickstar
     assert result.exit_code == 1
     assert "[turn 1 stopped: max-tokens]" in result.stdout
     assert "fine" in result.stdout
+
+
+def test_steps_left_after_a_turn_that_did_not_complete_go_unmentioned(quickstart, tmp_path):
+    # The stop line says what went wrong; a count of steps for later prompts would only
+    # suggest continuing a session that failed.
+    (tmp_path / "left.toml").write_text(
+        '[[steps]]\ntext = "cut"\nfinish_reason = "length"\n[[steps]]\ntext = "later"\n'
+    )
+    result = invoke("run", "--profile", str(quickstart), "--model", "scripted:left.toml", "one")
+    assert result.exit_code == 1
+    assert "[turn 1 stopped: max-tokens]" in result.stdout
+    assert result.stderr == ""
 
 
 def test_context_rejects_an_unknown_model_spec(quickstart):

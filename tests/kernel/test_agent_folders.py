@@ -450,6 +450,7 @@ def runner(tmp_path, monkeypatch):
 
 def test_check_prints_the_agent_folder_tree(runner, tmp_path):
     main = agent_folder(tmp_path, "main", toml='model = "scripted:s.toml"\n')
+    (main / "s.toml").write_text("steps = []\n")  # check reads the script
     tool_file(main, "search")
     researcher = agent_folder(tmp_path, "main", "researcher", toml='description = "Finds"\n')
     agent_folder(tmp_path, "main", "writer", toml='description = "Writes"\ntool = "deferred"\n')

@@ -73,6 +73,7 @@ def test_check_prints_the_composition_tree(run_tether, tmp_path):
         greeting = "hi"
         """,
     )
+    (tmp_path / "script.toml").write_text("steps = []\n")  # check reads the script
     result = run_tether("check", "--profile", str(profile))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [

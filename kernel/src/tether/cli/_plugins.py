@@ -339,7 +339,9 @@ async def _skill_warnings(runtime: Runtime) -> list[str]:
 def _check_agents(runtime: Runtime) -> None:
     """Compose every agent as a session would get it (:meth:`Runtime.preset`): instructions
     read, tools collected, declared subagents' tools added (a name another tool of the agent
-    has is an error), model spec matched."""
+    has is an error), model spec matched, a ``scripted:`` model's script read."""
+    from ..agents import resolve_preset_model
+    from ..loading.profile import SCRIPTED_PREFIX
     from ..models import find_model_provider
 
     kernel = runtime.kernel
@@ -367,6 +369,13 @@ def _check_agents(runtime: Runtime) -> None:
                     key=format_loc(("agent", name), ("model",)),
                     remedy=exc.remedy,
                 ) from exc
+            if preset.model_spec.startswith(SCRIPTED_PREFIX):
+                # A script is a file the profile names: made here (offline, no key), so a
+                # missing or broken one fails the check as it would fail `tether run`. Its
+                # path is relative to the profile file that names it, as a session takes it.
+                model_file = kernel.profile.file_of("agent", name, "model")
+                base = model_file.parent if model_file is not None else kernel.profile.folder
+                resolve_preset_model(preset, None, base=base)
 
 
 def _subagents_file(kernel: Kernel, name: str) -> Path | None:

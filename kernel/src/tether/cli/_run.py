@@ -180,13 +180,20 @@ async def _run(
                 agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
             )
             stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
-            if isinstance(agent.model, ScriptedModel) and not interruption.requested:
-                left = agent.model.remaining()
-                if left:
-                    count = sum(left.values())
-                    click.echo(
-                        f"note: the scripted model has {count} step(s) left unplayed", err=True
-                    )
+            # Steps left after turns that all completed are the script's later turns (the
+            # quickstart's third), not a fault: say how to play them. After a turn that did not
+            # complete, its stop line says what went wrong; the count would add nothing.
+            if (
+                isinstance(agent.model, ScriptedModel)
+                and stop == "completed"
+                and not interruption.requested
+                and (count := sum(agent.model.remaining().values()))
+            ):
+                click.echo(
+                    f"the script has {count} more step{'s' if count != 1 else ''} for a later "
+                    f"prompt: --session {agent.session_id} continues this session",
+                    err=True,
+                )
             click.echo(f"session {agent.session_id}")
             await close_model(agent.model)
         return stop

@@ -33,7 +33,7 @@ from tether.subagents import (
 )
 
 from ._model import CONTEXT_DESCRIPTOR, A2aModel, fetch_card
-from ._settings import A2aAgentSettings, ServeSettings, Settings, headers_of
+from ._settings import A2aAgentSettings, ServeSettings, Settings, headers_of, url_of
 
 if TYPE_CHECKING:
     import click
@@ -75,11 +75,12 @@ class A2aProvider:
         it too and ends ``error`` with the same reason."""
         spec = self.spec
         headers = headers_of(spec)
+        url = url_of(spec)
         try:
             card = anyio.run(_read_card, spec, headers)
         except Exception as exc:
             raise self._invalid(
-                f"the card of A2A agent {spec.name!r} could not be read from {spec.url}: "
+                f"the card of A2A agent {spec.name!r} could not be read from {url}: "
                 f"{str(exc)[:500] or type(exc).__name__}",
                 "start the agent, or fix url (its base URL, or the URL of its agent card)",
             ) from exc
@@ -95,7 +96,8 @@ class A2aProvider:
         return tether.PluginError(
             tether.ErrorCode.PLUGIN_SETTINGS_INVALID,
             f'invalid settings for plugin "a2a": {problem}',
-            key=f'[[plugin.a2a.agents]] name = "{self.name}", url',
+            key=f'[[plugin.a2a.agents]] name = "{self.name}", '
+            f"{'url' if self.spec.url is not None else 'url_env'}",
             plugin="a2a",
             remedy=remedy,
         )

@@ -210,7 +210,8 @@ class A2aModel:
     def _failed(self, reason: str) -> ModelError:
         return ModelError(
             ErrorCode.MODEL_REQUEST_FAILED,
-            f"A2A agent {self.spec.name!r} ({self.spec.url}): {reason}"[:ERROR_CHARS],
+            f"A2A agent {self.spec.name!r} ({self.spec.url or '$' + str(self.spec.url_env)}): "
+            f"{reason}"[:ERROR_CHARS],
         )
 
     # ------------------------------------------------------------------ the context

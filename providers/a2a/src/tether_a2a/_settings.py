@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 import tether
 
-__all__ = ("A2aAgentSettings", "ServeSettings", "Settings", "card_url")
+__all__ = ("A2aAgentSettings", "ServeSettings", "Settings", "card_url", "url_of")
 
 #: Where an A2A 1.0 agent serves its card, under its base URL.
 CARD_PATH = "/.well-known/agent-card.json"
@@ -23,9 +23,14 @@ class A2aAgentSettings(BaseModel):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     """The provider name a delegation tool binds (``provider = "NAME"``)."""
-    url: str = Field(min_length=1)
+    url: str | None = Field(default=None, min_length=1)
     """The agent's base URL (its card is read from ``/.well-known/agent-card.json`` under it)
     or the URL of its card (ending in ``.json``). ``http`` or ``https``."""
+    url_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Instead of ``url``: the environment variable holding it (``"NOTES_A2A_URL"``), for an
+    agent whose address is known only once it runs (``tether a2a serve --port 0``). Read
+    when the agent is first needed (``tether check``, a delegation); not set is an error
+    naming it, as for ``headers_env``."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request (card included), as written."""
     headers_env: dict[str, str] = Field(default_factory=dict)
@@ -44,11 +49,19 @@ class A2aAgentSettings(BaseModel):
 
     @field_validator("url")
     @classmethod
-    def _http(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+    def _http(cls, url: str | None) -> str | None:
+        if url is not None and not _is_http(url):
             raise ValueError(f"url must be an http or https URL, not {url[:200]!r}")
         return url
+
+    @model_validator(mode="after")
+    def _one_url(self) -> A2aAgentSettings:
+        if (self.url is None) == (self.url_env is None):
+            raise ValueError(
+                "give the agent's address as url, or as url_env (the environment variable "
+                "holding it), not both and not neither"
+            )
+        return self
 
     @field_validator("headers", "headers_env")
     @classmethod
@@ -170,9 +183,38 @@ class Settings(tether.PluginSettings):
         return self
 
 
+def _is_http(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def url_of(spec: A2aAgentSettings) -> str:
+    """``spec``'s URL: ``url``, or the value of ``url_env`` read now; raises
+    ``PLUGIN_SETTINGS_INVALID`` naming the variable when it is not set or not HTTP."""
+    if spec.url is not None:
+        return spec.url
+    variable = spec.url_env or ""
+    value = os.environ.get(variable, "").strip()
+    problem = None
+    if not value:
+        problem = f"comes from ${variable}, which is not set (or empty)"
+    elif not _is_http(value):
+        problem = f"comes from ${variable}, which is not an http or https URL: {value[:200]!r}"
+    if problem is not None:
+        raise tether.PluginError(
+            tether.ErrorCode.PLUGIN_SETTINGS_INVALID,
+            f'invalid settings for plugin "a2a": the URL of A2A agent {spec.name!r} {problem}',
+            key=f'[[plugin.a2a.agents]] name = "{spec.name}", url_env',
+            plugin="a2a",
+            remedy=f"export {variable}=URL (the URL `tether a2a serve` prints) before starting "
+            "tether",
+        )
+    return value
+
+
 def card_url(spec: A2aAgentSettings) -> tuple[str, str]:
     """``(base URL, card path)`` of ``spec``'s agent card."""
-    url = spec.url.rstrip("/")
+    url = url_of(spec).rstrip("/")
     if url.endswith(".json"):
         parts = urlsplit(url)
         base = f"{parts.scheme}://{parts.netloc}"
