@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,10 +26,13 @@ from ._bundle import bundled_files
 from ._diagnose import diagnose
 from ._layout import SKILL_FILES
 from ._parse import ParsedSkill
+from ._roots import PROJECT_SOURCE_PREFIX, inside, project_root
 from ._scan import Fingerprint, RootState, fingerprint, quick_check, read_skill, scan, verify_root
 from ._settings import Settings
 
 __all__ = ("FULL_CHECK_SECONDS", "PROVIDER_NAME", "FileSystemSkillProvider")
+
+log = logging.getLogger("tether.skills.fs")
 
 #: The provider's name, and the plugin's.
 PROVIDER_NAME = "skills-fs"
@@ -123,6 +128,8 @@ class FileSystemSkillProvider:
         path = candidate.locator if isinstance(candidate.locator, Path) else None
         if path is None or candidate.provider != self._name:
             return None
+        if not self._contained(candidate, path, cwd):
+            return None
         loaded = await anyio.to_thread.run_sync(self._load, path)
         if loaded is None:
             return None
@@ -148,6 +155,23 @@ class FileSystemSkillProvider:
             content_line=parsed.body_line,
             bundled_files=files,
         )
+
+    def _contained(self, candidate: SkillCandidate, path: Path, cwd: Path) -> bool:
+        """A project's skill must still lead inside the project (a link swapped in after the
+        listing is refused, as the listing would have refused it)."""
+        if not candidate.source.startswith(PROJECT_SOURCE_PREFIX):
+            return True
+        boundary = os.path.realpath(project_root(cwd))
+        if inside(str(path), boundary):
+            return True
+        log.warning(
+            "skill %s is no longer loadable: it leads outside the project %s (to %s)",
+            path,
+            boundary,
+            os.path.realpath(path),
+        )
+        self._mark_stale(path)
+        return False
 
     def _load(self, path: Path) -> tuple[ParsedSkill, BundledFiles | None] | None:
         """In a worker thread: the parsed file and, for a packaged skill, its files."""
