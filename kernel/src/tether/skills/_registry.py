@@ -29,6 +29,7 @@ from ..errors import ErrorCode, SkillError, TetherError
 from ._types import (
     SkillCandidate,
     SkillDefinition,
+    SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
@@ -87,6 +88,8 @@ class SkillCatalog:
     skipped: tuple[SkippedSkill, ...] = field(repr=False, default=())
     """What the providers found but left out, and why (farthest layer first), each with its
     provider's name."""
+    searched: tuple[SkillLocation, ...] = field(repr=False, default=())
+    """Where the providers looked (farthest layer first), each with its provider's name."""
     sources: dict[str, _ProviderSlot | _RuntimeSkill] = field(
         repr=False, compare=False, default_factory=dict[str, "_ProviderSlot | _RuntimeSkill"]
     )
@@ -549,6 +552,7 @@ class SkillRegistry:
         shadowed: dict[str, list[SkillCandidate]] = {}
         complete = True
         skipped: list[SkippedSkill] = []
+        searched: list[SkillLocation] = []
         for key, _layer in layers:
             ranked: list[tuple[float, int, int, SkillCandidate, _ProviderSlot | _RuntimeSkill]]
             ranked = [
@@ -560,9 +564,10 @@ class SkillRegistry:
                 if observed is None:
                     complete = False
                     continue
-                candidates, slot_complete, slot_skipped = observed
+                candidates, slot_complete, slot_skipped, slot_searched = observed
                 complete = complete and slot_complete
                 skipped += slot_skipped
+                searched += slot_searched
                 ranked.extend(
                     (candidate.rank, slot.order, index, candidate, slot)
                     for index, candidate in enumerate(candidates)
@@ -594,6 +599,7 @@ class SkillRegistry:
             shadowed={name: tuple(shadowed[name]) for name in names if name in shadowed},
             layers={name: origin_layer[name] for name in names},
             skipped=tuple(skipped),
+            searched=tuple(searched),
             sources=origins,
         )
 
@@ -621,9 +627,12 @@ class SkillRegistry:
 
 def _normalize(
     slot: _ProviderSlot, output: object
-) -> tuple[tuple[SkillCandidate, ...], bool, tuple[SkippedSkill, ...]] | None:
-    """A provider's candidates, whether they are complete, and what it skipped; ``None`` when
-    it failed."""
+) -> (
+    tuple[tuple[SkillCandidate, ...], bool, tuple[SkippedSkill, ...], tuple[SkillLocation, ...]]
+    | None
+):
+    """A provider's candidates, whether they are complete, what it skipped and where it
+    looked; ``None`` when it failed."""
     name, where = slot.name, f"scope {slot.layer}"
     if isinstance(output, _Failed):
         if isinstance(output.error, ValidationError):
@@ -639,11 +648,16 @@ def _normalize(
         return None
     items: tuple[object, ...]
     skipped: tuple[SkippedSkill, ...] = ()
+    searched: tuple[SkillLocation, ...] = ()
     if isinstance(output, SkillObservation):
         items, complete = tuple(output.candidates), output.complete
         skipped = tuple(
             entry if entry.provider == name else entry.model_copy(update={"provider": name})
             for entry in output.skipped
+        )
+        searched = tuple(
+            place if place.provider == name else place.model_copy(update={"provider": name})
+            for place in output.searched
         )
     elif isinstance(output, Sequence) and not isinstance(output, str | bytes):
         items, complete = tuple(cast("Sequence[object]", output)), True
@@ -676,7 +690,7 @@ def _normalize(
                 "its candidates",
             )
         candidates.append(candidate)
-    return tuple(candidates), complete, skipped
+    return tuple(candidates), complete, skipped, searched
 
 
 def _origin(candidate: SkillCandidate, layer: str) -> str:

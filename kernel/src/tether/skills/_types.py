@@ -23,6 +23,7 @@ __all__ = (
     "ResourceBase",
     "SkillCandidate",
     "SkillDefinition",
+    "SkillLocation",
     "SkillObservation",
     "SkillProvider",
     "SkillProviderDiagnostics",
@@ -196,6 +197,26 @@ class SkippedSkill(_Frozen):
     """The provider that skipped it; the registry fills it in when the provider leaves it out."""
 
 
+class SkillLocation(_Frozen):
+    """A place a provider looked for skills (a folder, a URL...): for people, never the model.
+
+    ``tether skills list`` shows them, so a person whose catalog is empty learns where skills
+    would have been found, and every listing shows which folder each source is.
+    """
+
+    path: str
+    """Where (a folder, a ``pkg:`` root, a URL), as the provider spells it."""
+    source: str
+    """The ``source`` its skills carry (``project-claude``, ``user-agents``...)."""
+    state: Literal["read", "missing", "skipped"]
+    """``read``; ``missing`` (it does not exist: no problem); ``skipped`` (it exists but was
+    not read: the observation's ``skipped`` says why)."""
+    skills: int = Field(default=0, ge=0)
+    """How many candidates the provider listed from it."""
+    provider: str | None = None
+    """The provider that looked; the registry fills it in when the provider leaves it out."""
+
+
 class SkillObservation(_Frozen):
     """A ``list()`` result that may be partial: ``complete = False`` keeps it out of caches.
 
@@ -208,8 +229,11 @@ class SkillObservation(_Frozen):
     """False when discovery was partial (an unreadable root, a failed watcher)."""
     skipped: Sequence[SkippedSkill] = ()
     """What the provider found but left out, and why (any sequence; kept as a tuple)."""
+    searched: Sequence[SkillLocation] = ()
+    """Where the provider looked, in its order (any sequence; kept as a tuple). Optional: a
+    provider without places to name leaves it empty."""
 
-    _sequence = field_validator("candidates", "skipped", mode="before")(_tuple)
+    _sequence = field_validator("candidates", "skipped", "searched", mode="before")(_tuple)
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ import pytest
 from ..skills import (
     SkillCandidate,
     SkillDefinition,
+    SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
@@ -163,6 +164,20 @@ class SkillProviderConformance:
             assert entry.reason.strip()
             assert "\n" not in entry.reason
             assert entry.provider in (None, provider.name)
+
+    async def test_where_it_looked_is_named_one_place_each(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        result = await provider.list(cwd=cwd)
+        searched = result.searched if isinstance(result, SkillObservation) else ()
+        candidates = _candidates(result)
+        for place in searched:
+            assert isinstance(place, SkillLocation)
+            assert place.path.strip()
+            assert "\n" not in place.path
+            assert place.provider in (None, provider.name)
+        if searched:
+            assert sum(place.skills for place in searched) == len(candidates)
 
     async def test_listing_twice_gives_the_same_candidates_in_the_same_order(
         self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path

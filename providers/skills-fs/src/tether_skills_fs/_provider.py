@@ -118,6 +118,7 @@ class FileSystemSkillProvider:
             candidates=tuple(result.candidates),
             complete=result.complete,
             skipped=tuple(result.skipped),
+            searched=tuple(result.searched),
         )
 
     async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None:

@@ -35,6 +35,7 @@ from tether.skills import (
     DirectoryResources,
     SkillCandidate,
     SkillFileRefused,
+    SkillLocation,
     SkippedSkill,
     read_skill_file,
 )
@@ -64,6 +65,8 @@ _UNREADABLE: _Failure = "unreadable"
 _LOOP: _Failure = "loop"
 #: What a fingerprint records for a project's root that leads outside the project.
 _OUTSIDE: _Failure = "outside"
+#: What became of a root: read, missing (no problem), or skipped (the listing says why).
+_State = Literal["read", "missing", "skipped"]
 #: Where the file cap is set, for the message of a file over it.
 _CAP_SETTING = "max_skill_file_bytes in [plugin.skills-fs]"
 
@@ -124,6 +127,8 @@ class Scan:
     skipped: list[SkippedSkill] = field(default_factory=list[SkippedSkill])
     roots: list[RootState] = field(default_factory=list[RootState])
     """Per root folder that was found, what :func:`quick_check` compares."""
+    searched: list[SkillLocation] = field(default_factory=list[SkillLocation])
+    """Where the scan looked, root by root, and what it found there."""
     seen: set[str] = field(default_factory=set[str])
     """The skill files listed so far, symlinks resolved: a skill linked into two roots (the
     same folder in ``.agents/skills`` and ``.claude/skills``) is listed once, silently."""
@@ -281,7 +286,8 @@ def _outside_root(folder: Path, boundary: str | None) -> bool:
     return boundary is not None and os.path.exists(folder) and not inside(str(folder), boundary)
 
 
-def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> None:
+def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> _State:
+    """Read one root into ``result``; returns what became of it."""
     limit = settings.max_skills_per_root
     read_ns = time.time_ns()  # before the folder's mark: a later change is never missed
     mark = _folder_mark(str(folder))
@@ -290,14 +296,14 @@ def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, resu
         result.skip_root(str(folder), _leaves_project(str(folder), root.boundary), _STAY_INSIDE)
         result.fingerprint.append((str(folder), _OUTSIDE))
         result.roots.append(RootState(str(folder), mark, _OUTSIDE, (), read_ns, root.boundary))
-        return
+        return "skipped"
     try:
         entries, problems, total = list_entries(folder, limit)
     except OSError as exc:
         _root_failure(folder, exc, result)
         failure = _failure_mark(exc)
         result.roots.append(RootState(str(folder), mark, failure, (), read_ns, root.boundary))
-        return
+        return "missing" if isinstance(exc, FileNotFoundError) else "skipped"
     for problem in problems:
         result.skip(problem.path, problem.problem, problem.remedy, name=problem.name)
     if total > limit:
@@ -319,6 +325,7 @@ def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, resu
     result.roots.append(
         RootState(str(folder), mark, recorded, tuple(unlisted), read_ns, root.boundary)
     )
+    return "read"
 
 
 def _scan_entry(
@@ -387,8 +394,17 @@ def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
             if root.problem is not None:
                 result.skip_root(root.label, *root.problem)
             result.fingerprint.append((root.label, None))
+            result.searched.append(
+                SkillLocation(path=root.label, source=root.source, state="skipped")
+            )
             continue
-        _scan_root(root, root.path, settings, provider, result)
+        before = len(result.candidates)
+        state = _scan_root(root, root.path, settings, provider, result)
+        found = len(result.candidates) - before
+        place = str(root.path) if root.source != "package" else f"{root.label} ({root.path})"
+        result.searched.append(
+            SkillLocation(path=place, source=root.source, state=state, skills=found)
+        )
     return result
 
 
