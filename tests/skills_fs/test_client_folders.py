@@ -207,3 +207,24 @@ async def test_a_project_skill_swapped_for_a_link_outside_after_listing_does_not
     path.parent.symlink_to(outside / "swapped")
 
     assert await provider.get(candidate, cwd=project) is None
+
+
+async def test_a_project_skills_files_are_read_inside_the_skill_and_the_project(
+    tmp_path: Path, home: Path, project: Path
+) -> None:
+    folder = write_skill(claude_project(project), "forms").parent
+    (folder / "references").mkdir()
+    (folder / "references" / "fields.md").write_text("Fields.")
+    provider = FileSystemSkillProvider()
+    (candidate,) = (await observe(provider, project)).candidates
+
+    found = await provider.read_file(candidate, "references/fields.md", cwd=project, max_bytes=99)
+    assert found is not None
+    assert (found.path, found.data) == ("references/fields.md", b"Fields.")
+    assert found.location == str(folder / "references" / "fields.md")
+
+    outside = tmp_path / "elsewhere"
+    write_skill(outside, "forms")
+    shutil.rmtree(folder)
+    folder.symlink_to(outside / "forms")
+    assert await provider.read_file(candidate, "SKILL.md", cwd=project, max_bytes=9999) is None

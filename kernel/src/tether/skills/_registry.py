@@ -26,13 +26,16 @@ import anyio.lowlevel
 from pydantic import ValidationError
 
 from ..errors import ErrorCode, SkillError, TetherError
+from ._files import SkillFileRefused, bundled_path
 from ._types import (
     SkillCandidate,
     SkillDefinition,
+    SkillFile,
     SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
+    SkillProviderFiles,
     SkillSummary,
     SkippedSkill,
     is_skill_name,
@@ -540,6 +543,102 @@ class SkillRegistry:
             origin.control.invalidate()  # its listing is stale
             return None
         return definition
+
+    def serves_files(self, *, scope: Scope | None = None) -> bool:
+        """Whether a provider visible from ``scope`` serves bundled files
+        (:class:`~tether.skills.SkillProviderFiles`): cheap, asked before every model request
+        by the skill tool's ``read_skill_file``."""
+        return any(isinstance(s.provider, SkillProviderFiles) for s in self._visible_slots(scope))
+
+    async def read_file(
+        self,
+        name: str,
+        path: str,
+        *,
+        max_bytes: int,
+        scope: Scope | None = None,
+        cwd: Path | None = None,
+    ) -> SkillFile | None:
+        """The file ``path`` (relative to the skill's resource base) bundled with skill
+        ``name`` as ``scope`` sees it, at most ``max_bytes``; ``None`` if the skill is not (or no
+        longer) there. Policy-neutral, like :meth:`get`: callers check ``invocation``.
+
+        ``path`` is cleaned first (:func:`~tether.skills.bundled_path`), so a provider never
+        sees ``..`` or an absolute path.
+
+        :raises SkillFileRefused: a bad path; a skill whose provider serves no files (a
+            runtime skill, a provider without ``read_file``); whatever the provider refuses.
+        :raises FileNotFoundError: the skill has no such file.
+        :raises OSError: the provider failed in a way that may pass.
+        :raises SkillError: ``SKILL_PROVIDER_INVALID`` when the provider breaks the contract.
+        """
+        limit = cast(object, max_bytes)  # a caller's value is checked, not trusted
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SkillError(
+                ErrorCode.SKILL_INVALID,
+                f"the file cap must be an integer >= 1, not {max_bytes!r}",
+                where="SkillRegistry.read_file(max_bytes=...)",
+                remedy="pass a positive number of bytes",
+            )
+        clean = bundled_path(path)
+        if not is_skill_name(name):
+            return None
+        cwd = cwd or Path.cwd()
+        catalog = await self.list(scope=scope, cwd=cwd)
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        candidate = catalog.candidates.get(name)
+        origin = catalog.sources.get(name)
+        if candidate is None or origin is None:
+            return None
+        if isinstance(origin, _RuntimeSkill):
+            raise SkillFileRefused(
+                clean,
+                f'skill "{name}" is defined in code and bundles no files',
+                "its instructions are all there is",
+            )
+        if not self.holds(origin):
+            return None
+        provider = origin.provider
+        if not isinstance(provider, SkillProviderFiles):
+            raise SkillFileRefused(
+                clean,
+                f'skill "{name}" comes from provider "{origin.name}", which does not serve its '
+                "files",
+                "its instructions say where its resources are",
+            )
+        where = f"scope {origin.layer}"
+        try:
+            # A plugin's answer: checked, not trusted.
+            found = cast(
+                object, await provider.read_file(candidate, clean, cwd=cwd, max_bytes=max_bytes)
+            )
+        except ValidationError as exc:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" read_file() built an invalid skill file for '
+                f'"{name}": {_first_error(exc)}',
+                where=where,
+                remedy="return tether.skills.SkillFile(path=..., data=b'...') or None",
+            ) from exc
+        if found is None:
+            return None
+        if not isinstance(found, SkillFile):
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" read_file() returned '
+                f"{type(found).__name__}, not a SkillFile",
+                where=where,
+                remedy="return tether.skills.SkillFile or None",
+            )
+        if len(found.data) > max_bytes:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" read_file() returned {len(found.data):,} '
+                f"bytes of {clean}, over the cap of {max_bytes:,} it was given",
+                where=where,
+                remedy="read at most max_bytes; raise SkillFileTooLarge for a larger file",
+            )
+        return found
 
     async def _collect(self, chain: list[str], cwd: Path) -> SkillCatalog:
         layers = [(key, self._layers[key]) for key in chain if key in self._layers]

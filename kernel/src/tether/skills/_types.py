@@ -23,11 +23,13 @@ __all__ = (
     "ResourceBase",
     "SkillCandidate",
     "SkillDefinition",
+    "SkillFile",
     "SkillLocation",
     "SkillObservation",
     "SkillProvider",
     "SkillProviderDiagnostics",
     "SkillProviderFactory",
+    "SkillProviderFiles",
     "SkillSummary",
     "SkippedSkill",
     "UrlResources",
@@ -180,6 +182,18 @@ class SkillDefinition(SkillSummary):
     """The files beside the skill, when the provider lists them (``None``: not listed)."""
 
 
+class SkillFile(_Frozen):
+    """A file bundled with a skill, read for the model (``read_skill_file``)."""
+
+    path: str
+    """Relative to the skill's resource base, ``/``-separated, as it was asked for (cleaned by
+    :func:`tether.skills.bundled_path`)."""
+    data: bytes
+    """The file's bytes, at most the cap the reader asked for."""
+    location: str | None = None
+    """Where it was read (a real path, a URL), for people and logs."""
+
+
 class SkippedSkill(_Frozen):
     """Something a provider found but does not offer, and why: for people, never the model.
 
@@ -269,6 +283,28 @@ class SkillProviderDiagnostics(Protocol):
     """
 
     async def diagnose(self, *, cwd: Path) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class SkillProviderFiles(Protocol):
+    """Optional for a :class:`SkillProvider`: serve the files bundled with its skills, so the
+    model can read a loaded skill's ``references/`` and ``scripts/`` (the skill tool's
+    ``read_skill_file``, offered only while a visible provider implements this).
+
+    ``path`` is already clean (relative, no ``..``, ``/``-separated: see
+    :func:`tether.skills.bundled_path`); the provider confines it to the skill's own files
+    (:func:`tether.skills.read_bundled_file` does, for a folder) and reads at most
+    ``max_bytes``. Returns ``None`` when the skill itself vanished.
+
+    Raises :class:`tether.skills.SkillFileRefused` for a file it will not serve (outside the
+    skill, not a regular file, a loop; :class:`tether.skills.SkillFileTooLarge` over the cap),
+    ``FileNotFoundError`` when there is no such file, and any other ``OSError`` for a failure
+    that may pass.
+    """
+
+    async def read_file(
+        self, candidate: SkillCandidate, path: str, *, cwd: Path, max_bytes: int
+    ) -> SkillFile | None: ...
 
 
 @dataclass(frozen=True)
