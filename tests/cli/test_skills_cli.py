@@ -445,15 +445,20 @@ def test_list_ends_with_the_skipped_entries_and_why(runner, folders):
         "NAME  PROVIDER   SOURCE  RANK  LAYER   DESCRIPTION",
         "good  skills-fs  custom  300   global  Good.",
     ]
-    assert lines[3] == "skipped 2 entries (not offered to the agent):"
-    assert lines[4].startswith(
+    assert lines[3:6] == [
+        "provider skills-fs looked in:",
+        f"  {folders} (custom): 1 skill",
+        "  pkg:no_such_package_here/skills (package): not read (see skipped below)",
+    ]
+    assert lines[6] == "skipped 2 entries (not offered to the agent):"
+    assert lines[7].startswith(
         f"  {folders / 'broken' / 'SKILL.md'}: its frontmatter is not valid YAML: "
     )
-    assert lines[5] == (
+    assert lines[8] == (
         "  pkg:no_such_package_here/skills: package no_such_package_here is not installed; "
         "install it (uv add ...) or remove the root from [plugin.skills-fs] roots"
     )
-    assert len(lines) == 6
+    assert len(lines) == 9
     assert result.stderr == ""
 
 
@@ -577,3 +582,88 @@ def test_list_never_sends_control_characters_to_the_terminal(runner, folders):
     assert "\x1b" not in result.stdout
     assert "Clear \\x1b[2J the screen" in result.stdout
     assert f"{folders}/bad\\x1b[2J/SKILL.md: " in result.stdout
+
+
+# ----------------------------------------------------------------------------- where it looked
+# The folders people already have (~/.claude/skills...), with a fake home folder.
+
+DEFAULT_FS_PROFILE = """
+[tether]
+plugins = ["skills-fs", "skill-tool"]
+
+[agent.main]
+"""
+
+
+@pytest.fixture
+def home_project(tmp_path, monkeypatch):
+    """A project (``project/``, a git checkout) run from, and an empty home folder."""
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    write_profile(project, DEFAULT_FS_PROFILE)
+    monkeypatch.chdir(project)
+    return project, home
+
+
+def test_list_with_no_skill_says_every_folder_it_looked_in(home_project):
+    project, home = home_project
+    (home / ".claude" / "skills").mkdir(parents=True)
+    result = CliRunner().invoke(cli, ["skills", "list"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "skills of agent main (global > agent:main): 0 skills",
+        "no skill found; provider skills-fs looked in:",
+        f"  {project}/.agents/skills (project-agents): does not exist",
+        f"  {project}/.claude/skills (project-claude): does not exist",
+        f"  {home}/.agents/skills (user-agents): does not exist",
+        f"  {home}/.claude/skills (user-claude): holds no skill",
+        "a skill is a folder NAME/SKILL.md in one of these (docs/skills.md)",
+    ]
+    assert result.stderr == ""
+
+
+def test_list_shows_the_folder_each_skill_came_from(home_project):
+    project, home = home_project
+    write_skill(home / ".claude" / "skills", "mine", "name: mine\ndescription: Mine.\n")
+    write_skill(project / ".claude" / "skills", "ours", "name: ours\ndescription: Ours.\n")
+    result = CliRunner().invoke(cli, ["skills", "list"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "skills of agent main (global > agent:main): 2 skills",
+        "NAME  PROVIDER   SOURCE          RANK  LAYER   DESCRIPTION",
+        "mine  skills-fs  user-claude     501   global  Mine.",
+        "ours  skills-fs  project-claude  201   global  Ours.",
+        "provider skills-fs looked in:",
+        f"  {project}/.agents/skills (project-agents): does not exist",
+        f"  {project}/.claude/skills (project-claude): 1 skill",
+        f"  {home}/.agents/skills (user-agents): does not exist",
+        f"  {home}/.claude/skills (user-claude): 1 skill",
+    ]
+    document = json.loads(CliRunner().invoke(cli, ["skills", "list", "--json"]).stdout)
+    assert document["searched"][1] == {
+        "path": f"{project}/.claude/skills",
+        "source": "project-claude",
+        "state": "read",
+        "skills": 1,
+        "provider": "skills-fs",
+    }
+    assert [s["path"] for s in document["skills"]] == [
+        f"{home}/.claude/skills/mine/SKILL.md",
+        f"{project}/.claude/skills/ours/SKILL.md",
+    ]
+
+
+def test_list_without_any_skill_provider_says_so(tmp_path, monkeypatch):
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    write_profile(tmp_path, "[tether]\nplugins = []\n\n[agent.main]\n")
+    result = CliRunner().invoke(cli, ["skills", "list"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "skills of agent main (global > agent:main): 0 skills",
+        'no skill provider is loaded: add "skills-fs" to [tether] plugins to read skill folders',
+    ]

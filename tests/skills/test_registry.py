@@ -20,6 +20,7 @@ from tether.skills import (
     OpaqueResources,
     SkillCandidate,
     SkillDefinition,
+    SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderControl,
@@ -1121,6 +1122,9 @@ class SkippingProvider:
             candidates=[candidate(f"{self.name}-ok", provider=self.name)],
             complete=True,
             skipped=[self.skipped],
+            searched=[
+                SkillLocation(path=f"/{self.name}/skills", source="custom", state="read", skills=1)
+            ],
         )
 
     async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None:
@@ -1147,6 +1151,18 @@ async def test_a_catalog_carries_what_its_providers_skipped_with_their_names():
         ("near", "/n/bad.md", "bad", "r1"),
     ]
     assert (await registry.list(scope=HELPER)).skipped == (catalog.skipped[0],)
+
+
+async def test_a_catalog_carries_where_its_providers_looked_with_their_names():
+    registry = SkillRegistry()
+    add(registry, SkippingProvider("near", SkippedSkill(path="/n", reason="r")), MAIN)
+    add(registry, SkippingProvider("far", SkippedSkill(path="/f", reason="r")))
+    add(registry, MemoryProvider([candidate("plain")]))  # a list: it names no place
+    catalog = await registry.list(scope=MAIN)
+    assert [(p.provider, p.path, p.state, p.skills) for p in catalog.searched] == [
+        ("far", "/far/skills", "read", 1),  # farthest layer first
+        ("near", "/near/skills", "read", 1),
+    ]
 
 
 async def test_diagnose_gathers_advice_and_reports_a_failing_provider():

@@ -87,17 +87,20 @@ async def test_links_are_followed_but_never_loop_and_odd_entries_are_left_out(
     root: Path, tmp_path: Path
 ) -> None:
     folder = write_skill(root, "linked").parent
-    shared = tmp_path / "shared"
-    touch(shared, "guide.md")
-    (folder / "references").symlink_to(shared)
+    touch(folder, "docs/guide.md")
+    (folder / "references").symlink_to(folder / "docs")
     (folder / "references" / "back").symlink_to(folder)  # a loop through the skill itself
+    shared = tmp_path / "shared"
+    touch(shared, "outside.md")
+    (folder / "shared").symlink_to(shared)  # out of the skill: read_skill_file refuses it
+    (folder / "leak.md").symlink_to(shared / "outside.md")
     (folder / "self").symlink_to(folder / "self")
     (folder / "broken").symlink_to(tmp_path / "nowhere")
     touch(folder, "bad\nname.md")
     if hasattr(os, "mkfifo"):
         os.mkfifo(folder / "pipe")
     definition = await load(provider_for(root), "linked", tmp_path)
-    assert definition.bundled_files == BundledFiles(paths=("references/guide.md",))
+    assert definition.bundled_files == BundledFiles(paths=("docs/guide.md",))
 
 
 async def test_no_listing_for_a_flat_skill_or_when_turned_off(root: Path, tmp_path: Path) -> None:

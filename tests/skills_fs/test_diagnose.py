@@ -17,10 +17,10 @@ pytestmark = pytest.mark.anyio
 LAYOUT = "ROOT/NAME/SKILL.md or ROOT/NAME.md"
 
 
-async def advice(tmp_path: Path, *roots: Path | str, **settings: bool) -> list[str]:
-    settings.setdefault("project", False)
-    settings.setdefault("user", False)
-    provider = FileSystemSkillProvider(Settings(roots=roots, **settings))
+async def advice(
+    tmp_path: Path, *roots: Path | str, project: bool = False, user: bool = False
+) -> list[str]:
+    provider = FileSystemSkillProvider(Settings(roots=roots, project=project, user=user))
     assert isinstance(provider, SkillProviderDiagnostics)
     return list(await provider.diagnose(cwd=tmp_path))
 

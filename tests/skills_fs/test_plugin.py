@@ -71,7 +71,7 @@ def test_a_misspelled_setting_names_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(PluginError) as info:
         make_runtime(profile, {"skills-fs": tether_skills_fs})
     assert info.value.code is ErrorCode.PLUGIN_SETTINGS_INVALID
-    assert "roots, project, user, max_skills_per_root" in str(info.value)
+    assert "roots, project, user, folders, max_skills_per_root" in str(info.value)
 
 
 def test_a_malformed_package_root_in_the_profile_says_how_to_write_one(tmp_path: Path) -> None:

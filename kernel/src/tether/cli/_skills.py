@@ -75,10 +75,11 @@ def list_skills(
     _note_not_imported(kernel)
     agent, scope = _resolve(kernel, agent_name)
     with SkillWarnings() as warnings:
-        catalog = run_async(_list, kernel, scope)
+        catalog, providers = run_async(_list, kernel, scope)
     where = _scope_path(scope)
     rows = [_row(catalog, name) for name in catalog.candidates]
     skipped = [_skipped(entry) for entry in catalog.skipped]
+    searched = [place.model_dump() for place in catalog.searched]
     if as_json:
         document = {
             "agent": agent,
@@ -86,20 +87,64 @@ def list_skills(
             "complete": catalog.complete,
             "skills": rows,
             "skipped": skipped,
+            "searched": searched,
         }
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         _print_table(rows, agent, where)
+        _print_searched(searched, found=bool(rows), providers=providers)
         _print_skipped(skipped)
     if not catalog.complete:
         warnings.echo()
         click.echo(_INCOMPLETE, err=True)
 
 
-async def _list(kernel: Kernel, scope: Scope | None) -> SkillCatalog:
+async def _list(kernel: Kernel, scope: Scope | None) -> tuple[SkillCatalog, int]:
+    """The catalog, and how many skill providers the scope sees."""
     from ..runtime import Runtime
 
-    return await Runtime(kernel).skills.list(scope=scope)
+    registry = Runtime(kernel).skills
+    return await registry.list(scope=scope), len(registry.providers(scope))
+
+
+#: What ``skills list`` says of a place a provider looked in, by its state.
+_STATES = {
+    "missing": "does not exist",
+    "skipped": "not read (see skipped below)",
+}
+#: The plugin that reads skill folders, named when no provider is loaded at all.
+SKILLS_FS_PLUGIN = "skills-fs"
+
+
+def _place(place: dict[str, Any]) -> str:
+    count = place["skills"]
+    if place["state"] != "read":
+        state = _STATES.get(place["state"], place["state"])
+    elif count:
+        state = f"{count} skill{'' if count == 1 else 's'}"
+    else:
+        state = "holds no skill"
+    return printable(f"  {place['path']} ({place['source']}): {state}")
+
+
+def _print_searched(searched: list[dict[str, Any]], *, found: bool, providers: int) -> None:
+    """Where each provider looked; with no skill at all, said first and with what to do."""
+    if not found and providers == 0:
+        click.echo(
+            f'no skill provider is loaded: add "{SKILLS_FS_PLUGIN}" to [tether] plugins to '
+            "read skill folders"
+        )
+        return
+    by_provider: dict[str, list[dict[str, Any]]] = {}
+    for place in searched:
+        by_provider.setdefault(place["provider"] or "?", []).append(place)
+    for provider, places in by_provider.items():
+        lead = "no skill found; provider" if not found else "provider"
+        click.echo(printable(f"{lead} {provider} looked in:"))
+        for place in places:
+            click.echo(_place(place))
+    if not found and by_provider:
+        click.echo("a skill is a folder NAME/SKILL.md in one of these (docs/skills.md)")
 
 
 def _row(catalog: SkillCatalog, name: str) -> dict[str, Any]:

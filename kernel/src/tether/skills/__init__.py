@@ -7,7 +7,15 @@ merges them per scope chain.
 
 from __future__ import annotations
 
-from ._files import SKILL_FILE_MAX_BYTES, SkillFileRefused, describe_file_type, read_skill_file
+from ._files import (
+    SKILL_FILE_MAX_BYTES,
+    SkillFileRefused,
+    SkillFileTooLarge,
+    bundled_path,
+    describe_file_type,
+    read_bundled_file,
+    read_skill_file,
+)
 from ._registry import (
     DEFAULT_CACHE_ENTRIES,
     RUNTIME_PROVIDER,
@@ -35,10 +43,13 @@ from ._types import (
     ResourceBase,
     SkillCandidate,
     SkillDefinition,
+    SkillFile,
+    SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
     SkillProviderFactory,
+    SkillProviderFiles,
     SkillSummary,
     SkippedSkill,
     UrlResources,
@@ -63,21 +74,27 @@ __all__ = (
     "SkillCandidate",
     "SkillCatalog",
     "SkillDefinition",
+    "SkillFile",
     "SkillFileRefused",
+    "SkillFileTooLarge",
+    "SkillLocation",
     "SkillObservation",
     "SkillProvider",
     "SkillProviderControl",
     "SkillProviderDiagnostics",
     "SkillProviderFactory",
+    "SkillProviderFiles",
     "SkillRegistration",
     "SkillRegistry",
     "SkillSummary",
     "SkippedSkill",
     "UrlResources",
+    "bundled_path",
     "describe_file_type",
     "escape_attribute",
     "escape_text",
     "is_skill_name",
+    "read_bundled_file",
     "read_skill_file",
     "render_skill_content",
 )

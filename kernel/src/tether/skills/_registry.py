@@ -26,12 +26,16 @@ import anyio.lowlevel
 from pydantic import ValidationError
 
 from ..errors import ErrorCode, SkillError, TetherError
+from ._files import SkillFileRefused, bundled_path
 from ._types import (
     SkillCandidate,
     SkillDefinition,
+    SkillFile,
+    SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
+    SkillProviderFiles,
     SkillSummary,
     SkippedSkill,
     is_skill_name,
@@ -87,6 +91,8 @@ class SkillCatalog:
     skipped: tuple[SkippedSkill, ...] = field(repr=False, default=())
     """What the providers found but left out, and why (farthest layer first), each with its
     provider's name."""
+    searched: tuple[SkillLocation, ...] = field(repr=False, default=())
+    """Where the providers looked (farthest layer first), each with its provider's name."""
     sources: dict[str, _ProviderSlot | _RuntimeSkill] = field(
         repr=False, compare=False, default_factory=dict[str, "_ProviderSlot | _RuntimeSkill"]
     )
@@ -538,6 +544,102 @@ class SkillRegistry:
             return None
         return definition
 
+    def serves_files(self, *, scope: Scope | None = None) -> bool:
+        """Whether a provider visible from ``scope`` serves bundled files
+        (:class:`~tether.skills.SkillProviderFiles`): cheap, asked before every model request
+        by the skill tool's ``read_skill_file``."""
+        return any(isinstance(s.provider, SkillProviderFiles) for s in self._visible_slots(scope))
+
+    async def read_file(
+        self,
+        name: str,
+        path: str,
+        *,
+        max_bytes: int,
+        scope: Scope | None = None,
+        cwd: Path | None = None,
+    ) -> SkillFile | None:
+        """The file ``path`` (relative to the skill's resource base) bundled with skill
+        ``name`` as ``scope`` sees it, at most ``max_bytes``; ``None`` if the skill is not (or no
+        longer) there. Policy-neutral, like :meth:`get`: callers check ``invocation``.
+
+        ``path`` is cleaned first (:func:`~tether.skills.bundled_path`), so a provider never
+        sees ``..`` or an absolute path.
+
+        :raises SkillFileRefused: a bad path; a skill whose provider serves no files (a
+            runtime skill, a provider without ``read_file``); whatever the provider refuses.
+        :raises FileNotFoundError: the skill has no such file.
+        :raises OSError: the provider failed in a way that may pass.
+        :raises SkillError: ``SKILL_PROVIDER_INVALID`` when the provider breaks the contract.
+        """
+        limit = cast(object, max_bytes)  # a caller's value is checked, not trusted
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SkillError(
+                ErrorCode.SKILL_INVALID,
+                f"the file cap must be an integer >= 1, not {max_bytes!r}",
+                where="SkillRegistry.read_file(max_bytes=...)",
+                remedy="pass a positive number of bytes",
+            )
+        clean = bundled_path(path)
+        if not is_skill_name(name):
+            return None
+        cwd = cwd or Path.cwd()
+        catalog = await self.list(scope=scope, cwd=cwd)
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        candidate = catalog.candidates.get(name)
+        origin = catalog.sources.get(name)
+        if candidate is None or origin is None:
+            return None
+        if isinstance(origin, _RuntimeSkill):
+            raise SkillFileRefused(
+                clean,
+                f'skill "{name}" is defined in code and bundles no files',
+                "its instructions are all there is",
+            )
+        if not self.holds(origin):
+            return None
+        provider = origin.provider
+        if not isinstance(provider, SkillProviderFiles):
+            raise SkillFileRefused(
+                clean,
+                f'skill "{name}" comes from provider "{origin.name}", which does not serve its '
+                "files",
+                "its instructions say where its resources are",
+            )
+        where = f"scope {origin.layer}"
+        try:
+            # A plugin's answer: checked, not trusted.
+            found = cast(
+                object, await provider.read_file(candidate, clean, cwd=cwd, max_bytes=max_bytes)
+            )
+        except ValidationError as exc:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" read_file() built an invalid skill file for '
+                f'"{name}": {_first_error(exc)}',
+                where=where,
+                remedy="return tether.skills.SkillFile(path=..., data=b'...') or None",
+            ) from exc
+        if found is None:
+            return None
+        if not isinstance(found, SkillFile):
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" read_file() returned '
+                f"{type(found).__name__}, not a SkillFile",
+                where=where,
+                remedy="return tether.skills.SkillFile or None",
+            )
+        if len(found.data) > max_bytes:
+            raise SkillError(
+                ErrorCode.SKILL_PROVIDER_INVALID,
+                f'skill provider "{origin.name}" read_file() returned {len(found.data):,} '
+                f"bytes of {clean}, over the cap of {max_bytes:,} it was given",
+                where=where,
+                remedy="read at most max_bytes; raise SkillFileTooLarge for a larger file",
+            )
+        return found
+
     async def _collect(self, chain: list[str], cwd: Path) -> SkillCatalog:
         layers = [(key, self._layers[key]) for key in chain if key in self._layers]
         runtime = {key: [layer.runtime[n] for n in sorted(layer.runtime)] for key, layer in layers}
@@ -549,6 +651,7 @@ class SkillRegistry:
         shadowed: dict[str, list[SkillCandidate]] = {}
         complete = True
         skipped: list[SkippedSkill] = []
+        searched: list[SkillLocation] = []
         for key, _layer in layers:
             ranked: list[tuple[float, int, int, SkillCandidate, _ProviderSlot | _RuntimeSkill]]
             ranked = [
@@ -560,9 +663,10 @@ class SkillRegistry:
                 if observed is None:
                     complete = False
                     continue
-                candidates, slot_complete, slot_skipped = observed
+                candidates, slot_complete, slot_skipped, slot_searched = observed
                 complete = complete and slot_complete
                 skipped += slot_skipped
+                searched += slot_searched
                 ranked.extend(
                     (candidate.rank, slot.order, index, candidate, slot)
                     for index, candidate in enumerate(candidates)
@@ -594,6 +698,7 @@ class SkillRegistry:
             shadowed={name: tuple(shadowed[name]) for name in names if name in shadowed},
             layers={name: origin_layer[name] for name in names},
             skipped=tuple(skipped),
+            searched=tuple(searched),
             sources=origins,
         )
 
@@ -621,9 +726,12 @@ class SkillRegistry:
 
 def _normalize(
     slot: _ProviderSlot, output: object
-) -> tuple[tuple[SkillCandidate, ...], bool, tuple[SkippedSkill, ...]] | None:
-    """A provider's candidates, whether they are complete, and what it skipped; ``None`` when
-    it failed."""
+) -> (
+    tuple[tuple[SkillCandidate, ...], bool, tuple[SkippedSkill, ...], tuple[SkillLocation, ...]]
+    | None
+):
+    """A provider's candidates, whether they are complete, what it skipped and where it
+    looked; ``None`` when it failed."""
     name, where = slot.name, f"scope {slot.layer}"
     if isinstance(output, _Failed):
         if isinstance(output.error, ValidationError):
@@ -639,11 +747,16 @@ def _normalize(
         return None
     items: tuple[object, ...]
     skipped: tuple[SkippedSkill, ...] = ()
+    searched: tuple[SkillLocation, ...] = ()
     if isinstance(output, SkillObservation):
         items, complete = tuple(output.candidates), output.complete
         skipped = tuple(
             entry if entry.provider == name else entry.model_copy(update={"provider": name})
             for entry in output.skipped
+        )
+        searched = tuple(
+            place if place.provider == name else place.model_copy(update={"provider": name})
+            for place in output.searched
         )
     elif isinstance(output, Sequence) and not isinstance(output, str | bytes):
         items, complete = tuple(cast("Sequence[object]", output)), True
@@ -676,7 +789,7 @@ def _normalize(
                 "its candidates",
             )
         candidates.append(candidate)
-    return tuple(candidates), complete, skipped
+    return tuple(candidates), complete, skipped, searched
 
 
 def _origin(candidate: SkillCandidate, layer: str) -> str:

@@ -23,10 +23,13 @@ __all__ = (
     "ResourceBase",
     "SkillCandidate",
     "SkillDefinition",
+    "SkillFile",
+    "SkillLocation",
     "SkillObservation",
     "SkillProvider",
     "SkillProviderDiagnostics",
     "SkillProviderFactory",
+    "SkillProviderFiles",
     "SkillSummary",
     "SkippedSkill",
     "UrlResources",
@@ -179,6 +182,18 @@ class SkillDefinition(SkillSummary):
     """The files beside the skill, when the provider lists them (``None``: not listed)."""
 
 
+class SkillFile(_Frozen):
+    """A file bundled with a skill, read for the model (``read_skill_file``)."""
+
+    path: str
+    """Relative to the skill's resource base, ``/``-separated, as it was asked for (cleaned by
+    :func:`tether.skills.bundled_path`)."""
+    data: bytes
+    """The file's bytes, at most the cap the reader asked for."""
+    location: str | None = None
+    """Where it was read (a real path, a URL), for people and logs."""
+
+
 class SkippedSkill(_Frozen):
     """Something a provider found but does not offer, and why: for people, never the model.
 
@@ -196,6 +211,26 @@ class SkippedSkill(_Frozen):
     """The provider that skipped it; the registry fills it in when the provider leaves it out."""
 
 
+class SkillLocation(_Frozen):
+    """A place a provider looked for skills (a folder, a URL...): for people, never the model.
+
+    ``tether skills list`` shows them, so a person whose catalog is empty learns where skills
+    would have been found, and every listing shows which folder each source is.
+    """
+
+    path: str
+    """Where (a folder, a ``pkg:`` root, a URL), as the provider spells it."""
+    source: str
+    """The ``source`` its skills carry (``project-claude``, ``user-agents``...)."""
+    state: Literal["read", "missing", "skipped"]
+    """``read``; ``missing`` (it does not exist: no problem); ``skipped`` (it exists but was
+    not read: the observation's ``skipped`` says why)."""
+    skills: int = Field(default=0, ge=0)
+    """How many candidates the provider listed from it."""
+    provider: str | None = None
+    """The provider that looked; the registry fills it in when the provider leaves it out."""
+
+
 class SkillObservation(_Frozen):
     """A ``list()`` result that may be partial: ``complete = False`` keeps it out of caches.
 
@@ -208,8 +243,11 @@ class SkillObservation(_Frozen):
     """False when discovery was partial (an unreadable root, a failed watcher)."""
     skipped: Sequence[SkippedSkill] = ()
     """What the provider found but left out, and why (any sequence; kept as a tuple)."""
+    searched: Sequence[SkillLocation] = ()
+    """Where the provider looked, in its order (any sequence; kept as a tuple). Optional: a
+    provider without places to name leaves it empty."""
 
-    _sequence = field_validator("candidates", "skipped", mode="before")(_tuple)
+    _sequence = field_validator("candidates", "skipped", "searched", mode="before")(_tuple)
 
 
 @runtime_checkable
@@ -245,6 +283,28 @@ class SkillProviderDiagnostics(Protocol):
     """
 
     async def diagnose(self, *, cwd: Path) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class SkillProviderFiles(Protocol):
+    """Optional for a :class:`SkillProvider`: serve the files bundled with its skills, so the
+    model can read a loaded skill's ``references/`` and ``scripts/`` (the skill tool's
+    ``read_skill_file``, offered only while a visible provider implements this).
+
+    ``path`` is already clean (relative, no ``..``, ``/``-separated: see
+    :func:`tether.skills.bundled_path`); the provider confines it to the skill's own files
+    (:func:`tether.skills.read_bundled_file` does, for a folder) and reads at most
+    ``max_bytes``. Returns ``None`` when the skill itself vanished.
+
+    Raises :class:`tether.skills.SkillFileRefused` for a file it will not serve (outside the
+    skill, not a regular file, a loop; :class:`tether.skills.SkillFileTooLarge` over the cap),
+    ``FileNotFoundError`` when there is no such file, and any other ``OSError`` for a failure
+    that may pass.
+    """
+
+    async def read_file(
+        self, candidate: SkillCandidate, path: str, *, cwd: Path, max_bytes: int
+    ) -> SkillFile | None: ...
 
 
 @dataclass(frozen=True)

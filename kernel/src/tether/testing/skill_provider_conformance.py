@@ -26,7 +26,9 @@
 
 A provider with an ``async def changed(self, *, cwd) -> bool`` method is also held to what
 :meth:`tether.skills.SkillRegistry.refresh` expects of it, and one with ``diagnose`` (the
-optional :class:`tether.skills.SkillProviderDiagnostics`) to what ``tether check`` prints. The
+optional :class:`tether.skills.SkillProviderDiagnostics`) to what ``tether check`` prints, and
+one with ``read_file`` (:class:`tether.skills.SkillProviderFiles`) to serving the files it lists
+and nothing else. The
 tests run under anyio's pytest plugin (``pytest.mark.anyio``).
 """
 
@@ -42,11 +44,17 @@ from typing import Protocol, runtime_checkable
 import pytest
 
 from ..skills import (
+    SKILL_FILE_MAX_BYTES,
     SkillCandidate,
     SkillDefinition,
+    SkillFile,
+    SkillFileRefused,
+    SkillFileTooLarge,
+    SkillLocation,
     SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
+    SkillProviderFiles,
     SkillRegistry,
     SkippedSkill,
     is_skill_name,
@@ -72,16 +80,18 @@ class SkillAuthor(Protocol):
 
 
 class DirectorySkillAuthor:
-    """Writes Agent Skills packages: ``ROOT/NAME/SKILL.md`` with ``name`` and ``description``."""
+    """Writes Agent Skills packages: ``ROOT/NAME/SKILL.md`` with ``name`` and ``description``,
+    and one bundled file beside it, ``references/notes.md``."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def write(self, name: str, *, description: str, body: str) -> None:
         folder = self.root / name
-        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "references").mkdir(parents=True, exist_ok=True)
         text = f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n{body}\n"
         (folder / "SKILL.md").write_text(text, encoding="utf-8")
+        (folder / "references" / "notes.md").write_text(f"Notes for {name}.\n", encoding="utf-8")
 
     def remove(self, name: str) -> None:
         shutil.rmtree(self.root / name)
@@ -163,6 +173,20 @@ class SkillProviderConformance:
             assert entry.reason.strip()
             assert "\n" not in entry.reason
             assert entry.provider in (None, provider.name)
+
+    async def test_where_it_looked_is_named_one_place_each(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        result = await provider.list(cwd=cwd)
+        searched = result.searched if isinstance(result, SkillObservation) else ()
+        candidates = _candidates(result)
+        for place in searched:
+            assert isinstance(place, SkillLocation)
+            assert place.path.strip()
+            assert "\n" not in place.path
+            assert place.provider in (None, provider.name)
+        if searched:
+            assert sum(place.skills for place in searched) == len(candidates)
 
     async def test_listing_twice_gives_the_same_candidates_in_the_same_order(
         self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
@@ -274,6 +298,55 @@ class SkillProviderConformance:
             pytest.skip("the provider has no diagnose() method")
         lines = await provider.diagnose(cwd=cwd)
         assert all(isinstance(line, str) and line and "\n" not in line for line in lines)
+
+    # ----------------------------------------------------------------- read_file()
+
+    async def test_every_bundled_file_it_lists_can_be_read(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        if not isinstance(provider, SkillProviderFiles):
+            pytest.skip("the provider serves no files")
+        read = 0
+        for candidate in _candidates(await provider.list(cwd=cwd)):
+            definition = await provider.get(candidate, cwd=cwd)
+            files = definition.bundled_files if definition is not None else None
+            for path in (files.paths if files is not None else ())[:20]:
+                try:
+                    found = await provider.read_file(
+                        candidate, path, cwd=cwd, max_bytes=SKILL_FILE_MAX_BYTES
+                    )
+                except SkillFileTooLarge:
+                    continue
+                assert isinstance(found, SkillFile)
+                assert found.path == path
+                assert len(found.data) <= SKILL_FILE_MAX_BYTES
+                read += 1
+        if isinstance(seeded, DirectorySkillAuthor):
+            assert read >= 2  # each seeded skill's references/notes.md
+
+    async def test_read_file_of_a_missing_file_raises(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        if not isinstance(provider, SkillProviderFiles):
+            pytest.skip("the provider serves no files")
+        for candidate in list(_candidates(await provider.list(cwd=cwd)))[:3]:
+            with pytest.raises((FileNotFoundError, SkillFileRefused)):
+                await provider.read_file(
+                    candidate, "no-such-file-here.md", cwd=cwd, max_bytes=SKILL_FILE_MAX_BYTES
+                )
+
+    async def test_a_registry_never_hands_it_a_path_out_of_the_skill(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        if not isinstance(provider, SkillProviderFiles):
+            pytest.skip("the provider serves no files")
+        registry = SkillRegistry()
+        registry.register_provider(lambda control: provider, name=provider.name)
+        assert registry.serves_files()
+        for summary in (await registry.list(cwd=cwd)).summaries[:3]:
+            for path in ("../" + summary.name + "/SKILL.md", "/etc/passwd"):
+                with pytest.raises(SkillFileRefused):
+                    await registry.read_file(summary.name, path, max_bytes=1024, cwd=cwd)
 
     # ----------------------------------------------------------------- in a registry
 

@@ -4,7 +4,8 @@ Progressive disclosure for the model: a catalog of model-invocable skills (name 
 is appended to the conversation as a durable message; the model calls ``load_skill(name)`` and
 gets the body back as a tool result, wrapped by ``render_skill_content``. Nothing touches the base
 prompt, so provider prompt caching keeps hitting. A person can also invoke a user-invocable skill
-by writing ``/name`` in their message.
+by writing ``/name`` in their message. ``read_skill_file(skill, path)`` lets the model read a
+skill's bundled files, while a skill provider serves them.
 """
 
 from __future__ import annotations
@@ -18,9 +19,16 @@ from tether.agents import PreStep, Tool
 from tether.skills import DEFAULT_BODY_MAX_CHARS
 
 from ._catalog import CatalogStep, InvocationStep
+from ._files import DEFAULT_FILE_MAX_BYTES, READ_SKILL_FILE, read_skill_file_tool
 from ._tool import LOAD_SKILL, load_skill_tool
 
-__all__ = ("LOAD_SKILL", "Settings")
+__all__ = (
+    "DEFAULT_FILE_MAX_BYTES",
+    "LOAD_SKILL",
+    "READ_SKILL_FILE",
+    "Settings",
+    "read_skill_file_tool",
+)
 
 
 class Settings(tether.PluginSettings):
@@ -32,6 +40,9 @@ class Settings(tether.PluginSettings):
     """A skill's body reaches the model (``load_skill``, ``/name``) cut after this many
     characters, with a note saying what was cut and from which line of the file to read the
     rest."""
+    file_max_bytes: int = Field(default=DEFAULT_FILE_MAX_BYTES, ge=1)
+    """``read_skill_file`` refuses a bundled file larger than this many bytes (the default,
+    100,000, is about 25,000 tokens)."""
 
 
 class _Parts:
@@ -39,6 +50,7 @@ class _Parts:
 
     def __init__(self, settings: Settings) -> None:
         self.tool = load_skill_tool(settings.body_max_chars)
+        self.files = read_skill_file_tool(settings.file_max_bytes)
         self.steps = [
             PreStep("skill-catalog", CatalogStep(self.tool, settings.catalog_description_max)),
             PreStep("skill-invocation", InvocationStep(settings.body_max_chars)),
@@ -64,7 +76,8 @@ def tether_settings_model() -> type[Settings]:
 
 @tether.hookimpl
 def tether_tools(settings: Settings) -> list[Tool]:
-    return [_for(settings).tool]
+    parts = _for(settings)
+    return [parts.tool, parts.files]
 
 
 @tether.hookimpl

@@ -2,11 +2,15 @@
 
 Roots, best rank first (lower wins inside one scope layer):
 
-* ``<project>/.agents/skills`` (200): the project is the nearest ancestor of the working
-  directory holding ``.git``, else the working directory;
+* ``<project>/.agents/skills`` (200), ``<project>/.claude/skills`` (201): the project is the
+  nearest ancestor of the working directory holding ``.git``, else the working directory; its
+  skills must stay inside it;
 * each folder in ``roots`` (300), in order;
-* ``~/.agents/skills`` (500);
+* ``~/.agents/skills`` (500), ``~/.claude/skills`` (501);
 * each ``pkg:PACKAGE/FOLDER`` in ``roots`` (550): skills a library ships inside its package.
+
+``folders`` picks and orders the well-known folders (:data:`FOLDERS`: also GitHub Copilot's,
+Gemini CLI's, OpenCode's, Cursor's and Codex's earlier ones).
 
 A root holds packaged skills (``NAME/SKILL.md`` with ``references/``, ``scripts/``,
 ``assets/``) and flat ones (``NAME.md``). Loading is lenient, as the Agent Skills client
@@ -30,8 +34,10 @@ from ._parse import DESCRIPTION_MAX, LEGACY_KEYS, SKILL_FILE
 from ._provider import PROVIDER_NAME, FileSystemSkillProvider
 from ._roots import CUSTOM_RANK, PACKAGE_RANK, PROJECT_RANK, USER_RANK, project_root
 from ._settings import (
+    DEFAULT_FOLDERS,
     DEFAULT_MAX_BUNDLED_FILES,
     DEFAULT_MAX_SKILLS_PER_ROOT,
+    FOLDERS,
     PACKAGE_PREFIX,
     Settings,
     SkillRoot,
@@ -42,9 +48,11 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CUSTOM_RANK",
+    "DEFAULT_FOLDERS",
     "DEFAULT_MAX_BUNDLED_FILES",
     "DEFAULT_MAX_SKILLS_PER_ROOT",
     "DESCRIPTION_MAX",
+    "FOLDERS",
     "LEGACY_KEYS",
     "PACKAGE_PREFIX",
     "PACKAGE_RANK",

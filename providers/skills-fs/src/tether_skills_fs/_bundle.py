@@ -4,8 +4,9 @@ Breadth-first from the skill's folder, names in code-point order inside each fol
 files next to ``SKILL.md`` come first. Symlinks are followed, each folder is visited once (a
 link back up cannot loop), and the walk stops after :data:`MAX_EXAMINED` entries: a skill folder
 that holds a whole dependency tree costs a bounded look, and the listing says it stopped.
-Hidden entries, ``__pycache__``, anything that is not a regular file or a folder, and names
-with control characters (they cannot be written on one line) are left out.
+Hidden entries, ``__pycache__``, anything that is not a regular file or a folder, names
+with control characters (they cannot be written on one line) and links that lead outside the
+skill's folder (``read_skill_file`` would refuse them) are left out.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def bundled_files(folder: str, skill_file: str, limit: int) -> BundledFiles:
     except OSError:
         return BundledFiles()
     seen.add((status.st_dev, status.st_ino))
+    base = os.path.realpath(folder).rstrip(os.sep) + os.sep
     queue: deque[tuple[str, str]] = deque([(folder, "")])
     while queue:
         directory, prefix = queue.popleft()
@@ -54,6 +56,8 @@ def bundled_files(folder: str, skill_file: str, limit: int) -> BundledFiles:
                 continue
             try:
                 status = entry.stat()  # follows symlinks
+                if entry.is_symlink() and not os.path.realpath(entry.path).startswith(base):
+                    continue  # a link out of the skill: not the skill's file
             except OSError:  # broken link, loop, permissions: nothing the model can read
                 continue
             if stat.S_ISDIR(status.st_mode):

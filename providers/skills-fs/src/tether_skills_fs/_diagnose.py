@@ -3,8 +3,8 @@
 A root named in ``roots`` that does not exist, cannot be read or holds no skill; any root whose
 ``SKILL.md`` files sit deeper than the layout (``ROOT/NAME/SKILL.md``, ``ROOT/NAME.md``); a
 folder in a root that holds no ``SKILL.md`` but has skills below it (a category folder). The
-default roots (``<project>/.agents/skills``, ``~/.agents/skills``) may be missing or empty
-without a word: most projects have none. The look below a root is bounded
+well-known folders (``<project>/.agents/skills``, ``~/.claude/skills``...) may be missing or
+empty without a word: most projects have none. The look below a root is bounded
 (:data:`MAX_DEPTH` levels, :data:`MAX_EXAMINED` entries per search).
 """
 
@@ -29,8 +29,6 @@ MAX_EXAMINED = 5_000
 MAX_FOLDER_LINES = 5
 
 _LAYOUT = "ROOT/NAME/SKILL.md or ROOT/NAME.md"
-#: Roots a person named in the settings: missing or empty, they deserve a word.
-_EXPLICIT = frozenset({"custom", "package"})
 
 
 def _skill_files_below(folder: str, max_depth: int) -> tuple[list[str], bool]:
@@ -143,7 +141,7 @@ def _empty_root_advice(root: Root, folder: Path, problems: list[EntryProblem]) -
             f"skills root {root.label} holds {loose[0].path} directly, which is not a skill "
             f"({_LAYOUT}): move it into a folder named after the skill"
         ]
-    if root.source not in _EXPLICIT:
+    if not root.explicit:
         return []
     return [
         f"skills root {root.label} is empty: it holds no skill ({_LAYOUT}); add skills to it "
@@ -166,7 +164,7 @@ def _root_advice(root: Root, settings: Settings) -> list[str]:
     try:
         entries, problems, _total = list_entries(folder, settings.max_skills_per_root)
     except FileNotFoundError:
-        if root.source not in _EXPLICIT:
+        if not root.explicit:
             return []
         return [
             f"skills root {_named(root, folder)} does not exist; create it, or fix or remove "

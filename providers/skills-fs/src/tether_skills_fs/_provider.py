@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -17,17 +19,23 @@ from tether.skills import (
     DirectoryResources,
     SkillCandidate,
     SkillDefinition,
+    SkillFile,
+    SkillFileRefused,
     SkillObservation,
+    read_bundled_file,
 )
 
 from ._bundle import bundled_files
 from ._diagnose import diagnose
 from ._layout import SKILL_FILES
 from ._parse import ParsedSkill
+from ._roots import PROJECT_SOURCE_PREFIX, inside, project_root
 from ._scan import Fingerprint, RootState, fingerprint, quick_check, read_skill, scan, verify_root
 from ._settings import Settings
 
 __all__ = ("FULL_CHECK_SECONDS", "PROVIDER_NAME", "FileSystemSkillProvider")
+
+log = logging.getLogger("tether.skills.fs")
 
 #: The provider's name, and the plugin's.
 PROVIDER_NAME = "skills-fs"
@@ -113,6 +121,7 @@ class FileSystemSkillProvider:
             candidates=tuple(result.candidates),
             complete=result.complete,
             skipped=tuple(result.skipped),
+            searched=tuple(result.searched),
         )
 
     async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None:
@@ -122,6 +131,8 @@ class FileSystemSkillProvider:
         """
         path = candidate.locator if isinstance(candidate.locator, Path) else None
         if path is None or candidate.provider != self._name:
+            return None
+        if not self._contained(candidate, path, cwd):
             return None
         loaded = await anyio.to_thread.run_sync(self._load, path)
         if loaded is None:
@@ -149,6 +160,23 @@ class FileSystemSkillProvider:
             bundled_files=files,
         )
 
+    def _contained(self, candidate: SkillCandidate, path: Path, cwd: Path) -> bool:
+        """A project's skill must still lead inside the project (a link swapped in after the
+        listing is refused, as the listing would have refused it)."""
+        if not candidate.source.startswith(PROJECT_SOURCE_PREFIX):
+            return True
+        boundary = os.path.realpath(project_root(cwd))
+        if inside(str(path), boundary) and inside(str(path.parent), boundary):
+            return True
+        log.warning(
+            "skill %s is no longer loadable: it leads outside the project %s (to %s)",
+            path,
+            boundary,
+            os.path.realpath(path),
+        )
+        self._mark_stale(path)
+        return False
+
     def _load(self, path: Path) -> tuple[ParsedSkill, BundledFiles | None] | None:
         """In a worker thread: the parsed file and, for a packaged skill, its files."""
         parsed = read_skill(path, self._settings.max_skill_file_bytes)
@@ -158,6 +186,41 @@ class FileSystemSkillProvider:
         if path.name not in SKILL_FILES or limit == 0:
             return parsed, None  # a flat skill's folder is the root, shared with other skills
         return parsed, bundled_files(str(path.parent), path.name, limit)
+
+    async def read_file(
+        self, candidate: SkillCandidate, path: str, *, cwd: Path, max_bytes: int
+    ) -> SkillFile | None:
+        """The file ``path`` in the candidate's skill folder (``read_skill_file``): confined
+        to the folder, symlinks resolved (and, for a project's skill, to the project), a
+        regular file of at most ``max_bytes``. ``None`` when the skill is gone.
+
+        :raises SkillFileRefused: outside the folder, not a regular file, over the cap, a
+            loop, or a flat skill (its folder is the root, shared with other skills).
+        :raises FileNotFoundError: no such file.
+        """
+        file = candidate.locator if isinstance(candidate.locator, Path) else None
+        if file is None or candidate.provider != self._name:
+            return None
+        if not self._contained(candidate, file, cwd):
+            return None
+        if file.name not in SKILL_FILES:
+            raise SkillFileRefused(
+                path,
+                "a flat skill (NAME.md) has no folder of its own, so it bundles no files",
+                "make it a folder NAME/SKILL.md with its files beside it",
+            )
+        read = partial(self._read_bundled, file, path, max_bytes)
+        found = await anyio.to_thread.run_sync(read)
+        if found is None:
+            return None
+        real, data = found
+        return SkillFile(path=path, data=data, location=real)
+
+    def _read_bundled(self, file: Path, path: str, max_bytes: int) -> tuple[str, bytes] | None:
+        """In a worker thread: ``None`` when the skill's file is gone."""
+        if not os.path.isfile(file):
+            return None
+        return read_bundled_file(file.parent, path, max_bytes=max_bytes)
 
     async def diagnose(self, *, cwd: Path) -> Sequence[str]:
         """Advice about the roots visible from ``cwd`` for ``tether check``: a root in

@@ -7,28 +7,32 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._settings import Settings, split_package_root
+from ._settings import FOLDERS, Settings, split_package_root
 
 __all__ = (
     "CUSTOM_RANK",
     "PACKAGE_RANK",
     "PROJECT_RANK",
+    "PROJECT_SOURCE_PREFIX",
     "USER_RANK",
     "Root",
     "find_roots",
+    "inside",
     "project_root",
 )
 
-#: ``<project>/.agents/skills`` (dsh's project-agents rank).
+#: ``<project>/.agents/skills`` (dsh's project-agents rank); the project's other folders rank
+#: one more each (``.claude/skills`` 201), below runtime skills (250).
 PROJECT_RANK = 200.0
 #: Folders named in ``roots`` (dsh's custom rank).
 CUSTOM_RANK = 300.0
-#: ``~/.agents/skills`` (dsh's user-agents rank).
+#: The source of a project's folder starts with this (``project-agents``, ``project-claude``).
+PROJECT_SOURCE_PREFIX = "project-"
+#: ``~/.agents/skills`` (dsh's user-agents rank); the home folder's other folders rank one more
+#: each (``~/.claude/skills`` 501), above package roots (550).
 USER_RANK = 500.0
 #: ``pkg:PACKAGE/FOLDER`` roots: skills a library ships, below the user's own.
 PACKAGE_RANK = 550.0
-
-_AGENTS_SKILLS = (".agents", "skills")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +43,27 @@ class Root:
     """The folder; ``None`` when it could not be found (see :attr:`problem`)."""
     rank: float
     source: str
-    """``project-agents``, ``custom``, ``user-agents`` or ``package``."""
+    """``project-agents``, ``project-claude``..., ``custom``, ``user-agents``,
+    ``user-claude``... or ``package``."""
     label: str
     """How the settings spelled it, for messages."""
     problem: tuple[str, str] | None = None
     """Why :attr:`path` is ``None``, as (problem, remedy)."""
+    boundary: str | None = None
+    """For a project's folder: the project root (symlinks resolved), which every skill of
+    the root, followed through its links, must stay inside."""
+
+    @property
+    def explicit(self) -> bool:
+        """Named in the settings (``roots``): missing or empty, it deserves a word."""
+        return self.source in ("custom", "package")
+
+
+def inside(path: str, boundary: str) -> bool:
+    """Whether ``path``, symlinks resolved, is ``boundary`` or below it (``boundary`` resolved
+    already)."""
+    real = os.path.realpath(path)
+    return real == boundary or real.startswith(boundary.rstrip(os.sep) + os.sep)
 
 
 def project_root(cwd: Path) -> Path:
@@ -91,8 +111,20 @@ def find_roots(settings: Settings, cwd: Path) -> list[Root]:
     """
     roots: list[Root] = []
     if settings.project:
-        folder = project_root(cwd).joinpath(*_AGENTS_SKILLS)
-        roots.append(Root(folder, PROJECT_RANK, "project-agents", str(folder)))
+        project = project_root(cwd)
+        boundary = os.path.realpath(project)
+        for index, family in enumerate(settings.folders):
+            folder = project / FOLDERS[family][0]
+            roots.append(
+                Root(
+                    folder,
+                    PROJECT_RANK + index,
+                    f"{PROJECT_SOURCE_PREFIX}{family}",
+                    str(folder),
+                    None,
+                    boundary,
+                )
+            )
     for root in settings.roots:
         if isinstance(root, str):
             folder, problem = _package_folder(root)
@@ -100,14 +132,18 @@ def find_roots(settings: Settings, cwd: Path) -> list[Root]:
         else:
             folder = root if root.is_absolute() else cwd / root
             roots.append(Root(folder, CUSTOM_RANK, "custom", str(root)))
-    if settings.user:
+    if settings.user and settings.folders:
         try:
-            folder = Path.home().joinpath(*_AGENTS_SKILLS)
+            home = Path.home()
         except RuntimeError:  # no $HOME and no password entry
             problem = ("the home folder is unknown", "set $HOME")
-            roots.append(Root(None, USER_RANK, "user-agents", "~/.agents/skills", problem))
+            family = settings.folders[0]  # one line says it for every folder of the home
+            label = f"~/{FOLDERS[family][1]}"
+            roots.append(Root(None, USER_RANK, f"user-{family}", label, problem))
         else:
-            roots.append(Root(folder, USER_RANK, "user-agents", str(folder)))
+            for index, family in enumerate(settings.folders):
+                folder = home / FOLDERS[family][1]
+                roots.append(Root(folder, USER_RANK + index, f"user-{family}", str(folder)))
     roots.sort(key=lambda root: root.rank)
     seen: set[str] = set()
     unique: list[Root] = []

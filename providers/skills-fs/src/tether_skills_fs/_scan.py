@@ -35,13 +35,14 @@ from tether.skills import (
     DirectoryResources,
     SkillCandidate,
     SkillFileRefused,
+    SkillLocation,
     SkippedSkill,
     read_skill_file,
 )
 
 from ._layout import LOOP, SKILL_FILES, Entry, list_entries
 from ._parse import ParsedSkill, SkillFileInvalid, parse_skill
-from ._roots import Root, find_roots
+from ._roots import Root, find_roots, inside
 from ._settings import Settings
 
 __all__ = (
@@ -59,9 +60,13 @@ __all__ = (
 log = logging.getLogger("tether.skills.fs")
 
 #: What a fingerprint records for a root or file that could not be read, or is a loop.
-_Failure = Literal["unreadable", "loop"]
+_Failure = Literal["unreadable", "loop", "outside"]
 _UNREADABLE: _Failure = "unreadable"
 _LOOP: _Failure = "loop"
+#: What a fingerprint records for a project's root that leads outside the project.
+_OUTSIDE: _Failure = "outside"
+#: What became of a root: read, missing (no problem), or skipped (the listing says why).
+_State = Literal["read", "missing", "skipped"]
 #: Where the file cap is set, for the message of a file over it.
 _CAP_SETTING = "max_skill_file_bytes in [plugin.skills-fs]"
 
@@ -100,6 +105,8 @@ class RootState:
     skipped): their skill files and the mark they had, checked on every turn."""
     read_ns: int
     """The wall clock (``time.time_ns``) just before the folder was read."""
+    boundary: str | None = None
+    """The project a project's root must stay inside (:attr:`Root.boundary`)."""
 
     @property
     def trusted(self) -> bool:
@@ -120,6 +127,11 @@ class Scan:
     skipped: list[SkippedSkill] = field(default_factory=list[SkippedSkill])
     roots: list[RootState] = field(default_factory=list[RootState])
     """Per root folder that was found, what :func:`quick_check` compares."""
+    searched: list[SkillLocation] = field(default_factory=list[SkillLocation])
+    """Where the scan looked, root by root, and what it found there."""
+    seen: set[str] = field(default_factory=set[str])
+    """The skill files listed so far, symlinks resolved: a skill linked into two roots (the
+    same folder in ``.agents/skills`` and ``.claude/skills``) is listed once, silently."""
 
     def skip(self, path: str, problem: str, remedy: str, *, name: str | None = None) -> None:
         """Leave out one entry: log it and record it."""
@@ -256,16 +268,42 @@ def _root_failure(folder: Path, exc: OSError, result: Scan) -> None:
         result.complete = False
 
 
-def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> None:
+def _leaves_project(path: str, boundary: str) -> str:
+    return (
+        f"it leads outside the project {boundary} (to {os.path.realpath(path)}); a project's "
+        "skills must live inside it"
+    )
+
+
+_STAY_INSIDE = (
+    "copy the skill into the project, or install it in your own ~/.agents/skills "
+    "(see docs/trust.md)"
+)
+
+
+def _outside_root(folder: Path, boundary: str | None) -> bool:
+    """Whether a project's root folder exists and leads outside the project."""
+    return boundary is not None and os.path.exists(folder) and not inside(str(folder), boundary)
+
+
+def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> _State:
+    """Read one root into ``result``; returns what became of it."""
     limit = settings.max_skills_per_root
     read_ns = time.time_ns()  # before the folder's mark: a later change is never missed
     mark = _folder_mark(str(folder))
+    if _outside_root(folder, root.boundary):
+        assert root.boundary is not None
+        result.skip_root(str(folder), _leaves_project(str(folder), root.boundary), _STAY_INSIDE)
+        result.fingerprint.append((str(folder), _OUTSIDE))
+        result.roots.append(RootState(str(folder), mark, _OUTSIDE, (), read_ns, root.boundary))
+        return "skipped"
     try:
         entries, problems, total = list_entries(folder, limit)
     except OSError as exc:
         _root_failure(folder, exc, result)
-        result.roots.append(RootState(str(folder), mark, _failure_mark(exc), (), read_ns))
-        return
+        failure = _failure_mark(exc)
+        result.roots.append(RootState(str(folder), mark, failure, (), read_ns, root.boundary))
+        return "missing" if isinstance(exc, FileNotFoundError) else "skipped"
     for problem in problems:
         result.skip(problem.path, problem.problem, problem.remedy, name=problem.name)
     if total > limit:
@@ -284,7 +322,10 @@ def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, resu
             unlisted.append((entry.files, marks[-1][1]))
     recorded = tuple(marks)
     result.fingerprint.append((str(folder), recorded))
-    result.roots.append(RootState(str(folder), mark, recorded, tuple(unlisted), read_ns))
+    result.roots.append(
+        RootState(str(folder), mark, recorded, tuple(unlisted), read_ns, root.boundary)
+    )
+    return "read"
 
 
 def _scan_entry(
@@ -296,6 +337,12 @@ def _scan_entry(
     flat_base: DirectoryResources,
 ) -> _EntryMark:
     """Read one entry into ``result`` (a candidate, or a skipped entry); returns its mark."""
+    if root.boundary is not None:
+        leaving = _leaving_file(entry, root.boundary)
+        if leaving is not None:
+            problem = _leaves_project(leaving, root.boundary)
+            result.skip(leaving, problem, _STAY_INSIDE, name=entry.expected_name)
+            return _stat_first(entry.files)
     try:
         found = _read_first(entry.files, settings.max_skill_file_bytes)
     except SkillFileRefused as exc:
@@ -318,10 +365,25 @@ def _scan_entry(
     except SkillFileInvalid as exc:
         result.skip(file, exc.problem, exc.remedy, name=entry.expected_name)
         return mark
+    real = os.path.realpath(file)
+    if real in result.seen:  # the same skill, linked into a root read before
+        log.debug("skill %s is %s, listed already", file, real)
+        return mark
+    result.seen.add(real)
     for problem, remedy in parsed.notes:
         log.warning("skill %s: %s; %s", file, problem, remedy)
     result.candidates.append(_candidate(parsed, file, entry.flat, root, provider, flat_base))
     return mark
+
+
+def _leaving_file(entry: Entry, boundary: str) -> str | None:
+    """The skill file (or folder) of ``entry`` that leads outside ``boundary``, if one does."""
+    for file in entry.files:
+        if os.path.lexists(file):
+            return None if inside(file, boundary) else file
+    if not entry.flat and os.path.lexists(entry.path) and not inside(entry.path, boundary):
+        return entry.path
+    return None
 
 
 def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
@@ -332,13 +394,24 @@ def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
             if root.problem is not None:
                 result.skip_root(root.label, *root.problem)
             result.fingerprint.append((root.label, None))
+            result.searched.append(
+                SkillLocation(path=root.label, source=root.source, state="skipped")
+            )
             continue
-        _scan_root(root, root.path, settings, provider, result)
+        before = len(result.candidates)
+        state = _scan_root(root, root.path, settings, provider, result)
+        found = len(result.candidates) - before
+        place = str(root.path) if root.source != "package" else f"{root.label} ({root.path})"
+        result.searched.append(
+            SkillLocation(path=place, source=root.source, state=state, skills=found)
+        )
     return result
 
 
-def _root_marks(folder: Path, limit: int) -> _RootMarks:
+def _root_marks(folder: Path, limit: int, boundary: str | None) -> _RootMarks:
     """The root's part of a fingerprint: per entry ``(name, mark)``, or the failure mark."""
+    if _outside_root(folder, boundary):
+        return _OUTSIDE
     try:
         entries, _problems, _total = list_entries(folder, limit)
     except OSError as exc:
@@ -353,7 +426,8 @@ def fingerprint(settings: Settings, cwd: Path) -> Fingerprint:
         if root.path is None:
             marks.append((root.label, None))
             continue
-        marks.append((str(root.path), _root_marks(root.path, settings.max_skills_per_root)))
+        limit = settings.max_skills_per_root
+        marks.append((str(root.path), _root_marks(root.path, limit, root.boundary)))
     return tuple(marks)
 
 
@@ -378,7 +452,7 @@ def verify_root(root: RootState, limit: int) -> RootState | None:
     of entries: a hidden file come and gone, a permission set again)."""
     read_ns = time.time_ns()
     mark = _folder_mark(root.path)
-    if _root_marks(Path(root.path), limit) != root.marks:
+    if _root_marks(Path(root.path), limit, root.boundary) != root.marks:
         return None
     return replace(root, mark=mark, read_ns=read_ns)
 

@@ -12,8 +12,10 @@ from tether.loading import ContainedPath
 from tether.skills import SKILL_FILE_MAX_BYTES
 
 __all__ = (
+    "DEFAULT_FOLDERS",
     "DEFAULT_MAX_BUNDLED_FILES",
     "DEFAULT_MAX_SKILLS_PER_ROOT",
+    "FOLDERS",
     "PACKAGE_PREFIX",
     "PackageRoot",
     "Settings",
@@ -28,6 +30,27 @@ DEFAULT_MAX_SKILLS_PER_ROOT = 20_000
 DEFAULT_MAX_BUNDLED_FILES = 100
 #: A root spelled ``pkg:PACKAGE/FOLDER`` lives inside an installed Python package.
 PACKAGE_PREFIX = "pkg:"
+
+#: The skill folders agents document, by family: (in the project, in the home folder). Each is
+#: documented by the agent named (docs/skills.md says where; checked in 2026):
+FOLDERS: dict[str, tuple[str, str]] = {
+    # the cross-client folder: Codex, GitHub Copilot, Gemini CLI, OpenCode and Cursor read it
+    "agents": (".agents/skills", ".agents/skills"),
+    # Claude Code's; GitHub Copilot, OpenCode and Cursor read it too
+    "claude": (".claude/skills", ".claude/skills"),
+    # GitHub Copilot (cloud agent, CLI, VS Code)
+    "copilot": (".github/skills", ".copilot/skills"),
+    # Gemini CLI
+    "gemini": (".gemini/skills", ".gemini/skills"),
+    # OpenCode
+    "opencode": (".opencode/skills", ".config/opencode/skills"),
+    # Cursor
+    "cursor": (".cursor/skills", ".cursor/skills"),
+    # Codex's earlier folders (Codex now reads .agents/skills)
+    "codex": (".codex/skills", ".codex/skills"),
+}
+#: Read unless ``folders`` says otherwise: the two folders several agents share.
+DEFAULT_FOLDERS = ("agents", "claude")
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _PACKAGE_ROOT = re.compile(rf"^pkg:({_IDENTIFIER}(?:\.{_IDENTIFIER})*)((?:/[^/\\]+)*)/?$")
@@ -53,6 +76,17 @@ def _check_package_root(value: str) -> str:
 PackageRoot = Annotated[str, AfterValidator(_check_package_root)]
 
 
+def _check_family(value: str) -> str:
+    if value not in FOLDERS:
+        known = ", ".join(FOLDERS)
+        raise ValueError(f"{value!r} is not a skill folder family tether knows; use one of {known}")
+    return value
+
+
+#: A family of well-known skill folders (a key of :data:`FOLDERS`).
+FolderFamily = Annotated[str, AfterValidator(_check_family)]
+
+
 def _root_kind(value: Any) -> str:
     is_package = isinstance(value, str) and value.startswith(PACKAGE_PREFIX)
     return "package" if is_package else "directory"
@@ -76,10 +110,21 @@ class Settings(tether.PluginSettings):
     against the working directory). ``pkg:PACKAGE/FOLDER`` roots inside installed packages rank
     550."""
     project: bool = True
-    """Scan ``.agents/skills`` in the project root (the nearest ancestor of the working directory
-    holding ``.git``, else the working directory itself), rank 200."""
+    """Read the ``folders`` of the project root (the nearest ancestor of the working directory
+    holding ``.git``, else the working directory itself): ``.agents/skills`` (rank 200),
+    ``.claude/skills`` (201)... A project's skills must stay inside the project: an entry that
+    links outside it is skipped."""
     user: bool = True
-    """Scan ``~/.agents/skills`` (``$HOME`` is respected), rank 500."""
+    """Read the ``folders`` of the home folder (``$HOME`` is respected): ``~/.agents/skills``
+    (rank 500), ``~/.claude/skills`` (501)..."""
+    folders: tuple[FolderFamily, ...] = DEFAULT_FOLDERS
+    """The well-known skill folders to read, by family, best first: ``agents``
+    (``.agents/skills``), ``claude`` (``.claude/skills``), ``copilot`` (``.github/skills``,
+    ``~/.copilot/skills``), ``gemini`` (``.gemini/skills``), ``opencode`` (``.opencode/skills``,
+    ``~/.config/opencode/skills``), ``cursor`` (``.cursor/skills``), ``codex``
+    (``.codex/skills``). Each is read in the project (when ``project``) and in the home folder
+    (when ``user``). The first ranks 200 in the project and 500 in the home folder, the next
+    one more (201, 501), and so on."""
     max_skills_per_root: int = Field(default=DEFAULT_MAX_SKILLS_PER_ROOT, ge=1)
     """At most this many entries (skill folders and ``.md`` files, by name) are read per root;
     a root with more is cut, with a warning."""
@@ -90,7 +135,12 @@ class Settings(tether.PluginSettings):
     """When a packaged skill is loaded, at most this many of the files beside its ``SKILL.md``
     are listed for the model (the rest are counted); 0 lists none."""
 
-    @field_validator("roots", mode="before")
+    @field_validator("roots", "folders", mode="before")
     @classmethod
     def _one_root(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("folders")
+    @classmethod
+    def _once_each(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(value))
