@@ -65,6 +65,7 @@ FIRST_PARTY_PLUGINS: Mapping[str, str] = {
     "openai": "tether-openai",
     "acp": "tether-acp",
     "anthropic": "tether-anthropic",
+    "litellm": "tether-litellm",
 }
 
 #: The kernel's own plugins, in the order every kernel loads them (after the profile's global

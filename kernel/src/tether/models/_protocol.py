@@ -26,6 +26,7 @@ FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
     "deepseek": ("openai", "tether-openai"),
     "openai-compatible": ("openai", "tether-openai"),
     "anthropic": ("anthropic", "tether-anthropic"),
+    "litellm": ("litellm", "tether-litellm"),
 }
 
 
