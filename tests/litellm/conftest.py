@@ -19,6 +19,7 @@ __all__ = (
     "RECORDED",
     "Answer",
     "RecordedServer",
+    "as_stream",
     "chunk",
     "server",
     "sse",
@@ -60,6 +61,19 @@ def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dic
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         **extra,
     }
+
+
+def as_stream(name: str) -> bytes:
+    """A recorded whole answer (tests/fixtures/openai) as the stream a server sends for it:
+    the message in one delta, the finish reason, then the usage."""
+    completion = json.loads((RECORDED / name).read_text(encoding="utf-8"))
+    (choice,) = completion["choices"]
+    first = chunk(choice["message"])
+    last = chunk({}, finish=choice["finish_reason"])
+    usage = {**chunk({}), "choices": [], "usage": completion["usage"]}
+    for piece in (first, last, usage):
+        piece["id"] = completion["id"]
+    return sse(first, last, usage)
 
 
 async def streamed(model: Any, request: ModelRequest) -> tuple[list[ModelDelta], ModelResponse]:
