@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -32,6 +33,10 @@ PROVIDER_ENV = (
     "AZURE_API_KEY",
     "AZURE_API_BASE",
     "AZURE_API_VERSION",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
 )
 
 
@@ -170,6 +175,7 @@ def test_a_profile_without_the_plugin_is_told_which_to_add():
 
 def test_check_names_the_variables_litellm_misses(tmp_path, monkeypatch):
     monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws/credentials
     monkeypatch.chdir(tmp_path)
     profile = write_profile(tmp_path, '[tether]\nplugins = ["litellm"]\n')
     spec = f"litellm:{BEDROCK}"
@@ -184,6 +190,21 @@ def test_check_names_the_variables_litellm_misses(tmp_path, monkeypatch):
         result.output
     )
     assert "context window 200,000 tokens" in result.output
+
+
+async def test_credentials_given_otherwise_satisfy_the_check(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("VERTEXAI_PROJECT", "VERTEXAI_LOCATION"):
+        monkeypatch.delenv(name, raising=False)
+    vertex = make("litellm:vertex_ai/gemini-2.5-pro")
+    with pytest.raises(ModelError) as info:
+        await vertex.probe()
+    assert "needs VERTEXAI_PROJECT, VERTEXAI_LOCATION" in info.value.message
+    params: dict[str, Any] = {"vertex_project": "p-1", "vertex_location": "europe-west4"}
+    line = await make("litellm:vertex_ai/gemini-2.5-pro", Settings(params=params)).probe()
+    assert "routes it to vertex_ai" in line
+    monkeypatch.setenv("AWS_PROFILE", "work")  # the AWS SDK finds the keys in the profile
+    assert "credentials found" in await make(f"litellm:{BEDROCK}").probe()
 
 
 def test_loading_the_plugin_imports_litellm_only_for_a_model_and_never_the_network():

@@ -3,7 +3,9 @@ LiteLLM translates to each provider's API), and back."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any, cast
 
 from tether.errors import ErrorCode, ModelError
@@ -145,11 +147,9 @@ class LiteLLMModel:
         missing when no key was given."""
         found = validate_environment(model=self.model, api_base=self.api_base)
         listed: object = found.get("missing_keys")
-        missing = [str(name) for name in cast("list[object]", listed or [])]
-        if self._api_key is not None:  # the key is given; other variables may still be due
-            missing = [name for name in missing if not name.endswith("_API_KEY")]
-        if self.api_base is not None:
-            missing = [name for name in missing if not name.endswith(("_API_BASE", "_BASE_URL"))]
+        missing = [
+            name for name in map(str, cast("list[object]", listed or [])) if not self._given(name)
+        ]
         if missing:
             raise ModelError(
                 ErrorCode.MODEL_CONFIG_MISSING,
@@ -164,6 +164,44 @@ class LiteLLMModel:
             f"credentials found; context window {window} (not contacted: LiteLLM has no free "
             "request for every provider)"
         )
+
+    def _given(self, variable: str) -> bool:
+        """Whether what LiteLLM's ``variable`` holds is given otherwise: by the model's own
+        arguments, by ``params`` (``vertex_project`` for ``VERTEXAI_PROJECT``, ...), or, for
+        AWS's keys, by another way AWS finds credentials (a profile, a role)."""
+        if variable.endswith("_API_KEY") and self._api_key is not None:
+            return True
+        if variable.endswith(("_API_BASE", "_BASE_URL")) and self.api_base is not None:
+            return True
+        if variable.endswith("_API_VERSION") and self.api_version is not None:
+            return True
+        if PARAM_OF.get(variable) in self.params:
+            return True
+        if variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            return (
+                any(name in self.params for name in ("aws_profile_name", "aws_role_name"))
+                or any(os.environ.get(name) for name in AWS_OTHER_CREDENTIALS)
+                or (Path.home() / ".aws" / "credentials").is_file()
+            )
+        return False
+
+
+#: LiteLLM's variables -> the ``litellm.acompletion`` argument that gives the same.
+PARAM_OF = {
+    "VERTEXAI_PROJECT": "vertex_project",
+    "VERTEXAI_LOCATION": "vertex_location",
+    "AWS_ACCESS_KEY_ID": "aws_access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
+    "AWS_REGION_NAME": "aws_region_name",
+}
+#: Variables through which AWS finds credentials without access keys in the environment.
+AWS_OTHER_CREDENTIALS = (
+    "AWS_PROFILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
 
 
 def _provider(model: str, api_base: str | None) -> str:
