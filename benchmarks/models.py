@@ -37,6 +37,8 @@ IMPORTS = {
     "tether_openai._model": "the model: httpx",
     "tether_anthropic": "the plugin (as a profile loads it)",
     "tether_anthropic._model": "the model: the anthropic SDK",
+    "tether_litellm": "the plugin (as a profile loads it)",
+    "tether_litellm._model": "the model: LiteLLM (its network fetches off)",
 }
 
 

@@ -30,6 +30,7 @@ PACKAGES = (
     "tether_postgres",
     "tether_temporal",
     "tether_anthropic",
+    "tether_litellm",
 )
 
 #: Re-exports not yet in ``__all__``, in packages outside this change. Each is a name a
