@@ -143,6 +143,7 @@ def test_context_shows_blocks_tools_and_pending_messages(quickstart):
         "read_note",
         "search_notes",
         "load_skill",
+        "read_skill_file",  # skills-fs serves a skill's bundled files
     ]
     prompt, catalog = document["pending"]
     assert prompt == {"role": "user", "content": "When?", "tokens": 2}
@@ -180,7 +181,7 @@ def test_context_of_a_stored_session_includes_its_history(quickstart):
 def test_context_text_output_names_every_part(quickstart):
     result = invoke("context", "--project-code", "--profile", str(quickstart))
     assert result.exit_code == 0, result.output
-    for heading in ("== system block 1", "== system block 2", "== tools (4)", "total ~"):
+    for heading in ("== system block 1", "== system block 2", "== tools (5)", "total ~"):
         assert heading in result.stdout
 
 

@@ -48,7 +48,8 @@ def test_an_installed_plugin_not_in_the_profile_is_named_with_the_line_to_add(pr
         "ERROR: no model provider for \"anthropic\" (spec 'anthropic:claude-sonnet-4-5'); "
         '"anthropic:" comes with the plugin "anthropic"; tether-anthropic is installed: add '
         '"anthropic" to [tether] plugins (or the agent\'s plugins); the prefixes this profile '
-        "offers: deepseek, function, openai, openai-compatible, scripted [MODEL_SPEC_UNKNOWN]\n"
+        "offers: deepseek, function, gemini, lmstudio, ollama, openai, openai-compatible, "
+        "scripted, vllm [MODEL_SPEC_UNKNOWN]\n"
     )
 
 
@@ -57,7 +58,7 @@ def test_a_misspelt_prefix_gets_a_guess_and_what_plugins_offer(project):
     assert result.returncode == 2
     line = result.stderr
     assert 'did you mean "anthropic:"?' in line
-    assert "the prefixes this profile offers: deepseek, function, openai" in line
+    assert "the prefixes this profile offers: deepseek, function, gemini, lmstudio" in line
     assert "anthropic (tether-anthropic)" in line
     assert "litellm (tether-litellm)" in line
     assert "openai-compatible (" not in line  # offered already: not listed as more
