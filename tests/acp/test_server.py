@@ -35,7 +35,8 @@ from tether.store import (
     profile_store,
 )
 from tether.testing import make_runtime, scaled, write_profile
-from tether_acp._server import TetherAcpAgent, _stop_reason  # pyright: ignore[reportPrivateUsage]  (white-box)
+from tether_acp._protocol import stop_reason
+from tether_acp._server import TetherAcpAgent
 
 pytestmark = pytest.mark.anyio
 
@@ -537,7 +538,7 @@ async def test_prompts_to_unknown_sessions_and_other_content_are_refused(tmp_pat
 
 def test_stop_reasons_map_to_acp():
     def stop(reason: Any, steps: int = 1) -> str:
-        return _stop_reason("ses_x", 3, TurnEnded(turn=1, stop_reason=reason, steps=steps))
+        return stop_reason("ses_x", 3, TurnEnded(turn=1, stop_reason=reason, steps=steps))
 
     assert stop("completed") == "end_turn"
     assert stop("max-tokens") == "max_tokens"

@@ -168,7 +168,7 @@ class A2aModel:
                 raise self._failed(_reason(exc)) from exc
             raise
         await self._remember(turn)
-        return turn.answer(self)
+        return turn.answer(self._failed)
 
     def _text_for(self, request: ModelRequest, context: Mapping[str, str]) -> str:
         text = remote_text(request)
@@ -303,7 +303,8 @@ class _Turn:
         if text and self.on_delta is not None:
             self.on_delta(ModelDelta("text", text))
 
-    def answer(self, model: A2aModel) -> ModelResponse:
+    def answer(self, failed: Callable[[str], ModelError]) -> ModelResponse:
+        """The turn's answer; ``failed`` makes the error of a task that did not complete."""
         from a2a.types import TaskState
 
         text = "\n\n".join("".join(pieces) for pieces in self.artifacts.values() if pieces)
@@ -314,7 +315,7 @@ class _Turn:
             return ModelResponse(text=text or self.status_text, finish_reason="stop")
         if state in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED):
             if state == TaskState.TASK_STATE_AUTH_REQUIRED:
-                raise model._failed(  # pyright: ignore[reportPrivateUsage]
+                raise failed(
                     "the task needs authentication the agent asked for out of band: "
                     + (self.status_text or "no reason given")
                 )
@@ -322,9 +323,7 @@ class _Turn:
             return ModelResponse(text=question, finish_reason="stop")
         name = TaskState.Name(state) if state else "no state"
         reason = self.status_text or text or "no reason given"
-        raise model._failed(  # pyright: ignore[reportPrivateUsage]
-            f"the task ended {name.removeprefix('TASK_STATE_').lower()}: {reason}"
-        )
+        raise failed(f"the task ended {name.removeprefix('TASK_STATE_').lower()}: {reason}")
 
 
 def _text(parts: Any) -> str:

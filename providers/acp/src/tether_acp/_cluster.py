@@ -36,22 +36,22 @@ from tether.store import Event, SessionStore, StoredEvent, TurnEnded, TurnStarte
 if TYPE_CHECKING:
     from tether.loading.kernel import Kernel
 
-from ._server import (
-    _initialize_response,  # pyright: ignore[reportPrivateUsage]
-    _LiveAnswer,  # pyright: ignore[reportPrivateUsage]
-    _MessageIds,  # pyright: ignore[reportPrivateUsage]
-    _prompt_text,  # pyright: ignore[reportPrivateUsage]
-    _replay,  # pyright: ignore[reportPrivateUsage]
-    _request_error,  # pyright: ignore[reportPrivateUsage]
-    _stop_reason,  # pyright: ignore[reportPrivateUsage]
-    _working_directory,  # pyright: ignore[reportPrivateUsage]
+from ._protocol import (
+    SESSION_NOT_FOUND,
+    LiveAnswer,
+    MessageIds,
+    initialize_response,
+    prompt_text,
+    replay,
+    request_error,
+    stop_reason,
+    working_directory,
 )
 
 __all__ = ("ClusterAcpAgent",)
 
 log = logging.getLogger("tether_acp")
 
-_SESSION_NOT_FOUND = -32002
 #: Seconds a cancel waits for the cluster to stop the turn.
 INTERRUPT_GRACE = 30.0
 _NOT_BEGUN = object()
@@ -109,12 +109,12 @@ class ClusterAcpAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        return _initialize_response(mcp_http=False)  # the workers' tools only
+        return initialize_response(mcp_http=False)  # the workers' tools only
 
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        _working_directory(cwd)  # checked as a local server checks it
+        working_directory(cwd)  # checked as a local server checks it
         _no_client_servers(mcp_servers)
         session = _ClusterSession(new_header().id, new=True)
         self._sessions[session.id] = session
@@ -123,18 +123,18 @@ class ClusterAcpAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        _working_directory(cwd)
+        working_directory(cwd)
         _no_client_servers(mcp_servers)
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
-            raise _request_error(exc) from None
+            raise request_error(exc) from None
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = _ClusterSession(session_id, new=False)
-        ids = _MessageIds(session_id, turn=0)
+        ids = MessageIds(session_id, turn=0)
         for stored in events:
-            for update in _replay(stored.event, ids):
+            for update in replay(stored.event, ids):
                 await self._client.session_update(session_id=session_id, update=update)
         return LoadSessionResponse()
 
@@ -142,11 +142,11 @@ class ClusterAcpAgent:
         session = self._sessions.get(session_id)
         if session is None:
             raise acp.RequestError(
-                _SESSION_NOT_FOUND,
+                SESSION_NOT_FOUND,
                 f"session {session_id[:200]!r} is not open here; use session/new or session/load",
                 {"sessionId": session_id[:200]},
             )
-        text = _prompt_text(prompt)
+        text = prompt_text(prompt)
         cancel = anyio.Event()
         session.running.add(cancel)  # before any await: a cancel from now on reaches it
         try:
@@ -175,7 +175,7 @@ class ClusterAcpAgent:
                     session.id, text, agent=self.agent_name, new=session.new, trace=trace
                 )
             except TetherError as exc:
-                raise _request_error(exc) from None
+                raise request_error(exc) from None
             session.new = False
             return await self._stream(session, message_id, after, deltas, cancel)
 
@@ -190,7 +190,7 @@ class ClusterAcpAgent:
         """Stream the turn of ``message_id`` to the client until it ends (or was cancelled
         before it began)."""
         store = self.store
-        live = _LiveAnswer(_MessageIds(session.id))
+        live = LiveAnswer(MessageIds(session.id))
         send, receive = anyio.create_memory_object_stream[object](math.inf)
         ours = False  # whether the follower reached the turn's start
 
@@ -242,7 +242,7 @@ class ClusterAcpAgent:
                         await self._client.session_update(session_id=session.id, update=update)
                     if isinstance(item, TurnEnded):
                         try:
-                            reason = _stop_reason(session.id, self.max_steps, item)
+                            reason = stop_reason(session.id, self.max_steps, item)
                             outcome = PromptResponse(stop_reason=reason)
                         except acp.RequestError as exc:
                             outcome = exc
@@ -274,4 +274,4 @@ async def _log_length(store: SessionStore, session_id: str) -> int:
     try:
         return len(await store.events(session_id))
     except TetherError as exc:
-        raise _request_error(exc) from None
+        raise request_error(exc) from None

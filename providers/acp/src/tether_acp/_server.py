@@ -102,44 +102,45 @@ import acp
 import anyio
 import pydantic
 from acp.schema import (
-    AgentCapabilities,
-    AgentMessageChunk,
-    AgentThoughtChunk,
     CancelNotification,
-    Implementation,
     InitializeResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
     PermissionOptionKind,
-    PromptCapabilities,
     PromptResponse,
-    StopReason,
-    ToolCallProgress,
-    ToolCallStart,
     ToolKind,
-    UserMessageChunk,
 )
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from tether import __version__
 from tether.agents import PermissionQuestion, asking_root, check_servable, trace_from
-from tether.errors import ErrorCode, TetherError
+from tether.errors import TetherError
 from tether.models import ModelDelta, ToolCall
 from tether.runtime import Runtime
 from tether.store import (
     AssistantMessage,
     Event,
     SessionStore,
-    ToolResult,
     TurnEnded,
     TurnStarted,
-    UserMessage,
 )
 
-from ._client import RETRY_META
 from ._mcp import client_tool_sources, mcp_available
+from ._protocol import (
+    PROTOCOL_VERSION,
+    RETRY_MARKER,
+    SESSION_NOT_FOUND,
+    LiveAnswer,
+    MessageIds,
+    Update,
+    initialize_response,
+    prompt_text,
+    replay,
+    request_error,
+    stop_reason,
+    turn_error,
+    working_directory,
+)
 from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
 
 if TYPE_CHECKING:
@@ -150,33 +151,13 @@ __all__ = ("PROTOCOL_VERSION", "RETRY_MARKER", "TetherAcpAgent", "serve")
 
 log = logging.getLogger("tether.acp.server")
 
-PROTOCOL_VERSION = 1
-"""The ACP version this server speaks (answered whatever the client asks for)."""
-
-RETRY_MARKER = "\n[retrying]\n"
-"""The chunk sent when a step's request is sent again after some of its answer streamed: what
-came before it in the message is not part of the answer (see the module docstring)."""
 
 STDIO_LIMIT = LINE_LIMIT
 """The longest JSON-RPC line read from standard input: 50 MiB (the SDK's default)."""
 
-#: Message sources replayed by ``session/load`` as the person's messages.
-_PERSON = frozenset({"user", "followup", "steer"})
 
 #: The notifications a client may send, and their parameters.
 _NOTIFICATIONS = {"session/cancel": CancelNotification}
-
-#: The ``session/update`` payloads this server sends.
-_Update = (
-    UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
-)
-
-#: Where derived message ids live (``uuid5`` of the session, turn and place).
-_MESSAGE_IDS = uuid.UUID("5b0f4f5e-8d0e-4a8e-9c7c-7e7468657468")
-
-_SESSION_NOT_FOUND = -32002
-_INVALID_PARAMS = -32602
-_INTERNAL_ERROR = -32603
 
 
 class _Signal:
@@ -423,7 +404,7 @@ class TetherAcpAgent:
             return None
         return choice
 
-    async def _notify(self, session_id: str, update: _Update) -> None:
+    async def _notify(self, session_id: str, update: Update) -> None:
         """Send a ``session/update``; once the client is gone, updates are dropped."""
         try:
             await self._client.session_update(session_id=session_id, update=update)
@@ -453,21 +434,21 @@ class TetherAcpAgent:
     ) -> InitializeResponse:
         # The client's HTTP MCP servers are passed on when tether-mcp-client is installed (stdio
         # ones are every agent's to take).
-        return _initialize_response(mcp_http=mcp_available())
+        return initialize_response(mcp_http=mcp_available())
 
     # ---------------------------------------------------------------- sessions
 
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        directory = _working_directory(cwd)
+        directory = working_directory(cwd)
         session = await self._open(None, directory, mcp_servers)
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        directory = _working_directory(cwd)
+        directory = working_directory(cwd)
         session = self._sessions.get(session_id)
         if session is None:
             session = await self._open(session_id, directory, mcp_servers)
@@ -480,10 +461,10 @@ class TetherAcpAgent:
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
-            raise _request_error(exc) from None
-        ids = _MessageIds(session.id, turn=0)
+            raise request_error(exc) from None
+        ids = MessageIds(session.id, turn=0)
         for stored in events:
-            for update in _replay(stored.event, ids):
+            for update in replay(stored.event, ids):
                 await self._notify(session.id, update)
         return LoadSessionResponse()
 
@@ -499,13 +480,13 @@ class TetherAcpAgent:
                 tool_sources=sources,
             )
         except TetherError as exc:
-            raise _request_error(exc) from None
+            raise request_error(exc) from None
         agent.cwd = cwd  # the directory its tools act in
         session = _Session(agent)
         try:
             await self._host.start(self._hold, session, session_id is not None)
         except TetherError as exc:
-            raise _request_error(exc) from None
+            raise request_error(exc) from None
         return session
 
     async def _hold(
@@ -549,7 +530,7 @@ class TetherAcpAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
-        text = _prompt_text(prompt)
+        text = prompt_text(prompt)
         send, receive = anyio.create_memory_object_stream[object](math.inf)
 
         def push(item: object) -> None:  # an agent listener: must never raise
@@ -579,7 +560,7 @@ class TetherAcpAgent:
         ends; ``trace``: the client's trace context (the prompt's ``_meta``)."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
-        live = _LiveAnswer(_MessageIds(session.id))
+        live = LiveAnswer(MessageIds(session.id))
 
         def idle() -> None:
             if armed:
@@ -594,7 +575,7 @@ class TetherAcpAgent:
             try:
                 message_id = await agent.followup(text, trace=trace)
             except TetherError as exc:  # the store refused the message
-                raise _request_error(exc) from None
+                raise request_error(exc) from None
             armed = True
             if state.cancelled:
                 agent.interrupt()  # the cancel came while the message was being accepted
@@ -610,7 +591,7 @@ class TetherAcpAgent:
                         await agent.cancel(keep_inbox=False)
                         return PromptResponse(stop_reason="cancelled")
                     if agent.fault is not None:  # the store refused to record the turn
-                        raise _turn_error(session.id, turn, str(agent.fault))
+                        raise turn_error(session.id, turn, str(agent.fault))
                     continue  # not reached: our turn's end comes before the idle after it
                 if isinstance(item, ModelDelta):
                     for update in live.delta(item):
@@ -625,7 +606,7 @@ class TetherAcpAgent:
                     session.sent(call.id for call in event.tool_calls)
                 if isinstance(event, TurnEnded) and event.turn == turn:
                     return PromptResponse(
-                        stop_reason=_stop_reason(session.id, agent.limits.max_steps, event)
+                        stop_reason=stop_reason(session.id, agent.limits.max_steps, event)
                     )
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:
@@ -652,67 +633,14 @@ class TetherAcpAgent:
         if session is None:
             shown = json.dumps(session_id[:200])
             raise acp.RequestError(
-                _SESSION_NOT_FOUND,
+                SESSION_NOT_FOUND,
                 f"session {shown} is not open here; use session/new or session/load",
                 {"sessionId": session_id[:200]},
             )
         return session
 
 
-# -------------------------------------------------------------------- requests
-
-
-def _initialize_response(*, mcp_http: bool) -> InitializeResponse:
-    """What ``initialize`` answers: protocol 1, ``loadSession``, text prompts; ``mcp_http``:
-    whether the client's HTTP MCP servers are taken."""
-    return InitializeResponse(
-        protocol_version=PROTOCOL_VERSION,
-        agent_capabilities=AgentCapabilities(
-            load_session=True,
-            prompt_capabilities=PromptCapabilities(),
-            mcp_capabilities=McpCapabilities(http=mcp_http),
-        ),
-        agent_info=Implementation(name="tether", title="tether", version=__version__),
-    )
-
-
-def _working_directory(cwd: str) -> Path:
-    """A session's ``cwd``: an absolute path to a directory (ACP requires absolute paths)."""
-    shown = json.dumps(cwd[:200])
-    if "\0" in cwd:
-        problem = "holds a NUL character"
-    elif not Path(cwd).is_absolute():
-        problem = "is not an absolute path; ACP requires the absolute path of the directory"
-    elif not _is_directory(Path(cwd)):
-        problem = "is not a directory here"
-    else:
-        return Path(cwd)
-    raise acp.RequestError(_INVALID_PARAMS, f"cwd {shown} {problem}", {"cwd": cwd[:200]})
-
-
-def _is_directory(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except (OSError, ValueError):  # a name too long for the system, say
-        return False
-
-
-def _prompt_text(blocks: list[Any]) -> str:
-    """The message a prompt's blocks make: text as is, resource links as markdown links."""
-    parts: list[str] = []
-    for block in blocks:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            parts.append(f"[{block.title or block.name}]({block.uri})")
-        else:
-            raise acp.RequestError(
-                _INVALID_PARAMS,
-                f"tether takes text prompts (and resource links); got a {kind} content block",
-                {"type": kind},
-            )
-    return "".join(parts)
+# -------------------------------------------------------------------- approvals
 
 
 def _approval_title(call: ToolCall) -> str:
@@ -724,188 +652,6 @@ def _allows(question: PermissionQuestion, choice: str) -> bool:
     return any(
         option_id == choice and kind.startswith("allow") for option_id, _, kind in question.options
     )
-
-
-# -------------------------------------------------------------------- events -> updates
-
-
-class _MessageIds:
-    """Message ids derived from the log, so that a message has one id however often it is
-    replayed: ``uuid5`` of the session, the turn and the message's place in the turn."""
-
-    def __init__(self, session_id: str, turn: int | None = None) -> None:
-        self._session = session_id
-        self._turn = turn  # None: the stream began inside a turn it did not see start
-        self._count = 0
-        self._upcoming: str | None = None
-
-    def upcoming(self) -> str:
-        """The id the next assistant message will have: its pieces stream before it is logged."""
-        if self._upcoming is None:
-            self._upcoming = self._derive(self._count + 1)
-        return self._upcoming
-
-    def next(self, event: Event) -> str | None:
-        """Count ``event``; the id of an assistant message."""
-        if isinstance(event, TurnStarted):
-            self._turn, self._count, self._upcoming = event.turn, 0, None
-            return None
-        if not isinstance(event, AssistantMessage):
-            return None
-        self._count += 1
-        message_id = self._upcoming or self._derive(self._count)
-        self._upcoming = None
-        return message_id
-
-    def _derive(self, place: int) -> str:
-        if self._turn is None:
-            return uuid.uuid4().hex  # its place is unknown: an id of its own
-        return str(uuid.uuid5(_MESSAGE_IDS, f"{self._session}/{self._turn}/{place}"))
-
-
-class _LiveAnswer:
-    """What one prompt streams: the pieces of the answer arriving now as chunks at once, and
-    the events the agent logs; of a logged answer, only what its pieces did not carry."""
-
-    def __init__(self, ids: _MessageIds) -> None:
-        self._ids = ids
-        self._text: list[str] = []
-        """The text of the answer arriving now that went out (since its step's last retry)."""
-        self._thought = False
-        """Whether some of its reasoning went out (since the last retry)."""
-
-    def delta(self, delta: ModelDelta) -> list[_Update]:
-        match delta.kind:
-            case "text" if delta.text:
-                self._text.append(delta.text)
-                return [self._message_chunk(delta.text)]
-            case "reasoning" if delta.text:
-                self._thought = True
-                return [self._thought_chunk(delta.text)]
-            case "retry" if self._text or self._thought:
-                # The pieces that went out are void, and ACP cannot take them back: say so, in
-                # the message they are part of (its thought when no text went out).
-                marked = (
-                    self._message_chunk(RETRY_MARKER)
-                    if self._text
-                    else self._thought_chunk(RETRY_MARKER)
-                )
-                marked.field_meta = {RETRY_META: True}
-                self._text.clear()
-                self._thought = False
-                return [marked]
-            case _:  # tool-call argument pieces: the call goes out whole once logged
-                return []
-
-    def event(self, event: Event) -> list[_Update]:
-        streamed = "".join(self._text)
-        if isinstance(event, TurnStarted | AssistantMessage):
-            self._text.clear()  # an answer is whole now, or a new turn began
-            self._thought = False
-        return _updates(event, self._ids, streamed)
-
-    def _message_chunk(self, text: str) -> AgentMessageChunk:
-        chunk = acp.update_agent_message_text(text)
-        chunk.message_id = self._ids.upcoming()
-        return chunk
-
-    def _thought_chunk(self, text: str) -> AgentThoughtChunk:
-        chunk = acp.update_agent_thought_text(text)
-        chunk.message_id = str(uuid.uuid5(_MESSAGE_IDS, f"{self._ids.upcoming()}/thought"))
-        return chunk
-
-
-def _tool_calls(message: AssistantMessage) -> list[ToolCallStart]:
-    return [
-        acp.start_tool_call(
-            call.id, call.name, status="in_progress", raw_input=dict(call.arguments)
-        )
-        for call in message.tool_calls
-    ]
-
-
-def _tool_result(result: ToolResult) -> ToolCallProgress:
-    return acp.update_tool_call(
-        result.tool_call_id,
-        status="failed" if result.is_error else "completed",
-        content=[acp.tool_content(acp.text_block(result.content))],
-    )
-
-
-def _updates(event: Event, ids: _MessageIds, streamed: str = "") -> list[_Update]:
-    """What a prompt streams for an event the agent logged (``streamed``: the text of the
-    answer that already went out in pieces)."""
-    message_id = ids.next(event)
-    match event:
-        case AssistantMessage(content=content):
-            text: list[_Update] = []
-            rest = _unstreamed(content, streamed)
-            if rest:
-                chunk = acp.update_agent_message_text(rest)
-                # Each message has its own id: it tells a client where one message ends and the
-                # next begins (chunks of one message concatenate).
-                chunk.message_id = message_id
-                text.append(chunk)
-            return text + _tool_calls(event)
-        case ToolResult():
-            return [_tool_result(event)]
-        case _:
-            return []
-
-
-def _unstreamed(content: str, streamed: str) -> str:
-    """The part of an answer its streamed pieces did not carry: all of it when none went out
-    (a model that cannot stream), the tail they lack, or nothing when the answer differs from
-    them (a model whose pieces and answer disagree: the pieces cannot be taken back, and
-    sending the answer again would say it twice)."""
-    if content.startswith(streamed):
-        return content[len(streamed) :]
-    log.warning(
-        "an answer differs from the text its model streamed (%d characters against %d); the"
-        " client keeps the streamed text, the log holds the answer",
-        len(content),
-        len(streamed),
-    )
-    return ""
-
-
-def _replay(event: Event, ids: _MessageIds) -> list[_Update]:
-    """What ``session/load`` replays for a stored event."""
-    match event:
-        case UserMessage(content=content, source=source) if source.kind in _PERSON:
-            chunk = acp.update_user_message_text(content)
-            chunk.message_id = event.message_id
-            return [chunk]
-        case _:
-            return _updates(event, ids)
-
-
-def _request_error(exc: TetherError) -> acp.RequestError:
-    code = _SESSION_NOT_FOUND if exc.code is ErrorCode.SESSION_NOT_FOUND else _INTERNAL_ERROR
-    return acp.RequestError(code, str(exc), {"tetherCode": str(exc.code)})
-
-
-def _stop_reason(session_id: str, max_steps: int, event: TurnEnded) -> StopReason:
-    """The ACP stop reason of a turn that ended (``max_steps``: the agent's step limit); a
-    turn that failed is a JSON-RPC error."""
-    match event.stop_reason:
-        case "completed":
-            return "end_turn"
-        case "max-tokens":
-            if event.steps >= max_steps:
-                return "max_turn_requests"
-            return "max_tokens"
-        case "refusal":
-            return "refusal"
-        case "aborted":
-            return "cancelled"
-        case _:
-            raise _turn_error(session_id, event.turn, event.error or "the turn failed")
-
-
-def _turn_error(session_id: str, turn: int | None, message: str) -> acp.RequestError:
-    data = {"stopReason": "error", "sessionId": session_id, "turn": turn}
-    return acp.RequestError(_INTERNAL_ERROR, message, data)
 
 
 # -------------------------------------------------------------------- serving
