@@ -27,6 +27,10 @@ if TYPE_CHECKING:
         find_model_provider,
         resolve_model,
     )
+    from ._retry import (
+        MAX_RETRY_AFTER,
+        retry_after_seconds,
+    )
     from ._scripted import (
         ScriptedModel,
         ScriptStep,
@@ -63,6 +67,7 @@ __all__ = (
     "BUILTIN_MODEL_PROVIDERS",
     "BUILTIN_WINDOWS",
     "FIRST_PARTY_MODEL_PREFIXES",
+    "MAX_RETRY_AFTER",
     "ContextWindow",
     "DeltaKind",
     "FinishReason",
@@ -88,6 +93,7 @@ __all__ = (
     "message_tokens",
     "messages_tokens",
     "resolve_model",
+    "retry_after_seconds",
     "schema_tokens",
     "stream_answer",
     "streamed",
@@ -99,6 +105,7 @@ __all__ = (
 _LAZY = {
     "BUILTIN_MODEL_PROVIDERS": "_plugin",
     "BUILTIN_WINDOWS": "_windows",
+    "MAX_RETRY_AFTER": "_retry",
     "FIRST_PARTY_MODEL_PREFIXES": "_protocol",
     "ContextWindow": "_windows",
     "DeltaKind": "_stream",
@@ -125,6 +132,7 @@ _LAZY = {
     "message_tokens": "_windows",
     "messages_tokens": "_windows",
     "resolve_model": "_protocol",
+    "retry_after_seconds": "_retry",
     "schema_tokens": "_windows",
     "stream_answer": "_stream",
     "streamed": "_stream",

@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import math
-import time
 from typing import cast
 
 import anthropic
 import httpx
 
 from tether.errors import ErrorCode, ModelError
+from tether.models import retry_after_seconds
 
 __all__ = (
     "MAX_ERROR_CHARS",
@@ -39,7 +37,6 @@ MAX_ERROR_CHARS = 300
 #: How much of an error body the note on the error keeps.
 MAX_BODY_NOTE_CHARS = 100_000
 #: The longest wait a ``retry-after`` may ask for that is passed on as it is (an hour).
-MAX_RETRY_AFTER = 3600.0
 
 OVERFLOW_REMEDY = (
     'the request is longer than the model\'s context: an agent with compaction = "auto" '
@@ -156,29 +153,5 @@ def _body_note(body: object, response: httpx.Response) -> str:
 
 
 def retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
-    """Seconds the server asked to wait: ``retry-after-ms``, else ``retry-after`` in seconds
-    or as an HTTP date; ``None`` when absent or unreadable. Capped at an hour."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        seconds = _number(millis)
-        if seconds is not None:
-            return min(seconds / 1000, MAX_RETRY_AFTER)
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    seconds = _number(value)
-    if seconds is None:
-        try:
-            when = email.utils.parsedate_to_datetime(value.strip())
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = max(0.0, when.timestamp() - (time.time() if now is None else now))
-    return min(seconds, MAX_RETRY_AFTER)
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
+    """Seconds the server asked to wait (``tether.models.retry_after_seconds``)."""
+    return retry_after_seconds(headers, now=now)

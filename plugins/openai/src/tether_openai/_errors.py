@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import email.utils
 import errno
 import json
-import math
 import socket
 import ssl
-import time
 
 import httpx
+
+from tether.models import retry_after_seconds
 
 from ._json import json_object
 
@@ -35,7 +34,6 @@ MAX_ERROR_CHARS = 300
 #: How much of an error body the note on the error keeps (a proxy may answer with megabytes).
 MAX_BODY_NOTE_CHARS = 100_000
 #: The longest wait a ``Retry-After`` may ask for that is passed on as it is (an hour).
-MAX_RETRY_AFTER = 3600.0
 
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 _OVERFLOW_WORDS = (
@@ -108,32 +106,8 @@ def is_overflow_text(text: str) -> bool:
 
 
 def retry_after(response: httpx.Response, *, now: float | None = None) -> float | None:
-    """Seconds the server asked to wait: ``retry-after-ms``, else ``Retry-After`` in seconds
-    or as an HTTP date; ``None`` when absent or unreadable. Capped at an hour."""
-    millis = response.headers.get("retry-after-ms")
-    if millis is not None:
-        seconds = _number(millis)
-        if seconds is not None:
-            return min(seconds / 1000, MAX_RETRY_AFTER)
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    seconds = _number(value)
-    if seconds is None:
-        try:
-            when = email.utils.parsedate_to_datetime(value.strip())
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = max(0.0, when.timestamp() - (time.time() if now is None else now))
-    return min(seconds, MAX_RETRY_AFTER)
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
+    """Seconds the server asked to wait (``tether.models.retry_after_seconds``)."""
+    return retry_after_seconds(response.headers, now=now)
 
 
 def body_note(response: httpx.Response) -> str:
