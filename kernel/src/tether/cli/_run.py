@@ -176,6 +176,7 @@ async def _run(
             # After a crash, children holding accepted, unrun messages pick up again; continuable
             # children keep working after the last prompt, and the run waits for them to settle
             # (and for the turns their notices give) instead of cutting them off.
+            # Holding the session closes its model on leaving (a closable one).
             await runtime.run_session(
                 agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
             )
@@ -195,7 +196,6 @@ async def _run(
                     err=True,
                 )
             click.echo(f"session {agent.session_id}")
-            await close_model(agent.model)
         return stop
     finally:
         await store.aclose()
@@ -638,11 +638,14 @@ class StreamedAnswer:
             self._terminal.line(mark)
 
 
-async def close_model(model: Any) -> None:
-    """Release a model's connections if it holds any (``aclose``)."""
-    closer = getattr(model, "aclose", None)
-    if closer is not None:
-        await closer()
+async def close_model(model: object) -> None:
+    """Release the connections of a model made outside a session (``tether check --model``)
+    when it holds any (:class:`tether.models.ClosableModel`); a session's model is closed by
+    the runtime that holds the session (:meth:`tether.runtime.Runtime.hold`)."""
+    from ..models import ClosableModel
+
+    if isinstance(model, ClosableModel):
+        await model.aclose()
 
 
 #: The longest error text or raw call arguments ``tether run`` prints (``--debug``: all of it).

@@ -7,6 +7,7 @@ changes; a runtime is what one process does with it.
 from __future__ import annotations
 
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
+from ._hold import COMPACT_GESTURE, HeldSession
 from ._hosts import (
     FOLLOW_POLL,
     SessionHost,
@@ -15,12 +16,13 @@ from ._hosts import (
     relayed_deltas,
     turn_began,
 )
-from ._runtime import COMPACT_GESTURE, Runtime, compose_agent
+from ._runtime import Runtime, compose_agent
 
 __all__ = (
     "COMPACT_GESTURE",
     "FOLLOW_POLL",
     "RUNTIME_THRESHOLDS",
+    "HeldSession",
     "Runtime",
     "SessionHost",
     "compose_agent",

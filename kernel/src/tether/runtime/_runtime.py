@@ -8,7 +8,7 @@ runtime (``agent.runtime``); plugins reach the services through it.
     kernel = load_kernel("tether.toml")
     async with Runtime.open(kernel, store) as runtime:
         agent = await runtime.compose(agent="main")
-        await runtime.run_session(agent, ["hello"])
+        await runtime.run_session(agent, ["hello"])  # or: async with runtime.hold(agent) as held
 
 ``Runtime(kernel, store)`` without ``open`` is a runtime with no task group of its own: agents
 composed on it still run (each owns its task group), which is all a test or a one-shot script
@@ -18,7 +18,7 @@ needs. ``open`` adds the task group background work runs in, and closes what it 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from contextlib import asynccontextmanager, nullcontext, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -56,6 +56,7 @@ from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import SessionHeader, SessionStore, StopReason
 from ._collector import tuned_collector
+from ._hold import COMPACT_GESTURE, HeldSession, hold_session
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -64,9 +65,6 @@ if TYPE_CHECKING:
     from ._hosts import SessionHost
 
 __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
-
-#: The prompt that compacts a session instead of being sent (``tether run ... /compact``).
-COMPACT_GESTURE = "/compact"
 
 #: What each tool source listed, in order.
 _Listed = tuple[Sequence[Tool], ...]
@@ -487,6 +485,33 @@ class Runtime:
 
         await keep_sessions(store, deliver)
 
+    def hold(
+        self,
+        agent: Agent,
+        *,
+        recover: bool = False,
+        stop: CancelScope | None = None,
+        close_model: bool = True,
+    ) -> AbstractAsyncContextManager[HeldSession]:
+        """The one way to host a session in this process, as ``async with runtime.hold(agent)
+        as held:``. Entering enters ``agent`` (takes the session's lease, ``SESSION_BUSY`` when
+        another live process drives it, ``SESSION_CONFLICT`` when it is open in this process
+        already; moves posted mail into its log; closes a turn a crash left open; registers it
+        in :attr:`live_agents`) and, with ``recover``, picks up its continuable children that
+        hold accepted, unrun messages (after a crash). While held, the session serves what
+        the block sends (:meth:`HeldSession.send`, or the agent's own API) and the mail other
+        processes post (the keeper of the runtime, or of the agent outside
+        :meth:`open`, delivers it). Leaving leaves the agent (the running turn records its
+        end, hosted children end), then closes its model when it is a
+        :class:`~tether.models.ClosableModel` (``close_model``), also when the block raised;
+        a store fault that stopped the agent is raised after a block that did not raise.
+
+        ``stop`` (a cancel scope, entered around the recovery and the block) cuts the work
+        short, as Ctrl-C does: the block is cancelled, the agent left as above, and the code
+        after the ``async with`` goes on.
+        """
+        return hold_session(self, agent, recover=recover, stop=stop, close=close_model)
+
     async def run_session(
         self,
         agent: Agent,
@@ -494,31 +519,18 @@ class Runtime:
         *,
         recover: bool = False,
         stop: CancelScope | None = None,
+        close_model: bool = True,
     ) -> StopReason:
-        """The one path a session runs by (``tether run``, ``tether sessions send``, the
-        examples, an embedding application): enter ``agent``, recover its children after a
-        crash (``recover``), send ``prompts`` in order, wait until quiet, leave. Returns the
-        stop reason of the last turn; a store fault that stopped the agent is raised.
-
-        ``stop`` (a cancel scope) cuts the work short, as Ctrl-C does: leaving the agent then
-        records the turn's end and ends the children it hosts without waiting for them.
+        """Hold ``agent``'s session (:meth:`hold`), send ``prompts`` in order, wait until
+        quiet, leave (``tether run``, an embedding application). Returns the stop reason of
+        the last turn; a store fault that stopped the agent is raised.
 
         A prompt that is exactly ``/compact`` (:data:`COMPACT_GESTURE`) is not sent: once the
         turns of the prompts before it have run, the session is compacted
         (:meth:`Agent.compact`, docs/compaction.md).
         """
-        async with agent:
-            with stop if stop is not None else nullcontext():
-                if recover:
-                    await self.recover(agent)
-                for prompt in prompts:
-                    if prompt.strip() == COMPACT_GESTURE:
-                        await agent.compact()
-                    else:
-                        await agent.followup(prompt)
-                await self.settle(agent)
-        if agent.fault is not None:
-            raise agent.fault
+        async with self.hold(agent, recover=recover, stop=stop, close_model=close_model) as held:
+            await held.run(prompts)
         return agent.last_stop_reason
 
 
