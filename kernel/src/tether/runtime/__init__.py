@@ -7,6 +7,7 @@ changes; a runtime is what one process does with it.
 from __future__ import annotations
 
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
+from ._follow import INTERRUPT_GRACE, FollowedSession
 from ._hold import COMPACT_GESTURE, HeldSession
 from ._hosts import (
     FOLLOW_POLL,
@@ -21,7 +22,9 @@ from ._runtime import Runtime, compose_agent
 __all__ = (
     "COMPACT_GESTURE",
     "FOLLOW_POLL",
+    "INTERRUPT_GRACE",
     "RUNTIME_THRESHOLDS",
+    "FollowedSession",
     "HeldSession",
     "Runtime",
     "SessionHost",

@@ -54,8 +54,9 @@ from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
-from ..store import SessionHeader, SessionStore, StopReason
+from ..store import SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
+from ._follow import FollowedSession, follow_session
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
 
 if TYPE_CHECKING:
@@ -511,6 +512,26 @@ class Runtime:
         after the ``async with`` goes on.
         """
         return hold_session(self, agent, recover=recover, stop=stop, close=close_model)
+
+    def follow(
+        self,
+        host: SessionHost,
+        session_id: str | None = None,
+        *,
+        agent: str | None = None,
+        hear: Callable[[StoredEvent], None] | None = None,
+        hear_delta: Callable[[ModelDelta], None] | None = None,
+    ) -> AbstractAsyncContextManager[FollowedSession]:
+        """The session ``session_id`` (``None``: a new one of ``agent``) whose turns ``host``
+        runs elsewhere (a cluster's workers hold it, :meth:`hold` there), followed from this
+        runtime's store, as ``async with runtime.follow(host) as followed:``. A stored
+        session is read first (``SESSION_NOT_FOUND`` before anything is sent). The block
+        sends with :meth:`FollowedSession.send` and follows with :meth:`FollowedSession.turn`
+        (:meth:`FollowedSession.run` does both for each prompt, and interrupts on ``stop``);
+        each event of the log reaches ``hear`` once, in order (but the messages sent here),
+        and the pieces of the answers reach ``hear_delta`` as they arrive when the store
+        relays them (:class:`tether.store.DeltaRelay`). The host stays the caller's to close."""
+        return follow_session(self, host, session_id, agent=agent, hear=hear, hear_delta=hear_delta)
 
     async def run_session(
         self,
