@@ -18,6 +18,7 @@ from ._hosts import (
     turn_began,
 )
 from ._runtime import Runtime, compose_agent
+from ._send import SentMessage
 
 __all__ = (
     "COMPACT_GESTURE",
@@ -27,6 +28,7 @@ __all__ = (
     "FollowedSession",
     "HeldSession",
     "Runtime",
+    "SentMessage",
     "SessionHost",
     "compose_agent",
     "follow_turn",

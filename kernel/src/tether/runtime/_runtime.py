@@ -54,10 +54,11 @@ from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
-from ..store import SessionHeader, SessionStore, StopReason, StoredEvent
+from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
 from ._follow import FollowedSession, follow_session
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
+from ._send import SentMessage
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -532,6 +533,27 @@ class Runtime:
         and the pieces of the answers reach ``hear_delta`` as they arrive when the store
         relays them (:class:`tether.store.DeltaRelay`). The host stays the caller's to close."""
         return follow_session(self, host, session_id, agent=agent, hear=hear, hear_delta=hear_delta)
+
+    def send(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        model: str | None = None,
+        wait: bool = False,
+        hear: Callable[[Event], None] | None = None,
+        hear_delta: Callable[[ModelDelta], None] | None = None,
+    ) -> SentMessage:
+        """A person's message ``content`` to the stored session ``session_id`` in this
+        runtime's store, queued through its mailbox (``tether sessions send``): its
+        :meth:`SentMessage.deliver` posts it and sees it through, holding the session's root
+        here (:meth:`hold`) when no live process drives it. ``hear`` gets the events of the
+        message's turn, ``hear_delta`` the pieces of the answers of a child driven here;
+        ``model``: the spec the turns run here use (not recorded); ``wait``: wait for the
+        turn when another process runs it. See ``tether/runtime/_send.py``."""
+        return SentMessage(
+            self, session_id, content, model=model, wait=wait, hear=hear, hear_delta=hear_delta
+        )
 
     async def run_session(
         self,
