@@ -8,6 +8,25 @@ session is held), settle, and on leaving release the lease and close a closable 
 (:class:`tether.models.ClosableModel`). ``tether run`` (:meth:`Runtime.run_session`), ``tether
 acp``, ``tether a2a serve``, ``tether sessions send``, a Temporal worker's drive and the
 examples all hold their sessions here; what they do while the session is held is theirs.
+
+``Runtime.hold(agent, *, recover=False, stop=None, close_model=True)``:
+
+- Entering takes the session's lease (``SESSION_BUSY`` when another live process, or another
+  store object of this one, drives it; ``SESSION_CONFLICT`` when the session is open in this
+  runtime already), moves posted mail into the log, closes a turn a crash left open and
+  registers the agent in ``runtime.live_agents``; with ``recover``, continuable children that
+  hold accepted, unrun messages pick up again (:meth:`Runtime.recover`).
+- While held, the block sends (:meth:`HeldSession.send`, :meth:`HeldSession.run`, or the
+  agent's own API) and mail other processes post runs (the runtime's keeper inside
+  ``Runtime.open``, else the agent's own).
+- Leaving leaves the agent (a running turn records its end, hosted children end, the lease is
+  released), then closes the model when it is a :class:`~tether.models.ClosableModel`
+  (``close_model``), shielded, also when the block raised (a close that fails then is logged;
+  the block's error propagates as raised). A store fault that stopped the agent is raised
+  after a block that did not raise.
+- ``stop`` (a cancel scope, entered around the recovery and the block) cuts the work short, as
+  Ctrl-C does: the block is cancelled, the session left as above, and the code after the
+  ``async with`` goes on.
 """
 
 from __future__ import annotations

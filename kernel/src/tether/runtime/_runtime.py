@@ -495,23 +495,12 @@ class Runtime:
         stop: CancelScope | None = None,
         close_model: bool = True,
     ) -> AbstractAsyncContextManager[HeldSession]:
-        """The one way to host a session in this process, as ``async with runtime.hold(agent)
-        as held:``. Entering enters ``agent`` (takes the session's lease, ``SESSION_BUSY`` when
-        another live process drives it, ``SESSION_CONFLICT`` when it is open in this process
-        already; moves posted mail into its log; closes a turn a crash left open; registers it
-        in :attr:`live_agents`) and, with ``recover``, picks up its continuable children that
-        hold accepted, unrun messages (after a crash). While held, the session serves what
-        the block sends (:meth:`HeldSession.send`, or the agent's own API) and the mail other
-        processes post (the keeper of the runtime, or of the agent outside
-        :meth:`open`, delivers it). Leaving leaves the agent (the running turn records its
-        end, hosted children end), then closes its model when it is a
-        :class:`~tether.models.ClosableModel` (``close_model``), also when the block raised;
-        a store fault that stopped the agent is raised after a block that did not raise.
-
-        ``stop`` (a cancel scope, entered around the recovery and the block) cuts the work
-        short, as Ctrl-C does: the block is cancelled, the agent left as above, and the code
-        after the ``async with`` goes on.
-        """
+        """The one way to host a session in this process: ``async with runtime.hold(agent)
+        as held:`` enters ``agent`` (lease, posted mail, repair, :attr:`live_agents`), recovers
+        its children with ``recover``, serves the block's prompts and posted mail, and on
+        leaving closes a :class:`~tether.models.ClosableModel` (``close_model``), also when
+        the block raised. ``stop`` cuts the block short, as Ctrl-C does. See
+        ``tether/runtime/_hold.py``."""
         return hold_session(self, agent, recover=recover, stop=stop, close=close_model)
 
     def follow(
@@ -523,15 +512,10 @@ class Runtime:
         hear: Callable[[StoredEvent], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
     ) -> AbstractAsyncContextManager[FollowedSession]:
-        """The session ``session_id`` (``None``: a new one of ``agent``) whose turns ``host``
-        runs elsewhere (a cluster's workers hold it, :meth:`hold` there), followed from this
-        runtime's store, as ``async with runtime.follow(host) as followed:``. A stored
-        session is read first (``SESSION_NOT_FOUND`` before anything is sent). The block
-        sends with :meth:`FollowedSession.send` and follows with :meth:`FollowedSession.turn`
-        (:meth:`FollowedSession.run` does both for each prompt, and interrupts on ``stop``);
-        each event of the log reaches ``hear`` once, in order (but the messages sent here),
-        and the pieces of the answers reach ``hear_delta`` as they arrive when the store
-        relays them (:class:`tether.store.DeltaRelay`). The host stays the caller's to close."""
+        """``async with runtime.follow(host, session_id) as followed:``: the session (``None``:
+        a new one of ``agent``) whose turns ``host`` runs elsewhere, followed from this
+        runtime's store; its events to ``hear``, the pieces of its answers to ``hear_delta``.
+        See ``tether/runtime/_follow.py``."""
         return follow_session(self, host, session_id, agent=agent, hear=hear, hear_delta=hear_delta)
 
     def send(
@@ -544,13 +528,10 @@ class Runtime:
         hear: Callable[[Event], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
     ) -> SentMessage:
-        """A person's message ``content`` to the stored session ``session_id`` in this
-        runtime's store, queued through its mailbox (``tether sessions send``): its
-        :meth:`SentMessage.deliver` posts it and sees it through, holding the session's root
-        here (:meth:`hold`) when no live process drives it. ``hear`` gets the events of the
-        message's turn, ``hear_delta`` the pieces of the answers of a child driven here;
-        ``model``: the spec the turns run here use (not recorded); ``wait``: wait for the
-        turn when another process runs it. See ``tether/runtime/_send.py``."""
+        """A person's message to the stored session ``session_id``, queued through its
+        mailbox (``tether sessions send``): :meth:`SentMessage.deliver` posts it and sees it
+        through, holding the root here when nobody drives it. See
+        ``tether/runtime/_send.py``."""
         return SentMessage(
             self, session_id, content, model=model, wait=wait, hear=hear, hear_delta=hear_delta
         )

@@ -232,9 +232,9 @@ class SentMessage:
         child_id = header.id
         root_id = await root_of(store, child_id)
         # The root only hosts the child here: a --model is for this command, not recorded.
-        from ._runtime import Runtime
-
-        runtime = Runtime(self.runtime.kernel, store)
+        # A runtime of its own for each attempt (its subagent service keeps the child's
+        # state): of the caller's class, on the same kernel and store.
+        runtime = type(self.runtime)(self.runtime.kernel, store)
         try:
             root = await runtime.compose(model=self.model, session_id=root_id, record_model=False)
         except TetherError as exc:
