@@ -22,6 +22,7 @@ from tether.errors import ErrorCode, StoreError
 from tether.models import ClosableModel, FunctionModel, ModelRequest
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
+    Event,
     InboxAccepted,
     MessageSource,
     SQLiteStore,
@@ -140,7 +141,7 @@ async def test_mail_posted_while_held_is_delivered_and_run(kernel, tmp_path, ope
     path = tmp_path / "s.db"
     store, other = SQLiteStore(path), SQLiteStore(path)
 
-    async def hold_and_post(runtime: Runtime) -> list[object]:
+    async def hold_and_post(runtime: Runtime) -> list[Event]:
         agent = await runtime.compose(
             model=FunctionModel(lambda r: f"seen {r.messages[-1].content}")
         )

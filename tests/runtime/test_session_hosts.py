@@ -7,6 +7,8 @@ object (another lease owner) over the same SQLite file, as a worker process woul
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import anyio
 import pytest
 
@@ -58,6 +60,7 @@ class ElsewhereHost:
         agent: str | None = None,
         new: bool = False,
         message_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> str:
         assert self.kernel is not None
         assert self.group is not None
