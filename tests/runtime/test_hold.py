@@ -18,10 +18,11 @@ import pytest
 
 import tether_spawn
 import tether_subagent_tools
-from tether.errors import ErrorCode, StoreError
+from tether.errors import ErrorCode, StoreError, SubagentError
 from tether.models import ClosableModel, FunctionModel, ModelRequest
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
+    AssistantMessage,
     Event,
     InboxAccepted,
     MessageSource,
@@ -291,5 +292,73 @@ async def test_hold_with_recover_picks_up_a_crashed_continuable_child_and_settle
         assert notices  # the parent heard its child settle, in a turn of its own
         assert await tree_problems(store, parent_id) == {}
         assert runtime.live_agents == {}
+    finally:
+        await store.aclose()
+
+
+SEND_PROFILE = """\
+[tether]
+plugins = ["spawn", "subagent"]
+
+[plugin.subagent]
+background = "continuable"
+
+[agent.main]
+model = "scripted:script.toml"
+"""
+# The root delegates a continuable task and answers; its child answers once, then again when
+# a person continues it (--model scripted:more.toml, as `tether sessions send --model`).
+SEND_SCRIPT = """\
+[[steps]]
+tool_calls = [{ name = "subagent", arguments = { description = "research", prompt = "look" } }]
+
+[[steps]]
+text = "I started a subagent."
+
+[[steps]]
+expect = 'status="completed"'
+text = "The subagent is done."
+
+[[tasks.research.steps]]
+text = "first findings"
+"""
+SEND_MORE = """\
+[[tasks.research.steps]]
+expect = "dig deeper"
+text = "deeper findings"
+"""
+
+
+async def test_runtime_send_holds_the_root_and_runs_a_persons_message_to_its_child(tmp_path):
+    # Nobody drives the tree: the sender holds the root here, which hosts the child and runs
+    # the message; what the turn says reaches `hear`.
+    profile = write_profile(tmp_path, SEND_PROFILE)
+    (tmp_path / "script.toml").write_text(SEND_SCRIPT)
+    (tmp_path / "more.toml").write_text(SEND_MORE)
+    kernel = make_kernel(profile, PLUGINS)
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        runtime = Runtime(kernel, store)
+        root = await runtime.compose()
+        assert await runtime.run_session(root, ["go"]) == "completed"
+        (child,) = await store.sessions(parent=root.session_id)
+        with pytest.raises(SubagentError) as caught:  # a root nobody drives: run it instead
+            await Runtime(kernel, store).send(root.session_id, "hello").deliver()
+        assert caught.value.code is ErrorCode.NOT_RESUMABLE
+        assert await store.mailbox(root.session_id) == []  # nothing was posted
+        heard: list[Event] = []
+        sent = Runtime(kernel, store).send(
+            child.id, "dig deeper", model=f"scripted:{tmp_path / 'more.toml'}", hear=heard.append
+        )
+        assert (await sent.check()).id == child.id
+        assert await sent.deliver() == "completed"
+        assert sent.handed_to is None
+        assert not sent.left_queued
+        assert not sent.stopped_waiting
+        said = [e.content for e in heard if isinstance(e, AssistantMessage)]
+        assert said == ["deeper findings"]
+        assert isinstance(heard[-1], TurnEnded)
+        assert await store.holder(root.session_id) is None  # the root was left
+        assert await tree_problems(store, root.session_id) == {}
     finally:
         await store.aclose()
