@@ -56,15 +56,15 @@ from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
-from ._follow import FollowedSession, follow_session
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
-from ._send import SentMessage
 
 if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..subagents import SubagentRuntime
+    from ._follow import FollowedSession
     from ._hosts import SessionHost
+    from ._send import SentMessage
 
 __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
 
@@ -516,6 +516,8 @@ class Runtime:
         a new one of ``agent``) whose turns ``host`` runs elsewhere, followed from this
         runtime's store; its events to ``hear``, the pieces of its answers to ``hear_delta``.
         See ``tether/runtime/_follow.py``."""
+        from ._follow import follow_session
+
         return follow_session(self, host, session_id, agent=agent, hear=hear, hear_delta=hear_delta)
 
     def send(
@@ -532,6 +534,8 @@ class Runtime:
         mailbox (``tether sessions send``): :meth:`SentMessage.deliver` posts it and sees it
         through, holding the root here when nobody drives it. See
         ``tether/runtime/_send.py``."""
+        from ._send import SentMessage
+
         return SentMessage(
             self, session_id, content, model=model, wait=wait, hear=hear, hear_delta=hear_delta
         )
