@@ -9,7 +9,7 @@ follows the session's log in the shared store until the message's turn has ended
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -83,11 +83,14 @@ class FollowedSession:
         if self._hear is not None:
             self._hear(stored)
 
-    async def send(self, prompt: str) -> str:
+    async def send(self, prompt: str, *, trace: Mapping[str, str] | None = None) -> str:
         """Hand ``prompt`` to the host as the session's next message (the session is created
-        with the first); its message id, once the host stored it durably."""
+        with the first); its message id, once the host stored it durably. ``trace``: the
+        sender's trace context, which the turn continues wherever it runs."""
         self._sent_at = self._read
-        message_id = await self.host.send(self.session_id, prompt, agent=self._agent, new=self._new)
+        message_id = await self.host.send(
+            self.session_id, prompt, agent=self._agent, new=self._new, trace=trace
+        )
         self._new = False
         self.running = message_id
         return message_id

@@ -81,7 +81,7 @@ class HeldSession:
         if prompt.strip() == COMPACT_GESTURE:
             await self.agent.compact()
             return None
-        return await self.agent.followup(prompt, trace=dict(trace) if trace else None)
+        return await self.agent.followup(prompt, trace=trace)
 
     async def run(self, prompts: Sequence[str]) -> StopReason:
         """Send ``prompts`` in order (:meth:`send`), then :meth:`settle`; the stop reason of
