@@ -102,11 +102,12 @@ async def main() -> None:
     agent = await runtime.compose(model=FunctionModel(brain))
     agent.listen(show)
     try:
-        async with agent:
+        # Held as every session is (tether run's, tether acp's...): entered, served, left.
+        async with runtime.hold(agent) as held:
             for prompt in ("Research the launch.", "Who signs off?"):
-                await agent.followup(prompt)
+                await held.send(prompt)
                 # Wait for the turn, the child to settle and the parent's turn on the notice.
-                await runtime.settle(agent)
+                await held.settle()
         print(f"session {agent.session_id}")
     finally:
         await store.aclose()

@@ -7,6 +7,8 @@ object (another lease owner) over the same SQLite file, as a worker process woul
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import anyio
 import pytest
 
@@ -58,6 +60,7 @@ class ElsewhereHost:
         agent: str | None = None,
         new: bool = False,
         message_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> str:
         assert self.kernel is not None
         assert self.group is not None
@@ -78,12 +81,12 @@ class ElsewhereHost:
         try:
             async with Runtime.open(self.kernel, store) as runtime:
                 agent = await runtime.compose(session_id=session_id)
-                async with agent:
+                async with runtime.hold(agent) as held:  # as a worker's drive holds it
                     self.driving[session_id] = agent
                     # Whatever reached the log first (the mail, taken on entering, or by the
                     # runtime's keeper before) runs now.
                     await agent.run_parked()
-                    await runtime.settle(agent)
+                    await held.settle()
         finally:
             self.driving.pop(session_id, None)
             await store.aclose()
@@ -181,6 +184,45 @@ async def test_ctrl_c_on_a_host_interrupts_the_running_turn_and_prints_its_end(
     finally:
         await store.aclose()
     assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["aborted"]
+
+
+async def test_runtime_follow_sends_to_the_host_and_hands_on_each_event_once(
+    tether_kernel, tmp_path, monkeypatch
+):
+    """``Runtime.follow``: the host runs the turns; the follower hands each event of the log
+    to ``hear`` once, in order, but the messages it sent itself, and knows each turn's end."""
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    host = ElsewhereHost()
+    kernel = tether_kernel(PROFILE.format(name="far"), {"far": HostPlugin(host)})
+    host.kernel = kernel
+    store = profile_store(kernel)
+    heard: list[object] = []
+    sent: list[str] = []
+    try:
+        runtime = Runtime(kernel, store)
+        with anyio.fail_after(scaled(30)):
+            async with anyio.create_task_group() as group:
+                host.group = group
+                async with runtime.follow(host, hear=lambda s: heard.append(s.event)) as followed:
+                    assert followed.session_id.startswith("ses_")  # chosen before it exists
+                    stop = await followed.run(["hello", "and again"], sent=sent.append)
+        assert stop == "completed"
+        assert sent == ["hello", "and again"]
+        assert not followed.parked
+        assert not followed.unfinished
+        assert [type(e).__name__ for e in heard if isinstance(e, UserMessage)] == []
+        assert [e.stop_reason for e in heard if isinstance(e, TurnEnded)] == ["completed"] * 2
+        log = [s.event for s in await store.events(followed.session_id)]
+        assert len(heard) == len([e for e in log if not isinstance(e, UserMessage)])
+        # A stored session is read first: an unknown one fails before anything is sent.
+        with pytest.raises(tether.TetherError) as caught:
+            async with runtime.follow(host, "ses_0000000000000000"):
+                pytest.fail("followed a session that is not in the store")
+        assert caught.value.code is ErrorCode.SESSION_NOT_FOUND
+        assert len(host.sent) == 2
+    finally:
+        await store.aclose()
 
 
 def test_hook_tether_session_hosts_none_means_this_process(tether_kernel):

@@ -6,7 +6,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,6 +175,7 @@ async def _run(
             # After a crash, children holding accepted, unrun messages pick up again; continuable
             # children keep working after the last prompt, and the run waits for them to settle
             # (and for the turns their notices give) instead of cutting them off.
+            # Holding the session closes its model on leaving (a closable one).
             await runtime.run_session(
                 agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
             )
@@ -195,7 +195,6 @@ async def _run(
                     err=True,
                 )
             click.echo(f"session {agent.session_id}")
-            await close_model(agent.model)
         return stop
     finally:
         await store.aclose()
@@ -212,94 +211,47 @@ async def run_on_host(
     reasoning: bool = True,
 ) -> str:
     """``tether run`` on a profile whose sessions run elsewhere (a plugin's session host):
-    hand each prompt to the host, print its turn from the session's log in the shared store,
-    then the next. Prints what a local run prints; an answer streams as it arrives when the
-    store relays the pieces (:class:`tether.store.DeltaRelay`), else it is printed whole once
-    stored. The stop reason of the first turn that did not complete, else ``completed``.
-    ``stop`` (Ctrl-C) stops sending, and asks the host to interrupt the turn being followed
-    (:meth:`SessionHost.interrupt`), whose end is printed once it is stored."""
-    import anyio
-
-    from ..agents import new_header, resolve_agent_name
-    from ..runtime import follow_turn, relayed_deltas, turn_began
-    from ..store import UserMessage, profile_store
+    the runtime follows the session (:meth:`tether.runtime.Runtime.follow`), and this prints
+    what a local run prints; an answer streams as it arrives when the store relays the pieces
+    (:class:`tether.store.DeltaRelay`), else it is printed whole once stored. The stop reason
+    of the first turn that did not complete, else ``completed``. ``stop`` (Ctrl-C) stops
+    sending, and asks the host to interrupt the turn being followed, whose end is printed
+    once it is stored."""
+    from ..runtime import INTERRUPT_GRACE, Runtime
+    from ..store import profile_store
 
     store = profile_store(kernel)
     try:
-        new = session_id is None
-        if session_id is None:
-            session_id = new_header().id
-            name = resolve_agent_name(kernel, agent_name)
-            after = 0
-        else:
-            header = await store.header(session_id)  # SESSION_NOT_FOUND before anything is sent
-            name = header.agent
-            after = len(await store.events(session_id))
         terminal = Terminal(live=sys.stdout.isatty())
         answer = StreamedAnswer(terminal, reasoning=reasoning)
         show = printer(None, terminal, debug=debug, stream=answer)
-        stops: list[str] = []
-        read = after  # the last seq printed
-        running: str | None = None  # the message whose turn is being followed
-        sent_at = after  # where the log was when it was sent
 
         def hear(stored: StoredEvent) -> None:
-            nonlocal read
-            if stored.seq <= read:  # a second pass over the same events prints nothing twice
-                return
-            read = stored.seq
-            event = stored.event
-            if not (isinstance(event, UserMessage) and event.message_id == running):
-                show(event)  # the prompt itself was printed when it was sent
+            show(stored.event)
 
-        async with relayed_deltas(store, session_id) as deltas:
-            with stop if stop is not None else nullcontext():
-                for prompt in prompts:
-                    sent_at = read
-                    message_id = await host.send(session_id, prompt, agent=name, new=new)
-                    new = False
-                    running = message_id
-                    terminal.line(f"> {prompt}")
-                    reason, _ = await follow_turn(
-                        store,
-                        session_id,
-                        message_id,
-                        after=read,
-                        hear=hear,
-                        deltas=deltas,
-                        hear_delta=answer.hear,
-                    )
-                    running = None
-                    stops.append(reason)
-        if stop is not None and stop.cancel_called:
-            if running is not None:
-                # Ctrl-C while a turn ran: the host aborts it and returns once it stopped (what
-                # waits stays parked, as a local interrupt leaves it); its end is printed.
-                with anyio.CancelScope(shield=True):
-                    await host.interrupt(session_id)
-                    if await turn_began(store, session_id, running, after=sent_at):
-                        with anyio.move_on_after(INTERRUPT_GRACE):
-                            reason, _ = await follow_turn(
-                                store, session_id, running, after=sent_at, hear=hear
-                            )
-                            stops.append(reason)
-                            running = None
-                    else:
-                        click.echo(
-                            f"note: the message was not begun; it waits in {session_id} and "
-                            "runs before the next message sent to it",
-                            err=True,
-                        )
-                        running = None
-            if running is not None:
-                click.echo(
-                    f"note: the turn had not ended {INTERRUPT_GRACE:g} s after the interrupt; "
-                    f"follow it with `tether sessions show {session_id}`",
-                    err=True,
-                )
-            stops.append("interrupted")
-        click.echo(f"session {session_id}")
-        return next((s for s in stops if s != "completed"), "completed")
+        def sent(prompt: str) -> None:
+            terminal.line(f"> {prompt}")
+
+        runtime = Runtime(kernel, store)
+        follow = runtime.follow(
+            host, session_id, agent=agent_name, hear=hear, hear_delta=answer.hear
+        )
+        async with follow as followed:
+            reason = await followed.run(prompts, stop=stop, sent=sent)
+        if followed.parked:
+            click.echo(
+                f"note: the message was not begun; it waits in {followed.session_id} and "
+                "runs before the next message sent to it",
+                err=True,
+            )
+        elif followed.unfinished:
+            click.echo(
+                f"note: the turn had not ended {INTERRUPT_GRACE:g} s after the interrupt; "
+                f"follow it with `tether sessions show {followed.session_id}`",
+                err=True,
+            )
+        click.echo(f"session {followed.session_id}")
+        return reason
     finally:
         await host.aclose()
         await store.aclose()
@@ -509,8 +461,6 @@ class Terminal:
 
 
 #: ANSI dim, and back to normal: reasoning on a terminal.
-#: Seconds ``tether run`` on a session host waits, after Ctrl-C, for the aborted turn's end.
-INTERRUPT_GRACE = 30.0
 DIM = "\x1b[2m"
 UNDIM = "\x1b[0m"
 #: What starts each line of reasoning when standard output is not a terminal.
@@ -638,11 +588,14 @@ class StreamedAnswer:
             self._terminal.line(mark)
 
 
-async def close_model(model: Any) -> None:
-    """Release a model's connections if it holds any (``aclose``)."""
-    closer = getattr(model, "aclose", None)
-    if closer is not None:
-        await closer()
+async def close_model(model: object) -> None:
+    """Release the connections of a model made outside a session (``tether check --model``)
+    when it holds any (:class:`tether.models.ClosableModel`); a session's model is closed by
+    the runtime that holds the session (:meth:`tether.runtime.Runtime.hold`)."""
+    from ..models import ClosableModel
+
+    if isinstance(model, ClosableModel):
+        await model.aclose()
 
 
 #: The longest error text or raw call arguments ``tether run`` prints (``--debug``: all of it).

@@ -144,7 +144,6 @@ def compact_session(profile: Path | None, model_spec: str | None, session_id: st
 async def _compact(kernel: Any, model_spec: str | None, session_id: str) -> Any:
     from ..runtime import Runtime
     from ..store import profile_store
-    from ._run import close_model
 
     store = profile_store(kernel)
     try:
@@ -153,11 +152,8 @@ async def _compact(kernel: Any, model_spec: str | None, session_id: str) -> Any:
             agent = await runtime.compose(
                 model=model_spec, session_id=session_id, record_model=False
             )
-            try:
-                async with agent:
-                    return await agent.compact()
-            finally:
-                await close_model(agent.model)
+            async with runtime.hold(agent) as held:
+                return await held.agent.compact()
     finally:
         await store.aclose()
 

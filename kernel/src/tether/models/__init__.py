@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     )
     from ._protocol import (
         FIRST_PARTY_MODEL_PREFIXES,
+        ClosableModel,
         Model,
         ModelProvider,
         ProbingModel,
@@ -68,6 +69,7 @@ __all__ = (
     "BUILTIN_WINDOWS",
     "FIRST_PARTY_MODEL_PREFIXES",
     "MAX_RETRY_AFTER",
+    "ClosableModel",
     "ContextWindow",
     "DeltaKind",
     "FinishReason",
@@ -117,6 +119,7 @@ _LAZY = {
     "ModelDelta": "_stream",
     "ModelProvider": "_protocol",
     "ProbingModel": "_protocol",
+    "ClosableModel": "_protocol",
     "ModelRequest": "_types",
     "ModelResponse": "_types",
     "Role": "_types",

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "FIRST_PARTY_MODEL_PREFIXES",
+    "ClosableModel",
     "Model",
     "ModelProvider",
     "ProbingModel",
@@ -80,6 +81,18 @@ class ProbingModel(Protocol):
 
     async def probe(self) -> str:
         """Ask the endpoint whether it answers; a one-line report."""
+        ...
+
+
+@runtime_checkable
+class ClosableModel(Protocol):
+    """A model that holds something to release (an HTTP client's connections): whoever hosts
+    its session (:meth:`tether.runtime.Runtime.hold`) awaits ``aclose()`` once the session is
+    left, also when the session failed. tether-openai's, tether-anthropic's and
+    tether-litellm's models are closable."""
+
+    async def aclose(self) -> None:
+        """Release what the model holds; idempotent."""
         ...
 
 

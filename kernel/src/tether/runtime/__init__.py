@@ -6,7 +6,11 @@ changes; a runtime is what one process does with it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports as _lazy_exports
 from ._collector import RUNTIME_THRESHOLDS, tuned_collector
+from ._hold import COMPACT_GESTURE, HeldSession
 from ._hosts import (
     FOLLOW_POLL,
     SessionHost,
@@ -15,13 +19,21 @@ from ._hosts import (
     relayed_deltas,
     turn_began,
 )
-from ._runtime import COMPACT_GESTURE, Runtime, compose_agent
+from ._runtime import Runtime, compose_agent
+
+if TYPE_CHECKING:
+    from ._follow import INTERRUPT_GRACE, FollowedSession
+    from ._send import SentMessage
 
 __all__ = (
     "COMPACT_GESTURE",
     "FOLLOW_POLL",
+    "INTERRUPT_GRACE",
     "RUNTIME_THRESHOLDS",
+    "FollowedSession",
+    "HeldSession",
     "Runtime",
+    "SentMessage",
     "SessionHost",
     "compose_agent",
     "follow_turn",
@@ -30,3 +42,8 @@ __all__ = (
     "tuned_collector",
     "turn_began",
 )
+
+# Imported when first used: a local `tether run` follows no host and sends no person's message.
+_LAZY = {"INTERRUPT_GRACE": "_follow", "FollowedSession": "_follow", "SentMessage": "_send"}
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

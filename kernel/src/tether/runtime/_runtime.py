@@ -8,7 +8,7 @@ runtime (``agent.runtime``); plugins reach the services through it.
     kernel = load_kernel("tether.toml")
     async with Runtime.open(kernel, store) as runtime:
         agent = await runtime.compose(agent="main")
-        await runtime.run_session(agent, ["hello"])
+        await runtime.run_session(agent, ["hello"])  # or: async with runtime.hold(agent) as held
 
 ``Runtime(kernel, store)`` without ``open`` is a runtime with no task group of its own: agents
 composed on it still run (each owns its task group), which is all a test or a one-shot script
@@ -18,7 +18,7 @@ needs. ``open`` adds the task group background work runs in, and closes what it 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from contextlib import asynccontextmanager, nullcontext, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -54,19 +54,19 @@ from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
-from ..store import SessionHeader, SessionStore, StopReason
+from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
+from ._hold import COMPACT_GESTURE, HeldSession, hold_session
 
 if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..subagents import SubagentRuntime
+    from ._follow import FollowedSession
     from ._hosts import SessionHost
+    from ._send import SentMessage
 
 __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
-
-#: The prompt that compacts a session instead of being sent (``tether run ... /compact``).
-COMPACT_GESTURE = "/compact"
 
 #: What each tool source listed, in order.
 _Listed = tuple[Sequence[Tool], ...]
@@ -487,6 +487,59 @@ class Runtime:
 
         await keep_sessions(store, deliver)
 
+    def hold(
+        self,
+        agent: Agent,
+        *,
+        recover: bool = False,
+        stop: CancelScope | None = None,
+        close_model: bool = True,
+    ) -> AbstractAsyncContextManager[HeldSession]:
+        """The one way to host a session in this process: ``async with runtime.hold(agent)
+        as held:`` enters ``agent`` (lease, posted mail, repair, :attr:`live_agents`), recovers
+        its children with ``recover``, serves the block's prompts and posted mail, and on
+        leaving closes a :class:`~tether.models.ClosableModel` (``close_model``), also when
+        the block raised. ``stop`` cuts the block short, as Ctrl-C does. See
+        ``tether/runtime/_hold.py``."""
+        return hold_session(self, agent, recover=recover, stop=stop, close=close_model)
+
+    def follow(
+        self,
+        host: SessionHost,
+        session_id: str | None = None,
+        *,
+        agent: str | None = None,
+        hear: Callable[[StoredEvent], None] | None = None,
+        hear_delta: Callable[[ModelDelta], None] | None = None,
+    ) -> AbstractAsyncContextManager[FollowedSession]:
+        """``async with runtime.follow(host, session_id) as followed:``: the session (``None``:
+        a new one of ``agent``) whose turns ``host`` runs elsewhere, followed from this
+        runtime's store; its events to ``hear``, the pieces of its answers to ``hear_delta``.
+        See ``tether/runtime/_follow.py``."""
+        from ._follow import follow_session
+
+        return follow_session(self, host, session_id, agent=agent, hear=hear, hear_delta=hear_delta)
+
+    def send(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        model: str | None = None,
+        wait: bool = False,
+        hear: Callable[[Event], None] | None = None,
+        hear_delta: Callable[[ModelDelta], None] | None = None,
+    ) -> SentMessage:
+        """A person's message to the stored session ``session_id``, queued through its
+        mailbox (``tether sessions send``): :meth:`SentMessage.deliver` posts it and sees it
+        through, holding the root here when nobody drives it. See
+        ``tether/runtime/_send.py``."""
+        from ._send import SentMessage
+
+        return SentMessage(
+            self, session_id, content, model=model, wait=wait, hear=hear, hear_delta=hear_delta
+        )
+
     async def run_session(
         self,
         agent: Agent,
@@ -494,31 +547,18 @@ class Runtime:
         *,
         recover: bool = False,
         stop: CancelScope | None = None,
+        close_model: bool = True,
     ) -> StopReason:
-        """The one path a session runs by (``tether run``, ``tether sessions send``, the
-        examples, an embedding application): enter ``agent``, recover its children after a
-        crash (``recover``), send ``prompts`` in order, wait until quiet, leave. Returns the
-        stop reason of the last turn; a store fault that stopped the agent is raised.
-
-        ``stop`` (a cancel scope) cuts the work short, as Ctrl-C does: leaving the agent then
-        records the turn's end and ends the children it hosts without waiting for them.
+        """Hold ``agent``'s session (:meth:`hold`), send ``prompts`` in order, wait until
+        quiet, leave (``tether run``, an embedding application). Returns the stop reason of
+        the last turn; a store fault that stopped the agent is raised.
 
         A prompt that is exactly ``/compact`` (:data:`COMPACT_GESTURE`) is not sent: once the
         turns of the prompts before it have run, the session is compacted
         (:meth:`Agent.compact`, docs/compaction.md).
         """
-        async with agent:
-            with stop if stop is not None else nullcontext():
-                if recover:
-                    await self.recover(agent)
-                for prompt in prompts:
-                    if prompt.strip() == COMPACT_GESTURE:
-                        await agent.compact()
-                    else:
-                        await agent.followup(prompt)
-                await self.settle(agent)
-        if agent.fault is not None:
-            raise agent.fault
+        async with self.hold(agent, recover=recover, stop=stop, close_model=close_model) as held:
+            await held.run(prompts)
         return agent.last_stop_reason
 
 

@@ -105,15 +105,14 @@ class RuntimeSessionHost:
                 self._again.discard(session_id)
                 self.drives.append(session_id)
                 agent = await runtime.compose(session_id=session_id)
-                async with agent:
+                async with runtime.hold(agent, recover=True) as held:  # as a worker's drive
                     self._driving[session_id] = agent
-                    await runtime.recover(agent)
                     if session_id in self._discard:
                         self._discard.discard(session_id)
                         await agent.cancel(keep_inbox=False)
                     else:
                         await agent.run_parked()
-                    await runtime.settle(agent)
+                    await held.settle()
                 self._driving[session_id] = None
                 if session_id not in self._again:
                     return

@@ -18,9 +18,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tether.agents import Agent, new_header, resolve_agent_name
+from tether.agents import new_header, resolve_agent_name
 from tether.errors import ErrorCode, StoreError, TetherError
-from tether.runtime import Runtime
+from tether.runtime import HeldSession, Runtime
 from tether.store import (
     Event,
     InboxAccepted,
@@ -130,12 +130,14 @@ class SessionActivities:
                 # its mail. Any other session (a root, a one-shot child) is driven itself.
                 agent = await runtime.compose(session_id=await self._driver_of(session_id))
                 agent.listen(hear)
-                async with agent:
-                    await runtime.recover(agent)
+                # Held as every session is: restored (the lease taken over from a dead
+                # driver), its children recovered, its model closed once the drive is done;
+                # a store fault that stopped it is raised on leaving.
+                async with runtime.hold(agent, recover=True) as held:
                     if discard:
                         await agent.cancel(keep_inbox=False)
                     else:
-                        work = asyncio.ensure_future(_drive(runtime, agent))
+                        work = asyncio.ensure_future(_drive(held))
                         try:
                             await asyncio.shield(work)
                         except asyncio.CancelledError:
@@ -146,8 +148,6 @@ class SessionActivities:
                             with contextlib.suppress(Exception):
                                 await asyncio.wait_for(work, CANCEL_GRACE)
                             raise
-                if agent.fault is not None:
-                    raise agent.fault
         finally:
             beating.cancel()
         return DriveResult(
@@ -215,9 +215,10 @@ class SessionActivities:
             activity.heartbeat()
 
 
-async def _drive(runtime: Runtime, agent: Agent) -> None:
-    await agent.run_parked()
-    await runtime.settle(agent)
+async def _drive(held: HeldSession) -> None:
+    """Run what the held session waits with (its parked messages), then settle."""
+    await held.agent.run_parked()
+    await held.settle()
 
 
 class _failures:

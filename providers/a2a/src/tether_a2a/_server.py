@@ -381,19 +381,19 @@ class Contexts(RequestContextBuilder):
     async def _hold(
         self, opened: _Context, restored: bool, *, task_status: AnyioTaskStatus[None]
     ) -> None:
-        """Hold ``opened``'s agent open until it is released (a task of the host group)."""
+        """Hold ``opened``'s agent open until it is released (a task of the host group):
+        :meth:`Runtime.hold` restores its log (a turn a crash left open is closed), recovers
+        its children after a crash (``restored``) and closes its model on leaving."""
         agent = opened.agent
         started = False
         try:
-            async with agent:  # restores the log: a turn a crash left open is closed here
-                if restored:
-                    await self.runtime.recover(agent)
+            async with self.runtime.hold(agent, recover=restored):
+                if restored:  # what the stopped server left parked belongs to failed tasks
+                    await agent.cancel(keep_inbox=False)
                 else:
                     await agent.record(
                         DescriptorEvent(kind=OWNER_DESCRIPTOR, data={"owner": opened.owner})
                     )
-                if restored:  # what the stopped server left parked belongs to failed tasks
-                    await agent.cancel(keep_inbox=False)
                 self._open[opened.id] = opened
                 started = True
                 task_status.started()
@@ -407,13 +407,6 @@ class Contexts(RequestContextBuilder):
         finally:
             if self._open.get(opened.id) is opened:
                 del self._open[opened.id]
-            closer = getattr(agent.model, "aclose", None)
-            if closer is not None:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await closer()
-                    except Exception:
-                        log.exception("context %s: closing the model failed", opened.id)
 
     async def _until_idle(self, opened: _Context) -> None:
         """Wait until ``opened`` is released, or has run no task for :attr:`idle_close`

@@ -492,15 +492,14 @@ class TetherAcpAgent:
     async def _hold(
         self, session: _Session, restored: bool, *, task_status: TaskStatus[None]
     ) -> None:
-        """Hold ``session``'s agent open until it is released (a task of the host group)."""
+        """Hold ``session``'s agent open until it is released (a task of the host group):
+        :meth:`Runtime.hold` restores its log (a turn a crash left open is closed), recovers
+        its children after a crash (``restored``) and closes its model on leaving."""
         agent = session.agent
         started = False
         unlisten = agent.listen(session.heard)
         try:
-            async with agent:  # restores the log: a turn a crash left open is closed here
-                if restored:
-                    # After a crash: children holding accepted, unrun messages pick up again.
-                    await self.runtime.recover(agent)
+            async with self.runtime.hold(agent, recover=restored):
                 self._sessions[session.id] = session
                 started = True
                 task_status.started()
@@ -518,13 +517,6 @@ class TetherAcpAgent:
             session.left.set()
             for prompt in [*session.prompts]:
                 prompt.send(_LEFT)
-            closer = getattr(agent.model, "aclose", None)
-            if closer is not None:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await closer()
-                    except Exception:
-                        log.exception("session %s: closing the model failed", session.id)
 
     # ---------------------------------------------------------------- turns
 
