@@ -46,7 +46,7 @@ def clock() -> Clock:
 @pytest.fixture
 def provider(root: Path, clock: Clock) -> FileSystemSkillProvider:
     settings = Settings(roots=(root,), project=False, user=False)
-    return FileSystemSkillProvider(settings, full_check_seconds=5, clock=clock)
+    return FileSystemSkillProvider(settings, full_check_seconds=5, clock=clock, watch=False)
 
 
 def age(*paths: Path, seconds: float = 60) -> None:
@@ -124,7 +124,7 @@ async def test_full_check_seconds_zero_reads_every_file_on_every_call(
     root: Path, tmp_path: Path
 ) -> None:
     settings = Settings(roots=(root,), project=False, user=False)
-    provider = FileSystemSkillProvider(settings, full_check_seconds=0)
+    provider = FileSystemSkillProvider(settings, full_check_seconds=0, watch=False)
     path = write_skill(root, "steady")
     age(root)
     await provider.list(cwd=tmp_path)
