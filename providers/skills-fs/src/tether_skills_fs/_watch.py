@@ -123,7 +123,7 @@ class FolderWatch:
         self._fd = fd
         self._calls = calls
         self._lock = threading.Lock()
-        self._watched: dict[int, dict[str, WatchKind]] = {}
+        self._watched: dict[int, tuple[tuple[str, WatchKind], ...]] = {}
         """Per watch descriptor, the paths it watches (one inode reached by two paths, a skill
         linked into two roots, has one descriptor) and what each is."""
         self._full = False
@@ -151,7 +151,9 @@ class FolderWatch:
                 )
             return False
         with self._lock:
-            self._watched.setdefault(wd, {})[path] = kind
+            known = self._watched.get(wd, ())
+            if (path, kind) not in known:  # tuples: one per skill folder, kept small
+                self._watched[wd] = (*known, (path, kind))
         return True
 
     def drain(self) -> tuple[set[str], bool]:
@@ -177,7 +179,7 @@ class FolderWatch:
                         self._watched.pop(wd, None)
                     if paths is None:
                         continue
-                    found = [path for path, kind in paths.items() if _counts(kind, name)]
+                    found = [path for path, kind in paths if _counts(kind, name)]
                 if (
                     found and mask & ~(_IN_ATTRIB | _IN_ISDIR) == 0
                 ):  # times, modes, owners: only a lost
