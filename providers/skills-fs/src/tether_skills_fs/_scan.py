@@ -404,11 +404,15 @@ def _scan_entry(
 def _watch_link(entry: Entry, mark: _EntryMark, watch: Watcher, result: Scan) -> None:
     """A skill file that is a symlink lives in a folder no watch covers: watch the file it
     leads to, and if it changed since it was read, say the read is stale."""
-    file = next((f for f in entry.files if os.path.lexists(f)), None)
-    if file is None or not os.path.islink(file):
+    for file in entry.files:
+        try:
+            if not stat.S_ISLNK(os.lstat(file).st_mode):
+                return
+        except OSError:
+            continue
+        if not watch(file, "file") or _stat_mark(file) != mark:
+            result.missed = True
         return
-    if not watch(file, "file") or _stat_mark(file) != mark:
-        result.missed = True
 
 
 def _leaving_file(entry: Entry, boundary: str) -> str | None:
