@@ -36,6 +36,7 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -122,10 +123,16 @@ def make_venv(folder: Path, dist: Path) -> Path:
     return python
 
 
-def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run; CPU is the child's user + system time, which other
+    programs busy on the machine hardly move."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 #: Each case: label, command (after the interpreter), limit as a multiple of the floor, and
@@ -250,17 +257,26 @@ def main() -> None:
             wanted = {FLOOR[0], MODEL_FLOOR[0], STORE_FLOOR[0], QUICKSTART_CHECK, QUICKSTART_RUN}
             measured = [case for case in measured if case[0] in wanted]
         samples: dict[str, list[float]] = {label: [] for label, *_ in measured}
+        cpu_samples: dict[str, list[float]] = {label: [] for label, *_ in measured}
         for _label, command, _, no_profile in measured:  # warm up (and create the store)
             run_once([str(python), *command], bare if no_profile else folder, env)
         for _ in range(args.runs):
             for label, command, _, no_profile in measured:
                 where = bare if no_profile else folder
-                samples[label].append(run_once([str(python), *command], where, env))
+                wall, cpu = run_once([str(python), *command], where, env)
+                samples[label].append(wall)
+                cpu_samples[label].append(cpu)
     medians = {label: statistics.median(values) * 1000 for label, values in samples.items()}
+    cpu_medians = {label: statistics.median(v) * 1000 for label, v in cpu_samples.items()}
     floor = medians[FLOOR[0]]
     model_floor = medians[MODEL_FLOOR[0]]
     figures = {
-        label: (medians[label] / medians[basis], basis, limit)
+        label: (
+            medians[label] / medians[basis],
+            cpu_medians[label] / cpu_medians[basis],
+            basis,
+            limit,
+        )
         for label, basis, limit in QUICKSTART_FIGURES
     }
     if args.json:
@@ -270,7 +286,11 @@ def main() -> None:
                     "floor_ms": floor,
                     "model_floor_ms": model_floor,
                     "medians_ms": medians,
+                    "cpu_medians_ms": cpu_medians,
                     "quickstart_ratios": {label: ratio for label, (ratio, *_) in figures.items()},
+                    "quickstart_cpu_ratios": {
+                        label: cpu_ratio for label, (_, cpu_ratio, *_) in figures.items()
+                    },
                 },
                 indent=2,
             )
@@ -287,13 +307,18 @@ def main() -> None:
         bound = "" if limit is None else f" (at most {limit}x)"
         print(
             f"  {label:<46} {ms:7.1f} ms  {ratio:4.2f}x the floor{bound:<15}"
-            f"  {ms / model_floor:4.2f}x the model floor{verdict}"
+            f"  {ms / model_floor:4.2f}x the model floor{verdict}  CPU {cpu_medians[label]:6.1f} ms"
         )
-    print("issue 39, the quickstart profile (examples/quickstart), byte-compiled:")
-    for label, (ratio, basis, limit) in figures.items():
+    print(
+        "issue 39, the quickstart profile (examples/quickstart), byte-compiled: wall time, and "
+        "CPU time (user + system), which a busy machine moves less"
+    )
+    for label, (ratio, cpu_ratio, basis, limit) in figures.items():
         verdict = "ok" if ratio <= limit else "OVER"
+        cpu_verdict = "ok" if cpu_ratio <= limit else "OVER"
         print(
-            f"  {label:<46} {ratio:4.2f}x the {basis.split(':')[0]} (at most {limit}x)  {verdict}"
+            f"  {label:<46} {ratio:4.2f}x the {basis.split(':')[0]} (at most {limit}x)  "
+            f"{verdict}; CPU {cpu_ratio:4.2f}x  {cpu_verdict}"
         )
 
 

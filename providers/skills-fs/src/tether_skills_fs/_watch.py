@@ -23,7 +23,6 @@ Where inotify is missing (not Linux), or refuses (``fs.inotify.max_user_instance
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import logging
@@ -76,9 +75,13 @@ _READ_BYTES = 64 * 1024
 
 
 class _Inotify:
-    """The three libc calls, found once."""
+    """The C library's inotify calls, found once (``ctypes`` is imported then, not with the
+    plugin: a command that lists no skill never pays for it)."""
 
     def __init__(self) -> None:
+        import ctypes
+
+        self.get_errno = ctypes.get_errno
         libc = ctypes.CDLL(None, use_errno=True)
         self.init1 = libc.inotify_init1
         self.init1.argtypes = [ctypes.c_int]
@@ -106,7 +109,7 @@ def open_watch() -> FolderWatch | None:
         return None
     fd = calls.init1(_IN_NONBLOCK | _IN_CLOEXEC)
     if fd < 0:
-        code = ctypes.get_errno()
+        code = calls.get_errno()
         log.debug("inotify_init1 failed (%s): skill edits are found by looking", os.strerror(code))
         return None
     return FolderWatch(fd, calls)
@@ -141,7 +144,7 @@ class FolderWatch:
             return False
         wd = self._calls.add_watch(self._fd, os.fsencode(path), _MASK)
         if wd < 0:
-            code = ctypes.get_errno()
+            code = self._calls.get_errno()
             if code == errno.ENOSPC and not self._full:
                 self._full = True
                 log.warning(
