@@ -230,3 +230,17 @@ async def test_watch_false_looks_for_changes(root: Path, tmp_path: Path) -> None
     provider = FileSystemSkillProvider(settings, watch=False)
     await listed(provider, tmp_path)
     assert not provider.watching
+
+
+async def test_a_change_the_new_listing_read_does_not_make_it_stale(
+    provider: FileSystemSkillProvider, root: Path, tmp_path: Path
+) -> None:
+    # A loaded skill that no longer matches its listing makes changed() True before the
+    # watch's events are read; the listing that follows has read the change already.
+    path = write_skill(root, "tuned")
+    candidate = (await listed(provider, tmp_path))["tuned"]
+    edit_in_place(path, "Use for tuned work", "Use for retuned work")
+    assert await provider.get(candidate, cwd=tmp_path) is not None  # the listing is stale
+    assert await provider.changed(cwd=tmp_path) is True
+    assert (await listed(provider, tmp_path))["tuned"].description == "Use for retuned work"
+    assert await provider.changed(cwd=tmp_path) is False

@@ -158,6 +158,9 @@ class FileSystemSkillProvider:
         """
         started = self._clock()
         watch = self._open_watch()
+        # What was reported so far is seen by this read; the other listings take their share
+        # now, so that it does not make the new listing look stale at the next call.
+        self._take_events()
         read = partial(scan, self._settings, cwd, self._name, watch.add if watch else None)
         result = await anyio.to_thread.run_sync(read)
         key = str(cwd)
@@ -344,18 +347,23 @@ class FileSystemSkillProvider:
             listing.roots[index] = state
         return False
 
-    def _reported(self, listing: _Listing, cwd: Path) -> bool:
-        """``changed`` of a watched listing."""
-        watch = self._watch
-        if watch is None:
-            return True
-        paths, overflow = watch.drain()
+    def _take_events(self) -> None:
+        """Read what the watch reported and mark the listings it concerns stale."""
+        if self._watch is None:
+            return
+        paths, overflow = self._watch.drain()
         if overflow or paths:
             for each in self._listings.values():
                 if each.watching and (overflow or any(each.sees(path) for path in paths)):
                     each.stale = True
-            if listing.stale:
-                return True
+
+    def _reported(self, listing: _Listing, cwd: Path) -> bool:
+        """``changed`` of a watched listing."""
+        if self._watch is None:
+            return True
+        self._take_events()
+        if listing.stale:
+            return True
         for root, identity in zip(listing.roots, listing.identities, strict=True):
             if root.path not in listing.watched and folder_identity(root.path) != identity:
                 return True  # a root created, or readable again
