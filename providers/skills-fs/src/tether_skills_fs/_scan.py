@@ -333,6 +333,7 @@ def _scan_root(
             "raise max_skills_per_root in [plugin.skills-fs]",
         )
     flat_base = DirectoryResources(path=str(folder))
+    real_root = os.path.realpath(folder) if watch is not None else ""
     marks: list[tuple[str, _EntryMark]] = []
     unlisted: list[tuple[tuple[str, ...], _EntryMark]] = []
     for entry in entries:
@@ -341,7 +342,7 @@ def _scan_root(
             watch(entry.path, "folder")  # may fail (gone since listed): the root's watch sees it
         entry_mark = _scan_entry(entry, root, settings, provider, result, flat_base)
         if watch is not None and isinstance(entry_mark, tuple):
-            _watch_link(entry, entry_mark, watch, result)
+            _watch_link(entry, entry_mark, watch, result, real_root)
         marks.append((entry.name, entry_mark))
         if len(result.candidates) == listed:
             unlisted.append((entry.files, marks[-1][1]))
@@ -401,9 +402,17 @@ def _scan_entry(
     return mark
 
 
-def _watch_link(entry: Entry, mark: _EntryMark, watch: Watcher, result: Scan) -> None:
+def _watch_link(
+    entry: Entry, mark: _EntryMark, watch: Watcher, result: Scan, real_root: str
+) -> None:
     """A skill file that is a symlink lives in a folder no watch covers: watch the file it
     leads to, and if it changed since it was read, say the read is stale."""
+    if entry.flat:
+        plain: tuple[str, ...] = (os.path.join(real_root, entry.name),)
+    else:
+        plain = tuple(os.path.join(real_root, entry.name, name) for name in SKILL_FILES)
+    if any(path in result.seen for path in plain):
+        return  # listed, and its real path is its path under the root: no link on the way
     for file in entry.files:
         try:
             if not stat.S_ISLNK(os.lstat(file).st_mode):
