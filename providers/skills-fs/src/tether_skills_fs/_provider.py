@@ -35,6 +35,7 @@ from ._scan import (
     RootState,
     fingerprint,
     folder_identity,
+    identity,
     quick_check,
     read_skill,
     root_keys,
@@ -75,8 +76,8 @@ class _Listing:
     """Of a watched listing, the root folders watched since before they were read."""
     identities: tuple[tuple[int, int, int] | None, ...] = ()
     """Of a watched listing, per root of :attr:`roots`, the folder's device, inode and mode
-    when it was read: a root replaced by a folder elsewhere (a symlink pointed anew) is not
-    an event of any watch."""
+    from just before it was read: a root replaced by a folder elsewhere (a symlink pointed
+    anew) is not an event of any watch."""
 
     def sees(self, path: str) -> bool:
         """Whether a change of the watched ``path`` (a root, a skill folder in one, or a skill
@@ -168,7 +169,7 @@ class FileSystemSkillProvider:
         if watch is not None and not watch.full:
             listing.watching = True
             listing.watched = frozenset(result.watched)
-            listing.identities = tuple(folder_identity(root.path) for root in result.roots)
+            listing.identities = tuple(identity(root.mark) for root in result.roots)
             listing.stale = result.missed
         self._listings[key] = listing
         self._listings.move_to_end(key)
@@ -364,16 +365,16 @@ class FileSystemSkillProvider:
         self._take_events()
         if listing.stale:
             return True
-        for root, identity in zip(listing.roots, listing.identities, strict=True):
-            if root.path not in listing.watched and folder_identity(root.path) != identity:
+        for root, known in zip(listing.roots, listing.identities, strict=True):
+            if root.path not in listing.watched and folder_identity(root.path) != known:
                 return True  # a root created, or readable again
         started = self._clock()
         if started - listing.checked >= self._full_check:
             keys = tuple(key for key, _marks in listing.fingerprint)
             if root_keys(self._settings, cwd) != keys:
                 return True
-            for root, identity in zip(listing.roots, listing.identities, strict=True):
-                if folder_identity(root.path) != identity:
+            for root, known in zip(listing.roots, listing.identities, strict=True):
+                if folder_identity(root.path) != known:
                     return True  # a root is another folder now (a symlink pointed anew)
             listing.checked = started
         return False

@@ -54,6 +54,7 @@ __all__ = (
     "Watcher",
     "fingerprint",
     "folder_identity",
+    "identity",
     "quick_check",
     "read_skill",
     "root_keys",
@@ -490,10 +491,14 @@ def root_keys(settings: Settings, cwd: Path) -> tuple[str, ...]:
     )
 
 
-def folder_identity(folder: str) -> tuple[int, int, int] | None:
-    """``(device, inode, mode)`` of ``folder``; ``None`` when it cannot be seen."""
-    mark = _folder_mark(folder)
+def identity(mark: _FolderMark) -> tuple[int, int, int] | None:
+    """``(device, inode, mode)`` of a folder's mark; ``None`` when it could not be seen."""
     return mark[:3] if isinstance(mark, tuple) else None
+
+
+def folder_identity(folder: str) -> tuple[int, int, int] | None:
+    """``(device, inode, mode)`` of ``folder`` now; ``None`` when it cannot be seen."""
+    return identity(_folder_mark(folder))
 
 
 def quick_check(roots: Sequence[RootState]) -> list[int] | None:
