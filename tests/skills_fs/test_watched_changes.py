@@ -11,11 +11,16 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
+import tether_skills_fs._provider as provider_module
 from tether_skills_fs import FileSystemSkillProvider, Settings
 
 from .conftest import listed, write_flat, write_skill
@@ -244,3 +249,33 @@ async def test_a_change_the_new_listing_read_does_not_make_it_stale(
     assert await provider.changed(cwd=tmp_path) is True
     assert (await listed(provider, tmp_path))["tuned"].description == "Use for retuned work"
     assert await provider.changed(cwd=tmp_path) is False
+
+
+async def test_a_change_another_turn_was_told_of_during_a_listing_is_not_lost(
+    provider: FileSystemSkillProvider,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two agents share the provider: while one lists again (the read done, its listing not yet
+    # stored), the other's turn reads the watch's events. The new listing must still see them.
+    path = write_skill(root, "shared")
+    await listed_watched(provider, tmp_path)
+    read_done = threading.Event()
+    resume = threading.Event()
+
+    def paused_scan(*args: Any) -> Any:
+        result = real_scan(*args)
+        read_done.set()
+        assert resume.wait(30), "the test never resumed the listing"
+        return result
+
+    real_scan = provider_module.scan
+    monkeypatch.setattr(provider_module, "scan", paused_scan)  # a pause, the real scan
+    async with anyio.create_task_group() as group:
+        group.start_soon(listed, provider, tmp_path)
+        assert await anyio.to_thread.run_sync(read_done.wait, 30)
+        edit_in_place(path, "Use for shared work", "Changed after the read")
+        assert await provider.changed(cwd=tmp_path) is True  # the old listing: told
+        resume.set()
+    assert await provider.changed(cwd=tmp_path) is True  # the new one read before the change

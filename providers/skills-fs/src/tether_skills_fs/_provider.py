@@ -90,6 +90,15 @@ class _Listing:
         )
 
 
+@dataclass(eq=False)
+class _Reported:
+    """What the watch reported while a listing was being read (another task's ``changed``
+    took it): the new listing must see it too, once it exists."""
+
+    paths: set[str]
+    overflow: bool = False
+
+
 class FileSystemSkillProvider:
     """Skills from Agent Skills folders (``NAME/SKILL.md`` packages and flat ``NAME.md`` files).
 
@@ -134,6 +143,8 @@ class FileSystemSkillProvider:
         self._listings: OrderedDict[str, _Listing] = OrderedDict()
         self._watch_wanted = watch
         self._watch: FolderWatch | None = None
+        self._reading: list[_Reported] = []
+        """One per ``list`` in progress."""
 
     @property
     def name(self) -> str:
@@ -163,14 +174,23 @@ class FileSystemSkillProvider:
         # now, so that it does not make the new listing look stale at the next call.
         self._take_events()
         read = partial(scan, self._settings, cwd, self._name, watch.add if watch else None)
-        result = await anyio.to_thread.run_sync(read)
+        reported = _Reported(set())
+        self._reading.append(reported)
+        try:
+            result = await anyio.to_thread.run_sync(read)
+        finally:
+            self._reading.remove(reported)
         key = str(cwd)
         listing = _Listing(result.roots, tuple(result.fingerprint), started)
         if watch is not None and not watch.full:
             listing.watching = True
             listing.watched = frozenset(result.watched)
             listing.identities = tuple(identity(root.mark) for root in result.roots)
-            listing.stale = result.missed
+            listing.stale = (
+                result.missed
+                or reported.overflow
+                or any(listing.sees(path) for path in reported.paths)
+            )
         self._listings[key] = listing
         self._listings.move_to_end(key)
         while len(self._listings) > _LISTINGS:
@@ -354,6 +374,9 @@ class FileSystemSkillProvider:
             return
         paths, overflow = self._watch.drain()
         if overflow or paths:
+            for reported in self._reading:
+                reported.paths |= paths
+                reported.overflow = reported.overflow or overflow
             for each in self._listings.values():
                 if each.watching and (overflow or any(each.sees(path) for path in paths)):
                     each.stale = True

@@ -101,7 +101,7 @@ def _inotify() -> _Inotify | None:
 
 def open_watch() -> FolderWatch | None:
     """A new inotify instance, or ``None`` where there is none (not Linux, or the per-user
-    limit of instances reached: logged once per call, at debug level)."""
+    limit of instances reached, ``fs.inotify.max_user_instances``: logged at debug level)."""
     if not sys.platform.startswith("linux"):
         return None
     calls = _inotify()
@@ -183,10 +183,9 @@ class FolderWatch:
                     if paths is None:
                         continue
                     found = [path for path, kind in paths if _counts(kind, name)]
-                if (
-                    found and mask & ~(_IN_ATTRIB | _IN_ISDIR) == 0
-                ):  # times, modes, owners: only a lost
-                    found = [path for path in found if _unreadable(path, name)]  # read counts
+                if found and mask & ~(_IN_ATTRIB | _IN_ISDIR) == 0:
+                    # Times, modes, owners: only a read taken away counts.
+                    found = [path for path in found if _unreadable(path, name)]
                 changed.update(found)
         return changed, overflow
 
