@@ -1,4 +1,6 @@
-"""What ``changed()`` sees on each call (root folders), and what only the full check sees.
+"""What ``changed()`` sees on each call (root folders), and what only the full check sees, when
+the provider looks for changes (``watch=False``: not Linux, or inotify refused); what a watched
+provider is told is in test_watched_changes.py.
 
 Folder times are set explicitly with ``os.utime`` (a minute old) rather than by sleeping: a
 folder changed less than :data:`MTIME_GRANULARITY_NS` before a read is not trusted, and the
