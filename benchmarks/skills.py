@@ -12,22 +12,34 @@ measures through the runtime's skill registry:
 * resident memory added by the 10,000 summaries (RSS after - before,
   the largest of the runs: later runs reuse memory the first one freed)  (budget 60 MB)
 
-and, of issue 14, one agent turn with the 10,000 skills installed: ``await agent.run("hi")`` on
-an agent composed from the profile (``FunctionModel`` answering text, memory store), after a first
-turn that published the catalog. The skill tool asks the providers at the start of every turn
-whether their skills changed, so this is the price of that check plus the turn itself; the same
-turn with no skills installed is printed beside it. Medians of CPU time (``time.process_time``,
-all threads) and wall time                                                     (budget 1 ms)
+and, of issues 14 and 39, one agent turn with the 10,000 skills installed: ``await agent.run("hi")``
+on an agent composed with ``skill-tool`` and the ``tether-skills-fs`` provider the plugin would
+make (``FunctionModel`` answering text, memory store), after a first turn that published the
+catalog. The skill tool asks the providers at the start of every turn whether their skills
+changed, so this is the price of that check plus the turn itself. Medians of CPU time
+(``time.process_time``, all threads) and wall time, four ways:
 
-Most turns look at the root folders only; at most every ``FULL_CHECK_SECONDS`` (5 s) one also
-looks at every skill file, to see files edited in place. That check is printed on its own (the
-median of ``changed()`` on a provider that makes it every time), as the price one turn pays.
+* with no skills, and with every skill, turns 5 s apart (``PACE``), as at a real model's pace:
+  the figure of issue 39, CPU at most 1 ms (it was 58.5 ms: every turn was due the provider's
+  full check, a ``stat`` of every skill file);
+* with every skill, back to back;
+* with every skill, 5 s apart, the provider not watching its folders (``watch=False``: what it
+  does where inotify is missing), for reference.
+
+The pace is simulated, not slept: the provider is handed a clock (``FileSystemSkillProvider(
+clock=...)``, its only reading of elapsed time) that the benchmark moves on 5 s before each
+turn, and the root folders are aged a minute (as installed skills are) so that the unwatched
+provider trusts their times as it would 5 s after a listing. The full check of every skill file
+is also printed on its own (the median of ``changed()`` on an unwatched provider that makes it
+every time).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import os
 import statistics
 import tempfile
 import time
@@ -67,13 +79,16 @@ def generate(root: Path, count: int) -> None:
             f"safely. Use when the user mentions topic {index}.\nlicense: MIT\n---\n\n"
             + BODY.format(name=name, topic=f"topic {index}")
         )
+    # Installed skills are older than a listing by more than a folder time's granularity
+    # (MTIME_GRANULARITY_NS): otherwise every turn would compare a fresh root entry by entry.
+    stamp = time.time_ns() - 60 * 10**9
+    for folder in roots:
+        os.utime(folder, ns=(stamp, stamp))
 
 
 def rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[1])
-    import os
-
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
@@ -135,29 +150,54 @@ async def measure(folder: Path, runs: int) -> dict[str, float]:
     }
 
 
+#: Seconds between turns at a real model's pace: every turn is then due a full check.
+PACE = 5.0
+
+
 def answer(request: ModelRequest) -> str:
     return "ok"
 
 
-async def turns(folder: Path, roots: list[Path], count: int) -> tuple[float, float, int]:
-    """Median (CPU, wall) seconds of one text turn with ``roots`` as the skill roots, and how
-    many skills the catalog held."""
-    spelled = ", ".join(f'"{root}"' for root in roots)
+class PacedClock:
+    """The skill provider's clock, moved on by ``pace`` seconds before each turn: what the
+    provider sees of a model that takes that long to answer, without waiting for it."""
+
+    def __init__(self, pace: float) -> None:
+        self.pace = pace
+        self.now = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self) -> None:
+        self.now += self.pace
+
+
+async def turns(
+    folder: Path, roots: list[Path], count: int, *, pace: float = 0.0, watch: bool = True
+) -> tuple[float, float, int]:
+    """Median (CPU, wall) seconds of one text turn with ``roots`` as the skill roots, turns
+    ``pace`` seconds apart as the provider's clock tells, and how many skills the catalog
+    held. ``watch=False``: the provider looks for changes instead of being told (inotify)."""
     profile = write_profile(
         folder,
-        f"""
+        """
         [tether]
-        plugins = ["skills-fs", "skill-tool"]
-        [plugin.skills-fs]
-        roots = [{spelled}]
-        project = false
-        user = false
+        plugins = ["skill-tool"]
         """,
-        name=f"turns-{len(roots)}.toml",
+        name="turns.toml",
     )
-    kernel = load_kernel(profile, entry_points=True)
+    runtime = Runtime(load_kernel(profile, entry_points=True))
+    settings = Settings(roots=tuple(roots), project=False, user=False)
+    clock = PacedClock(pace)
+    # The provider the skills-fs plugin would make, with the paced clock (its only reading of
+    # time: the mtime trust of a root uses the wall clock, and the roots are aged past it).
+    runtime.skills.register_provider(
+        lambda control: FileSystemSkillProvider(settings, clock=clock, watch=watch),
+        name="skills-fs",
+    )
     model = FunctionModel(answer)
-    agent = await compose_agent(kernel, MemoryStore(), model=model)
+    agent = await compose_agent(runtime, MemoryStore(), model=model)
     cpu: list[float] = []
     wall: list[float] = []
     async with agent:
@@ -167,6 +207,7 @@ async def turns(folder: Path, roots: list[Path], count: int) -> tuple[float, flo
         )
         gc.collect()
         for _ in range(count):
+            clock.tick()
             start_cpu, start_wall = time.process_time(), time.perf_counter()
             await agent.run("hi")
             cpu.append(time.process_time() - start_cpu)
@@ -178,7 +219,7 @@ async def turns(folder: Path, roots: list[Path], count: int) -> tuple[float, flo
 async def full_check(folder: Path, roots: list[Path], count: int) -> float:
     """Median wall seconds of ``changed()`` when it looks at every skill file."""
     settings = Settings(roots=tuple(roots), project=False, user=False)
-    provider = FileSystemSkillProvider(settings, full_check_seconds=0)
+    provider = FileSystemSkillProvider(settings, full_check_seconds=0, watch=False)
     await provider.list(cwd=folder)
     samples: list[float] = []
     for _ in range(count):
@@ -200,10 +241,15 @@ def main() -> None:
         with scenario("listing and loading skills"):
             result = anyio.run(measure, folder, args.runs)
         roots = [folder / f"root{n}" for n in range(3)]
+        paced = functools.partial(turns, pace=PACE)
         with scenario("turns without skills"):
-            bare = anyio.run(turns, folder, [folder / "empty"], args.turns)
-        with scenario("turns with every skill"):
-            full = anyio.run(turns, folder, roots, args.turns)
+            bare = anyio.run(paced, folder, [folder / "empty"], args.turns)
+        with scenario("turns with every skill, back to back"):
+            quick = anyio.run(turns, folder, roots, args.turns)
+        with scenario("turns with every skill, at a model's pace"):
+            full = anyio.run(paced, folder, roots, args.turns)
+        with scenario("turns with every skill, at a model's pace, unwatched"):
+            looked = anyio.run(functools.partial(paced, watch=False), folder, roots, args.turns)
         with scenario("the full skill check"):
             sweep = anyio.run(full_check, folder, roots, 5)
     if full[2] != result["skills"]:
@@ -221,15 +267,21 @@ def main() -> None:
     print(f"{result['skills']} packaged skills over three roots, medians of {args.runs} runs")
     for label, value, ok, budget in checks:
         print(f"  {label:<24} {value:>12}  (budget {budget})  {'ok' if ok else 'OVER'}")
-    print(f"one agent turn (FunctionModel, memory store), medians of {args.turns} turns")
+    print(
+        f"one agent turn (FunctionModel, memory store), medians of {args.turns} turns; "
+        f"'{PACE:g} s apart' moves the skill provider's clock {PACE:g} s before each turn"
+    )
+    skills = f"{full[2]:,} skills"
     for label, (cpu, wall, _skills), budget in (
-        ("no skills installed", bare, None),
-        (f"{full[2]:,} skills installed", full, 1e-3),
+        (f"no skills, {PACE:g} s apart", bare, None),
+        (f"{skills}, back to back", quick, None),
+        (f"{skills}, {PACE:g} s apart", full, 1e-3),
+        (f"{skills}, {PACE:g} s apart, unwatched", looked, None),
     ):
-        verdict = "" if budget is None else "  ok" if max(cpu, wall) <= budget else "  OVER"
-        limit = "" if budget is None else f"  (budget {budget * 1e3:g} ms)"
-        print(f"  {label:<24} CPU {cpu * 1e3:8.3f} ms  wall {wall * 1e3:8.3f} ms{limit}{verdict}")
-    print(f"  + the full check, one turn in 5 s at most     wall {sweep * 1e3:8.3f} ms")
+        verdict = "" if budget is None else "  ok" if cpu <= budget else "  OVER"
+        limit = "" if budget is None else f"  (CPU budget {budget * 1e3:g} ms)"
+        print(f"  {label:<36} CPU {cpu * 1e3:8.3f} ms  wall {wall * 1e3:8.3f} ms{limit}{verdict}")
+    print(f"  the full check of every skill file, unwatched        wall {sweep * 1e3:8.3f} ms")
 
 
 if __name__ == "__main__":

@@ -83,8 +83,16 @@ SESSIONS = (
     "yaml",
 )
 #: A run of the quickstart (its tools' schemas are flat; it declares no subagents; its model is
-#: scripted, though the profile loads the openai plugin).
-QUICKSTART_RUN = ("tether.subagents", "jsonschema", "httpx", "tether_openai._model")
+#: scripted, though the profile loads the openai plugin; its skills' frontmatter is plain
+#: ``key: value`` lines, which skills-fs reads without PyYAML).
+QUICKSTART_RUN = (
+    "tether.subagents",
+    "jsonschema",
+    "httpx",
+    "tether_openai._model",
+    "yaml",
+    "frontmatter",
+)
 
 PLUGIN = """
 import tether

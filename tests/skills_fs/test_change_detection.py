@@ -1,4 +1,6 @@
-"""What ``changed()`` sees on each call (root folders), and what only the full check sees.
+"""What ``changed()`` sees on each call (root folders), and what only the full check sees, when
+the provider looks for changes (``watch=False``: not Linux, or inotify refused); what a watched
+provider is told is in test_watched_changes.py.
 
 Folder times are set explicitly with ``os.utime`` (a minute old) rather than by sleeping: a
 folder changed less than :data:`MTIME_GRANULARITY_NS` before a read is not trusted, and the
@@ -46,7 +48,7 @@ def clock() -> Clock:
 @pytest.fixture
 def provider(root: Path, clock: Clock) -> FileSystemSkillProvider:
     settings = Settings(roots=(root,), project=False, user=False)
-    return FileSystemSkillProvider(settings, full_check_seconds=5, clock=clock)
+    return FileSystemSkillProvider(settings, full_check_seconds=5, clock=clock, watch=False)
 
 
 def age(*paths: Path, seconds: float = 60) -> None:
@@ -124,7 +126,7 @@ async def test_full_check_seconds_zero_reads_every_file_on_every_call(
     root: Path, tmp_path: Path
 ) -> None:
     settings = Settings(roots=(root,), project=False, user=False)
-    provider = FileSystemSkillProvider(settings, full_check_seconds=0)
+    provider = FileSystemSkillProvider(settings, full_check_seconds=0, watch=False)
     path = write_skill(root, "steady")
     age(root)
     await provider.list(cwd=tmp_path)

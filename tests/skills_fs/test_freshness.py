@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -21,9 +22,11 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "skills"
 
 
-@pytest.fixture
-def provider(root: Path) -> FileSystemSkillProvider:
-    return FileSystemSkillProvider(Settings(roots=(root,), project=False, user=False))
+@pytest.fixture(params=[True, False], ids=["watched", "unwatched"])
+def provider(root: Path, request: pytest.FixtureRequest) -> FileSystemSkillProvider:
+    """Told of changes (inotify, where there is one) and looking for them: both see them."""
+    settings = Settings(roots=(root,), project=False, user=False)
+    return FileSystemSkillProvider(settings, watch=cast(bool, request.param))
 
 
 @pytest.fixture

@@ -1,11 +1,13 @@
 """Splitting a skill file into YAML frontmatter and body, and reading the YAML quickly.
 
-python-frontmatter's YAML handler does the splitting, with exact ``---`` fences. Loading has a
-fast path: most skill frontmatter is plain ``key: value`` lines (and one level of nested
-``key: value`` under a ``metadata:`` line) whose values PyYAML would read as strings; those are
-read directly, which is several times faster than building PyYAML's node graph. Anything else
-(flow collections, block scalars, anchors, numbers, booleans, comments, escapes...) goes to
-PyYAML's C loader, so the result is always what ``yaml.safe_load`` would return.
+The splitting is python-frontmatter's (its YAML handler's two lines), with exact ``---``
+fences. Loading has a fast path: most skill frontmatter is plain ``key: value`` lines (and one
+level of nested ``key: value`` under a ``metadata:`` line) whose values PyYAML would read as
+strings; those are read directly, which is several times faster than building PyYAML's node
+graph. Anything else (flow collections, block scalars, anchors, numbers, booleans, comments,
+escapes...) goes to PyYAML's C loader, so the result is always what ``yaml.safe_load`` would
+return. PyYAML is imported for the first frontmatter the fast path cannot read, not before: a
+catalog of plain skills never pays for its import (issue 39's startup figures).
 
 What PyYAML returns may be far larger than the text: aliases share one value many times (an
 "alias bomb" of a few hundred bytes stands for billions of values) and may even make a value
@@ -19,21 +21,16 @@ import re
 from collections.abc import Collection
 from typing import Any, cast
 
-import yaml
-from frontmatter.default_handlers import YAMLHandler
-
 __all__ = (
     "FRONTMATTER_MAX_CHARS",
     "FRONTMATTER_MAX_DEPTH",
     "FRONTMATTER_MAX_VALUES",
-    "YAMLError",
+    "FrontmatterYAMLError",
     "expansion_problem",
     "load_frontmatter",
     "quote_colon_values",
     "split_frontmatter",
 )
-
-YAMLError = yaml.YAMLError
 
 #: Frontmatter values (keys, items, scalars) counted with aliases written out. The budget is
 #: this or the frontmatter's length, whichever is larger: text without aliases never exceeds it.
@@ -42,9 +39,6 @@ FRONTMATTER_MAX_VALUES = 10_000
 FRONTMATTER_MAX_CHARS = 1_000_000
 #: Nesting levels; aliases can nest a value deeper than libyaml's own limit (1000).
 FRONTMATTER_MAX_DEPTH = 100
-
-# libyaml when PyYAML was built with it (the pure-Python loader is ten times slower).
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # A key the fast path may read: no YAML 1.1 boolean or null word (those keys are not strings).
 _KEY = r"[A-Za-z_][A-Za-z0-9_-]*"
@@ -61,21 +55,28 @@ _COLON_PAIR = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_-]*):[ \t]+(\S.*?)[ \t]*$")
 _NOT_PLAIN = tuple("'\"|>[{&*!%@`#")
 
 
-class _SkillYAMLHandler(YAMLHandler):
-    """python-frontmatter's YAML handler with exact ``---`` fences and the fast path."""
+#: A frontmatter fence: a line of exactly three dashes (trailing blanks allowed).
+_FENCE = re.compile(r"^---[ \t]*$", re.MULTILINE)
 
-    FM_BOUNDARY = re.compile(r"^---[ \t]*$", re.MULTILINE)
 
-    def load(self, fm: str, **kwargs: object) -> Any:
-        fast = _fast_load(fm)
-        return fast if fast is not None else _slow_load(fm)
+class FrontmatterYAMLError(ValueError):
+    """PyYAML refused the frontmatter; ``problem`` and ``problem_mark`` are its error's."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.problem: str | None = getattr(error, "problem", None)
+        self.problem_mark: Any = getattr(error, "problem_mark", None)
 
 
 def _slow_load(fm: str) -> Any:
-    return yaml.load(fm, Loader=_LOADER)
+    import yaml  # only for what the fast path cannot read
 
-
-_HANDLER = _SkillYAMLHandler()
+    # libyaml when PyYAML was built with it (the pure-Python loader is ten times slower).
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(fm, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise FrontmatterYAMLError(exc) from exc
 
 
 def split_frontmatter(text: str) -> tuple[str | None, str] | None:
@@ -83,17 +84,20 @@ def split_frontmatter(text: str) -> tuple[str | None, str] | None:
 
     Returns ``None`` when a frontmatter is opened by ``---`` but never closed.
     """
-    if not _HANDLER.detect(text):
+    if not _FENCE.match(text):
         return None, text
-    try:
-        return _HANDLER.split(text)
-    except ValueError:
+    parts = _FENCE.split(text, 2)
+    if len(parts) != 3:
         return None
+    _before, fm, body = parts
+    return fm, body
 
 
 def load_frontmatter(fm: str) -> Any:
-    """What ``yaml.safe_load(fm)`` returns; raises :data:`YAMLError`."""
-    return _HANDLER.load(fm)
+    """What ``yaml.safe_load(fm)`` returns; raises :class:`FrontmatterYAMLError` (a
+    ``ValueError``) where it raises ``yaml.YAMLError``, and what it raises otherwise."""
+    fast = _fast_load(fm)
+    return fast if fast is not None else _slow_load(fm)
 
 
 def _scalar(value: str | None) -> tuple[bool, str | None]:

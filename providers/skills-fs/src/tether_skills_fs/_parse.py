@@ -18,7 +18,6 @@ from typing import Any, cast
 from tether.skills import SKILL_NAME_MAX, InvocationPolicy, is_skill_name
 
 from ._frontmatter import (
-    YAMLError,
     expansion_problem,
     load_frontmatter,
     quote_colon_values,
@@ -181,9 +180,10 @@ def _retry_quoted(frontmatter: str, error: Exception, notes: list[tuple[str, str
 def _load_yaml(frontmatter: str, notes: list[tuple[str, str]]) -> dict[str, Any]:
     try:
         data = load_frontmatter(frontmatter)
-    except (YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        # Beyond YAML errors, PyYAML raises whatever building a value raises: ValueError for
-        # a date like 2024-13-01 or !!float x. Any of them means the YAML cannot be read.
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # Beyond YAML errors (FrontmatterYAMLError, a ValueError), PyYAML raises whatever
+        # building a value raises: ValueError for a date like 2024-13-01 or !!float x. Any of
+        # them means the YAML cannot be read.
         data = _retry_quoted(frontmatter, exc, notes)
     problem = expansion_problem(data, len(frontmatter))
     if problem is not None:

@@ -30,8 +30,20 @@ from ._diagnose import diagnose
 from ._layout import SKILL_FILES
 from ._parse import ParsedSkill
 from ._roots import PROJECT_SOURCE_PREFIX, inside, project_root
-from ._scan import Fingerprint, RootState, fingerprint, quick_check, read_skill, scan, verify_root
+from ._scan import (
+    Fingerprint,
+    RootState,
+    fingerprint,
+    folder_identity,
+    identity,
+    quick_check,
+    read_skill,
+    root_keys,
+    scan,
+    verify_root,
+)
 from ._settings import Settings
+from ._watch import FolderWatch, open_watch
 
 __all__ = ("FULL_CHECK_SECONDS", "PROVIDER_NAME", "FileSystemSkillProvider")
 
@@ -41,8 +53,10 @@ log = logging.getLogger("tether.skills.fs")
 PROVIDER_NAME = "skills-fs"
 #: Listings remembered, one per working directory (the registry's cache holds as many).
 _LISTINGS = 128
-#: How often at most ``changed`` also looks at every skill file (one ``stat`` each), to see
-#: files edited in place; in between it looks at the root folders only.
+#: How often at most ``changed`` makes its full check. Unwatched, it looks at every skill file
+#: (one ``stat`` each), to see files edited in place; in between it looks at the root folders
+#: only. Watched (``_watch.py``), it asks again which roots the working directory has (a new
+#: project root, ``$HOME`` moved, a ``pkg:`` package installed), which no watch reports.
 FULL_CHECK_SECONDS = 5.0
 
 
@@ -55,7 +69,34 @@ class _Listing:
     checked: float
     """When every skill file was last compared (the provider's clock)."""
     stale: bool = False
-    """A loaded skill no longer matched what was listed."""
+    """A loaded skill no longer matched what was listed, or a watch reported a change."""
+    watching: bool = False
+    """Whether changes are reported (``_watch.py``); if not, ``changed`` looks for them."""
+    watched: frozenset[str] = frozenset()
+    """Of a watched listing, the root folders watched since before they were read."""
+    identities: tuple[tuple[int, int, int] | None, ...] = ()
+    """Of a watched listing, per root of :attr:`roots`, the folder's device, inode and mode
+    from just before it was read: a root replaced by a folder elsewhere (a symlink pointed
+    anew) is not an event of any watch."""
+
+    def sees(self, path: str) -> bool:
+        """Whether a change of the watched ``path`` (a root, a skill folder in one, or a skill
+        file in one of those) concerns this listing."""
+        parent = os.path.dirname(path)
+        return (
+            path in self.watched
+            or parent in self.watched
+            or os.path.dirname(parent) in self.watched
+        )
+
+
+@dataclass(eq=False)
+class _Reported:
+    """What the watch reported while a listing was being read (another task's ``changed``
+    took it): the new listing must see it too, once it exists."""
+
+    paths: set[str]
+    overflow: bool = False
 
 
 class FileSystemSkillProvider:
@@ -66,8 +107,14 @@ class FileSystemSkillProvider:
     ``changed`` tells the registry, from ``stat`` alone, whether the last listing for a working
     directory is stale; ``diagnose`` gives ``tether check`` advice about the roots.
 
-    ``full_check_seconds`` is how often at most ``changed`` looks at every skill file (``0``:
-    on every call); ``clock`` measures it (``time.monotonic``).
+    Where the system can tell of changes (Linux's inotify), each root and skill folder is
+    watched from just before it is read, and ``changed`` reads what was reported: its cost does
+    not grow with the number of skills. ``watch=False``, or where that is not available, it
+    looks for changes itself.
+
+    ``full_check_seconds`` is how often at most ``changed`` makes its full check (``0``: on
+    every call): unwatched, every skill file is looked at; watched, which roots there are.
+    ``clock`` measures it (``time.monotonic``).
     """
 
     def __init__(
@@ -77,6 +124,7 @@ class FileSystemSkillProvider:
         name: str = PROVIDER_NAME,
         full_check_seconds: float = FULL_CHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        watch: bool = True,
     ) -> None:
         seconds = cast(object, full_check_seconds)  # a caller's value is checked, not trusted
         if (
@@ -93,11 +141,21 @@ class FileSystemSkillProvider:
         self._full_check = float(full_check_seconds)
         self._clock = clock
         self._listings: OrderedDict[str, _Listing] = OrderedDict()
+        self._watch_wanted = watch
+        self._watch: FolderWatch | None = None
+        self._reading: list[_Reported] = []
+        """One per ``list`` in progress."""
 
     @property
     def name(self) -> str:
         """The provider's name (``skills-fs``); candidates carry it."""
         return self._name
+
+    @property
+    def watching(self) -> bool:
+        """Whether changes are reported to this provider (inotify) rather than looked for: an
+        edit in place is then seen at the next ``changed`` call, not the next full check."""
+        return self._watch is not None and not self._watch.full
 
     @property
     def settings(self) -> Settings:
@@ -111,9 +169,29 @@ class FileSystemSkillProvider:
         (permissions, I/O errors). Every entry left out is in ``skipped``, with the reason.
         """
         started = self._clock()
-        result = await anyio.to_thread.run_sync(partial(scan, self._settings, cwd, self._name))
+        watch = self._open_watch()
+        # What was reported so far is seen by this read; the other listings take their share
+        # now, so that it does not make the new listing look stale at the next call.
+        self._take_events()
+        read = partial(scan, self._settings, cwd, self._name, watch.add if watch else None)
+        reported = _Reported(set())
+        self._reading.append(reported)
+        try:
+            result = await anyio.to_thread.run_sync(read)
+        finally:
+            self._reading.remove(reported)
         key = str(cwd)
-        self._listings[key] = _Listing(result.roots, tuple(result.fingerprint), started)
+        listing = _Listing(result.roots, tuple(result.fingerprint), started)
+        if watch is not None and not watch.full:
+            listing.watching = True
+            listing.watched = frozenset(result.watched)
+            listing.identities = tuple(identity(root.mark) for root in result.roots)
+            listing.stale = (
+                result.missed
+                or reported.overflow
+                or any(listing.sees(path) for path in reported.paths)
+            )
+        self._listings[key] = listing
         self._listings.move_to_end(key)
         while len(self._listings) > _LISTINGS:
             self._listings.popitem(last=False)
@@ -123,6 +201,22 @@ class FileSystemSkillProvider:
             skipped=tuple(result.skipped),
             searched=tuple(result.searched),
         )
+
+    def _open_watch(self) -> FolderWatch | None:
+        if self._watch is None and self._watch_wanted:
+            self._watch = open_watch()
+            self._watch_wanted = self._watch is not None  # tried once: not there
+        return self._watch
+
+    def close(self) -> None:
+        """Stop watching the folders (the descriptor is also closed when the provider is
+        collected); later listings are not watched."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self._watch_wanted = False
+        for listing in self._listings.values():
+            listing.stale = True  # no watch reports its changes any more
 
     async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None:
         """Read the candidate's file again; ``None`` if it is gone or no longer a valid skill.
@@ -243,12 +337,18 @@ class FileSystemSkillProvider:
         worker thread. At most every ``full_check_seconds``: every skill file as well (an edit
         in place changes no folder). A loaded skill whose file no longer matches its listing
         makes the next call ``True``.
+
+        A watched listing (see the class) costs a ``read`` of the reported events, a ``stat``
+        of each root that could not be watched (missing, unreadable), and, at most every
+        ``full_check_seconds``, finding the roots again; no skill file is looked at.
         """
         listing = self._listings.get(str(cwd))
         if listing is None:
             return False
         if listing.stale:
             return True
+        if listing.watching:
+            return self._reported(listing, cwd)
         started = self._clock()
         if started - listing.checked >= self._full_check:
             current = await anyio.to_thread.run_sync(fingerprint, self._settings, cwd)
@@ -266,4 +366,38 @@ class FileSystemSkillProvider:
             if state is None:
                 return True
             listing.roots[index] = state
+        return False
+
+    def _take_events(self) -> None:
+        """Read what the watch reported and mark the listings it concerns stale."""
+        if self._watch is None:
+            return
+        paths, overflow = self._watch.drain()
+        if overflow or paths:
+            for reported in self._reading:
+                reported.paths |= paths
+                reported.overflow = reported.overflow or overflow
+            for each in self._listings.values():
+                if each.watching and (overflow or any(each.sees(path) for path in paths)):
+                    each.stale = True
+
+    def _reported(self, listing: _Listing, cwd: Path) -> bool:
+        """``changed`` of a watched listing."""
+        if self._watch is None:
+            return True
+        self._take_events()
+        if listing.stale:
+            return True
+        for root, known in zip(listing.roots, listing.identities, strict=True):
+            if root.path not in listing.watched and folder_identity(root.path) != known:
+                return True  # a root created, or readable again
+        started = self._clock()
+        if started - listing.checked >= self._full_check:
+            keys = tuple(key for key, _marks in listing.fingerprint)
+            if root_keys(self._settings, cwd) != keys:
+                return True
+            for root, known in zip(listing.roots, listing.identities, strict=True):
+                if folder_identity(root.path) != known:
+                    return True  # a root is another folder now (a symlink pointed anew)
+            listing.checked = started
         return False

@@ -26,7 +26,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -44,15 +44,20 @@ from ._layout import LOOP, SKILL_FILES, Entry, list_entries
 from ._parse import ParsedSkill, SkillFileInvalid, parse_skill
 from ._roots import Root, find_roots, inside
 from ._settings import Settings
+from ._watch import WatchKind
 
 __all__ = (
     "MTIME_GRANULARITY_NS",
     "Fingerprint",
     "RootState",
     "Scan",
+    "Watcher",
     "fingerprint",
+    "folder_identity",
+    "identity",
     "quick_check",
     "read_skill",
+    "root_keys",
     "scan",
     "verify_root",
 )
@@ -86,6 +91,9 @@ _FolderMark = tuple[int, int, int, int, int] | _Failure | None
 #: A root's part of the fingerprint: per entry ``(name, mark)``; ``None`` when the root is
 #: missing, or the failure mark.
 _RootMarks = tuple[tuple[str, _EntryMark], ...] | _Failure | None
+#: Adds a watch on a path before the scan reads it (:meth:`._watch.FolderWatch.add`); ``False``
+#: when the path cannot be watched.
+Watcher = Callable[[str, WatchKind], bool]
 #: Per root: ``(folder, its part)``; a root that was not found is recorded by its label.
 Fingerprint = tuple[tuple[str, _RootMarks], ...]
 
@@ -129,6 +137,10 @@ class Scan:
     """Per root folder that was found, what :func:`quick_check` compares."""
     searched: list[SkillLocation] = field(default_factory=list[SkillLocation])
     """Where the scan looked, root by root, and what it found there."""
+    watched: set[str] = field(default_factory=set[str])
+    """The root folders a watch was added on before they were read."""
+    missed: bool = False
+    """A watched skill file changed between its read and its watch: the read is stale."""
     seen: set[str] = field(default_factory=set[str])
     """The skill files listed so far, symlinks resolved: a skill linked into two roots (the
     same folder in ``.agents/skills`` and ``.claude/skills``) is listed once, silently."""
@@ -286,9 +298,18 @@ def _outside_root(folder: Path, boundary: str | None) -> bool:
     return boundary is not None and os.path.exists(folder) and not inside(str(folder), boundary)
 
 
-def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, result: Scan) -> _State:
+def _scan_root(
+    root: Root,
+    folder: Path,
+    settings: Settings,
+    provider: str,
+    result: Scan,
+    watch: Watcher | None,
+) -> _State:
     """Read one root into ``result``; returns what became of it."""
     limit = settings.max_skills_per_root
+    if watch is not None and watch(str(folder), "root"):  # before the read: nothing is missed
+        result.watched.add(str(folder))
     read_ns = time.time_ns()  # before the folder's mark: a later change is never missed
     mark = _folder_mark(str(folder))
     if _outside_root(folder, root.boundary):
@@ -313,11 +334,17 @@ def _scan_root(root: Root, folder: Path, settings: Settings, provider: str, resu
             "raise max_skills_per_root in [plugin.skills-fs]",
         )
     flat_base = DirectoryResources(path=str(folder))
+    real_root = os.path.realpath(folder) if watch is not None else ""
     marks: list[tuple[str, _EntryMark]] = []
     unlisted: list[tuple[tuple[str, ...], _EntryMark]] = []
     for entry in entries:
         listed = len(result.candidates)
-        marks.append((entry.name, _scan_entry(entry, root, settings, provider, result, flat_base)))
+        if watch is not None and not entry.flat:
+            watch(entry.path, "folder")  # may fail (gone since listed): the root's watch sees it
+        entry_mark = _scan_entry(entry, root, settings, provider, result, flat_base)
+        if watch is not None and isinstance(entry_mark, tuple):
+            _watch_link(entry, entry_mark, watch, result, real_root)
+        marks.append((entry.name, entry_mark))
         if len(result.candidates) == listed:
             unlisted.append((entry.files, marks[-1][1]))
     recorded = tuple(marks)
@@ -376,6 +403,28 @@ def _scan_entry(
     return mark
 
 
+def _watch_link(
+    entry: Entry, mark: _EntryMark, watch: Watcher, result: Scan, real_root: str
+) -> None:
+    """A skill file that is a symlink lives in a folder no watch covers: watch the file it
+    leads to, and if it changed since it was read, say the read is stale."""
+    if entry.flat:
+        plain: tuple[str, ...] = (os.path.join(real_root, entry.name),)
+    else:
+        plain = tuple(os.path.join(real_root, entry.name, name) for name in SKILL_FILES)
+    if any(path in result.seen for path in plain):
+        return  # listed, and its real path is its path under the root: no link on the way
+    for file in entry.files:
+        try:
+            if not stat.S_ISLNK(os.lstat(file).st_mode):
+                return
+        except OSError:
+            continue
+        if not watch(file, "file") or _stat_mark(file) != mark:
+            result.missed = True
+        return
+
+
 def _leaving_file(entry: Entry, boundary: str) -> str | None:
     """The skill file (or folder) of ``entry`` that leads outside ``boundary``, if one does."""
     for file in entry.files:
@@ -386,8 +435,11 @@ def _leaving_file(entry: Entry, boundary: str) -> str | None:
     return None
 
 
-def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
-    """Read every root visible from ``cwd``: candidates in rank order, then name order."""
+def scan(settings: Settings, cwd: Path, provider: str, watch: Watcher | None = None) -> Scan:
+    """Read every root visible from ``cwd``: candidates in rank order, then name order.
+
+    With ``watch``, each root folder and skill folder (and skill file that is a symlink) is
+    watched just before it is read."""
     result = Scan()
     for root in find_roots(settings, cwd):
         if root.path is None:
@@ -399,7 +451,7 @@ def scan(settings: Settings, cwd: Path, provider: str) -> Scan:
             )
             continue
         before = len(result.candidates)
-        state = _scan_root(root, root.path, settings, provider, result)
+        state = _scan_root(root, root.path, settings, provider, result, watch)
         found = len(result.candidates) - before
         place = str(root.path) if root.source != "package" else f"{root.label} ({root.path})"
         result.searched.append(
@@ -429,6 +481,24 @@ def fingerprint(settings: Settings, cwd: Path) -> Fingerprint:
         limit = settings.max_skills_per_root
         marks.append((str(root.path), _root_marks(root.path, limit, root.boundary)))
     return tuple(marks)
+
+
+def root_keys(settings: Settings, cwd: Path) -> tuple[str, ...]:
+    """Which roots :func:`scan` would read from ``cwd``, as its fingerprint names them: a few
+    ``stat`` calls (the project root, the home folder, ``pkg:`` packages), no skill's."""
+    return tuple(
+        root.label if root.path is None else str(root.path) for root in find_roots(settings, cwd)
+    )
+
+
+def identity(mark: _FolderMark) -> tuple[int, int, int] | None:
+    """``(device, inode, mode)`` of a folder's mark; ``None`` when it could not be seen."""
+    return mark[:3] if isinstance(mark, tuple) else None
+
+
+def folder_identity(folder: str) -> tuple[int, int, int] | None:
+    """``(device, inode, mode)`` of ``folder`` now; ``None`` when it cannot be seen."""
+    return identity(_folder_mark(folder))
 
 
 def quick_check(roots: Sequence[RootState]) -> list[int] | None:
