@@ -282,7 +282,7 @@ async def check_sendable(store: SessionStore, header: SessionHeader) -> None:
     started by a person (``UNAUTHORIZED``), and it is a continuable child (``NOT_RESUMABLE``
     for a one-shot child). Checked before anything is posted."""
     from ..errors import ErrorCode, SubagentError
-    from ..subagents import find_continuable_descriptor
+    from ..subagents.local import find_continuable_descriptor
 
     root = await store.header(await root_of(store, header.id))
     if root.origin != "user":
