@@ -52,6 +52,7 @@ NO_PROFILE = (
     "tether.runtime",
     "tether.skills",
     "tether.subagents",
+    "tether.specialists",
     "anyio",
     "asyncio",
     "jsonschema",
@@ -67,6 +68,7 @@ PROFILE_ONLY = (
     "tether.runtime",
     "tether.skills",
     "tether.subagents",
+    "tether.specialists",
     "anyio",
     "asyncio",
     "sqlite3",
@@ -79,12 +81,19 @@ SESSIONS = (
     "tether.runtime",
     "tether.skills",
     "tether.subagents",
+    "tether.specialists",
     "jsonschema",
     "yaml",
 )
 #: A run of the quickstart (its tools' schemas are flat; it declares no subagents; its model is
 #: scripted, though the profile loads the openai plugin).
-QUICKSTART_RUN = ("tether.subagents", "jsonschema", "httpx", "tether_openai._model")
+QUICKSTART_RUN = (
+    "tether.subagents",
+    "tether.specialists",
+    "jsonschema",
+    "httpx",
+    "tether_openai._model",
+)
 
 PLUGIN = """
 import tether
