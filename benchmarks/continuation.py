@@ -52,7 +52,8 @@ from tether.agents import Agent, AgentLimits, new_header
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime, compose_agent
 from tether.store import Event, InboxAccepted, SQLiteStore, UserMessage
-from tether.subagents import SubagentEvent, SubagentStartRequest, restore_local_child
+from tether.subagents import SubagentEvent, SubagentStartRequest
+from tether.subagents.local import restore_local_child
 from tether.testing import write_profile
 
 NOTICE = "Background subagent "

@@ -136,7 +136,7 @@ from pathlib import Path
 
 import anyio
 from tether.models import ModelResponse, ToolCall
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 
 READY = Path(__file__).with_name("ready.fifo")
 

@@ -12,8 +12,7 @@ from tether.agents import PermissionDesk, PermissionQuestion, Tool
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import compose_agent
 from tether.store import MemoryStore, ToolResult
-from tether.subagents import DELEGATION_NOTE
-from tether.subagents.notices import APPROVAL_NOTES
+from tether.subagents.notices import APPROVAL_NOTES, DELEGATION_NOTE
 from tether.testing import make_runtime, scaled, write_profile
 
 pytestmark = pytest.mark.anyio

@@ -38,7 +38,7 @@ from tether.cli._run import (
 from tether.models import FunctionModel, ModelDelta, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime
 from tether.store import AssistantMessage, MemoryStore
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_kernel, scaled, write_profile
 
 #: Generous: the suite runs on a busy 2-core machine.

@@ -52,6 +52,7 @@ NO_PROFILE = (
     "tether.runtime",
     "tether.skills",
     "tether.subagents",
+    "tether.specialists",
     "anyio",
     "asyncio",
     "jsonschema",
@@ -67,6 +68,7 @@ PROFILE_ONLY = (
     "tether.runtime",
     "tether.skills",
     "tether.subagents",
+    "tether.specialists",
     "anyio",
     "asyncio",
     "sqlite3",
@@ -79,6 +81,7 @@ SESSIONS = (
     "tether.runtime",
     "tether.skills",
     "tether.subagents",
+    "tether.specialists",
     "jsonschema",
     "yaml",
 )
@@ -87,6 +90,7 @@ SESSIONS = (
 #: ``key: value`` lines, which skills-fs reads without PyYAML).
 QUICKSTART_RUN = (
     "tether.subagents",
+    "tether.specialists",
     "jsonschema",
     "httpx",
     "tether_openai._model",

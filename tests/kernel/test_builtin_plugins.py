@@ -1,5 +1,6 @@
-"""The kernel's model providers and stores are built-in plugins, loaded as any plugin is; a
-plugin of the profile offers another store prefix through ``tether_store_providers``."""
+"""The kernel's model providers, stores and declared subagents are built-in plugins, loaded as
+any plugin is; a plugin of the profile offers another store prefix through
+``tether_store_providers``."""
 
 from __future__ import annotations
 
@@ -58,6 +59,16 @@ class Memory:
         return [StoreProvider("memory", self.open)]
 
 
+#: A profile one agent of which declares another as its subagent.
+SPECIALISTS = """
+[tether]
+[agent.main]
+subagents = ["writer"]
+[agent.writer]
+description = "Writes short texts."
+"""
+
+
 def test_every_global_layer_ends_with_the_builtin_plugins(tether_kernel):
     kernel = tether_kernel(
         '[tether]\nplugins = ["shelf"]\n[agent.main]\n', {"shelf": ShelfPlugin()}
@@ -68,21 +79,71 @@ def test_every_global_layer_ends_with_the_builtin_plugins(tether_kernel):
 
 
 def test_builtin_plugins_are_registered_as_entries_of_tether(tether_kernel):
-    kernel = tether_kernel("[tether]\n")
+    kernel = tether_kernel(SPECIALISTS)
     builtins = [p for p in kernel.plugins if p.entry.builtin]
     assert [p.entry.value for p in builtins] == list(BUILTIN_PLUGINS.values())
-    assert [p.hooks for p in builtins] == [("tether_model_providers",), ("tether_store_providers",)]
+    assert [p.hooks for p in builtins] == [
+        ("tether_model_providers",),
+        ("tether_store_providers",),
+        ("tether_pre_step", "tether_preset_tools", "tether_subagent_providers"),
+    ]
     assert {p.entry.source for p in builtins} == {"built-in plugin"}
     assert {(p.entry.distribution, p.entry.version) for p in builtins} == {
         ("tether", tether.__version__)
     }
-    assert [p.settings for p in builtins] == [None, None]
+    assert [p.settings for p in builtins] == [None, None, None]
 
 
 def test_autoload_off_keeps_the_builtin_plugins(tether_profile):
     kernel = tether.load_kernel(tether_profile("[tether]\n"), entry_points=False)
-    assert [e.name for e in kernel.catalog.builtins()] == ["tether.models", "tether.store"]
+    assert [e.name for e in kernel.catalog.builtins()] == [
+        "tether.models",
+        "tether.store",
+        "tether.specialists",
+    ]
     assert kernel.catalog.names() == []  # a profile cannot name them
+
+
+def test_the_specialists_plugin_is_loaded_only_when_an_agent_declares_subagents(tether_kernel):
+    plain = tether_kernel('[tether]\n[agent.main]\n[agent.writer]\ndescription = "Writes."\n')
+    assert [p.name for p in plain.plugins] == ["tether.models", "tether.store"]
+    declaring = tether_kernel(SPECIALISTS)
+    assert [(p.name, p.scope_id) for p in declaring.plugins] == [
+        ("tether.models", "global"),
+        ("tether.store", "global"),
+        ("tether.specialists", "global"),
+    ]
+    # Its provider is offered like any plugin's, and checked against what it declares at load.
+    (specialists,) = [p for p in declaring.plugins if p.name == "tether.specialists"]
+    assert [(o.kind, o.name) for o in specialists.offers] == [
+        ("subagent provider", "tether.specialist")
+    ]
+    assert "continuable" in specialists.offers[0].capabilities
+
+
+def test_the_specialists_plugin_offers_a_declaring_agent_its_tools_through_hooks(tether_kernel):
+    from tether.runtime import Runtime
+    from tether.specialists import TASK_TOOLS, TASKS_NOTE
+
+    runtime = Runtime(tether_kernel(SPECIALISTS))
+    main = runtime.preset("main")
+    assert main.tools.names() == ["writer", *TASK_TOOLS]
+    assert main.tool_layers[0][0][0] == "tether.specialists"
+    assert TASKS_NOTE in main.pre_steps
+    assert runtime.preset("writer").tools.names() == []  # it declares no subagents
+    assert [p.name for p in runtime.subagents.providers()] == ["tether.specialist"]
+    assert runtime.delegates
+
+
+def test_naming_the_specialists_plugin_in_the_profile_is_refused(tether_profile):
+    path = tether_profile('[tether]\nplugins = ["tether.specialists"]\n')
+    with pytest.raises(PluginError) as info:
+        tether.load_kernel(path, entry_points=False)
+    assert info.value.code is ErrorCode.DUPLICATE_PLUGIN
+    assert info.value.message == (
+        'plugin "tether.specialists" is built in: a kernel loads it in the global layer when '
+        "some agent declares subagents"
+    )
 
 
 def test_builtin_plugins_are_traced_like_any_plugin(tether_profile, monkeypatch, capsys):

@@ -10,8 +10,9 @@ from tether.errors import ErrorCode
 from tether.loading import BUILTIN_PLUGINS
 from tether.testing import make_kernel
 
-#: Every global layer ends with the built-in plugins.
-BUILTIN = list(BUILTIN_PLUGINS)
+#: Every global layer ends with the built-in plugins (``tether.specialists`` only when an agent
+#: declares subagents, which no profile here does).
+BUILTIN = [name for name in BUILTIN_PLUGINS if name != "tether.specialists"]
 
 
 class Settings(tether.PluginSettings):

@@ -23,8 +23,10 @@ ROOT = Path(tether.__file__).parent
 #: store, and ``load_kernel`` above them. ``tether.subagents._types`` is the delegation
 #: contract, which the load-time capability check holds offers to, so it sits with the
 #: capabilities, below the subagent service. ``tether.hookspecs`` imports nothing of tether when
-#: it runs, so the built-in plugins of ``tether.models`` and ``tether.store`` can mark their
-#: hooks with it.
+#: it runs, so the built-in plugins of ``tether.models``, ``tether.store`` and
+#: ``tether.specialists`` can mark their hooks with it. ``tether.specialists`` (declared
+#: subagents and the task tools) is built on the subagent service and kit, and nothing below
+#: the command line imports it: the kernel loads it by name, as a plugin.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tether._version", "tether.errors", "tether._files", "tether._exceptions", "tether._lazy"),
     (
@@ -42,6 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tether.skills",),
     ("tether.agents",),
     ("tether.subagents",),
+    ("tether.specialists",),
     ("tether.runtime",),
     ("tether.testing",),
     ("tether.cli", "tether.__main__"),

@@ -140,3 +140,27 @@ def test_tether_exports_lazily_exactly_its_all():
     lazy = set(vars(tether)["_LAZY"])
     assert lazy == set(tether.__all__) - {"__version__"}
     assert sorted(dir(tether)) == sorted(tether.__all__)
+
+
+#: The most names a package's ``__all__`` may hold (issue 39): a room that outgrows it is split
+#: by audience (``tether.subagents``: its local-child kit went to ``tether.subagents.local``,
+#: the declared subagents and task tools to ``tether.specialists``).
+MOST_PUBLIC_NAMES = {"tether.subagents": 30}
+
+
+@pytest.mark.parametrize("package", sorted(MOST_PUBLIC_NAMES))
+def test_a_package_exports_at_most_its_share_of_public_names(package):
+    exported = _exported(import_module(package))
+    most = MOST_PUBLIC_NAMES[package]
+    assert len(exported) <= most, (
+        f"{package} exports {len(exported)} public names, more than {most}: split it by "
+        "audience (a public sub-namespace) rather than export more"
+    )
+
+
+def test_the_local_child_kit_is_one_sub_namespace_apart_from_the_service():
+    service = set(_exported(import_module("tether.subagents")))
+    kit = set(_exported(import_module("tether.subagents.local")))
+    assert kit, "tether.subagents.local exports nothing"
+    assert service & kit == set()
+    assert {"start_child", "compose_local_child", "LocalChildProvider"} <= kit

@@ -22,8 +22,8 @@ from tether.subagents import (
     SubagentRuntime,
     SubagentStartRequest,
     declared_capabilities,
-    start_local_child,
 )
+from tether.subagents.local import start_local_child
 from tether.testing import make_runtime, write_profile
 
 

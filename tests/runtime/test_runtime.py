@@ -20,7 +20,7 @@ from tether.store import (
     TurnEnded,
     UserMessage,
 )
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import log_problems, scaled
 
 pytestmark = pytest.mark.anyio

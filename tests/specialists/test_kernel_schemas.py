@@ -11,8 +11,8 @@ import pytest
 from tether.agents import Specialist, Tool
 from tether.agents._tools import schema_problem
 from tether.errors import AgentError, ErrorCode
-from tether.subagents import task_tools
-from tether.subagents._specialists import specialist_layer
+from tether.specialists import task_tools
+from tether.specialists._specialists import declared_tools
 
 
 def _kernel_tools() -> list[Tool]:
@@ -20,7 +20,7 @@ def _kernel_tools() -> list[Tool]:
         Specialist("writer", "main.writer", "Writes.", True),
         Specialist("editor", "main.editor", "Edits.", "deferred"),
     ]
-    return [tool for _, tool in specialist_layer(specialists, "main", [])]
+    return list(declared_tools(specialists, "main", []))
 
 
 def test_every_kernel_tool_schema_is_valid_json_schema():

@@ -24,7 +24,7 @@ from tether.agents import Agent
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime, compose_agent
 from tether.store import MemoryStore, SessionStore
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_kernel, scaled, write_profile
 
 PLUGINS: dict[str, object] = {

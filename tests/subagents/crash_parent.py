@@ -29,7 +29,8 @@ import tether_subagent_tools
 from tether.models import FunctionModel, ModelRequest
 from tether.runtime import compose_agent
 from tether.store import SQLiteStore
-from tether.subagents import DELEGATION_NOTE, SubagentStartRequest
+from tether.subagents import SubagentStartRequest
+from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_runtime, scaled, write_profile
 
 PROFILE = """

@@ -14,14 +14,9 @@ from tether.errors import ErrorCode, StoreError, SubagentError
 from tether.models import FunctionModel, ModelRequest
 from tether.runtime import compose_agent
 from tether.store import DescriptorEvent, MemoryStore, SQLiteStore
-from tether.subagents import (
-    CONTINUABLE_DESCRIPTOR,
-    AgentOptions,
-    SubagentStartRequest,
-    compose_local_child,
-    restore_local_child,
-)
+from tether.subagents import AgentOptions, SubagentStartRequest
 from tether.subagents._kit import ChildSpec, find_continuable_descriptor
+from tether.subagents.local import CONTINUABLE_DESCRIPTOR, compose_local_child, restore_local_child
 
 from .conftest import EchoTools
 

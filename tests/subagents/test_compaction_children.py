@@ -44,7 +44,7 @@ from tether.store import (
     TurnEnded,
     UserMessage,
 )
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_kernel, scaled, write_profile
 
 pytestmark = pytest.mark.anyio

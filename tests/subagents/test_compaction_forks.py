@@ -54,7 +54,7 @@ from tether.store import (
     UserMessage,
 )
 from tether.store.replay import fold
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_kernel, scaled, tree_problems, write_profile
 
 from .conftest import Answer, delegate, wait_for_ready

@@ -22,12 +22,9 @@ from tether.store import (
     TurnStarted,
     UserMessage,
 )
-from tether.subagents import (
-    CONTINUABLE_DESCRIPTOR,
-    SubagentCapabilities,
-    SubagentStartRequest,
-    settlement_notice,
-)
+from tether.subagents import SubagentCapabilities, SubagentStartRequest
+from tether.subagents.local import CONTINUABLE_DESCRIPTOR
+from tether.subagents.notices import settlement_notice
 from tether.testing.subagents import LimitedProvider
 
 from .conftest import Brain, last, wait_for

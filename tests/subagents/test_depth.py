@@ -11,11 +11,10 @@ from tether.runtime import compose_agent
 from tether.store import MemoryStore, SQLiteStore
 from tether.subagents import (
     DEFAULT_MAX_DEPTH,
+    SubagentEvent,
     SubagentRuntime,
     SubagentStartRequest,
     child_depth,
-    delegation_depth_of,
-    validate_depth,
 )
 from tether_fork import ForkProvider
 from tether_spawn import SpawnProvider
@@ -32,29 +31,18 @@ async def agent_at_depth(kernel, depth, store=None):
     return await compose_agent(kernel, store, model=FunctionModel(echo_child), session_id=header.id)
 
 
-async def test_delegation_depth_is_the_max_of_header_and_runtime_option(kernel):
-    agent = await agent_at_depth(kernel, 2)
-    assert delegation_depth_of(agent) == 2
-    assert delegation_depth_of(agent, 1) == 2
-    assert delegation_depth_of(agent, 5) == 5
-
-
-@pytest.mark.parametrize("value", [True, False, -1, 1.0, "2", None])
-def test_a_depth_must_be_a_non_negative_int_and_not_a_bool(value):
-    with pytest.raises(SubagentError) as caught:
-        validate_depth(value)
-    assert caught.value.code == ErrorCode.SUBAGENT_INVALID
-
-
-async def test_a_bool_runtime_option_is_rejected(kernel):
+@pytest.mark.parametrize("value", [True, False, -1, 1.0, "2"])
+async def test_a_max_depth_must_be_a_non_negative_int_and_not_a_bool(kernel, value):
     agent = await agent_at_depth(kernel, 0)
     with pytest.raises(SubagentError) as caught:
-        delegation_depth_of(agent, True)  # type: ignore[arg-type]
+        child_depth(agent, value)
     assert caught.value.code == ErrorCode.SUBAGENT_INVALID
+    assert f"max_depth must be a non-negative integer, not {value!r}" in str(caught.value)
 
 
 async def test_a_child_is_one_deeper_than_its_parent(kernel):
     agent = await agent_at_depth(kernel, 2)
+    assert child_depth(agent) == 3
     assert child_depth(agent, None) == 3
     assert child_depth(agent, 3) == 3
     with pytest.raises(SubagentError) as caught:
@@ -123,6 +111,21 @@ async def test_depth_is_never_lowered_on_restart(kernel, tmp_path):
     restarted = await compose_agent(
         kernel, reopened, model=FunctionModel(echo_child), session_id=agent.session_id
     )
-    assert delegation_depth_of(restarted, 0) == 2
-    assert child_depth(restarted, None) == 3
+    assert restarted.header.delegation_depth == 2
+    assert child_depth(restarted) == 3
     await reopened.aclose()
+
+
+async def test_the_start_event_reports_the_depth_the_child_header_records(kernel):
+    parent = await agent_at_depth(kernel, 1)
+    runtime = SubagentRuntime()
+    runtime.register_provider(SpawnProvider())
+    events: list[SubagentEvent] = []
+    runtime.on_event(events.append)
+    async with parent:
+        run = await runtime.start("spawn", SubagentStartRequest(prompt="x", parent=parent))
+        await run.result()
+        await run.dispose()
+    header = await parent.store.header(run.id)
+    assert [(e.kind, e.depth) for e in events] == [("start", 2), ("end", 2)]
+    assert header.delegation_depth == 2

@@ -19,7 +19,8 @@ from tether.agents import Agent
 from tether.loading.capabilities import SUBAGENT_PROVIDER, Offer
 from tether.runtime import Runtime
 from tether.store import SQLiteStore
-from tether.subagents import HostedChildRun, declared_capabilities
+from tether.subagents import declared_capabilities
+from tether.subagents.local import HostedChildRun
 from tether.testing import RuntimeSessionHost, log_problems, make_kernel, scaled, write_profile
 from tether.testing.subagent_provider_conformance import SubagentProviderConformance
 from tether_fork import ForkProvider

@@ -16,13 +16,8 @@ from tether.store import (
     ToolResult,
     UserMessage,
 )
-from tether.subagents import (
-    DELEGATION_NOTE,
-    AgentOptions,
-    SubagentRuntime,
-    SubagentStartRequest,
-)
-from tether.subagents.notices import APPROVAL_NOTES
+from tether.subagents import AgentOptions, SubagentRuntime, SubagentStartRequest
+from tether.subagents.notices import APPROVAL_NOTES, DELEGATION_NOTE
 from tether.testing import write_profile
 from tether_fork import ForkProvider
 from tether_spawn import SpawnProvider

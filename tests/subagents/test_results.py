@@ -8,13 +8,8 @@ import pytest
 
 from tether.errors import ErrorCode, ModelError
 from tether.models import FunctionModel, Message, ModelResponse, ToolCall, Usage
-from tether.subagents import (
-    SubagentResult,
-    SubagentRuntime,
-    SubagentStartRequest,
-    final_output,
-    parse_structured,
-)
+from tether.subagents import SubagentResult, SubagentRuntime, SubagentStartRequest
+from tether.subagents.local import final_output, parse_structured
 from tether_spawn import SpawnProvider
 
 from .conftest import is_child, last, make_parent

@@ -15,8 +15,9 @@ How tether calls hooks (read this before writing one):
 
 Sections follow the lifecycle: *load* hooks run while the profile is being composed, before any
 agent exists. The *command line* hook is apart: it runs without a profile, when a user types a
-command a plugin adds. The kernel's own model providers and session stores are built-in plugins
-(``tether.models``, ``tether.store``) that implement these hooks like any other plugin.
+command a plugin adds. The kernel's own model providers, session stores and declared subagents
+are built-in plugins (``tether.models``, ``tether.store``, ``tether.specialists``) that
+implement these hooks like any other plugin.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .agents import (
+        AgentPreset,
         CompactionStrategy,
         DynamicInstruction,
         PreStep,
@@ -187,6 +189,27 @@ def tether_tools(settings: Any) -> Iterable[Tool]:  # type: ignore[empty-body]
 
 
 @hookspec
+def tether_preset_tools(settings: Any, preset: AgentPreset) -> Iterable[Tool]:  # type: ignore[empty-body]
+    """Offer tools to one agent by what its preset declares (the built-in plugin
+    ``tether.specialists`` offers a tool per declared subagent this way).
+
+    :param settings: this instance's validated settings.
+    :param preset: the :class:`tether.agents.AgentPreset` the runtime has just built: its
+        ``name``, ``scope``, declared subagents (``specialists``) and the tools the plugins
+        offer it (``tools``, ``tool_layers``).
+    :return: an iterable of :class:`tether.agents.Tool` (none for a preset it has nothing for).
+
+    Called once per agent preset a runtime builds (``Runtime.preset``: once per agent of a
+    runtime), for every plugin visible from the preset's scope (its nearest instance), nearest
+    layer first.
+    The tools form a layer of their own, nearest of all: a name another tool of the agent
+    has, or two instances offer, is ``TOOL_INVALID`` (no winner is picked); a tool object the
+    agent has already (the task tools a delegation plugin offers too) is left out. Anything
+    but an iterable of ``Tool`` is ``PLUGIN_CONTRACT_VIOLATION``.
+    """
+
+
+@hookspec
 def tether_tool_sources(settings: Any) -> Iterable[ToolSource]:  # type: ignore[empty-body]
     """Offer tool sources: tools that exist while something runs (an MCP server's), listed
     when an agent is composed rather than at load.
@@ -289,7 +312,9 @@ def tether_skill_providers(settings: Any) -> Iterable[SkillProviderFactory]:  # 
 
 @hookspec
 def tether_subagent_providers(settings: Any) -> Iterable[SubagentProvider]:  # type: ignore[empty-body]
-    """Offer subagent providers (objects implementing :class:`tether.subagents.SubagentProvider`).
+    """Offer subagent providers (objects implementing :class:`tether.subagents.SubagentProvider`;
+    :class:`tether.subagents.local.LocalChildProvider` is the skeleton of one whose children
+    are agents of the profile).
 
     :param settings: this instance's validated settings.
     :return: an iterable of providers, registered by name in ``runtime.subagents``.

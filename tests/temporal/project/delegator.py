@@ -8,7 +8,7 @@ background (a continuable child, with ``background = "continuable"``)."""
 from __future__ import annotations
 
 from tether.models import ModelRequest, ModelResponse, ToolCall
-from tether.subagents import DELEGATION_NOTE
+from tether.subagents.notices import DELEGATION_NOTE
 
 
 def answer(request: ModelRequest) -> ModelResponse:

@@ -5,8 +5,10 @@ Plugins come from four places, and all of them load the same way (see
 
 * the **built-in** plugins, modules of the kernel itself (:data:`BUILTIN_PLUGINS`: the
   ``function:`` and ``scripted:`` model providers, the ``sqlite:`` and ``memory`` session
-  stores). Every kernel loads them into its global layer after the profile's own plugins, so a
-  profile's plugin that offers the same prefix wins; a profile never names them;
+  stores, and the declared subagents with their task tools). A kernel loads them into its
+  global layer after the profile's own plugins, so a profile's plugin that offers the same
+  prefix wins (the declared subagents' only when some agent declares subagents); a profile
+  never names them;
 * the installed entry points of the group ``tether.plugins`` (the entry-point name is the plugin
   name), unless autoload is off;
 * **local** plugins: the ``NAME.py`` files of the profile's ``plugin_dirs``; an agent's own
@@ -44,6 +46,7 @@ __all__ = (
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
     "FIRST_PARTY_PLUGINS",
+    "SPECIALISTS_PLUGIN",
     "PluginCatalog",
     "PluginEntry",
     "builtin_entries",
@@ -68,12 +71,18 @@ FIRST_PARTY_PLUGINS: Mapping[str, str] = {
     "litellm": "tether-litellm",
 }
 
-#: The kernel's own plugins, in the order every kernel loads them (after the profile's global
+#: The kernel's own plugins, in the order a kernel loads them (after the profile's global
 #: plugins): name -> the module that implements their hooks, as an entry point would name it.
+#: ``tether.specialists`` is loaded only for a profile some agent of which declares subagents
+#: (:data:`SPECIALISTS_PLUGIN`); the others by every kernel.
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "tether.models": "tether.models._plugin",
     "tether.store": "tether.store._plugin",
+    "tether.specialists": "tether.specialists._plugin",
 }
+#: The built-in plugin of declared subagents: a profile that declares none does not load it
+#: (it offers a subagent provider, and loading checks every provider against what it declares).
+SPECIALISTS_PLUGIN = "tether.specialists"
 
 
 @dataclass(frozen=True)
@@ -195,9 +204,14 @@ class PluginCatalog:
                     remedy="rename the local or inline plugin, or uninstall the distribution "
                     "(uv remove DIST); the built-in plugin is loaded without being named",
                 )
+            when = (
+                "a kernel loads it in the global layer when some agent declares subagents"
+                if name == SPECIALISTS_PLUGIN
+                else "every kernel loads it in the global layer"
+            )
             raise PluginError(
                 ErrorCode.DUPLICATE_PLUGIN,
-                f'plugin "{name}" is built in: every kernel loads it in the global layer',
+                f'plugin "{name}" is built in: {when}',
                 file=file,
                 key=key,
                 plugin=name,

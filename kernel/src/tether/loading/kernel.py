@@ -15,7 +15,7 @@ from typing import cast
 from ..errors import ErrorCode, PluginError, ProfileError, StoreError
 from ..store import profile_store_provider
 from .capabilities import Offer, Requirement, check_requirement, derived_offers
-from .catalog import PluginCatalog, PluginEntry, local_entries
+from .catalog import SPECIALISTS_PLUGIN, PluginCatalog, PluginEntry, local_entries
 from .names import is_agent_name
 from .profile import Profile, find_profile, load_profile
 from .registration import LoadedPlugin, register_plugin
@@ -344,7 +344,8 @@ def _load_layer(
     if agent is None:
         for entry in catalog.builtins():
             seen.add(entry.name)
-            loaded.append(_load(profile, agent, entry, load, scope_id, None, None))
+            if _uses(profile, entry):
+                loaded.append(_load(profile, agent, entry, load, scope_id, None, None))
     tables = profile.plugin if agent is None else profile.agent[agent].plugin
     for name in tables:
         if name not in seen:
@@ -358,6 +359,14 @@ def _load_layer(
                 remedy=f'add "{name}" to {key} or remove the table',
             )
     return loaded
+
+
+def _uses(profile: Profile, builtin: PluginEntry) -> bool:
+    """Whether ``profile`` loads the built-in plugin ``builtin``: the declared subagents' only
+    when some agent declares subagents."""
+    if builtin.name == SPECIALISTS_PLUGIN:
+        return any(table.subagents for table in profile.agent.values())
+    return True
 
 
 def _load(

@@ -94,8 +94,11 @@ class LoadedPlugin:
         caller = getattr(self.manager.hook, hook, None)
         return caller is not None and bool(caller.get_hookimpls())
 
-    def collect(self, hook: str, kind: type[_T] | tuple[type[_T], ...]) -> tuple[_T, ...]:
-        """Call a hook that returns an iterable of records and check every record's type.
+    def collect(
+        self, hook: str, kind: type[_T] | tuple[type[_T], ...], **kwargs: Any
+    ) -> tuple[_T, ...]:
+        """Call a hook that returns an iterable of records and check every record's type;
+        ``kwargs`` are the hook's arguments other than ``settings`` (``preset=``).
 
         A single record, a string, a mapping or anything not iterable, or an item of another
         type, is ``PLUGIN_CONTRACT_VIOLATION``. Collecting ``tether_offers`` also checks each
@@ -108,7 +111,7 @@ class LoadedPlugin:
         items = self._handed.get(hook)
         if items is None:
             # What a plugin returns is checked, not trusted.
-            result = cast(object, self.call(hook))
+            result = cast(object, self.call(hook, **kwargs))
             if result is None:
                 return ()
             single = (

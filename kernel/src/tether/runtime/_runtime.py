@@ -57,6 +57,7 @@ from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
+from ._presets import with_preset_tools
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -233,22 +234,17 @@ class Runtime:
     @property
     def delegates(self) -> bool:
         """Whether children may exist (to show, or to recover): some plugin offers subagent
-        providers, or some agent of the profile declares subagents (the kernel's own provider
-        starts them)."""
-        if any(p.implements("tether_subagent_providers") for p in self.kernel.plugins):
-            return True
-        return any(table.subagents for table in self.kernel.profile.agent.values())
+        providers (the built-in plugin ``tether.specialists`` does when some agent of the
+        profile declares subagents)."""
+        return any(p.implements("tether_subagent_providers") for p in self.kernel.plugins)
 
     def preset(self, agent: str | None) -> AgentPreset:
-        """The agent preset ``agent`` (``None``: the global scope), built once per runtime: a
+        """The agent preset ``agent`` (``None``: the global scope), built once per runtime
+        with the tools plugins offer it by what it declares (``tether_preset_tools``): a
         preset is fixed at load, like the base prompt it produces."""
         cached = self._presets.get(agent)
         if cached is None:
-            cached = build_preset(self.kernel, agent)
-            if cached.specialists:
-                from ..subagents._specialists import with_specialists
-
-                cached = with_specialists(cached)
+            cached = with_preset_tools(build_preset(self.kernel, agent))
             self._presets[agent] = cached
         return cached
 

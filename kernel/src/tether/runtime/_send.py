@@ -290,7 +290,7 @@ async def check_sendable(store: SessionStore, header: SessionHeader) -> None:
     """A person may send to the child ``header``: its root session is in the store and was
     started by a person (``UNAUTHORIZED``), and it is a continuable child (``NOT_RESUMABLE``
     for a one-shot child). Checked before anything is posted."""
-    from ..subagents import find_continuable_descriptor
+    from ..subagents.local import find_continuable_descriptor
 
     root = await store.header(await root_of(store, header.id))
     if root.origin != "user":

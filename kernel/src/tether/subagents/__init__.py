@@ -4,9 +4,22 @@ A child's failure resolves with a stop reason (``completed | aborted | error | m
 refusal``); only an infrastructure fault raises. Lineage (``parent_session``, ``origin``,
 ``delegation_depth``, ``seed_length``) lives in the child's durable session header.
 
-The package imports its modules on first use of a name (as ``tether`` does): importing the
-delegation contract (``tether.subagents._types``), which the load-time capability check holds
-offers to, does not import the subagent service, the agents or the kernel.
+Three audiences, three places:
+
+* this package: the **service** a runtime offers (:class:`SubagentRuntime`, its continuable
+  children :class:`ContinuationManager` and background :class:`Tasks`, the depth a child
+  gets), and the **delegation contract** providers keep (:class:`SubagentProvider`, its
+  capabilities and the offer check);
+* :mod:`tether.subagents.local`: the **local-child kit** for the author of a provider whose
+  children are agents of the profile (:class:`~tether.subagents.local.LocalChildProvider`,
+  ``start_child``, ``compose_local_child``, ...);
+* :mod:`tether.subagents.notices`: the texts a model reads about its children.
+
+The declared subagents (specialists) and the task tools are the built-in plugin
+:mod:`tether.specialists`. The package imports its modules on first use of a name (as
+``tether`` does): importing the delegation contract (``tether.subagents._types``), which the
+load-time capability check holds offers to, does not import the subagent service, the agents
+or the kernel.
 """
 
 from __future__ import annotations
@@ -17,29 +30,11 @@ from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._activation import ActivationState
-    from ._child import LocalChildRun, final_output, parse_structured, start_local_child
     from ._continuation import ContinuableStart, ContinuationManager, InterruptOutcome
-    from ._depth import DEFAULT_MAX_DEPTH, child_depth, delegation_depth_of, validate_depth
-    from ._hosted import HostedChildRun, start_child
-    from ._kit import (
-        CONTINUABLE_DESCRIPTOR,
-        compose_local_child,
-        find_continuable_descriptor,
-        restore_local_child,
-    )
+    from ._depth import DEFAULT_MAX_DEPTH, child_depth
     from ._listing import AgentEntry
     from ._runtime import SubagentRuntime, check_output_schema
-    from ._specialists import SPECIALIST_PROVIDER, TASKS_NOTE, SpecialistProvider, task_tools
-    from ._tasks import (
-        MAX_WORKING_TASKS,
-        RESULT_BUDGET_BYTES,
-        RESULT_BUDGET_LINES,
-        TaskInfo,
-        Tasks,
-        receipt,
-        render_task_result,
-        sent_receipt,
-    )
+    from ._tasks import TaskInfo, Tasks, receipt
     from ._types import (
         CAPABILITIES,
         AgentOptions,
@@ -57,18 +52,12 @@ if TYPE_CHECKING:
         check_provider_offer,
         declared_capabilities,
     )
-    from .notices import DELEGATION_NOTE, remote_text, settlement_notice
 
+#: At most 30 names (tests/meta/test_public_names.py): the contract's 15 (``_types``) and the
+#: service's; the kit is in ``tether.subagents.local``.
 __all__ = (
     "CAPABILITIES",
-    "CONTINUABLE_DESCRIPTOR",
     "DEFAULT_MAX_DEPTH",
-    "DELEGATION_NOTE",
-    "MAX_WORKING_TASKS",
-    "RESULT_BUDGET_BYTES",
-    "RESULT_BUDGET_LINES",
-    "SPECIALIST_PROVIDER",
-    "TASKS_NOTE",
     "ActivationState",
     "AgentEntry",
     "AgentOptions",
@@ -78,11 +67,8 @@ __all__ = (
     "ContinuableProvider",
     "ContinuableStart",
     "ContinuationManager",
-    "HostedChildRun",
     "InterruptOutcome",
-    "LocalChildRun",
     "SettlingRun",
-    "SpecialistProvider",
     "SubagentCapabilities",
     "SubagentEvent",
     "SubagentProvider",
@@ -95,58 +81,11 @@ __all__ = (
     "check_output_schema",
     "check_provider_offer",
     "child_depth",
-    "compose_local_child",
     "declared_capabilities",
-    "delegation_depth_of",
-    "final_output",
-    "find_continuable_descriptor",
-    "parse_structured",
     "receipt",
-    "remote_text",
-    "render_task_result",
-    "restore_local_child",
-    "sent_receipt",
-    "settlement_notice",
-    "start_child",
-    "start_local_child",
-    "task_tools",
-    "validate_depth",
 )
 
 _LAZY = {
-    "SPECIALIST_PROVIDER": "_specialists",
-    "SpecialistProvider": "_specialists",
-    "TASKS_NOTE": "_specialists",
-    "task_tools": "_specialists",
-    "MAX_WORKING_TASKS": "_tasks",
-    "RESULT_BUDGET_BYTES": "_tasks",
-    "RESULT_BUDGET_LINES": "_tasks",
-    "TaskInfo": "_tasks",
-    "Tasks": "_tasks",
-    "receipt": "_tasks",
-    "render_task_result": "_tasks",
-    "sent_receipt": "_tasks",
-    "ActivationState": "_activation",
-    "LocalChildRun": "_child",
-    "final_output": "_child",
-    "parse_structured": "_child",
-    "start_child": "_hosted",
-    "start_local_child": "_child",
-    "HostedChildRun": "_hosted",
-    "ContinuableStart": "_continuation",
-    "ContinuationManager": "_continuation",
-    "InterruptOutcome": "_continuation",
-    "DEFAULT_MAX_DEPTH": "_depth",
-    "child_depth": "_depth",
-    "delegation_depth_of": "_depth",
-    "validate_depth": "_depth",
-    "CONTINUABLE_DESCRIPTOR": "_kit",
-    "compose_local_child": "_kit",
-    "find_continuable_descriptor": "_kit",
-    "restore_local_child": "_kit",
-    "AgentEntry": "_listing",
-    "SubagentRuntime": "_runtime",
-    "check_output_schema": "_runtime",
     "CAPABILITIES": "_types",
     "AgentOptions": "_types",
     "CancelSignal": "_types",
@@ -162,9 +101,18 @@ _LAZY = {
     "SubagentStartRequest": "_types",
     "check_provider_offer": "_types",
     "declared_capabilities": "_types",
-    "DELEGATION_NOTE": "notices",
-    "remote_text": "notices",
-    "settlement_notice": "notices",
+    "DEFAULT_MAX_DEPTH": "_depth",
+    "ActivationState": "_activation",
+    "AgentEntry": "_listing",
+    "ContinuableStart": "_continuation",
+    "ContinuationManager": "_continuation",
+    "InterruptOutcome": "_continuation",
+    "SubagentRuntime": "_runtime",
+    "TaskInfo": "_tasks",
+    "Tasks": "_tasks",
+    "check_output_schema": "_runtime",
+    "child_depth": "_depth",
+    "receipt": "_tasks",
 }
 
 

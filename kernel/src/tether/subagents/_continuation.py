@@ -38,7 +38,6 @@ from ._authority import (
 )
 from ._child import answers_of
 from ._delivery import Delivery
-from ._depth import child_depth
 from ._kit import compose_local_child
 from ._listing import AgentEntry, list_continuable
 from ._recovery import recover
@@ -175,7 +174,7 @@ class ContinuationManager:
             parent_id=parent.session_id,
             provider=name,
             label=request.label,
-            depth=child_depth(parent, None),
+            depth=child.header.delegation_depth,  # what the kit recorded
             agent=child,
             epoch_start=answers_of(child),
             turns_at_start=child.turns,

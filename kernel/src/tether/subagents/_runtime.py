@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError, TetherError
 from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
-from ._specialists import builtin_provider
 from ._tasks import Tasks
 from ._types import (
     ContinuableProvider,
@@ -206,7 +205,11 @@ class SubagentRuntime:
 
     def check(self, name: str, request: SubagentStartRequest) -> SubagentProvider:
         """Every check ``start`` makes, without starting anything."""
-        provider = self._providers.get(name) or builtin_provider(name)
+        return self._checked(name, request)[0]
+
+    def _checked(self, name: str, request: SubagentStartRequest) -> tuple[SubagentProvider, int]:
+        """The provider ``name`` and the depth of the child ``request`` asks for, checked."""
+        provider = self._providers.get(name)
         if provider is None:
             known = ", ".join(self._providers) or "none"
             raise SubagentError(
@@ -221,21 +224,20 @@ class SubagentRuntime:
                 f'subagent provider "{name}" does not support the "{missing}" capability',
                 remedy="drop that option from the request or use another provider",
             )
-        child_depth(request.parent, request.max_depth)
+        depth = child_depth(request.parent, request.max_depth)
         if request.output_schema is not None:
             check_output_schema(request.output_schema)
-        return provider
+        return provider, depth
 
     async def start(self, name: str, request: SubagentStartRequest) -> SubagentRun:
         """Check, start, and observe a one-shot child run."""
-        provider = self.check(name, request)
+        provider, depth = self._checked(name, request)
         if request.cancel.cancelled:
             raise SubagentError(
                 ErrorCode.SUBAGENT_CANCELLED,
                 f"the delegation was cancelled before it started ({request.cancel.reason})",
             )
         run = await provider.start(request)
-        depth = child_depth(request.parent, None)
         observed = _ObservedRun(
             self, run, uuid.uuid4().hex, name, request.parent.session_id, request.label, depth
         )

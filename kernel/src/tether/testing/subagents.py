@@ -13,13 +13,8 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..loading.capabilities import Offer
-from ..subagents import (
-    CAPABILITIES,
-    LocalChildRun,
-    SubagentCapabilities,
-    SubagentStartRequest,
-    start_local_child,
-)
+from ..subagents import CAPABILITIES, SubagentCapabilities, SubagentStartRequest
+from ..subagents.local import LocalChildRun, start_local_child
 
 __all__ = ("LimitedProvider",)
 

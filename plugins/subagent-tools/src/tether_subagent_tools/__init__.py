@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 import tether
 from tether.agents import PreStep, Tool, ToolFilter
-from tether.subagents import DEFAULT_MAX_DEPTH, TASKS_NOTE, AgentOptions, task_tools
+from tether.specialists import TASKS_NOTE, task_tools
+from tether.subagents import DEFAULT_MAX_DEPTH, AgentOptions
 
 from ._control import control_tools
 from ._tool import delegation_tool

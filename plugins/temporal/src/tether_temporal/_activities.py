@@ -31,7 +31,7 @@ from tether.store import (
     UserMessage,
 )
 from tether.store.replay import fold
-from tether.subagents import find_continuable_descriptor
+from tether.subagents.local import find_continuable_descriptor
 
 from ._workflow import DRIVE, FAIL, OPEN, POST, DriveResult, SessionMessage, SessionStart
 

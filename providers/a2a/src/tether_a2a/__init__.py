@@ -24,13 +24,8 @@ import anyio
 
 import tether
 from tether.models import ModelProvider
-from tether.subagents import (
-    ContinuablePlan,
-    LocalChildRun,
-    SubagentCapabilities,
-    SubagentStartRequest,
-    start_local_child,
-)
+from tether.subagents import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
+from tether.subagents.local import LocalChildRun, start_local_child
 
 from ._model import CONTEXT_DESCRIPTOR, A2aModel, fetch_card
 from ._settings import A2aAgentSettings, ServeSettings, Settings, headers_of, url_of

@@ -32,7 +32,7 @@ from tether.agents import current_trace
 from tether.errors import ErrorCode, ModelError
 from tether.models import ModelDelta, ModelRequest, ModelResponse, streamed
 from tether.store import DescriptorEvent
-from tether.subagents import remote_text
+from tether.subagents.notices import remote_text
 
 from ._settings import A2aAgentSettings, card_url, headers_of
 

@@ -23,13 +23,8 @@ from typing import TYPE_CHECKING, Any
 import tether
 from tether.agents import PermissionQuestion
 from tether.models import ModelProvider
-from tether.subagents import (
-    ContinuablePlan,
-    LocalChildRun,
-    SubagentCapabilities,
-    SubagentStartRequest,
-    start_local_child,
-)
+from tether.subagents import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
+from tether.subagents.local import LocalChildRun, start_local_child
 
 from ._client import set_permission_host
 from ._model import PARTIAL_DESCRIPTOR, SESSION_DESCRIPTOR, AcpModel

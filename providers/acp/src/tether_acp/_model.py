@@ -46,7 +46,7 @@ from tether.agents import current_trace
 from tether.errors import ErrorCode, ModelError
 from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse, streamed
 from tether.store import DescriptorEvent
-from tether.subagents import remote_text
+from tether.subagents.notices import remote_text
 
 from ._client import ChildClient
 from ._settings import command_problem

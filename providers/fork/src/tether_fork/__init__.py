@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tether
 from tether.agents import Agent
 from tether.store import Event
 from tether.store.replay import fold
-from tether.subagents import (
-    ContinuablePlan,
-    HostedChildRun,
-    LocalChildRun,
-    SubagentCapabilities,
-    SubagentStartRequest,
-    start_child,
-)
+from tether.subagents import SubagentStartRequest
+from tether.subagents.local import LocalChildProvider
 
 __all__ = ("ForkProvider", "fork_seed")
 
@@ -25,21 +21,17 @@ async def fork_seed(parent: Agent) -> list[Event]:
     return log[: fold(log).completed]
 
 
-class ForkProvider:
-    """Seeds the child with the parent's events through its last ``turn/end``."""
+class ForkProvider(LocalChildProvider):
+    """Seeds the child with the parent's events through its last ``turn/end``, and keeps the
+    parent's tool list byte-identical (a tool filter is enforced at call time), so the child's
+    first request starts with the parent's prefix."""
 
     name = "fork"
-    capabilities = SubagentCapabilities(
-        output_schema=True, depth_limit=True, tool_filter=True, persona=True, continuable=True
-    )
     inherits_parent_context = True
+    keep_tool_list = True
 
-    async def start(self, request: SubagentStartRequest) -> LocalChildRun | HostedChildRun:
-        seed = await fork_seed(request.parent)
-        return await start_child(request, provider=self.name, seed=seed, keep_tool_list=True)
-
-    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
-        return ContinuablePlan(seed=await fork_seed(request.parent), keep_tool_list=True)
+    async def seed(self, request: SubagentStartRequest) -> Sequence[Event]:
+        return await fork_seed(request.parent)
 
 
 @tether.hookimpl

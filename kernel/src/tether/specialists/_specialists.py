@@ -6,41 +6,34 @@ after it, with eve's input ``{message, output_schema?, taskId?}``; a deferred on
 ``find_subagents`` and called with ``call_subagent``; a hidden one has no tool. A call starts a
 task (see :mod:`tether.subagents._tasks`) whose child is the subagent's own preset: its own
 instructions, tools, skills, model and limits; it inherits nothing from the caller but its
-lineage (depth, root, ownership).
+lineage (depth, root, ownership). The built-in plugin (:mod:`tether.specialists._plugin`)
+offers these tools to each agent through ``tether_preset_tools``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError, ToolRegistry
+from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError
 from ..agents._tools import kernel_schema
 from ..errors import AgentError, ErrorCode, TetherError
 from ..loading.text import format_loc
-from ._hosted import start_child
-from ._tasks import WAIT_DEFAULT, receipt, tasks_note
-from ._types import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
+from ..subagents import SubagentStartRequest, receipt
+from ..subagents._tasks import WAIT_DEFAULT, tasks_note
+from ._provider import SPECIALIST_PROVIDER
 
 if TYPE_CHECKING:
     from ..agents import Agent
-    from ._child import LocalChildRun
-    from ._hosted import HostedChildRun
 
 __all__ = (
-    "SPECIALIST_PROVIDER",
     "TASKS_NOTE",
     "TASK_TOOLS",
-    "SpecialistProvider",
-    "builtin_provider",
-    "specialist_layer",
+    "declared_tools",
+    "preset_tools",
     "task_tools",
-    "with_specialists",
 )
 
-#: The provider name recorded for declared subagents' children.
-SPECIALIST_PROVIDER = "tether.specialist"
 #: The tools an agent with declared subagents also gets.
 TASK_TOOLS = ("task_wait", "task_cancel", "task_output")
 
@@ -53,31 +46,6 @@ _NOTE = (
     "message (task_wait waits for it). Call it again with taskId to send that task another "
     "message; with output_schema its answer is JSON valid against that schema."
 )
-
-
-class SpecialistProvider:
-    """Starts a declared subagent: a child of its own agent preset (the kernel's own provider,
-    found by name without being registered)."""
-
-    name = SPECIALIST_PROVIDER
-    capabilities = SubagentCapabilities(
-        output_schema=True, depth_limit=True, tool_filter=False, persona=False, continuable=True
-    )
-    inherits_parent_context = False
-
-    async def start(self, request: SubagentStartRequest) -> LocalChildRun | HostedChildRun:
-        return await start_child(request, provider=self.name)
-
-    async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
-        return ContinuablePlan()
-
-
-_BUILTIN = SpecialistProvider()
-
-
-def builtin_provider(name: str) -> SpecialistProvider | None:
-    """The kernel's own provider of ``name``, if it is one."""
-    return _BUILTIN if name == SPECIALIST_PROVIDER else None
 
 
 def _parameters(*, named: bool) -> dict[str, Any]:
@@ -319,9 +287,9 @@ def _make_task_tools() -> list[Tool]:
     ]
 
 
-def specialist_layer(
+def declared_tools(
     specialists: Sequence[Specialist], agent: str | None, taken: Sequence[Tool]
-) -> tuple[tuple[str, Tool], ...]:
+) -> tuple[Tool, ...]:
     """The tools an agent's declared subagents give it (its nearest layer): one per listed
     subagent, ``find_subagents`` and ``call_subagent`` for deferred ones, and the task tools.
     A name another tool of the agent has, or two subagents share, is an error (eve's rule:
@@ -359,25 +327,13 @@ def specialist_layer(
                 remedy="rename the subagent (its folder, or tool_name), or hide it with "
                 "tool = false and call it from your own tool",
             )
-    return tuple(("subagents", tool) for tool in tools)
+    return tuple(tools)
 
 
-def with_specialists(preset: AgentPreset) -> AgentPreset:
-    """``preset`` with the tools of its declared subagents in a layer of their own, nearest of
-    all, and the ``[Tasks]`` note among its pre-steps (the preset itself when it declares
-    none)."""
+def preset_tools(preset: AgentPreset) -> tuple[Tool, ...]:
+    """The tools ``preset``'s declared subagents give it (none when it declares none): what
+    the built-in plugin offers the preset through ``tether_preset_tools``."""
     if not preset.specialists:
-        return preset
+        return ()
     taken = [tool for layer in preset.tool_layers for _, tool in layer]
-    own = specialist_layer(preset.specialists, preset.name, taken)
-    if not own:
-        return preset
-    layers = (own, *preset.tool_layers)
-    noted = any(step is TASKS_NOTE for step in preset.pre_steps)
-    return dataclasses.replace(
-        preset,
-        tools=ToolRegistry.from_layers(layers),
-        tool_layers=layers,
-        tool_sources=((), *preset.tool_sources),
-        pre_steps=preset.pre_steps if noted else (*preset.pre_steps, TASKS_NOTE),
-    )
+    return declared_tools(preset.specialists, preset.name, taken)
