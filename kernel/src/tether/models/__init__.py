@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Model,
         ModelProvider,
         ProbingModel,
+        SessionBoundModel,
         find_model_provider,
         resolve_model,
     )
@@ -83,6 +84,7 @@ __all__ = (
     "Role",
     "ScriptStep",
     "ScriptedModel",
+    "SessionBoundModel",
     "StreamingModel",
     "ToolCall",
     "ToolSchema",
@@ -117,6 +119,7 @@ _LAZY = {
     "ModelDelta": "_stream",
     "ModelProvider": "_protocol",
     "ProbingModel": "_protocol",
+    "SessionBoundModel": "_protocol",
     "ModelRequest": "_types",
     "ModelResponse": "_types",
     "Role": "_types",

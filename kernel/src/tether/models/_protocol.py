@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from ..errors import ErrorCode, ModelError
 
 if TYPE_CHECKING:
+    from ..agents import Agent
     from ._types import ModelRequest, ModelResponse
 
 __all__ = (
@@ -17,6 +18,7 @@ __all__ = (
     "Model",
     "ModelProvider",
     "ProbingModel",
+    "SessionBoundModel",
     "find_model_provider",
     "resolve_model",
     "unknown_prefix_remedy",
@@ -80,6 +82,23 @@ class ProbingModel(Protocol):
 
     async def probe(self) -> str:
         """Ask the endpoint whether it answers; a one-line report."""
+        ...
+
+
+@runtime_checkable
+class SessionBoundModel(Protocol):
+    """A model bound to the session of the agent that drives it (a remote agent: tether-acp's
+    and tether-a2a's models): the agent awaits ``attach(agent)`` when it enters its session,
+    before its first step, and ``detach(agent)`` when it leaves it, shielded and bounded.
+
+    A model without these two methods is not told (most models serve any agent)."""
+
+    async def attach(self, agent: Agent) -> None:
+        """The agent entered its session: bind to it (a connection opens at first use)."""
+        ...
+
+    async def detach(self, agent: Agent) -> None:
+        """The agent left its session: close or keep warm what :meth:`attach` bound."""
         ...
 
 
