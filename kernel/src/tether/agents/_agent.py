@@ -1402,7 +1402,8 @@ class Agent:
             )
             for message in await pre_step_messages(self.pre_steps, context):
                 events.append(message)
-                self._history.append(Message(role=message.role, content=message.content))
+                if isinstance(message, ContextMessage):
+                    self._history.append(Message(role=message.role, content=message.content))
         if events:
             self._defer(*events)  # stored with the step's answer
 
