@@ -35,9 +35,9 @@ from ..models import (
     ModelDelta,
     ModelRequest,
     ModelResponse,
-    SessionBoundModel,
     ToolCall,
     Usage,
+    is_session_bound,
     messages_tokens,
     schema_tokens,
     window_for,
@@ -464,10 +464,8 @@ class Agent:
             live[self.session_id] = self
         self._tearing_down = False
         try:
-            if isinstance(self.model, SessionBoundModel):
-                await self.model.attach(
-                    self
-                )  # a session-bound model (a remote agent) opens its connection
+            if is_session_bound(self.model):  # a remote agent's model opens its connection
+                await self.model.attach(self)
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
             if self._keeps_sessions():
@@ -540,7 +538,7 @@ class Agent:
                         await self._release_lease()
                 else:
                     await self._release_lease()
-            if isinstance(self.model, SessionBoundModel):
+            if is_session_bound(self.model):
                 with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                     await self.model.detach(self)
             runtime = self.runtime

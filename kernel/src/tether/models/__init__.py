@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ProbingModel,
         SessionBoundModel,
         find_model_provider,
+        is_session_bound,
         resolve_model,
     )
     from ._retry import (
@@ -92,6 +93,7 @@ __all__ = (
     "estimate_tokens",
     "find_model_provider",
     "function_model_from_spec",
+    "is_session_bound",
     "message_tokens",
     "messages_tokens",
     "resolve_model",
@@ -131,6 +133,7 @@ _LAZY = {
     "Usage": "_types",
     "estimate_tokens": "_windows",
     "find_model_provider": "_protocol",
+    "is_session_bound": "_protocol",
     "function_model_from_spec": "_function",
     "message_tokens": "_windows",
     "messages_tokens": "_windows",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 from ..errors import ErrorCode, ModelError
 
@@ -20,6 +21,7 @@ __all__ = (
     "ProbingModel",
     "SessionBoundModel",
     "find_model_provider",
+    "is_session_bound",
     "resolve_model",
     "unknown_prefix_remedy",
 )
@@ -100,6 +102,18 @@ class SessionBoundModel(Protocol):
     async def detach(self, agent: Agent) -> None:
         """The agent left its session: close or keep warm what :meth:`attach` bound."""
         ...
+
+
+def is_session_bound(model: object) -> TypeGuard[SessionBoundModel]:
+    """``isinstance(model, SessionBoundModel)``, answered once per class: the protocol check
+    of a runtime-checkable protocol costs microseconds, and an agent asks on every enter and
+    leave (the members are methods of the model's class)."""
+    return _session_bound_class(type(model))
+
+
+@functools.lru_cache(maxsize=64)
+def _session_bound_class(kind: type) -> bool:
+    return issubclass(kind, SessionBoundModel)
 
 
 @dataclass(frozen=True)
