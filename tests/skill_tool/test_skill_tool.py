@@ -363,3 +363,22 @@ async def test_the_catalog_is_shown_again_after_a_compaction(runtime):
     assert last[0].content.startswith("<conversation_summary>")
     # Nothing new while nothing changed: one catalog per view.
     assert sum(m.content == catalog for m in last) == 1
+
+
+async def test_a_preview_changes_nothing_and_leaving_drops_what_the_step_kept(runtime):
+    runtime.skills.register(skill("alpha"))
+    model = FunctionModel(lambda r: "ok")
+    agent = await compose_agent(runtime, MemoryStore(), model=model)
+    instance = runtime.kernel.plugins[0].obj
+    assert isinstance(instance, tether_skill_tool.SkillToolPlugin)
+    step = instance.steps[0].run
+    catalog = render_catalog((("alpha", "Does a thing."),), first=True)
+    async with agent:
+        _request, pending = await agent.preview("x")
+        assert [m.content for m in pending] == ["x", catalog]
+        await agent.run("hi")  # the preview did not count as shown: the turn shows it
+        assert model.requests[0].messages[-1].content == catalog
+        assert step._shown  # pyright: ignore[reportPrivateUsage]  (white-box: kept while open)
+        _request, pending = await agent.preview("x")
+        assert [m.content for m in pending] == ["x"]
+    assert not step._shown  # pyright: ignore[reportPrivateUsage]  (white-box: dropped on leave)

@@ -8,6 +8,7 @@ came after it) instead of reading its own prose back out of the history.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -177,10 +178,15 @@ class CatalogStep:
         return [message, catalog_descriptor(entries)]
 
     async def _state(self, agent: Agent) -> _Shown:
+        """What ``agent``'s history shows, kept while a turn of the agent runs steps and until
+        the agent is left; outside a turn (``Agent.preview``, a compaction asked for between
+        turns) a copy that nothing keeps, so a preview changes nothing."""
         shown = self._shown.get(agent.session_id)
         if shown is None or shown.agent is not agent:
             entries = await published_entries(agent)
             shown = _Shown(agent, entries, entries, agent.compactions)
+            if not agent.in_turn:
+                return shown
             self._shown[agent.session_id] = shown
             session_id = agent.session_id
 
@@ -189,6 +195,8 @@ class CatalogStep:
                     del self._shown[session_id]
 
             agent.on_teardown(self, release)
+        elif not agent.in_turn:
+            return dataclasses.replace(shown)
         return shown
 
     def _entries(self, catalog: SkillCatalog) -> Entries:
