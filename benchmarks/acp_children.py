@@ -58,7 +58,9 @@ def _kernel(folder: Path):
         [agent.main]
         """,
     )
-    return make_runtime(profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    return make_runtime(
+        profile, {"acp": tether_acp, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
 
 
 async def one_shot(folder: Path, runs: int) -> float:

@@ -99,7 +99,9 @@ def build(tmp_path: Path, *agents: str, subagent: str = "") -> Any:
         + "[agent.main]\n"
     )
     path = write_profile(tmp_path, profile)
-    return make_runtime(path, {"a2a": tether_a2a, "subagent": tether_subagent_tools})
+    return make_runtime(
+        path, {"a2a": tether_a2a, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
 
 
 @pytest.fixture

@@ -357,7 +357,7 @@ async def test_cancel_aborts_the_turn_and_the_task_is_canceled(server, sdk):
 # ------------------------------------------------------------------ questions
 
 #: The plugins of a tether that delegates to the served one.
-CALLER_PLUGINS = {"a2a": tether_a2a, "subagent": tether_subagent_tools}
+CALLER_PLUGINS = {"a2a": tether_a2a, "subagent": tether_subagent_tools.SubagentToolsPlugin}
 
 
 def caller_profile(folder: Path, url: str) -> Path:

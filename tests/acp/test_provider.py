@@ -51,7 +51,9 @@ def build(tmp_path: Path, *agents: str, subagent: str = "") -> Any:
         + "[agent.main]\n"
     )
     path = write_profile(tmp_path, profile)
-    return make_runtime(path, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    return make_runtime(
+        path, {"acp": tether_acp, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
 
 
 @pytest.fixture

@@ -590,7 +590,9 @@ async def test_a_tether_profile_delegates_to_tether_acp_of_another_profile(tmp_p
         call = ToolCall(id="d1", name="subagent", arguments=arguments)
         return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
 
-    runtime = make_runtime(parent_profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    runtime = make_runtime(
+        parent_profile, {"acp": tether_acp, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
     store = profile_store(runtime.kernel)
     try:
         with anyio.fail_after(TIMEOUT):

@@ -65,7 +65,11 @@ def runtime(folder: Path) -> Any:
         model = "function:acp_children_model:answer"
         """,
     )
-    plugins = {"spawn": tether_spawn, "subagent": tether_subagent_tools, "tools": Tools()}
+    plugins = {
+        "spawn": tether_spawn,
+        "subagent": tether_subagent_tools.SubagentToolsPlugin,
+        "tools": Tools(),
+    }
     return make_runtime(profile, plugins)
 
 

@@ -59,7 +59,9 @@ background = "{background}"
 [agent.main]
 """,
     )
-    return make_runtime(profile, {"acp": tether_acp, "subagent": tether_subagent_tools})
+    return make_runtime(
+        profile, {"acp": tether_acp, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
 
 
 async def child_turns(child: Path) -> list[TurnEnded]:

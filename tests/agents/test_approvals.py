@@ -54,7 +54,12 @@ def runtime(tmp_path, risky):
         "[plugin.subagent]\nrun_in_background = false\n[agent.main]\n",
     )
     return make_runtime(
-        path, {"risky": risky, "spawn": tether_spawn, "subagent": tether_subagent_tools}
+        path,
+        {
+            "risky": risky,
+            "spawn": tether_spawn,
+            "subagent": tether_subagent_tools.SubagentToolsPlugin,
+        },
     )
 
 
@@ -232,7 +237,12 @@ async def test_a_desk_routes_each_childs_answer_back_by_request_id(tmp_path, ris
         '[tether]\nplugins = ["risky", "spawn", "subagent"]\n[agent.main]\n',
     )
     runtime = make_runtime(
-        path, {"risky": risky, "spawn": tether_spawn, "subagent": tether_subagent_tools}
+        path,
+        {
+            "risky": risky,
+            "spawn": tether_spawn,
+            "subagent": tether_subagent_tools.SubagentToolsPlugin,
+        },
     )
     desk = PermissionDesk()
     runtime.permission_host = desk

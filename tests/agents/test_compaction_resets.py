@@ -70,7 +70,9 @@ def new_runtime(tether_runtime):
     """A fresh runtime (another process's, as far as plugin state goes) with one skill."""
 
     def make():
-        runtime = tether_runtime(PROFILE, {"skill-tool": tether_skill_tool, "extras": Extras()})
+        runtime = tether_runtime(
+            PROFILE, {"skill-tool": tether_skill_tool.SkillToolPlugin, "extras": Extras()}
+        )
         runtime.skills.register(
             {
                 "name": "review",

@@ -161,6 +161,9 @@ class _SlowToConnect:
     async def attach(self, agent: Agent) -> None:
         await self.ready.wait()
 
+    async def detach(self, agent: Agent) -> None:
+        pass
+
     async def request(self, request):  # type: ignore[no-untyped-def]
         return await self.inner.request(request)
 

@@ -492,7 +492,9 @@ async def test_a_childs_streamed_text_reaches_the_status_line(tmp_path):
         tmp_path,
         '[tether]\nplugins = ["spawn", "subagent"]\n[agent.main]\nmodel = "scripted:none.toml"\n',
     )
-    kernel = make_kernel(profile, {"spawn": tether_spawn, "subagent": tether_subagent_tools})
+    kernel = make_kernel(
+        profile, {"spawn": tether_spawn, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
     terminal, written = capture()
     async with Runtime.open(kernel, MemoryStore()) as runtime:
         agent = await runtime.compose(model=FunctionModel(brain))

@@ -73,7 +73,12 @@ model = "scripted:script.toml"
 """,
     )
     kernel = make_kernel(
-        profile, {"acp": tether_acp, "subagent": tether_subagent_tools, "otel": tether_otel}
+        profile,
+        {
+            "acp": tether_acp,
+            "subagent": tether_subagent_tools.SubagentToolsPlugin,
+            "otel": tether_otel.OtelPlugin,
+        },
     )
     async with Runtime.open(kernel, SQLiteStore(parent / "sessions.db")) as runtime:
         agent = await runtime.compose()
@@ -126,7 +131,12 @@ async def test_an_a2a_childs_request_carries_the_trace_in_http_headers(
             + '[plugin.otel]\nexporter = "none"\n[agent.main]\n',
         )
         runtime = make_runtime(
-            profile, {"a2a": tether_a2a, "subagent": tether_subagent_tools, "otel": tether_otel}
+            profile,
+            {
+                "a2a": tether_a2a,
+                "subagent": tether_subagent_tools.SubagentToolsPlugin,
+                "otel": tether_otel.OtelPlugin,
+            },
         )
         store = SQLiteStore(tmp_path / "sessions.db")
         try:

@@ -30,8 +30,8 @@ from .conftest import Recorded
 DELEGATION_PLUGINS = {
     "spawn": tether_spawn,
     "fork": tether_fork,
-    "subagent": tether_subagent_tools,
-    "otel": tether_otel,
+    "subagent": tether_subagent_tools.SubagentToolsPlugin,
+    "otel": tether_otel.OtelPlugin,
 }
 
 pytestmark = pytest.mark.anyio
@@ -92,7 +92,9 @@ class Notes:
 
 async def _run(tether_kernel, tmp_path: Path, *prompts: str, otel: str = "", script: str = SCRIPT):
     (tmp_path / "script.toml").write_text(script)
-    kernel = tether_kernel(PROFILE.format(otel=otel), {"otel": tether_otel, "notes": Notes()})
+    kernel = tether_kernel(
+        PROFILE.format(otel=otel), {"otel": tether_otel.OtelPlugin, "notes": Notes()}
+    )
     store = SQLiteStore(tmp_path / "sessions.db")
     async with Runtime.open(kernel, store) as runtime:
         agent = await runtime.compose()
@@ -417,7 +419,9 @@ async def test_a_background_childs_result_starts_a_trace_linked_to_its_delegatio
 def test_hook_tether_tracers_gives_every_agent_of_the_profile_the_tracer(tether_kernel, tmp_path):
     from tether.agents import build_preset
 
-    kernel = tether_kernel(PROFILE.format(otel=""), {"otel": tether_otel, "notes": Notes()})
+    kernel = tether_kernel(
+        PROFILE.format(otel=""), {"otel": tether_otel.OtelPlugin, "notes": Notes()}
+    )
     preset = build_preset(kernel, "main")
     assert isinstance(preset.tracer, Tracer)
     assert isinstance(preset.tracer, tether_otel.OtelTracer)
@@ -453,7 +457,9 @@ def test_otel_sdk_disabled_turns_the_plugin_off(tether_kernel, monkeypatch):
     from tether.agents import build_preset
 
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
-    kernel = tether_kernel(PROFILE.format(otel=""), {"otel": tether_otel, "notes": Notes()})
+    kernel = tether_kernel(
+        PROFILE.format(otel=""), {"otel": tether_otel.OtelPlugin, "notes": Notes()}
+    )
     assert build_preset(kernel, "main").tracer is None
 
 

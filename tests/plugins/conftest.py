@@ -32,6 +32,7 @@ def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "tether-fixture-broken",
         "tether-fixture-subagent",
         "tether-fixture-store",
+        "tether-fixture-class",
     )
     return _venv(tmp_path_factory, "plugin-venv", names)
 
@@ -40,7 +41,7 @@ def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def command_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv that sees the workspace's packages (tether-acp and tether-skills-fs add their
     commands) and has the fixture distributions that add commands, well and badly."""
-    names = ("tether-fixture-commands", "tether-fixture-bad-commands")
+    names = ("tether-fixture-commands", "tether-fixture-bad-commands", "tether-fixture-class")
     return _venv(tmp_path_factory, "command-venv", names)
 
 

@@ -78,7 +78,11 @@ def offer(*capabilities: str, name: str | None = None) -> tether.Offer:
 
 
 def load(tmp_path, plugin: object, extra: str = "") -> Runtime:
-    plugins = {"half": plugin, "spawn": tether_spawn, "subagent": tether_subagent_tools}
+    plugins = {
+        "half": plugin,
+        "spawn": tether_spawn,
+        "subagent": tether_subagent_tools.SubagentToolsPlugin,
+    }
     profile = write_profile(tmp_path, f'[tether]\nplugins = ["half"{extra}]\n')
     return make_runtime(profile, plugins)
 
@@ -182,7 +186,9 @@ def test_the_contract_is_checked_before_a_tool_relies_on_the_offer(tmp_path):
         '[plugin.subagent]\nprovider = "half"\nbackground = "continuable"\nmax_depth = 2\n',
     )
     with pytest.raises(PluginError) as caught:
-        make_runtime(profile, {"half": plugin, "subagent": tether_subagent_tools})
+        make_runtime(
+            profile, {"half": plugin, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+        )
     assert caught.value.code is ErrorCode.PLUGIN_CONTRACT_VIOLATION
 
 
@@ -219,7 +225,7 @@ def test_offers_are_derived_from_what_the_providers_declare(tmp_path):
 def test_a_derived_offer_meets_a_requirement_on_it(tmp_path):
     plugins = {
         "half": ProvidersOnly(Continuable(depth_limit=True)),
-        "subagent": tether_subagent_tools,
+        "subagent": tether_subagent_tools.SubagentToolsPlugin,
     }
     profile = write_profile(
         tmp_path,

@@ -43,7 +43,7 @@ plugins = ["spawn", "subagent"]
 [agent.main]
 model = "scripted:none.toml"
 """
-PLUGINS = {"spawn": tether_spawn, "subagent": tether_subagent_tools}
+PLUGINS = {"spawn": tether_spawn, "subagent": tether_subagent_tools.SubagentToolsPlugin}
 CRASH_SCRIPT = Path(__file__).parents[1] / "subagents" / "crash_parent.py"
 TIMEOUT = scaled(60.0)
 

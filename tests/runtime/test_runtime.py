@@ -32,7 +32,7 @@ plugins = ["spawn", "subagent"]
 [agent.main]
 model = "scripted:none.toml"
 """
-PLUGINS = {"spawn": tether_spawn, "subagent": tether_subagent_tools}
+PLUGINS = {"spawn": tether_spawn, "subagent": tether_subagent_tools.SubagentToolsPlugin}
 
 
 @pytest.fixture

@@ -56,7 +56,8 @@ async def test_a_skill_added_then_removed_on_disk_changes_the_next_turns_catalog
     write(root, "first")
     age(root)
     kernel = tether_kernel(
-        PROFILE.format(root=root), {"skills-fs": tether_skills_fs, "skill-tool": tether_skill_tool}
+        PROFILE.format(root=root),
+        {"skills-fs": tether_skills_fs, "skill-tool": tether_skill_tool.SkillToolPlugin},
     )
     model = FunctionModel(lambda request: "done")
     agent = await compose_agent(kernel, MemoryStore(), model=model)

@@ -67,7 +67,7 @@ def read(skill: str, path: str, number: int = 1) -> ModelResponse:
 async def run(tether_kernel, *responses: ModelResponse, tool_settings: str = "") -> list[Message]:
     kernel = tether_kernel(
         PROFILE.format(tool_settings=tool_settings),
-        {"skills-fs": tether_skills_fs, "skill-tool": tether_skill_tool},
+        {"skills-fs": tether_skills_fs, "skill-tool": tether_skill_tool.SkillToolPlugin},
     )
     queue = list(responses)
     model = FunctionModel(lambda request: queue.pop(0) if queue else "done")
@@ -286,7 +286,7 @@ async def test_unknown_skills_and_flat_skills(tether_kernel, skills: Path) -> No
 async def test_the_tool_is_offered_only_when_a_provider_serves_files(tether_kernel) -> None:
     kernel = tether_kernel(
         "[tether]\nplugins = ['skill-tool']\n\n[agent.main]\nmodel = 'scripted:none.toml'\n",
-        {"skill-tool": tether_skill_tool},
+        {"skill-tool": tether_skill_tool.SkillToolPlugin},
     )
     model = FunctionModel(lambda request: "done")
     agent = await compose_agent(kernel, MemoryStore(), model=model)

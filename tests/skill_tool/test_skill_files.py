@@ -49,7 +49,7 @@ def write(skills: Path, name: str, body: str) -> Path:
 async def run(tether_kernel, tmp_path: Path, *responses, prompt: str = "go", body_max=50_000):
     kernel = tether_kernel(
         PROFILE.format(body_max=body_max),
-        {"skills-fs": tether_skills_fs, "skill-tool": tether_skill_tool},
+        {"skills-fs": tether_skills_fs, "skill-tool": tether_skill_tool.SkillToolPlugin},
     )
     queue = list(responses)
     model = FunctionModel(lambda request: queue.pop(0) if queue else "done")

@@ -12,7 +12,7 @@ from tether.agents import ToolFilter
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
 from tether.runtime import compose_agent
 from tether.skills import DirectoryResources, InvocationPolicy
-from tether.store import MemoryStore
+from tether.store import ContextMessage, DescriptorEvent, MemoryStore
 from tether_skill_tool._catalog import render_catalog
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +37,7 @@ def skill(name, description="Does a thing.", content="Do the thing.", **policy):
 
 @pytest.fixture
 def runtime(tether_runtime):
-    return tether_runtime(PROFILE, {"skill-tool": tether_skill_tool})
+    return tether_runtime(PROFILE, {"skill-tool": tether_skill_tool.SkillToolPlugin})
 
 
 def calls(*names):
@@ -253,14 +253,89 @@ async def test_the_scripted_quickstart_style_load(runtime, tmp_path):
 
 async def test_a_kernels_parts_are_not_kept_after_the_kernel_is_gone(tether_runtime):
     import gc
+    import weakref
 
-    before = len(tether_skill_tool._parts)  # pyright: ignore[reportPrivateUsage]  (white-box)
+    made: list[weakref.ref[object]] = []
     for _ in range(3):
-        runtime = tether_runtime(PROFILE, {"skill-tool": tether_skill_tool})
+        runtime = tether_runtime(PROFILE, {"skill-tool": tether_skill_tool.SkillToolPlugin})
+        instance = runtime.kernel.plugins[0].obj
+        assert isinstance(instance, tether_skill_tool.SkillToolPlugin)
+        made.append(weakref.ref(instance))
         agent, _ = await run(runtime, calls("alpha"))
-        del runtime, agent
+        assert agent.tools.get("load_skill") is instance.tool  # the instance's own tool
+        del runtime, agent, instance
     gc.collect()
-    assert len(tether_skill_tool._parts) <= before  # pyright: ignore[reportPrivateUsage]  (white-box)
+    assert [ref() for ref in made] == [None, None, None]
+
+
+async def test_each_catalog_is_stored_with_a_descriptor_of_what_it_listed(runtime):
+    runtime.skills.register(skill("alpha"))
+    store = MemoryStore()
+    agent = await compose_agent(runtime, store, model=FunctionModel(lambda r: "ok"))
+    async with agent:
+        await agent.run("one")
+        runtime.skills.register(skill("beta", "Beta <b>"))
+        await agent.run("two")
+    log = [stored.event for stored in await store.events(agent.session_id)]
+    descriptors = [e for e in log if isinstance(e, DescriptorEvent) and e.kind == "skill-catalog"]
+    assert [d.data for d in descriptors] == [
+        {"entries": [["alpha", "Does a thing."]]},
+        {"entries": [["alpha", "Does a thing."], ["beta", "Beta <b>"]]},
+    ]
+    # Each is stored right after the message it describes, in the step's one commit.
+    for descriptor in descriptors:
+        before = log[log.index(descriptor) - 1]
+        assert isinstance(before, ContextMessage)
+        assert before.origin == "skill-catalog"
+
+
+async def test_a_restored_agent_reads_what_was_shown_from_the_descriptor(tether_runtime):
+    """Another process (a fresh runtime and plugin instance) restores the session: it trusts
+    the descriptor, not the prose. A descriptor saying "beta" was shown, under a message
+    that no one could parse, makes the restored agent show a replacement only when the
+    registry's catalog differs from beta."""
+    store = MemoryStore()
+    first = tether_runtime(PROFILE, {"skill-tool": tether_skill_tool.SkillToolPlugin})
+    first.skills.register(skill("alpha"))
+    agent = await compose_agent(first, store, model=FunctionModel(lambda r: "ok"))
+    async with agent:
+        await agent.run("one")
+    session = agent.session_id
+
+    def restored(*names):
+        runtime = tether_runtime(PROFILE, {"skill-tool": tether_skill_tool.SkillToolPlugin})
+        for name in names:
+            runtime.skills.register(skill(name))
+        model = FunctionModel(lambda r: "ok")
+        return compose_agent(runtime, store, model=model, session_id=session), model
+
+    # The same catalog: nothing new is shown.
+    made, model = restored("alpha")
+    again = await made
+    async with again:
+        await again.run("two")
+    assert not any("available_skills" in m.content for m in model.requests[0].messages[-1:])
+    catalogs = [m for m in model.requests[0].messages if "<available_skills>" in m.content]
+    assert len(catalogs) == 1
+
+    # What the descriptor says is what counts: rewrite the stored record to say beta.
+    await store.append(
+        session,
+        [DescriptorEvent(kind="skill-catalog", data={"entries": [["beta", "Does a thing."]]})],
+    )
+    made, model = restored("beta")
+    third = await made
+    async with third:
+        await third.run("three")
+    assert not any("<available_skills>" in m.content for m in model.requests[0].messages[-2:]), (
+        "beta was recorded as shown: no replacement"
+    )
+    made, model = restored("alpha")
+    fourth = await made
+    async with fourth:
+        await fourth.run("four")
+    replacement = render_catalog((("alpha", "Does a thing."),), first=False)
+    assert model.requests[0].messages[-1].content == replacement
 
 
 async def test_the_catalog_is_shown_again_after_a_compaction(runtime):
@@ -288,3 +363,22 @@ async def test_the_catalog_is_shown_again_after_a_compaction(runtime):
     assert last[0].content.startswith("<conversation_summary>")
     # Nothing new while nothing changed: one catalog per view.
     assert sum(m.content == catalog for m in last) == 1
+
+
+async def test_a_preview_changes_nothing_and_leaving_drops_what_the_step_kept(runtime):
+    runtime.skills.register(skill("alpha"))
+    model = FunctionModel(lambda r: "ok")
+    agent = await compose_agent(runtime, MemoryStore(), model=model)
+    instance = runtime.kernel.plugins[0].obj
+    assert isinstance(instance, tether_skill_tool.SkillToolPlugin)
+    step = instance.steps[0].run
+    catalog = render_catalog((("alpha", "Does a thing."),), first=True)
+    async with agent:
+        _request, pending = await agent.preview("x")
+        assert [m.content for m in pending] == ["x", catalog]
+        await agent.run("hi")  # the preview did not count as shown: the turn shows it
+        assert model.requests[0].messages[-1].content == catalog
+        assert step._shown  # pyright: ignore[reportPrivateUsage]  (white-box: kept while open)
+        _request, pending = await agent.preview("x")
+        assert [m.content for m in pending] == ["x"]
+    assert not step._shown  # pyright: ignore[reportPrivateUsage]  (white-box: dropped on leave)

@@ -15,7 +15,10 @@ from tether.testing import write_profile
 
 from . import brains
 
-PLUGINS: dict[str, object] = {"spawn": tether_spawn, "subagent": tether_subagent_tools}
+PLUGINS: dict[str, object] = {
+    "spawn": tether_spawn,
+    "subagent": tether_subagent_tools.SubagentToolsPlugin,
+}
 
 PROFILE = """
 [tether]

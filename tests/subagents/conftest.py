@@ -30,7 +30,7 @@ from tether.testing import make_kernel, scaled, write_profile
 PLUGINS: dict[str, object] = {
     "spawn": tether_spawn,
     "fork": tether_fork,
-    "subagent": tether_subagent_tools,
+    "subagent": tether_subagent_tools.SubagentToolsPlugin,
 }
 
 PROFILE = """

@@ -53,7 +53,9 @@ def is_child(request: ModelRequest) -> bool:
 
 def runtime(db: str) -> Any:
     path = write_profile(Path(db).parent / "profile", PROFILE)
-    return make_runtime(path, {"spawn": tether_spawn, "subagent": tether_subagent_tools})
+    return make_runtime(
+        path, {"spawn": tether_spawn, "subagent": tether_subagent_tools.SubagentToolsPlugin}
+    )
 
 
 async def first(db: str) -> None:

@@ -183,7 +183,7 @@ class Pages:
 
 PLUGINS: dict[str, object] = {
     "spawn": tether_spawn,
-    "subagent": tether_subagent_tools,
+    "subagent": tether_subagent_tools.SubagentToolsPlugin,
     "pages": Pages(),
 }
 

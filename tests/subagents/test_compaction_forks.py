@@ -78,7 +78,7 @@ context_window = {window}
 PLUGINS: dict[str, object] = {
     "spawn": tether_spawn,
     "fork": tether_fork,
-    "subagent": tether_subagent_tools,
+    "subagent": tether_subagent_tools.SubagentToolsPlugin,
 }
 #: A bound on every wait here, in seconds: generous, for a busy 2-core machine.
 TIMEOUT = scaled(60.0)

@@ -386,18 +386,25 @@ def test_rejects_an_invalid_output_schema_at_load(build_runtime):
 
 async def test_a_kernels_tools_are_not_kept_after_the_kernel_is_gone(build_runtime):
     import gc
+    import weakref
 
     import tether_subagent_tools
 
-    before = len(tether_subagent_tools._tools)  # pyright: ignore[reportPrivateUsage]  (white-box)
+    made: list[weakref.ref[object]] = []
     for _ in range(3):
         runtime = build_runtime()
+        found = runtime.kernel.global_scope.find_plugin("subagent")
+        assert found is not None
+        assert isinstance(found.obj, tether_subagent_tools.SubagentToolsPlugin)
+        made.append(weakref.ref(found.obj))
         parent = await make_parent(runtime, Brain(lambda r: "ok", echo_child).model)
         async with parent:
             await parent.run("hello")
-        del runtime, parent
+        # The instance holds the tools it handed over: no registry of the module does.
+        assert parent.tools.get("subagent") in found.obj.tether_tools()
+        del runtime, parent, found
     gc.collect()
-    assert len(tether_subagent_tools._tools) <= before  # pyright: ignore[reportPrivateUsage]  (white-box)
+    assert [ref() for ref in made] == [None, None, None]
 
 
 async def test_parallel_background_calls_never_start_more_than_ten_tasks(runtime, tmp_path):

@@ -150,7 +150,11 @@ async def tool_runtimes(tmp_path: Path):
     import tether_spawn
     import tether_subagent_tools
 
-    plugins = {"spawn": tether_spawn, "fork": tether_fork, "subagent": tether_subagent_tools}
+    plugins = {
+        "spawn": tether_spawn,
+        "fork": tether_fork,
+        "subagent": tether_subagent_tools.SubagentToolsPlugin,
+    }
     stores: list[SQLiteStore] = []
 
     async def open_for(provider: str):

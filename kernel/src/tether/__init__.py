@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .loading.profile import Profile, ProfilePath, load_profile
     from .loading.registration import LoadedPlugin
     from .loading.scopes import Scope
-    from .loading.settings import PluginSettings
+    from .loading.settings import Plugin, PluginSettings
 
 __all__ = (
     "AgentError",
@@ -43,6 +43,7 @@ __all__ = (
     "LoadedPlugin",
     "ModelError",
     "Offer",
+    "Plugin",
     "PluginCatalog",
     "PluginEntry",
     "PluginError",
@@ -78,6 +79,7 @@ _LAZY = {
     "TetherError": "errors",
     "hookimpl": "hookspecs",
     "Kernel": "loading.kernel",
+    "Plugin": "loading.settings",
     "PluginSettings": "loading.settings",
     "load_kernel": "loading.kernel",
     "LoadedPlugin": "loading.registration",

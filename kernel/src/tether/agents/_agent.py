@@ -37,6 +37,7 @@ from ..models import (
     ModelResponse,
     ToolCall,
     Usage,
+    is_session_bound,
     messages_tokens,
     schema_tokens,
     window_for,
@@ -463,16 +464,15 @@ class Agent:
             live[self.session_id] = self
         self._tearing_down = False
         try:
-            attach = getattr(self.model, "attach", None)
-            if attach is not None:
-                await attach(self)  # a session-bound model (a remote agent) opens its connection
+            if is_session_bound(self.model):  # a remote agent's model opens its connection
+                await self.model.attach(self)
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
             if self._keeps_sessions():
                 self.start_job(keep_sessions, self.store, self._route_mail)
             if self._inbox:
                 self._parked = True  # restored messages wait for the next waking message
-            if not fresh or not getattr(self.store, "durable", False):
+            if not fresh or not self.store.durable:
                 # Posted while it was dormant: they run now. A durable store's session created
                 # a moment ago skips the read (a query): the process's keeper, which every
                 # agent on a durable store has, finds its mail on its next round.
@@ -538,10 +538,9 @@ class Agent:
                         await self._release_lease()
                 else:
                     await self._release_lease()
-            detach = getattr(self.model, "detach", None)
-            if detach is not None:
+            if is_session_bound(self.model):
                 with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
-                    await detach(self)
+                    await self.model.detach(self)
             runtime = self.runtime
             if runtime is not None and runtime.live_agents.get(self.session_id) is self:
                 del runtime.live_agents[self.session_id]
@@ -562,7 +561,7 @@ class Agent:
         """Whether this agent keeps the process's sessions: renews their leases and delivers
         mail other processes post to them. Only a durable store is shared with other
         processes, and one keeper per tree is enough: the agent whose parent is not open here."""
-        if not getattr(self.store, "durable", False):
+        if not self.store.durable:
             return False
         runtime = self.runtime
         if runtime is None:
@@ -1401,7 +1400,8 @@ class Agent:
             )
             for message in await pre_step_messages(self.pre_steps, context):
                 events.append(message)
-                self._history.append(Message(role=message.role, content=message.content))
+                if isinstance(message, ContextMessage):
+                    self._history.append(Message(role=message.role, content=message.content))
         if events:
             self._defer(*events)  # stored with the step's answer
 

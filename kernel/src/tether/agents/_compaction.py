@@ -22,7 +22,7 @@ import anyio
 
 from ..errors import AgentError, ErrorCode, TetherError
 from ..models import Message, Role, Usage, estimate_tokens, message_tokens, messages_tokens
-from ..store import CompactionEvent
+from ..store import CompactionEvent, ContextMessage
 from ..store.replay import render_instruction
 
 if TYPE_CHECKING:
@@ -392,6 +392,7 @@ async def _hooks_restate(agent: Agent) -> list[Message]:
     return [
         Message(role=m.role, content=m.content)
         for m in await pre_step_messages(agent.pre_steps, context)
+        if isinstance(m, ContextMessage)  # a descriptor has no place among restated messages
     ]
 
 

@@ -27,7 +27,7 @@ from ..models import (
     ToolCall,
     stream_answer,
 )
-from ..store import ContextMessage, InstructionEvent, MessageSource, StopReason
+from ..store import ContextMessage, DescriptorEvent, InstructionEvent, MessageSource, StopReason
 from ..store._events import replace_surrogates, replace_surrogates_in
 from ._instructions import DynamicInstruction, InstructionContext
 
@@ -112,8 +112,9 @@ class StepContext:
         return self.agent.messages
 
 
-#: A pre-step hook: returns messages to append before the step's model request (or nothing).
-PreStepFunction = Callable[[StepContext], "Awaitable[Iterable[Message] | None]"]
+#: A pre-step hook: returns messages to append before the step's model request (or nothing),
+#: and descriptors that record why (stored in the same commit as the messages, never sent).
+PreStepFunction = Callable[[StepContext], "Awaitable[Iterable[Message | DescriptorEvent] | None]"]
 
 
 @dataclass(frozen=True)
@@ -305,12 +306,17 @@ async def changed_instructions(
 
 async def pre_step_messages(
     pre_steps: Sequence[PreStep], context: StepContext
-) -> list[ContextMessage]:
+) -> list[ContextMessage | DescriptorEvent]:
     """What the pre-step hooks append before a step's request, in hook order (a message of
-    another role than ``system`` is sent as ``user``)."""
-    events: list[ContextMessage] = []
+    another role than ``system`` is sent as ``user``). A :class:`DescriptorEvent` a hook
+    returns is passed on as it is: the log keeps it beside the messages (what a catalog
+    showed), the model never sees it."""
+    events: list[ContextMessage | DescriptorEvent] = []
     for pre_step in pre_steps:
         for message in await pre_step.run(context) or ():
+            if isinstance(message, DescriptorEvent):
+                events.append(message)
+                continue
             role = "system" if message.role == "system" else "user"
             events.append(
                 ContextMessage(role=role, content=message.content, origin=pre_step.origin)

@@ -169,6 +169,7 @@ def _commands_of(entry: DeclaredCommand, name: str) -> tuple[click.Command, ...]
     from ..errors import ErrorCode, PluginError, TetherError
     from ..loading.catalog import PluginEntry
     from ..loading.registration import register_plugin
+    from ..loading.settings import class_hook, is_plugin_class
 
     dist = entry.distribution or "the plugin"
     try:
@@ -184,11 +185,10 @@ def _commands_of(entry: DeclaredCommand, name: str) -> tuple[click.Command, ...]
             remedy=f"fix or reinstall {dist} (--debug shows the traceback), or uninstall it "
             f"to drop {entry.command_line}",
         ) from exc
-    plugin = register_plugin(
-        PluginEntry(name, entry.value, entry.distribution, entry.version, entry.loader),
-        obj,
-        CLI_SCOPE,
-    )
+    plugin_entry = PluginEntry(name, entry.value, entry.distribution, entry.version, entry.loader)
+    if is_plugin_class(obj):  # no instance: the command line reads no profile
+        obj = class_hook(obj, HOOK, plugin_entry)
+    plugin = register_plugin(plugin_entry, obj, CLI_SCOPE)
     if not plugin.implements(HOOK):
         raise _violation(
             entry,

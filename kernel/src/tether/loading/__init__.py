@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     )
     from .registration import TRACE_ENV, LoadedPlugin, register_plugin
     from .scopes import Scope, ScopeKind
-    from .settings import PluginSettings
+    from .settings import Plugin, PluginSettings
     from .text import TextFileError
 
 __all__ = (
@@ -75,6 +75,7 @@ __all__ = (
     "LoadedPlugin",
     "Offer",
     "OfferContract",
+    "Plugin",
     "PluginCatalog",
     "PluginEntry",
     "PluginSettings",
@@ -123,6 +124,7 @@ _LAZY = {
     "register_plugin": "registration",
     "Scope": "scopes",
     "ScopeKind": "scopes",
+    "Plugin": "settings",
     "PluginSettings": "settings",
     "TextFileError": "text",
 }

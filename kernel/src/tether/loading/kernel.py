@@ -20,7 +20,13 @@ from .names import is_agent_name
 from .profile import Profile, find_profile, load_profile
 from .registration import LoadedPlugin, register_plugin
 from .scopes import Scope
-from .settings import validate_settings
+from .settings import (
+    is_plugin_class,
+    make_instance,
+    plugin_settings_model,
+    validate_settings,
+    validate_table,
+)
 from .text import format_loc
 
 __all__ = ("Kernel", "load_kernel")
@@ -379,15 +385,27 @@ def _load(
     key: str | None,
 ) -> LoadedPlugin:
     """Import, register, configure one instance and collect its offers (a local plugin, when
-    no project code is imported: registered empty, not imported)."""
+    no project code is imported: registered empty, not imported).
+
+    A class-based plugin (:class:`tether.Plugin`) has its table validated against the class's
+    ``settings_model`` first, and the object registered is ``cls(settings)``, made here: one
+    per instance."""
     if entry.local and not load.project_code:
         plugin = register_plugin(entry, _NotImported(), scope_id, file=file, key=key)
         plugin.imported = False
         return plugin
     obj = _import(entry, load.objects, file, key)
-    plugin = register_plugin(entry, obj, scope_id, file=file, key=key)
-    plugin.withheld = load.withheld
-    plugin.settings = validate_settings(profile, agent, plugin)
+    if is_plugin_class(obj):
+        model = plugin_settings_model(obj, entry, file, key)
+        settings = validate_table(profile, agent, entry.name, entry.source, model)
+        instance = make_instance(obj, entry, settings, file, key)
+        plugin = register_plugin(entry, instance, scope_id, file=file, key=key)
+        plugin.withheld = load.withheld
+        plugin.settings = settings
+    else:
+        plugin = register_plugin(entry, obj, scope_id, file=file, key=key)
+        plugin.withheld = load.withheld
+        plugin.settings = validate_settings(profile, agent, plugin)
     plugin.offers = plugin.collect("tether_offers", Offer)
     plugin.offers = (*plugin.offers, *derived_offers(plugin))
     return plugin

@@ -255,6 +255,18 @@ def _check_hookimpls(entry: PluginEntry, obj: object, file: Any, key: str | None
         except (TypeError, ValueError):
             continue
         extra = [name for name in params if name not in spec.parameters]
+        if extra == ["self"] and isinstance(obj, type):
+            raise PluginError(
+                ErrorCode.PLUGIN_HOOK_MISMATCH,
+                f'plugin "{entry.name}" ({entry.source}) is the class {obj.__qualname__}, whose '
+                f'hook "{hook_name}" is a method: the class itself was registered, not an '
+                "instance",
+                file=file,
+                key=key,
+                plugin=entry.name,
+                remedy="subclass tether.Plugin so the loader makes one instance per profile "
+                "entry with its settings (docs/writing-plugins.md), or name an object",
+            )
         if extra:
             wanted = f"{hook_name}({', '.join(spec.parameters)})"
             raise PluginError(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 from ..errors import ErrorCode, ModelError
 
 if TYPE_CHECKING:
+    from ..agents import Agent
     from ._types import ModelRequest, ModelResponse
 
 __all__ = (
@@ -18,7 +20,9 @@ __all__ = (
     "Model",
     "ModelProvider",
     "ProbingModel",
+    "SessionBoundModel",
     "find_model_provider",
+    "is_session_bound",
     "resolve_model",
     "unknown_prefix_remedy",
 )
@@ -94,6 +98,35 @@ class ClosableModel(Protocol):
     async def aclose(self) -> None:
         """Release what the model holds; idempotent."""
         ...
+
+
+@runtime_checkable
+class SessionBoundModel(Protocol):
+    """A model bound to the session of the agent that drives it (a remote agent: tether-acp's
+    and tether-a2a's models): the agent awaits ``attach(agent)`` when it enters its session,
+    before its first step, and ``detach(agent)`` when it leaves it, shielded and bounded.
+
+    A model without these two methods is not told (most models serve any agent)."""
+
+    async def attach(self, agent: Agent) -> None:
+        """The agent entered its session: bind to it (a connection opens at first use)."""
+        ...
+
+    async def detach(self, agent: Agent) -> None:
+        """The agent left its session: close or keep warm what :meth:`attach` bound."""
+        ...
+
+
+def is_session_bound(model: object) -> TypeGuard[SessionBoundModel]:
+    """``isinstance(model, SessionBoundModel)``, answered once per class: the protocol check
+    of a runtime-checkable protocol costs microseconds, and an agent asks on every enter and
+    leave (the members are methods of the model's class)."""
+    return _session_bound_class(type(model))
+
+
+@functools.lru_cache(maxsize=64)
+def _session_bound_class(kind: type) -> bool:
+    return issubclass(kind, SessionBoundModel)
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ class Runtime:
         store = self.store
         async with anyio.create_task_group() as group:
             self._group = group
-            if store is not None and getattr(store, "durable", False):
+            if store is not None and store.durable:
                 self._kept = store
                 group.start_soon(self._keep, store)
             for source in self.eager_tool_sources():

@@ -103,7 +103,7 @@ async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, An
         # A deferred subagent is reached through call_subagent: its receipt says so.
         via = "call_subagent" if spec.visibility == "deferred" else None
         with service.tasks.slot(agent):  # counted from the check until it is registered
-            if schema is None and getattr(agent.store, "durable", False):
+            if schema is None and agent.store.durable:
                 started = await service.start_continuable(SPECIALIST_PROVIDER, request)
                 return receipt(started.child_id, spec.tool_name, continuable=True, via=via)
             run = await service.start(SPECIALIST_PROVIDER, request)

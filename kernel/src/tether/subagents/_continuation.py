@@ -144,7 +144,7 @@ class ContinuationManager:
                 remedy="drop output_schema, or delegate one-shot",
             )
         parent = request.parent
-        if not getattr(parent.store, "durable", False):
+        if not parent.store.durable:
             raise SubagentError(
                 ErrorCode.PERSISTENCE_UNAVAILABLE,
                 "continuable children need a durable session store, and this agent's store "

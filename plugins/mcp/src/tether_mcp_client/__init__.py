@@ -11,7 +11,6 @@ the whole story.
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 import tether
@@ -29,6 +28,7 @@ from ._source import ChangeNotice, ServerSource, connection_for, connections, so
 __all__ = (
     "SEPARATOR",
     "Connection",
+    "McpPlugin",
     "ServerSettings",
     "ServerSource",
     "ServerUnavailable",
@@ -43,37 +43,31 @@ __all__ = (
 #: One change notice for every agent: it finds the servers an agent uses in its tools.
 _NOTICE = PreStep("mcp-tool-changes", ChangeNotice())
 
-_sources: dict[int, list[ToolSource]] = {}
 
+class McpPlugin(tether.Plugin[Settings]):
+    """The plugin ``mcp`` (a class-based plugin): one object per instance, holding one source
+    per server entry of its settings. The runtime's listings are cached on the sources, so
+    every agent composed from this instance shares them."""
 
-def _for(settings: Settings) -> list[ToolSource]:
-    """One source per server entry of a settings object (one plugin instance), kept with it:
-    the runtime's listings are cached on them."""
-    found = _sources.get(id(settings))
-    if found is None:
-        found = _sources[id(settings)] = sources_for(settings.servers)
-        weakref.finalize(settings, _sources.pop, id(settings), None)
-    return found
+    settings_model = Settings
 
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.sources: list[ToolSource] = sources_for(settings.servers)
+        """One tool source per ``[[plugin.mcp.servers]]`` entry (nothing starts until used)."""
 
-@tether.hookimpl
-def tether_settings_model() -> type[Settings]:
-    return Settings
+    @tether.hookimpl
+    def tether_tool_sources(self) -> list[ToolSource]:
+        return self.sources
 
+    @tether.hookimpl
+    def tether_pre_step(self) -> list[PreStep]:
+        return [_NOTICE] if self.settings.servers else []
 
-@tether.hookimpl
-def tether_tool_sources(settings: Settings) -> list[ToolSource]:
-    return _for(settings)
+    @staticmethod
+    @tether.hookimpl
+    def tether_cli_commands() -> list[click.Command]:
+        """``tether mcp`` (declared in the entry points, group ``tether.commands``)."""
+        from ._cli import mcp_group
 
-
-@tether.hookimpl
-def tether_pre_step(settings: Settings) -> list[PreStep]:
-    return [_NOTICE] if settings.servers else []
-
-
-@tether.hookimpl
-def tether_cli_commands() -> list[click.Command]:
-    """``tether mcp`` (declared in the entry points, group ``tether.commands``)."""
-    from ._cli import mcp_group
-
-    return [mcp_group]
+        return [mcp_group]

@@ -1,9 +1,10 @@
 """tether-otel: tether's agents as OpenTelemetry GenAI traces and metrics.
 
-Add ``"otel"`` to a profile's ``[tether] plugins`` and point ``[plugin.otel]`` (or the standard
-``OTEL_*`` variables) at a collector: every turn is an ``invoke_agent`` span, every model request
-a ``chat`` span, every tool call an ``execute_tool`` span, and a delegated child's turns are
-child spans of the call that started them. See docs/observability.md.
+Add ``"otel"`` (:class:`OtelPlugin`, a class-based plugin) to a profile's ``[tether] plugins``
+and point ``[plugin.otel]`` (or the standard ``OTEL_*`` variables) at a collector: every turn is
+an ``invoke_agent`` span, every model request a ``chat`` span, every tool call an
+``execute_tool`` span, and a delegated child's turns are child spans of the call that started
+them. See docs/observability.md.
 
 The OpenTelemetry SDK is imported when the first agent is composed, not when the profile loads.
 ``OTEL_SDK_DISABLED=true`` turns the plugin off.
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ._setup import flush
     from ._tracer import OtelTracer
 
-__all__ = ("OtelTracer", "Settings", "flush")
+__all__ = ("OtelPlugin", "OtelTracer", "Settings", "flush")
 
 
 def __getattr__(name: str) -> object:
@@ -39,16 +40,23 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'tether_otel' has no attribute {name!r}")
 
 
-@tether.hookimpl
-def tether_settings_model() -> type[Settings]:
-    return Settings
+class OtelPlugin(tether.Plugin[Settings]):
+    """The plugin ``otel`` (a class-based plugin): one object per instance, which makes its
+    tracer when the first agent is composed and keeps it."""
 
+    settings_model = Settings
 
-@tether.hookimpl
-def tether_tracers(settings: Settings) -> list[Tracer]:
-    """Every agent of the profile is traced (``OTEL_SDK_DISABLED=true``: none is)."""
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return []
-    from ._setup import tracer_for
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._tracer: OtelTracer | None = None
 
-    return [tracer_for(settings)]
+    @tether.hookimpl
+    def tether_tracers(self) -> list[Tracer]:
+        """Every agent of the profile is traced (``OTEL_SDK_DISABLED=true``: none is)."""
+        if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+            return []
+        if self._tracer is None:
+            from ._setup import make_tracer
+
+            self._tracer = make_tracer(self.settings)
+        return [self._tracer]

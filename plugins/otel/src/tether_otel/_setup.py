@@ -28,22 +28,19 @@ from ._exporters import GRPC, protocol_for
 from ._settings import Settings
 from ._tracer import OtelTracer
 
-__all__ = ("INSTRUMENTATION", "flush", "tracer_for")
+__all__ = ("INSTRUMENTATION", "flush", "make_tracer")
 
 #: The instrumentation scope of every span and metric.
 INSTRUMENTATION = "tether"
+#: The providers are the process's: two instances setting them up at once would race.
 _lock = threading.Lock()
-_made: dict[str, OtelTracer] = {}
 
 
-def tracer_for(settings: Settings) -> OtelTracer:
-    """The tracer for ``settings`` (one per process and settings)."""
-    key = settings.model_dump_json()
+def make_tracer(settings: Settings) -> OtelTracer:
+    """A tracer for ``settings`` (a plugin instance keeps the one it made), on the process's
+    providers, which the first tracer made sets up when nobody else did."""
     with _lock:
-        found = _made.get(key)
-        if found is None:
-            found = _made[key] = _make(settings)
-        return found
+        return _make(settings)
 
 
 def flush(timeout: float = 5.0) -> None:

@@ -10,8 +10,6 @@ skill's bundled files, while a skill provider serves them.
 
 from __future__ import annotations
 
-import weakref
-
 from pydantic import Field
 
 import tether
@@ -27,6 +25,7 @@ __all__ = (
     "LOAD_SKILL",
     "READ_SKILL_FILE",
     "Settings",
+    "SkillToolPlugin",
     "read_skill_file_tool",
 )
 
@@ -45,10 +44,15 @@ class Settings(tether.PluginSettings):
     100,000, is about 25,000 tokens)."""
 
 
-class _Parts:
-    """The tool and pre-steps of one plugin instance; the catalog checks the tool's identity."""
+class SkillToolPlugin(tether.Plugin[Settings]):
+    """The plugin ``skill-tool`` (a class-based plugin): one object per instance, holding its
+    tools and pre-steps (the catalog step checks that an agent sees this instance's
+    ``load_skill``)."""
+
+    settings_model = Settings
 
     def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
         self.tool = load_skill_tool(settings.body_max_chars)
         self.files = read_skill_file_tool(settings.file_max_bytes)
         self.steps = [
@@ -56,30 +60,10 @@ class _Parts:
             PreStep("skill-invocation", InvocationStep(settings.body_max_chars)),
         ]
 
+    @tether.hookimpl
+    def tether_tools(self) -> list[Tool]:
+        return [self.tool, self.files]
 
-_parts: dict[int, _Parts] = {}
-
-
-def _for(settings: Settings) -> _Parts:
-    """One ``_Parts`` per settings object (per plugin instance), dropped with it."""
-    parts = _parts.get(id(settings))
-    if parts is None:
-        parts = _parts[id(settings)] = _Parts(settings)
-        weakref.finalize(settings, _parts.pop, id(settings), None)
-    return parts
-
-
-@tether.hookimpl
-def tether_settings_model() -> type[Settings]:
-    return Settings
-
-
-@tether.hookimpl
-def tether_tools(settings: Settings) -> list[Tool]:
-    parts = _for(settings)
-    return [parts.tool, parts.files]
-
-
-@tether.hookimpl
-def tether_pre_step(settings: Settings) -> list[PreStep]:
-    return _for(settings).steps
+    @tether.hookimpl
+    def tether_pre_step(self) -> list[PreStep]:
+        return self.steps

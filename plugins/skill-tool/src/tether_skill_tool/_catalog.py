@@ -1,10 +1,17 @@
-"""The catalog message and the ``/name`` gesture: pre-step hooks of the skill tool."""
+"""The catalog message and the ``/name`` gesture: pre-step hooks of the skill tool.
+
+What the catalog showed is recorded in the session's log: each catalog message is stored with a
+``skill-catalog`` descriptor (:data:`CATALOG_DESCRIPTOR`, its entries as data) in the same
+commit. An agent restored in another process reads the newest one back (and whether a compaction
+came after it) instead of reading its own prose back out of the history.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-import weakref
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from tether.agents import StepContext, Tool
 from tether.models import Message
@@ -14,15 +21,27 @@ from tether.skills import (
     escape_text,
     render_skill_content,
 )
+from tether.store import CompactionEvent, DescriptorEvent
 
 from ._tool import LOAD_SKILL
 
 if TYPE_CHECKING:
     from tether.agents import Agent
 
-__all__ = ("CatalogStep", "InvocationStep", "render_catalog")
+__all__ = (
+    "CATALOG_DESCRIPTOR",
+    "CatalogStep",
+    "InvocationStep",
+    "catalog_descriptor",
+    "published_entries",
+    "render_catalog",
+)
 
 Entries = tuple[tuple[str, str], ...]
+
+#: The kind of the descriptor stored with each catalog message: ``data["entries"]`` is the list
+#: of ``[name, description]`` pairs it listed (empty: the tombstone).
+CATALOG_DESCRIPTOR = "skill-catalog"
 
 INITIAL_INTRO = (
     "A skill is a reusable set of task-specific instructions. The following skills are "
@@ -44,7 +63,6 @@ TOMBSTONE = (
     f"No skills are currently available through the `{LOAD_SKILL}` tool. Do not use names from "
     "earlier skill catalogs."
 )
-_LINE = re.compile(r"^- `([a-z0-9-]+)`: (.*)$")
 #: A leading ``/name`` token in a person's message (dsh's boundaries: start or whitespace).
 GESTURE = re.compile(r"(^|\s)/([a-z0-9]+(?:-[a-z0-9]+)*)(?=\s|$)")
 
@@ -66,31 +84,55 @@ def render_catalog(entries: Entries, *, first: bool) -> str:
     return f"<system-reminder>\n{REPLACEMENT_INTRO}\n\n{listing}\n</system-reminder>"
 
 
-def _unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+def catalog_descriptor(entries: Entries) -> DescriptorEvent:
+    """The record of one catalog message: what it listed."""
+    return DescriptorEvent(
+        kind=CATALOG_DESCRIPTOR, data={"entries": [[name, text] for name, text in entries]}
+    )
 
 
-def recover_published(messages: tuple[Message, ...]) -> Entries | None:
-    """The newest catalog already in the history (a continued session), or ``None``."""
-    for message in reversed(messages):
-        if message.role != "user" or not message.content.startswith("<system-reminder>\n"):
-            continue
-        body = message.content
-        if TOMBSTONE in body:
-            return ()
-        if INITIAL_INTRO not in body and REPLACEMENT_INTRO not in body:
-            continue
-        entries: list[tuple[str, str]] = []
-        inside = False
-        for line in body.splitlines():
-            if line == "<available_skills>":
-                inside = True
-            elif line == "</available_skills>":
-                break
-            elif inside and (found := _LINE.match(line)):
-                entries.append((found[1], _unescape(found[2])))
-        return tuple(entries)
-    return None
+def _entries_of(event: DescriptorEvent) -> Entries:
+    raw = cast(object, event.data.get("entries", ()))
+    if not isinstance(raw, list | tuple):
+        return ()
+    pairs: list[tuple[str, str]] = []
+    for item in cast(list[Any], raw):
+        if isinstance(item, list | tuple) and len(cast(list[Any], item)) == 2:
+            name, text = cast(list[Any], item)
+            pairs.append((str(name), str(text)))
+    return tuple(pairs)
+
+
+async def published_entries(agent: Agent) -> Entries | None:
+    """What the agent's history shows of the catalog, from its log: the entries of the newest
+    ``skill-catalog`` descriptor, the empty tuple for a tombstone, ``None`` for no catalog.
+    A compaction after it restated those entries (and nothing for a tombstone)."""
+    newest: DescriptorEvent | None = None
+    compacted = False
+    for stored in await agent.store.events(agent.session_id):
+        event = stored.event
+        if isinstance(event, DescriptorEvent) and event.kind == CATALOG_DESCRIPTOR:
+            newest, compacted = event, False
+        elif isinstance(event, CompactionEvent) and newest is not None:
+            compacted = True
+    if newest is None:
+        return None
+    entries = _entries_of(newest)
+    return (entries or None) if compacted else entries
+
+
+@dataclass(eq=False)
+class _Shown:
+    """What one open agent's history shows of this catalog step's catalog."""
+
+    agent: Agent
+    entries: Entries | None
+    """The catalog the history shows now (``()``: a tombstone; ``None``: none)."""
+    last: Entries | None
+    """The newest catalog published: what a compaction restates."""
+    compactions: int
+    seen: SkillCatalog | None = None
+    """The registry's snapshot last compared (the same object: nothing to do)."""
 
 
 class CatalogStep:
@@ -98,44 +140,64 @@ class CatalogStep:
 
     Nothing is appended while the agent cannot see this instance's ``load_skill`` tool
     (restricted away or shadowed), nor while the registry's snapshot is incomplete (the last
-    good catalog stands).
+    good catalog stands). What an open agent was shown is kept here by session while the agent
+    is open (dropped when it is left); an agent seen first is read from its log.
     """
 
     def __init__(self, tool: Tool, description_max: int) -> None:
         self._tool = tool
         self._max = description_max
-        self._published: weakref.WeakKeyDictionary[Agent, Entries | None] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._seen: weakref.WeakKeyDictionary[Agent, SkillCatalog] = weakref.WeakKeyDictionary()
-        self._compactions: weakref.WeakKeyDictionary[Agent, int] = weakref.WeakKeyDictionary()
+        self._shown: dict[str, _Shown] = {}
 
-    async def __call__(self, context: StepContext) -> list[Message] | None:
+    async def __call__(self, context: StepContext) -> list[Message | DescriptorEvent] | None:
         agent = context.agent
         if agent.runtime is None or agent.tools.get(LOAD_SKILL) is not self._tool:
             return None
         registry = agent.runtime.skills
         if context.after_reset:
-            return await self._restated(context)
+            return await self._restated(agent)
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
             await registry.refresh(scope=agent.scope, cwd=agent.cwd)
         catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
-        if self._compactions.get(agent, 0) != agent.compactions:
-            # A compaction replaced the history: the catalog shown before is gone from it.
-            self._compactions[agent] = agent.compactions
-            self._seen.pop(agent, None)
-            self._published.pop(agent, None)
-        if not catalog.complete or self._seen.get(agent) is catalog:
+        shown = await self._state(agent)
+        if shown.compactions != agent.compactions:
+            # A compaction replaced the history: it restated the newest catalog (a tombstone,
+            # nothing).
+            shown.compactions = agent.compactions
+            shown.seen = None
+            shown.entries = shown.last or None
+        if not catalog.complete or shown.seen is catalog:
             return None
-        self._seen[agent] = catalog
+        shown.seen = catalog
         entries = self._entries(catalog)
-        if agent not in self._published:
-            self._published[agent] = recover_published(agent.messages)
-        last = self._published[agent]
+        last = shown.entries
         if entries == last or (last is None and not entries):
             return None
-        self._published[agent] = entries
-        return [Message(role="user", content=render_catalog(entries, first=last is None))]
+        shown.entries = shown.last = entries
+        message = Message(role="user", content=render_catalog(entries, first=last is None))
+        return [message, catalog_descriptor(entries)]
+
+    async def _state(self, agent: Agent) -> _Shown:
+        """What ``agent``'s history shows, kept while a turn of the agent runs steps and until
+        the agent is left; outside a turn (``Agent.preview``, a compaction asked for between
+        turns) a copy that nothing keeps, so a preview changes nothing."""
+        shown = self._shown.get(agent.session_id)
+        if shown is None or shown.agent is not agent:
+            entries = await published_entries(agent)
+            shown = _Shown(agent, entries, entries, agent.compactions)
+            if not agent.in_turn:
+                return shown
+            self._shown[agent.session_id] = shown
+            session_id = agent.session_id
+
+            def release() -> None:
+                if self._shown.get(session_id) is shown:
+                    del self._shown[session_id]
+
+            agent.on_teardown(self, release)
+        elif not agent.in_turn:
+            return dataclasses.replace(shown)
+        return shown
 
     def _entries(self, catalog: SkillCatalog) -> Entries:
         return tuple(
@@ -144,19 +206,13 @@ class CatalogStep:
             if summary.invocation.model_invocable
         )
 
-    async def _restated(self, context: StepContext) -> list[Message] | None:
-        """The whole catalog, for a compaction to restate after its summary (the history
-        that showed it is about to be replaced). The next step finds it there: after a
-        compaction the hook reads what was published from the history again."""
-        agent = context.agent
-        assert agent.runtime is not None
-        catalog = await agent.runtime.skills.list(scope=agent.scope, cwd=agent.cwd)
-        if catalog.complete:
-            entries = self._entries(catalog)
-        else:  # the last good catalog stands
-            entries = self._published.get(agent) or recover_published(agent.messages)
+    async def _restated(self, agent: Agent) -> list[Message | DescriptorEvent] | None:
+        """The newest catalog, for a compaction to restate after its summary (the history
+        that showed it is about to be replaced); the next step shows what changed since, as
+        a replacement. Nothing after a tombstone, or when nothing was shown."""
+        entries = (await self._state(agent)).last
         if not entries:
-            return None  # nothing was shown, or a tombstone: nothing to restate
+            return None
         return [Message(role="user", content=render_catalog(entries, first=True))]
 
 

@@ -14,7 +14,6 @@ the kernel's task tools (``task_wait``, ``task_cancel``, ``task_output``) and ``
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -27,7 +26,7 @@ from tether.subagents import DEFAULT_MAX_DEPTH, AgentOptions
 from ._control import control_tools
 from ._tool import delegation_tool
 
-__all__ = ("Settings", "ToolFilterSettings", "ToolSettings")
+__all__ = ("Settings", "SubagentToolsPlugin", "ToolFilterSettings", "ToolSettings")
 
 
 class ToolFilterSettings(BaseModel):
@@ -125,24 +124,47 @@ class Settings(ToolSettings):
         return self
 
 
-@tether.hookimpl
-def tether_settings_model() -> type[Settings]:
-    return Settings
+class SubagentToolsPlugin(tether.Plugin[Settings]):
+    """The plugin ``subagent`` (a class-based plugin): one object per instance, holding the
+    tools it hands every agent of its layer."""
 
+    settings_model = Settings
 
-@tether.hookimpl
-def tether_requires(settings: Settings) -> list[tether.Requirement]:
-    return [
-        tether.Requirement(
-            plugin=tool.provider,
-            kind="subagent provider",
-            capabilities=capability,
-            setting=setting if index == 0 else f"tools[{index - 1}].{setting}",
-            remedy=remedy,
-        )
-        for index, tool in enumerate(settings.all_tools())
-        for capability, setting, remedy in _needs(tool)
-    ]
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._tools: list[Tool] | None = None
+
+    @tether.hookimpl
+    def tether_requires(self) -> list[tether.Requirement]:
+        return [
+            tether.Requirement(
+                plugin=tool.provider,
+                kind="subagent provider",
+                capabilities=capability,
+                setting=setting if index == 0 else f"tools[{index - 1}].{setting}",
+                remedy=remedy,
+            )
+            for index, tool in enumerate(self.settings.all_tools())
+            for capability, setting, remedy in _needs(tool)
+        ]
+
+    @tether.hookimpl
+    def tether_tools(self) -> list[Tool]:
+        # Made once, when the first agent is composed: every agent shares them.
+        if self._tools is None:
+            settings = self.settings
+            tools = [delegation_tool(tool) for tool in settings.all_tools()]
+            if any(tool.background == "continuable" for tool in settings.all_tools()):
+                tools += control_tools()
+            if _starts_tasks(settings):
+                tools += task_tools()
+            self._tools = tools
+        return self._tools
+
+    @tether.hookimpl
+    def tether_pre_step(self) -> list[PreStep]:
+        # The [Tasks] note (one per agent, whoever else offers it).
+        return [TASKS_NOTE] if _starts_tasks(self.settings) else []
 
 
 def _needs(settings: ToolSettings) -> list[tuple[tuple[str, ...], str, str | None]]:
@@ -166,30 +188,5 @@ def _needs(settings: ToolSettings) -> list[tuple[tuple[str, ...], str, str | Non
     return needs or [((), "provider", None)]
 
 
-_tools: dict[int, list[Tool]] = {}
-
-
-@tether.hookimpl
-def tether_tools(settings: Settings) -> list[Tool]:
-    # One set of tools per settings object (plugin instance), dropped with it.
-    tools = _tools.get(id(settings))
-    if tools is None:
-        # Copies: the tools' closures must not keep the cached settings object alive.
-        tools = [delegation_tool(tool.model_copy()) for tool in settings.all_tools()]
-        if any(tool.background == "continuable" for tool in settings.all_tools()):
-            tools += control_tools()
-        if _starts_tasks(settings):
-            tools += task_tools()
-        _tools[id(settings)] = tools
-        weakref.finalize(settings, _tools.pop, id(settings), None)
-    return tools
-
-
 def _starts_tasks(settings: Settings) -> bool:
     return any(tool.run_in_background for tool in settings.all_tools())
-
-
-@tether.hookimpl
-def tether_pre_step(settings: Settings) -> list[PreStep]:
-    # The [Tasks] note (one per agent, whoever else offers it).
-    return [TASKS_NOTE] if _starts_tasks(settings) else []

@@ -64,7 +64,7 @@ async def run_worker(
     queue of ``[plugin.temporal]``. ``ready`` is called once the worker polls."""
     settings = settings_of(kernel)
     store = profile_store(kernel)
-    if not getattr(store, "durable", False):
+    if not store.durable:
         await store.aclose()
         raise StoreError(
             ErrorCode.STORE_SPEC_INVALID,
