@@ -8,6 +8,7 @@ import pytest
 
 import tether
 import tether_skill_tool
+from tests.remake import remade
 from tether.agents import ToolFilter
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
 from tether.runtime import compose_agent
@@ -188,7 +189,7 @@ async def test_no_catalog_when_the_tool_is_restricted_away(runtime):
     runtime.skills.register(skill("alpha"))
     model = FunctionModel(lambda r: "ok")
     agent = await compose_agent(runtime, MemoryStore(), model=model)
-    agent.tools = agent.tools.restrict(ToolFilter(deny=frozenset({"load_skill"})))
+    agent = remade(agent, tools=agent.tools.restrict(ToolFilter(deny=frozenset({"load_skill"}))))
     async with agent:
         await agent.run("hi")
     assert all("<available_skills>" not in m.content for m in agent.messages)
@@ -278,7 +279,7 @@ async def test_the_catalog_is_shown_again_after_a_compaction(runtime):
         for n in range(4):
             await agent.run(f"question {n}")
         assert await agent.compact() is not None
-        assert agent.compactions == 1
+        assert agent.budget.compactions == 1
         await agent.run("after")
     catalog = render_catalog((("review", "Review well"),), first=True)
     turns = [r for r in model.requests if r.purpose == "turn"]

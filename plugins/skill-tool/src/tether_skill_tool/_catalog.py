@@ -118,11 +118,11 @@ class CatalogStep:
         if context.after_reset:
             return await self._restated(context)
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
-            await registry.refresh(scope=agent.scope, cwd=agent.cwd)
-        catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
-        if self._compactions.get(agent, 0) != agent.compactions:
+            await registry.refresh(scope=agent.spec.scope, cwd=agent.cwd)
+        catalog = await registry.list(scope=agent.spec.scope, cwd=agent.cwd)
+        if self._compactions.get(agent, 0) != agent.budget.compactions:
             # A compaction replaced the history: the catalog shown before is gone from it.
-            self._compactions[agent] = agent.compactions
+            self._compactions[agent] = agent.budget.compactions
             self._seen.pop(agent, None)
             self._published.pop(agent, None)
         if not catalog.complete or self._seen.get(agent) is catalog:
@@ -150,7 +150,7 @@ class CatalogStep:
         compaction the hook reads what was published from the history again."""
         agent = context.agent
         assert agent.runtime is not None
-        catalog = await agent.runtime.skills.list(scope=agent.scope, cwd=agent.cwd)
+        catalog = await agent.runtime.skills.list(scope=agent.spec.scope, cwd=agent.cwd)
         if catalog.complete:
             entries = self._entries(catalog)
         else:  # the last good catalog stands
@@ -181,7 +181,7 @@ class InvocationStep:
         names = list(dict.fromkeys(m[2] for m in GESTURE.finditer(context.turn_message)))
         messages: list[Message] = []
         for name in names:
-            definition = await agent.runtime.skills.get(name, scope=agent.scope, cwd=agent.cwd)
+            definition = await agent.runtime.skills.get(name, scope=agent.spec.scope, cwd=agent.cwd)
             if definition is not None and definition.invocation.user_invocable:
                 content = render_skill_content(definition, max_body_chars=self._body_max)
                 messages.append(Message(role="user", content=content))

@@ -216,7 +216,7 @@ class SessionActivities:
 
 
 async def _drive(runtime: Runtime, agent: Agent) -> None:
-    await agent.run_parked()
+    await agent.loop.run_parked()
     await runtime.settle(agent)
 
 

@@ -389,7 +389,7 @@ class Contexts(RequestContextBuilder):
                 if restored:
                     await self.runtime.recover(agent)
                 else:
-                    await agent.record(
+                    await agent.lease.record(
                         DescriptorEvent(kind=OWNER_DESCRIPTOR, data={"owner": opened.owner})
                     )
                 if restored:  # what the stopped server left parked belongs to failed tasks
@@ -564,7 +564,7 @@ class SessionTaskStore(TaskStore):
             log.warning("task %s: its context is not open; not written", task.id[:200])
             return
         data = {"owner": owner, "task": json_format.MessageToDict(task)}
-        await opened.agent.record(DescriptorEvent(kind=TASK_DESCRIPTOR, data=data))
+        await opened.agent.lease.record(DescriptorEvent(kind=TASK_DESCRIPTOR, data=data))
         self._written[task.id] = state
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
@@ -714,7 +714,7 @@ class _Running:
         self._armed = False
         agent = opened.agent
         self._stops = [agent.listen(self.push), agent.listen_deltas(self.push)]
-        self._stops.append(agent.on_idle(self._idle))
+        self._stops.append(agent.loop.on_idle(self._idle))
 
     def push(self, item: object) -> None:  # an agent listener: must never raise
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
