@@ -10,7 +10,7 @@ task (``Agent.run`` on an idle agent, :meth:`TurnLoop.run_parked`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from ._agent import Agent
 
 __all__ = ("TurnLoop",)
+
+
+async def _nothing() -> None:
+    return None
 
 
 class TurnLoop:
@@ -155,17 +159,19 @@ class TurnLoop:
         if self._agent.inbox.queued or self._resume is not None:
             self.wake()
 
-    async def run_parked(self) -> None:
+    def run_parked(self) -> Awaitable[None]:
         """``resume`` in the caller's task: run the messages a restore or an interrupt left
         parked, inline when the agent is idle (no task is started), and return once it is
-        idle. A host that has a task for the agent anyway (a hosted child) saves one."""
+        idle. A host that has a task for the agent anyway (a hosted child) saves one (and
+        the drain is awaited by the caller itself: no frame is spent here)."""
         self.require_open()
         self.parked = False
         if self.running:
-            await self.when_idle()
-        elif self._agent.inbox.queued or self._resume is not None:
+            return self.when_idle()
+        if self._agent.inbox.queued or self._resume is not None:
             self.running = True
-            await self.drain()
+            return self.drain()
+        return _nothing()
 
     def interrupt(self) -> bool:
         """Abort the running turn now; queued messages stay parked until the next waking

@@ -12,13 +12,13 @@ its end, shielded and bounded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 
 from ..errors import ErrorCode, ModelError, TetherError
-from ..models import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from ..models import Message, ModelResponse, ToolCall, Usage
 from ..store import (
     AssistantMessage,
     ContextMessage,
@@ -91,14 +91,17 @@ class Turn:
         self.ended: TurnEnded | None = None
         """How it ended, once it has."""
 
-    async def run(self) -> None:
+    def run(self) -> Awaitable[None]:
         """Run the turn; with a cut turn to resume, go on with it (its open calls, all
         idempotent, run again first; the log holds everything before). Told to the agent's
-        tracer, when it has one."""
+        tracer, when it has one (without one, no frame is spent on telling)."""
+        if self._agent.spec.tracer is None:
+            return self._run()
+        return self._traced()
+
+    async def _traced(self) -> None:
         tracer = self._agent.spec.tracer
-        if tracer is None:
-            await self._run()
-            return
+        assert tracer is not None
         resume, item = self._resume, self.item
         start = TurnStart(
             turn=self._loop.turns + 1 if resume is None else resume.turn,
@@ -129,8 +132,9 @@ class Turn:
         final: AssistantMessage | None = None
         pending_calls: tuple[ToolCall, ...] = ()
         claimed = False
-        # Steps in a row that make the same calls (a small model may loop on one call).
-        repeats = RepeatWatch(limits.max_repeated_calls)
+        # Steps in a row that make the same calls (a small model may loop on one call); made
+        # at the first step that makes calls.
+        repeats: RepeatWatch | None = None
         scope = anyio.CancelScope()
         outer: BaseException | None = None
         try:
@@ -194,6 +198,8 @@ class Turn:
                             final = message  # stored together with turn/end below
                             break
                         pending_calls = response.tool_calls
+                        if repeats is None:
+                            repeats = RepeatWatch(limits.max_repeated_calls)
                         verdict = repeats.see(response.tool_calls)
                         if verdict == "stop":
                             # The same calls again after the notice: answered, not run.
@@ -303,11 +309,11 @@ class Turn:
         closing.extend(inbox.take_step_messages(history))  # late injected context is kept
         return closing
 
-    async def _resolve_instructions(self, turn: int) -> list[InstructionEvent]:
+    async def _resolve_instructions(self, turn: int) -> Sequence[InstructionEvent]:
         """The instruction events whose value changed; applied once they are stored."""
         agent = self._agent
         if not agent.spec.instructions:
-            return []
+            return ()
         context = InstructionContext(agent.name, agent.session_id, turn)
         values = dict(agent.budget.instruction_values)
         return await changed_instructions(agent.spec.instructions, values, context)
@@ -328,43 +334,44 @@ class Turn:
             agent.lease.defer(*events)  # stored with the step's answer
 
     async def _request(self, step: int, usage: Usage) -> ModelResponse:
+        """The model's answer for this step: the budget makes the request fit, the tracer is
+        told, the answer streams while anyone listens (one frame: a waiting child's turn
+        costs as little as it can)."""
         agent = self._agent
-        budget, limits = agent.budget, agent.spec.limits
-        allowed = limits.max_output_tokens
+        budget, spec = agent.budget, agent.spec
+        allowed = spec.limits.max_output_tokens
         remaining = None if allowed is None else max(allowed - usage.output_tokens, 1)
         await budget.fit(remaining)
-        try:
-            return await self._ask(step, build_request(agent, budget.history, remaining))
-        except ModelError as exc:
-            # The provider counted more than the estimate: compact once, and ask again.
-            if (
-                exc.code != ErrorCode.CONTEXT_WINDOW_EXCEEDED
-                or agent.spec.compaction.mode != "auto"
-            ):
-                raise
-            if await budget.compact("overflow") is None:
-                raise
-        return await self._ask(step, build_request(agent, budget.history, remaining))
-
-    async def _ask(self, step: int, request: ModelRequest) -> ModelResponse:
-        agent = self._agent
-        tracer, model, limits = agent.spec.tracer, agent.spec.model, agent.spec.limits
         stream = self._loop.stream
         if stream is None and agent.runtime is not None and agent.runtime.delta_listeners:
             stream = self._loop.stream = AnswerStream(agent)
-        hear = None
-        if stream is not None and stream.wanted:
-            stream.begin()
-            hear = stream.hear
-        if tracer is None:
-            response = await request_with_retries(model, request, limits, hear)
-        else:
-            with tracer.model_request(agent, step, request) as answered:
-                response = await request_with_retries(model, request, limits, hear)
-                answered(response)
-        if hear is not None:
-            stream.end()  # type: ignore[union-attr]
-        return response
+        hear = stream.hear if stream is not None and stream.wanted else None
+        tracer, compacted = spec.tracer, False
+        while True:
+            request = build_request(agent, budget.history, remaining)
+            if hear is not None:
+                stream.begin()  # type: ignore[union-attr]
+            try:
+                if tracer is None:
+                    response = await request_with_retries(spec.model, request, spec.limits, hear)
+                else:
+                    with tracer.model_request(agent, step, request) as answered:
+                        response = await request_with_retries(
+                            spec.model, request, spec.limits, hear
+                        )
+                        answered(response)
+            except ModelError as exc:
+                # The provider counted more than the estimate: compact once, and ask again.
+                overflow = exc.code == ErrorCode.CONTEXT_WINDOW_EXCEEDED
+                if compacted or not overflow or spec.compaction.mode != "auto":
+                    raise
+                compacted = True
+                if await budget.compact("overflow") is None:
+                    raise
+                continue
+            if hear is not None:
+                stream.end()  # type: ignore[union-attr]
+            return response
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         agent = self._agent
