@@ -234,6 +234,9 @@ class Agent:
             log = await lease.read(repair=repair)
         else:
             lease.leased = True
+            if not log and self.header.origin == "user":
+                self._restored = True  # a new root session: nothing to fold, nothing pinned
+                return
         folded = fold(log, seed_length=self.header.seed_length)
         try:
             pins = delegation_pins(self.header, folded.setup)
@@ -266,20 +269,20 @@ class Agent:
             await self.restore()
         elif not lease.leased:
             await lease.take()  # a dormant agent entered again
-        if self.runtime is not None:
-            live = self.runtime.live_agents
-            if live.get(self.session_id, self) is not self:
+        spec, session_id = self.spec, self.header.id
+        if spec.runtime is not None:
+            live = spec.runtime.live_agents
+            if live.get(session_id, self) is not self:
                 raise StoreError(
                     ErrorCode.SESSION_CONFLICT,
-                    f'session "{self.session_id}" is already open in this process',
+                    f'session "{session_id}" is already open in this process',
                     remedy="send to the open agent instead of opening the session twice",
                 )
-            live[self.session_id] = self
+            live[session_id] = self
         loop.closing = False
         stack = AsyncExitStack()
-        stack.push_async_exit(self._left)  # last out: the lease, the model, the registration
         try:
-            attach = getattr(self.model, "attach", None)
+            attach = getattr(spec.model, "attach", None)
             if attach is not None:
                 await attach(self)  # a session-bound model (a remote agent) opens its connection
             loop.group = await stack.enter_async_context(anyio.create_task_group())
@@ -287,7 +290,7 @@ class Agent:
                 lease.keep()
             if self.inbox.queued:
                 loop.parked = True  # restored messages wait for the next waking message
-            if not fresh or not getattr(self.store, "durable", False):
+            if not fresh or not getattr(spec.store, "durable", False):
                 # Posted while it was dormant: they run now. A durable store's session created
                 # a moment ago skips the read (a query): the process's keeper, which every
                 # agent on a durable store has, finds its mail on its next round.
@@ -299,7 +302,10 @@ class Agent:
                 loop.group.cancel_scope.cancel()
             deadline = anyio.current_time() + TEARDOWN_TIMEOUT
             with anyio.CancelScope(shield=True, deadline=deadline):
-                await stack.__aexit__(type(exc), exc, exc.__traceback__)
+                try:
+                    await stack.__aexit__(type(exc), exc, exc.__traceback__)
+                finally:
+                    await self._left()  # last out: the lease, the model, the registration
             raise
         self._stack = stack
         return self
@@ -335,22 +341,25 @@ class Agent:
             if body is not None and all(e is body for e in leaves(group)):
                 return False  # the block's own exception, unwrapped: it propagates as raised
             raise
+        finally:
+            await self._left()  # last out: the lease, the model, the registration
 
-    async def _left(self, *_exc_info: object) -> None:
+    async def _left(self) -> None:
         """The last of leaving (or of an entry that failed): the lease goes back, a
         session-bound model lets go, the session is no longer open here."""
-        loop = self.loop
+        loop, spec = self.loop, self.spec
         loop.group = None
         loop.running = False
         loop.set_idle()
-        await self.lease.leave()
-        detach = getattr(self.model, "detach", None)
+        if self.lease.leased:
+            await self.lease.leave()
+        detach = getattr(spec.model, "detach", None)
         if detach is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                 await detach(self)
-        runtime = self.runtime
-        if runtime is not None and runtime.live_agents.get(self.session_id) is self:
-            del runtime.live_agents[self.session_id]
+        runtime = spec.runtime
+        if runtime is not None and runtime.live_agents.get(self.header.id) is self:
+            del runtime.live_agents[self.header.id]
 
     def start_job(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``function(*args)`` in the agent's task group: a background job the agent owns,

@@ -186,36 +186,33 @@ class SessionLease:
             await self._free.wait()
         self._writing = True
         try:
-            await self._append(events, hold)
+            if self.fenced:
+                raise self.fault  # type: ignore[misc]
+            held = len(self.unsaved)
+            batch = (*self.unsaved, *events) if held else events
+            try:
+                await self._agent.store.append(self._agent.header.id, batch)
+            except TetherError as exc:
+                if exc.code in _FENCED:
+                    self._fence(exc)
+                elif hold:
+                    # Deferred while it was written: those follow what it held.
+                    self.unsaved = (*batch, *self.unsaved[held:])
+                    self.told = min(self.told, held)
+                raise
+            told = min(self.told, held)
+            if held:
+                # Only what this batch held is stored: what was deferred meanwhile stays held.
+                self.unsaved, self.told = self.unsaved[held:], max(0, self.told - held)
+                if self.fault is not None and not self.fenced:
+                    self.fault = None  # what it held is stored: the agent may take turns again
+            self.log_length += len(batch)
+            self.tell(batch[told:])
         finally:
             self._writing = False
             free, self._free = self._free, None
             if free is not None:
                 free.set()
-
-    async def _append(self, events: tuple[Event, ...], hold: bool) -> None:
-        if self.fenced:
-            raise self.fault  # type: ignore[misc]
-        held = len(self.unsaved)
-        batch = (*self.unsaved, *events) if held else events
-        try:
-            await self._agent.store.append(self._agent.session_id, batch)
-        except TetherError as exc:
-            if exc.code in _FENCED:
-                self._fence(exc)
-            elif hold:
-                # Deferred while it was written: those follow what it held.
-                self.unsaved = (*batch, *self.unsaved[held:])
-                self.told = min(self.told, held)
-            raise
-        told = min(self.told, held)
-        if held:
-            # Only what this batch held is stored: what was deferred meanwhile stays held.
-            self.unsaved, self.told = self.unsaved[held:], max(0, self.told - held)
-            if self.fault is not None and not self.fenced:
-                self.fault = None  # what it held is stored: the agent may take turns again
-        self.log_length += len(batch)
-        self.tell(batch[told:])
 
     def _fence(self, exc: TetherError) -> None:
         self.unsaved, self.told = (), 0

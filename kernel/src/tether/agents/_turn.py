@@ -341,7 +341,8 @@ class Turn:
         budget, spec = agent.budget, agent.spec
         allowed = spec.limits.max_output_tokens
         remaining = None if allowed is None else max(allowed - usage.output_tokens, 1)
-        await budget.fit(remaining)
+        if budget.window is not None:  # unknown: no budget is kept, nothing to fit
+            await budget.fit(remaining)
         stream = self._loop.stream
         if stream is None and agent.runtime is not None and agent.runtime.delta_listeners:
             stream = self._loop.stream = AnswerStream(agent)
