@@ -70,7 +70,7 @@ class Agent:
     __slots__ = (
         "__weakref__",
         "_cwd",
-        "_has_jobs",
+        "_jobs",
         "_new_session",
         "_on_teardown",
         "_restored",
@@ -139,7 +139,7 @@ class Agent:
         """The turns: which runs, how the last ended, idleness."""
         self.budget = ContextBudget(self)
         """The history and its cost against the model's context window."""
-        self._has_jobs = False
+        self._jobs = 0
         self._on_teardown: dict[object, Callable[[], None]] | None = None
         self._stack: AsyncExitStack | None = None
         self._restored = False
@@ -325,11 +325,10 @@ class Agent:
         if lease.unsaved:
             with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
                 await lease.flush_held()
-        # The group is cancelled only when something may still run in it (a job was started,
-        # or a turn runs: cancelling costs more than the rest of the teardown), and before
-        # hosted children are told to stop: a job waiting for a child's end is cancelled, not
-        # woken by the end the teardown causes.
-        if self._has_jobs or loop.running:
+        # The group is cancelled only when something still runs in it (cancelling costs more
+        # than the rest of the teardown), and before hosted children are told to stop: a job
+        # waiting for a child's end is cancelled, not woken by the end the teardown causes.
+        if self._jobs or loop.running:
             group.cancel_scope.cancel()
         teardown, self._on_teardown = self._on_teardown, None
         for release in [*teardown.values()] if teardown else ():
@@ -365,8 +364,14 @@ class Agent:
         """Run ``function(*args)`` in the agent's task group: a background job the agent owns,
         cancelled when the agent is left (``async with`` exits)."""
         group = self.loop.require_open()
-        self._has_jobs = True  # started bare: a wrapper to count them costs a frame each
-        group.start_soon(function, *args)
+        self._jobs += 1
+        group.start_soon(self._job, function, args)
+
+    async def _job(self, function: Callable[..., Coroutine[Any, Any, Any]], args: Any) -> None:
+        try:
+            await function(*args)
+        finally:
+            self._jobs -= 1
 
     def on_teardown(self, key: object, release: Callable[[], None] | None) -> None:
         """Call ``release()`` when the agent is left, before its jobs are cancelled (a

@@ -117,12 +117,15 @@ class SessionLease:
         if not self.leased:
             return
         self.leased = False
-        if anyio.current_effective_deadline() == -math.inf:
-            deadline = anyio.current_time() + TEARDOWN_TIMEOUT
-            with anyio.CancelScope(shield=True, deadline=deadline):
-                await self._release()
-        else:
-            await self._release()
+        store, session_id = self._agent.store, self._agent.header.id
+        # If this fails, the lease expires, or its owner is seen to be gone.
+        with contextlib.suppress(TetherError):
+            if anyio.current_effective_deadline() == -math.inf:
+                deadline = anyio.current_time() + TEARDOWN_TIMEOUT
+                with anyio.CancelScope(shield=True, deadline=deadline):
+                    await store.release(session_id)
+            else:
+                await store.release(session_id)
 
     async def _release(self) -> None:
         # If this fails, the lease expires, or its owner is seen to be gone.
