@@ -251,6 +251,11 @@ class ChildSpec:
         )
 
 
+def _model_spec(agent: Agent) -> str | None:
+    """The model spec ``agent`` runs: the one it was made with, else its session's record."""
+    return agent.spec.model_spec or agent.header.model
+
+
 def _model_base(preset: AgentPreset) -> Path | None:
     """The folder a preset's own relative model spec resolves against (the file that wrote
     it), as :meth:`tether.runtime.Runtime.compose` resolves it."""
@@ -350,9 +355,7 @@ async def create_child_session(
         origin="subagent",
         delegation_depth=depth,
         seed_length=len(seed),
-        model=None
-        if remote
-        else (spec.model_route or parent.spec.model_spec or parent.header.model),
+        model=None if remote else (spec.model_route or _model_spec(parent)),
     )
     setup: list[Event] = [*seed, spec.delegation_descriptor(request)]
     if continuable:
