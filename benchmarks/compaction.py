@@ -47,16 +47,16 @@ async def session(turns: int, window: int) -> tuple[list[float], int, int]:
                 store=store,
                 model=FunctionModel(answer),
                 limits=AgentLimits(context_window=window),
+                compaction=CompactionPolicy(mode="auto"),
                 new_session=True,
             )
-            agent.compaction = CompactionPolicy(mode="auto")
             costs: list[float] = []
             async with agent:
                 for n in range(1, turns + 1):
                     start = time.process_time()
                     stop = await agent.run(f"question {n}")
                     costs.append(time.process_time() - start)
-                    assert stop == "completed", agent.last_error
+                    assert stop == "completed", agent.loop.last_error
             log = await store.events(agent.session_id)
             compactions = sum(1 for s in log if isinstance(s.event, CompactionEvent))
             return costs, compactions, len(log)

@@ -181,7 +181,7 @@ async def turns(
             n = 0
             while n < warmup + count:
                 agent = await runtime.compose()
-                assert (agent.tracer is None) == (way == "off"), way
+                assert (agent.spec.tracer is None) == (way == "off"), way
                 async with agent:
                     for _ in range(min(per_session, warmup + count - n)):
                         began = time.process_time()

@@ -480,7 +480,7 @@ async def test_a_prompt_cancelled_before_its_turn_began_never_runs(tmp_path):
             sid = (await server.new_session(cwd=str(tmp_path))).session_id
             agent = server._sessions[sid].agent  # pyright: ignore[reportPrivateUsage]  (white-box)
             await agent.followup("a notice")
-            while agent.pending:  # until its turn runs
+            while agent.inbox.pending:  # until its turn runs
                 await anyio.sleep(0.01)
             replies: list[Any] = []
 
@@ -489,7 +489,7 @@ async def test_a_prompt_cancelled_before_its_turn_began_never_runs(tmp_path):
 
             async with anyio.create_task_group() as group:
                 group.start_soon(prompt)
-                while agent.pending == 0:
+                while agent.inbox.pending == 0:
                     await anyio.sleep(0.01)
                 await server.cancel(sid)
     assert replies[0].stop_reason == "cancelled"

@@ -8,6 +8,7 @@ import pytest
 import tether
 import tether_spawn
 import tether_subagent_tools
+from tests.remake import remade
 from tether.agents import PermissionDesk, PermissionQuestion, Tool
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import compose_agent
@@ -76,7 +77,7 @@ def calls_delete(request: ModelRequest) -> ModelResponse | str:
 async def run(runtime, approval=None):
     agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(calls_delete))
     if approval is not None:
-        agent.approval = approval
+        agent = remade(agent, approval=approval)
     async with agent:
         await agent.run("clean up")
     return agent.messages[-1].content
@@ -194,7 +195,7 @@ async def test_a_child_says_what_its_policy_means_in_its_note(runtime, risky):
 
     for approval in ("ask", "deny"):
         agent = await compose_agent(runtime, MemoryStore(), model=FunctionModel(model))
-        agent.approval = approval
+        agent = remade(agent, approval=approval)
         async with agent:
             await agent.run("delegate")
     assert [note[len(DELEGATION_NOTE) :] for note in notes] == [
@@ -218,8 +219,7 @@ async def test_a_child_never_gets_more_than_its_parent(runtime, risky, parent, r
         return "allow"
 
     runtime.permission_host = host
-    agent = await compose_agent(runtime, MemoryStore(), model=delegating())
-    agent.approval = parent
+    agent = remade(await compose_agent(runtime, MemoryStore(), model=delegating()), approval=parent)
     async with agent:
         await agent.run("delegate the cleanup")
     assert risky.runs == runs

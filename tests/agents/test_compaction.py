@@ -71,10 +71,10 @@ async def agent_on(
         store=store,
         model=model,
         limits=AgentLimits(context_window=window),
+        compaction=CompactionPolicy(mode=mode),
         new_session=True,
         **kw,
     )
-    agent.compaction = CompactionPolicy(mode=mode)
     return agent
 
 
@@ -102,16 +102,16 @@ async def test_auto_compaction_keeps_every_request_within_the_window(store):
     async with agent:
         for n in range(40):
             assert await agent.run(f"question {n}") == "completed"
-    window = agent.window
+    window = agent.budget.window
     assert window is not None
     budget = window.budget()
     turns = [r for r in model.requests if r.purpose == "turn"]
     assert len(turns) == 40
     probe = await agent_on(store, FunctionModel(answers))
     for request in turns:
-        probe._history[:] = request.messages  # pyright: ignore[reportPrivateUsage]
-        probe._tally = None  # pyright: ignore[reportPrivateUsage]
-        assert probe.context_tokens() <= budget
+        probe.budget.history[:] = request.messages
+        probe.budget._tally = None  # pyright: ignore[reportPrivateUsage]
+        assert probe.budget.context_tokens() <= budget
     stored = await compactions(store, agent)
     assert len(stored) >= 3
     assert all(event.trigger == "auto" for event in stored)
@@ -135,7 +135,7 @@ async def test_the_view_a_restore_rebuilds_is_the_one_the_agent_had(store):
     again = Agent(header=agent.header, store=store, model=FunctionModel(answers))
     await again.restore(repair=False)
     assert again.messages == agent.messages
-    assert again.earlier_answers == agent.earlier_answers > 0
+    assert again.budget.earlier_answers == agent.budget.earlier_answers > 0
     # The log keeps every message: nothing was deleted.
     events = [s.event for s in await store.events(agent.session_id)]
     assert sum(1 for e in events if e.type == "assistant/message") == 25
@@ -210,7 +210,7 @@ async def test_manual_mode_never_sends_an_oversized_request_and_compacts_on_dema
     async with agent:
         stops = [await agent.run(f"question {n}") for n in range(20)]
         assert "error" in stops
-        assert "CONTEXT_WINDOW_EXCEEDED" in (agent.last_error or "")
+        assert "CONTEXT_WINDOW_EXCEEDED" in (agent.loop.last_error or "")
         assert not await compactions(store, agent)
         sent = len(model.requests)
         event = await agent.compact()
@@ -218,13 +218,13 @@ async def test_manual_mode_never_sends_an_oversized_request_and_compacts_on_dema
         assert event.trigger == "manual"
         assert len(model.requests) == sent + 1  # the summary request
         assert await agent.run("after") == "completed"
-    window = agent.window
+    window = agent.budget.window
     assert window is not None
     probe = await agent_on(store, FunctionModel(answers))
     for request in model.requests:
-        probe._history[:] = request.messages  # pyright: ignore[reportPrivateUsage]
-        probe._tally = None  # pyright: ignore[reportPrivateUsage]
-        assert probe.context_tokens() <= window.tokens
+        probe.budget.history[:] = request.messages
+        probe.budget._tally = None  # pyright: ignore[reportPrivateUsage]
+        assert probe.budget.context_tokens() <= window.tokens
 
 
 async def test_with_compaction_off_compact_is_refused_and_overflow_is_an_error(store):
@@ -235,7 +235,7 @@ async def test_with_compaction_off_compact_is_refused_and_overflow_is_an_error(s
         assert refused.value.code == ErrorCode.COMPACTION_FAILED
         stops = [await agent.run(f"question {n}") for n in range(20)]
     assert stops[-1] == "error"
-    assert "compaction is off" in (agent.last_error or "")
+    assert "compaction is off" in (agent.loop.last_error or "")
 
 
 async def test_a_provider_that_refuses_a_long_request_gets_a_compacted_one(store):
@@ -331,7 +331,7 @@ async def test_hook_tether_compaction_strategies_write_the_summary(tether_kernel
     kernel = tether_kernel(STRATEGY_PROFILE, {"digest": digest})
     model = FunctionModel(answers)
     agent = await compose_agent(kernel, store, model=model)
-    assert agent.compaction == CompactionPolicy(mode="auto", threshold=0.5, strategy="digest")
+    assert agent.spec.compaction == CompactionPolicy(mode="auto", threshold=0.5, strategy="digest")
     async with agent:
         for n in range(12):
             await agent.run(f"question {n}")
@@ -410,18 +410,15 @@ async def test_a_message_injected_while_an_idle_agent_compacts_is_kept(store):
     gate, asked = anyio.Event(), anyio.Event()
     agent = await agent_on(store, gated(gate, asked), mode="manual")
     async with agent:
-        gate.set()
         for n in range(6):
-            await agent.run(f"question {n}")
-        gate, asked = anyio.Event(), anyio.Event()
-        agent.model = gated(gate, asked)
+            await agent.run(f"question {n}")  # manual: no summary is asked for meanwhile
         async with anyio.create_task_group() as group:
             group.start_soon(agent.compact)
             await asked.wait()
             await agent.inject("injected while compacting")
             # A turn asked for meanwhile runs after the compaction, and run() waits for it.
             group.start_soon(agent.run, "asked while compacting")
-            while not agent.pending:  # accepted, waiting for the compaction to end
+            while not agent.inbox.pending:  # accepted, waiting for the compaction to end
                 await anyio.sleep(0.01)
             gate.set()
         assert agent.messages[-1].content == ANSWER  # the turn ran before run() returned
@@ -436,8 +433,12 @@ async def test_a_strategy_that_raises_fails_the_compaction_cleanly(store):
     async def broken(task) -> str:
         raise ValueError("no summary today")
 
-    agent = await agent_on(store, FunctionModel(answers), mode="manual")
-    agent.compaction_strategy = CompactionStrategy("broken", broken)
+    agent = await agent_on(
+        store,
+        FunctionModel(answers),
+        mode="manual",
+        compaction_strategy=CompactionStrategy("broken", broken),
+    )
     async with agent:
         for n in range(4):
             await agent.run(f"question {n}")
@@ -486,7 +487,7 @@ async def test_a_summary_over_its_bound_is_asked_for_again_then_cut(store):
     agent = await agent_on(store, FunctionModel(verbose), window=4_000)
     async with agent:
         for n in range(60):
-            assert await agent.run(f"question {n}") == "completed", agent.last_error
+            assert await agent.run(f"question {n}") == "completed", agent.loop.last_error
     stored = await compactions(store, agent)
     assert len(stored) >= 2
     for event in stored:
@@ -558,7 +559,7 @@ async def test_a_turn_too_long_to_keep_whole_keeps_its_question_before_its_last_
     tools = ToolRegistry([Tool("look", "Look.", lambda arguments, context: ANSWER * 2)])
     agent = await agent_on(store, FunctionModel(dig), tools=tools)
     async with agent:
-        assert await agent.run("dig deep") == "completed", agent.last_error
+        assert await agent.run("dig deep") == "completed", agent.loop.last_error
     stored = await compactions(store, agent)
     assert stored
     for event in stored:

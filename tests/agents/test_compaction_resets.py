@@ -141,7 +141,7 @@ async def test_a_compaction_in_the_middle_of_a_turn_keeps_the_context(new_runtim
     async with agent:
         assert await agent.run("load the review skill") == "completed"
         assert await agent.run("look things up") == "completed"
-    assert agent.compactions >= 1
+    assert agent.budget.compactions >= 1
     request = after_compaction(model)
     assert request.messages[-1].role == "tool"  # in the middle of the turn: after a result
     assert_context_kept(request, expected(request, 2))
@@ -167,8 +167,8 @@ async def test_a_scripted_run_through_a_compaction_in_the_middle_of_a_turn_plays
     agent = await compose_agent(new_runtime(), store, model=model, limits=FILLING)
     async with agent:
         assert await agent.run("load the review skill") == "completed"
-        assert await agent.run("look things up") == "completed", agent.last_error
-    assert agent.compactions >= 1
+        assert await agent.run("look things up") == "completed", agent.loop.last_error
+    assert agent.budget.compactions >= 1
     model.assert_consumed()
 
 
@@ -181,7 +181,7 @@ async def test_a_compaction_at_the_first_step_of_a_turn_keeps_the_context(new_ru
     async with agent:
         assert await agent.run("load the review skill") == "completed"
         turn = 2
-        while agent.compactions == 0:
+        while agent.budget.compactions == 0:
             assert await agent.run(f"remember this: {RESULT}") == "completed"
             turn += 1
     request = after_compaction(model)
@@ -213,7 +213,7 @@ async def test_a_restore_in_a_new_runtime_keeps_the_context(new_runtime, store, 
     again = FunctionModel(Plays())
     restored = await compose_agent(new_runtime(), store, model=again, session_id=agent.session_id)
     async with restored:
-        assert restored.compactions == (1 if compacted else 0)
+        assert restored.budget.compactions == (1 if compacted else 0)
         assert await restored.run("after the restore") == "completed"
     (request,) = again.requests
     assert_context_kept(request, expected(request, 4))

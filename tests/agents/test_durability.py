@@ -51,7 +51,7 @@ async def test_a_finished_tool_result_is_stored_while_its_sibling_still_runs(mak
     events = [s.event for s in await store.events(agent.session_id)]
     results = [e.tool_call_id for e in events if isinstance(e, ToolResult)]
     assert results == ["c1", "c2"]
-    assert agent.last_stop_reason == "completed"
+    assert agent.loop.last_stop_reason == "completed"
 
 
 async def test_a_lone_surrogate_from_the_model_is_stored_as_a_replacement_character(
@@ -237,7 +237,7 @@ async def test_a_turn_cut_in_a_later_model_step_goes_on_only_where_the_runtime_r
     )
     try:
         async with agent:
-            await agent.run_parked()
+            await agent.loop.run_parked()
         log = [s.event for s in await store.events(header.id)]
     finally:
         await store.aclose()

@@ -59,7 +59,7 @@ async def test_mail_taken_while_the_agent_is_left_waits_in_the_log_for_the_next_
                 await store.post(header.id, message)
 
                 async def collect() -> None:
-                    collected.append(await agent.collect_mail())
+                    collected.append(await agent.lease.collect_mail())
 
                 group.start_soon(collect)
                 await store.taken.wait()
@@ -71,9 +71,9 @@ async def test_mail_taken_while_the_agent_is_left_waits_in_the_log_for_the_next_
 
         again = _agent(store, await store.header(header.id), ["hi there"])
         async with again:
-            again.resume()
+            again.loop.resume()
             await again.when_idle()
-        assert again.last_stop_reason == "completed"
+        assert again.loop.last_stop_reason == "completed"
         assert [m.content for m in again.messages if m.role == "assistant"] == ["hi there"]
     finally:
         await store.aclose()

@@ -131,5 +131,5 @@ async def test_cancelling_the_turn_during_a_backoff_pause_aborts_it_promptly(mak
         await agent.cancel()
         await agent.when_idle()
         assert time.monotonic() - started < scaled(5)
-    assert agent.last_stop_reason == "aborted"
+    assert agent.loop.last_stop_reason == "aborted"
     assert (await store.events(agent.session_id))[-1].event.stop_reason == "aborted"

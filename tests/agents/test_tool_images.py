@@ -78,7 +78,7 @@ async def test_a_restored_session_shows_the_images_again(tmp_path):
     later = FunctionModel(lambda request: "again", accepts_images=True)
     agent = await agent_on(store, await store.header(header.id), later)
     async with agent:
-        assert agent.holds_images
+        assert agent.budget.holds_images
         await agent.run("and now?")
     tool_message = next(m for m in later.requests[0].messages if m.role == "tool")
     assert tool_message.images == (ImagePart(mime_type="image/png", data=PNG),)

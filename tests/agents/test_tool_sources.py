@@ -118,7 +118,7 @@ async def test_the_tools_a_source_lists_are_called_by_the_model(tether_kernel):
     agent = await runtime.compose(agent="main", model=FunctionModel(script))
     await runtime.run_session(agent, ["find"])
     assert agent.messages[-1].content == "found it"
-    assert [t.name for t in (await agent.preview(None))[0].tools] == ["lookup"]
+    assert [t.name for t in (await agent.loop.preview(None))[0].tools] == ["lookup"]
 
 
 async def test_sources_are_listed_concurrently(tether_kernel):

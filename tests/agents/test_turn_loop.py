@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from tether.agents import Agent, AgentLimits
-from tether.agents._agent import UNFINISHED_CALL
+from tether.agents._turn import UNFINISHED_CALL
 from tether.errors import ErrorCode, ModelError, TetherError
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall, Usage
 from tether.store import InboxAccepted, MessageSource
@@ -161,7 +161,7 @@ async def test_cancel_aborts_the_running_turn_and_answers_open_tool_calls(make_a
         await anyio.wait_all_tasks_blocked()
         await agent.cancel()
         await agent.when_idle()
-    assert agent.last_stop_reason == "aborted"
+    assert agent.loop.last_stop_reason == "aborted"
     stored = [s.event for s in await store.events(agent.session_id)]
     assert stored[-2].type == "tool/result"
     assert (stored[-2].content, stored[-2].is_error) == (UNFINISHED_CALL, True)
@@ -513,7 +513,7 @@ async def test_leaving_async_with_mid_turn_closes_the_turn_in_the_log(make_agent
     assert [e.type for e in events[-2:]] == ["tool/result", "turn/end"]
     assert events[-2].content == UNFINISHED_CALL
     assert events[-1].stop_reason == "aborted"
-    assert agent.last_stop_reason == "aborted"
+    assert agent.loop.last_stop_reason == "aborted"
 
 
 async def test_sending_before_async_with_writes_nothing(make_agent, store):

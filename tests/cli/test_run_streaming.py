@@ -511,4 +511,4 @@ async def test_a_childs_streamed_text_reaches_the_status_line(tmp_path):
             await runtime.run_session(agent, ("go",))
     status = next(text for text in written if '"second line"]' in text)
     assert re.fullmatch(r'\r\x1b\[2K\[subagents running: task \d+\.\ds "second line"\]', status)
-    assert agent.last_stop_reason == "completed"
+    assert agent.loop.last_stop_reason == "completed"

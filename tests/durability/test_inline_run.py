@@ -37,17 +37,17 @@ from tether.store import SQLiteStore
 async def main(db: str, marker: str) -> None:
     store = SQLiteStore(Path(db))
     header = await store.create(new_header(session_id="ses_inline"))
-    model = FunctionModel(lambda r: "one")
-    agent = Agent(header=header, store=store, model=model, new_session=True)
+
+    async def answer(request):
+        if len(request.messages) == 1:
+            return "one"
+        Path(marker).touch()  # the second turn's request: the process is killed in it
+        await anyio.sleep(60)
+        return "never"
+
+    agent = Agent(header=header, store=store, model=FunctionModel(answer), new_session=True)
     async with agent:
         await agent.run("answered")
-
-        async def slow(request):
-            Path(marker).touch()
-            await anyio.sleep(60)
-            return "never"
-
-        agent.model = FunctionModel(slow)
         await agent.run("lost with the process")
 
 

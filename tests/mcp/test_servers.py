@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.remake import remade
 from tether.agents import PermissionQuestion
 from tether.errors import AgentError, ErrorCode
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
@@ -294,7 +295,7 @@ async def test_a_write_that_needs_approval_runs_only_when_the_policy_allows(
         assert write.needs_approval
         assert read is not None
         assert not read.needs_approval
-        agent.approval = "deny" if policy == "deny" else "ask"
+        agent = remade(agent, approval="deny" if policy == "deny" else "ask")
         await runtime.run_session(agent, ["write the secret"])
     (result,) = tool_messages(agent)
     if policy == "deny":

@@ -38,7 +38,7 @@ async def run_turn(model: ChatCompletionsModel, *, stream: bool = False) -> tupl
         agent.listen_deltas(lambda delta: None)
     async with agent:
         stop = await agent.run("hi")
-    return stop, agent.last_error or ""
+    return stop, agent.loop.last_error or ""
 
 
 async def test_a_hung_server_ends_the_turn_at_the_deadline_not_after_nine_timeouts(server):

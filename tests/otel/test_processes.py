@@ -84,7 +84,7 @@ async def main():
     kernel = load_kernel("tether.toml")
     async with Runtime.open(kernel, SQLiteStore("sessions.db")) as runtime:
         agent = await runtime.compose()
-        assert agent.tracer is None
+        assert agent.spec.tracer is None
         async with agent:
             assert await agent.run("When?") == "completed"
 

@@ -85,7 +85,7 @@ class ElsewhereHost:
                     self.driving[session_id] = agent
                     # Whatever reached the log first (the mail, taken on entering, or by the
                     # runtime's keeper before) runs now.
-                    await agent.run_parked()
+                    await agent.loop.run_parked()
                     await held.settle()
         finally:
             self.driving.pop(session_id, None)

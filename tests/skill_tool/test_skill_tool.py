@@ -8,6 +8,7 @@ import pytest
 
 import tether
 import tether_skill_tool
+from tests.remake import remade
 from tether.agents import ToolFilter
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
 from tether.runtime import compose_agent
@@ -188,7 +189,7 @@ async def test_no_catalog_when_the_tool_is_restricted_away(runtime):
     runtime.skills.register(skill("alpha"))
     model = FunctionModel(lambda r: "ok")
     agent = await compose_agent(runtime, MemoryStore(), model=model)
-    agent.tools = agent.tools.restrict(ToolFilter(deny=frozenset({"load_skill"})))
+    agent = remade(agent, tools=agent.tools.restrict(ToolFilter(deny=frozenset({"load_skill"}))))
     async with agent:
         await agent.run("hi")
     assert all("<available_skills>" not in m.content for m in agent.messages)
@@ -353,7 +354,7 @@ async def test_the_catalog_is_shown_again_after_a_compaction(runtime):
         for n in range(4):
             await agent.run(f"question {n}")
         assert await agent.compact() is not None
-        assert agent.compactions == 1
+        assert agent.budget.compactions == 1
         await agent.run("after")
     catalog = render_catalog((("review", "Review well"),), first=True)
     turns = [r for r in model.requests if r.purpose == "turn"]
@@ -374,11 +375,11 @@ async def test_a_preview_changes_nothing_and_leaving_drops_what_the_step_kept(ru
     step = instance.steps[0].run
     catalog = render_catalog((("alpha", "Does a thing."),), first=True)
     async with agent:
-        _request, pending = await agent.preview("x")
+        _request, pending = await agent.loop.preview("x")
         assert [m.content for m in pending] == ["x", catalog]
         await agent.run("hi")  # the preview did not count as shown: the turn shows it
         assert model.requests[0].messages[-1].content == catalog
         assert step._shown  # pyright: ignore[reportPrivateUsage]  (white-box: kept while open)
-        _request, pending = await agent.preview("x")
+        _request, pending = await agent.loop.preview("x")
         assert [m.content for m in pending] == ["x"]
     assert not step._shown  # pyright: ignore[reportPrivateUsage]  (white-box: dropped on leave)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.agents.test_approvals import Risky
+from tests.remake import remade
 from tether.agents import PermissionQuestion
 from tether.runtime import Runtime
 from tether.store import SQLiteStore, ToolResult
@@ -44,7 +45,7 @@ async def _run(tmp_path, roles, *, writer_approval: str = "", root_approval: str
     try:
         async with Runtime.open(kernel, store, permission_host=host) as runtime:
             main = await runtime.compose(agent="main")
-            main.approval = root_approval  # type: ignore[assignment]
+            main = remade(main, approval=root_approval)
             async with main:
                 await main.run("go")
                 await runtime.settle(main)

@@ -41,16 +41,18 @@ async def store(tmp_path):
 def the_same_agent(restored: Agent, composed: Agent) -> None:
     assert restored.session_id == composed.session_id
     assert restored.tools.names() == composed.tools.names()
-    assert restored.tool_policy == composed.tool_policy
-    assert restored.approval == composed.approval == "ask"  # its parent's: it asks up the chain
-    assert restored.scope is not None
-    assert composed.scope is not None
-    assert restored.scope.path == composed.scope.path
+    assert restored.spec.tool_policy == composed.spec.tool_policy
+    assert (
+        restored.spec.approval == composed.spec.approval == "ask"
+    )  # its parent's: it asks up the chain
+    assert restored.spec.scope is not None
+    assert composed.spec.scope is not None
+    assert restored.spec.scope.path == composed.spec.scope.path
     assert restored.model.name == composed.model.name
-    assert restored.limits == composed.limits
+    assert restored.spec.limits == composed.spec.limits
     assert restored.cwd == composed.cwd
     assert restored.runtime is composed.runtime
-    assert restored.system == composed.system
+    assert restored.spec.system == composed.spec.system
 
 
 @pytest.mark.parametrize("keep_tool_list", [False, True], ids=["spawn", "fork"])
@@ -74,12 +76,12 @@ async def test_a_cold_restore_makes_the_agent_its_compose_made(
         assert descriptor is not None
         restored = await restore_local_child(parent, header, descriptor)
     the_same_agent(restored, composed)
-    assert restored.limits.max_output_tokens == 321
+    assert restored.spec.limits.max_output_tokens == 321
     assert restored.model.name == f"function:{__name__}:routed"
     if keep_tool_list:
         assert "shout" in restored.tools.names()
-        assert restored.tool_policy is not None
-        assert not restored.tool_policy.permits("shout")
+        assert restored.spec.tool_policy is not None
+        assert not restored.spec.tool_policy.permits("shout")
     else:
         assert "shout" not in restored.tools.names()
     assert "report" in restored.tools.names()  # a continuable child keeps its report tool
@@ -101,7 +103,7 @@ async def test_a_child_without_a_model_of_its_own_is_restored_with_its_hosts(bui
         restored = await restore_local_child(parent, header, descriptor)
     the_same_agent(restored, composed)
     assert restored.model is model
-    assert restored.limits == parent.limits
+    assert restored.spec.limits == parent.spec.limits
 
 
 async def test_the_continuable_descriptor_is_written_in_the_setup_window(build_runtime, store):

@@ -253,7 +253,7 @@ async def delegated(tmp_path, store) -> Delegated:
         async with Runtime.open(kernel, store) as runtime:
             main = await runtime.compose(agent="main")
             async with main:
-                window = main.window
+                window = main.budget.window
                 assert window is not None
                 assert (window.tokens, window.source) == (PARENT_WINDOW, "agent")
                 assert await main.run("go") == "completed"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import tether
+from tests.remake import remade
 from tether.agents import PermissionQuestion, Tool, ToolFilter, new_header
 from tether.errors import ErrorCode, StoreError
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
@@ -80,7 +81,7 @@ async def delegated_child(runtime, store, approval: str = "deny", **request: Any
     task through its ``subagent`` tool; the child's id."""
     brain = Brain(delegating_parent("child task", **request), lambda r: "child done")
     parent = await make_parent(runtime, brain.model, store)
-    parent.approval = approval  # type: ignore[assignment]
+    parent = remade(parent, approval=approval)
     async with parent:
         await parent.run("go")
     assert tool_results(parent) == ["child done"]
@@ -114,7 +115,7 @@ async def test_a_spawn_child_opened_as_a_session_keeps_its_narrowed_tools_and_de
         "ask for it (its approval policy is deny) | echo ran"
     )
     assert tools.ran == ["echo"]
-    assert agent.approval == "deny"
+    assert agent.spec.approval == "deny"
     assert agent.tools.names() == [
         "subagent",
         "task_wait",
@@ -136,9 +137,9 @@ async def test_acp_session_load_of_a_child_gets_the_childs_tools_before_any_prom
     child_id = await delegated_child(runtime, store)
     agent = await compose_agent(runtime, store, session_id=child_id, model=FunctionModel(calls()))
     async with agent:
-        request, _ = await agent.preview("next")
+        request, _ = await agent.loop.preview("next")
     assert [schema.name for schema in request.tools] == ["echo"]
-    assert agent.approval == "deny"
+    assert agent.spec.approval == "deny"
 
 
 async def test_a_fork_child_opened_as_a_session_keeps_its_call_time_policy(
@@ -163,7 +164,7 @@ async def test_a_fork_child_opened_as_a_session_keeps_its_call_time_policy(
         "shout",
         "danger",
     ]
-    assert agent.tool_policy == ToolFilter(deny=frozenset({"shout"}))
+    assert agent.spec.tool_policy == ToolFilter(deny=frozenset({"shout"}))
 
 
 async def test_a_grandchild_opened_as_a_session_keeps_every_ancestors_narrowing(
@@ -249,7 +250,7 @@ async def test_a_descriptor_without_recorded_tools_still_enforces_its_filter_at_
         },
     )
     agent, said = await continue_session(runtime, store, child_id, "shout", "danger", "echo")
-    assert agent.tool_policy == ToolFilter(deny=frozenset({"shout", "danger"}))
+    assert agent.spec.tool_policy == ToolFilter(deny=frozenset({"shout", "danger"}))
     assert said.count("the task was delegated without it") == 2
     assert tools.ran == ["echo"]
 
@@ -261,7 +262,7 @@ async def test_a_delegated_session_without_a_descriptor_has_its_approvals_denied
     child_id = await stored_child(store, None)
     runtime.permission_host = allow_everything
     agent, said = await continue_session(runtime, store, child_id, "danger")
-    assert agent.approval == "deny"
+    assert agent.spec.approval == "deny"
     assert said.startswith('error: tool "danger" needs approval, and this agent may not ask')
 
 
@@ -270,7 +271,7 @@ async def test_a_session_a_person_started_is_not_pinned(build_runtime, store, to
     session_id = await stored_child(store, None, origin="user")
     runtime.permission_host = allow_everything
     agent, said = await continue_session(runtime, store, session_id, "danger")
-    assert (agent.approval, agent.tool_policy, said) == ("ask", None, "danger ran")
+    assert (agent.spec.approval, agent.spec.tool_policy, said) == ("ask", None, "danger ran")
 
 
 @pytest.mark.parametrize(
@@ -324,7 +325,7 @@ async def test_a_continuable_child_cold_restored_in_a_new_process_keeps_its_tool
         restored = manager.live(child.id)
         assert restored is not None
         assert "shout" not in restored.tools.names()
-        assert restored.approval == "ask"  # its parent's, as delegated
+        assert restored.spec.approval == "ask"  # its parent's, as delegated
         await manager.wait_quiet(again)
     results = [
         s.event.content  # type: ignore[union-attr]

@@ -102,7 +102,7 @@ async def test_spawn_tool_filter_is_a_scoped_restrict_that_leaves_the_parent_unt
     assert {"echo", "shout", "subagent"} <= set(before)
     assert [t.name for t in brain.parent_requests[-1].tools] == before
     assert run.local_agent is not None
-    assert run.local_agent.tool_policy is None
+    assert run.local_agent.spec.tool_policy is None
 
 
 async def test_fork_keeps_the_tool_list_and_refuses_filtered_calls(tools_kernel):
@@ -167,7 +167,7 @@ async def test_spawn_inherits_the_parent_model_unless_agent_options_name_one(ker
     assert first.output == "from the parent's model"
     assert inherited.local_agent.model is parent.model  # type: ignore[union-attr]
     assert second.output == "from the other model"
-    assert overridden.local_agent.limits.max_output_tokens == 64  # type: ignore[union-attr]
+    assert overridden.local_agent.spec.limits.max_output_tokens == 64  # type: ignore[union-attr]
     assert len(brain.child_requests) == 1
 
 

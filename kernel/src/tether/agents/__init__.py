@@ -1,7 +1,10 @@
 """Agents: the turn loop, its inbox, tools, prompt composition.
 
 Agents are composed by a runtime (:func:`tether.runtime.compose_agent`,
-:meth:`tether.runtime.Runtime.compose`), which they live in.
+:meth:`tether.runtime.Runtime.compose`), which they live in. An :class:`Agent` is built whole
+from its parts (:class:`AgentSpec`) and its jobs are owned by collaborators: its
+:class:`SessionLease` (lease, log, mail), :class:`Inbox`, :class:`TurnLoop` (each
+:class:`Turn`) and :class:`ContextBudget` (history, window, compaction).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ._approvals import (
     question_path,
     stricter,
 )
+from ._budget import ContextBudget
 from ._compaction import (
     SUMMARY_INSTRUCTION,
     CompactionInput,
@@ -32,6 +36,7 @@ from ._compose import (
     resolve_agent_name,
     resolve_preset_model,
 )
+from ._inbox import Inbox
 from ._instructions import (
     PARALLEL_TOOLS_SECTION,
     DynamicInstruction,
@@ -39,7 +44,11 @@ from ._instructions import (
     load_instructions,
 )
 from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
+from ._lease import SessionLease
+from ._loop import TurnLoop
+from ._spec import AgentSpec
 from ._step import AgentLimits, PreStep, StepContext
+from ._stream import AnswerStream
 from ._tools import (
     Tool,
     ToolContext,
@@ -59,6 +68,7 @@ from ._tracing import (
     tracer_of,
     tracing,
 )
+from ._turn import Turn
 
 __all__ = (
     "LEASE_RENEWAL",
@@ -69,16 +79,21 @@ __all__ = (
     "Agent",
     "AgentLimits",
     "AgentPreset",
+    "AgentSpec",
+    "AnswerStream",
     "ApprovalPolicy",
     "CompactionInput",
     "CompactionPolicy",
     "CompactionStrategy",
+    "ContextBudget",
     "DynamicInstruction",
+    "Inbox",
     "InstructionContext",
     "PermissionDesk",
     "PermissionHost",
     "PermissionQuestion",
     "PreStep",
+    "SessionLease",
     "Specialist",
     "StepContext",
     "Tool",
@@ -89,6 +104,8 @@ __all__ = (
     "ToolRegistry",
     "ToolSource",
     "Tracer",
+    "Turn",
+    "TurnLoop",
     "TurnStart",
     "ask_permission",
     "asking_root",

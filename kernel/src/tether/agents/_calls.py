@@ -4,11 +4,11 @@ Order: calls run in the order the model wrote them, except that a run of consecu
 ``safe`` tools runs concurrently (:func:`run_in_batches`). Each call (:func:`run_tool`) is
 checked before its tool runs, and every refusal is a tool result the model reads:
 
-1. the delegation's call policy (``agent.tool_policy``) permits the name;
+1. the delegation's call policy (``agent.spec.tool_policy``) permits the name;
 2. the tool exists;
 3. its argument text was a JSON object (a model's unparseable text is quoted back);
 4. the arguments satisfy the tool's schema;
-5. a tool marked ``needs_approval`` is approved (:func:`approve`: the agent's ``approval``
+5. a tool marked ``needs_approval`` is approved (:func:`approve`: the agent's ``spec.approval``
    policy, else the runtime's permission host);
 
 then the tool runs; an exception it raises is its error result.
@@ -59,7 +59,7 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
     """Run one tool call of ``agent``'s: the checks in the module docstring's order, then the
     tool. Every failure is a result the model reads (``is_error``), never an exception."""
     tool = agent.tools.get(call.name, agent)
-    policy = agent.tool_policy
+    policy = agent.spec.tool_policy
     blocked = policy is not None and not policy.permits(call.name)
     if tool is not None and blocked and not tool.keep_on_restrict:
         return ToolResult(
@@ -121,9 +121,9 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
 
 async def approve(agent: Agent, call: ToolCall) -> str | None:
     """``None`` when the call may run, else the error the model sees."""
-    if agent.approval == "allow":
+    if agent.spec.approval == "allow":
         return None
-    if agent.approval == "deny":
+    if agent.spec.approval == "deny":
         return (
             f'error: tool "{call.name}" needs approval, and this agent may not ask for it '
             "(its approval policy is deny)"

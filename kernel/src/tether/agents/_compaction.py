@@ -27,6 +27,7 @@ from ..store.replay import render_instruction
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._budget import ContextBudget
 
 __all__ = (
     "SUMMARY_INSTRUCTION",
@@ -120,7 +121,7 @@ class Plan:
 
 
 def plan(
-    agent: Agent,
+    budget: ContextBudget,
     history: Sequence[Message],
     keep_tokens: int,
     shown: Sequence[Message] = (),
@@ -134,13 +135,13 @@ def plan(
     boundaries = [i for i, message in enumerate(history) if message.role != "tool"]
     if not boundaries or boundaries[-1] == 0:
         return None
-    restated = _restated(agent, history, shown, keep_tokens if bounded else None)
-    budget = max(keep_tokens - messages_tokens(restated), keep_tokens // 10)
+    restated = _restated(budget, history, shown, keep_tokens if bounded else None)
+    room = max(keep_tokens - messages_tokens(restated), keep_tokens // 10)
     # The tail begins where a turn begins: the longest run of whole turns that fits.
     starts = _turn_starts(history)
     cut = None
     for start in reversed(starts):
-        if start == 0 or messages_tokens(itertools.islice(history, start, None)) > budget:
+        if start == 0 or messages_tokens(itertools.islice(history, start, None)) > room:
             break
         cut = start
     if cut is not None:
@@ -154,14 +155,15 @@ def plan(
         for start in reversed(boundaries):
             tokens += messages_tokens(itertools.islice(history, start, position))
             position = start
-            if tokens > budget or start == 0:
+            if tokens > room or start == 0:
                 break
             cut = start
-        question = _question(agent, history, max([0, *(s for s in starts if s <= cut)]), cut)
+        opening = max([0, *(s for s in starts if s <= cut)])
+        question = _question(budget.agent, history, opening, cut)
         tail = tuple(history[cut:])
         if question is not None:
             tail = (question, *tail)
-        tail = _fit(tail, budget)
+        tail = _fit(tail, room)
     in_tail = {message.content for message in tail}
     restated = tuple(m for m in restated if m.content not in in_tail)
     return Plan(cut, restated, tail)
@@ -190,7 +192,7 @@ def _question(agent: Agent, history: Sequence[Message], start: int, cut: int) ->
     while end < cut and history[end].role in ("user", "system"):
         end += 1
     opening = [m for m in history[start:end] if m.role == "user"]
-    asked = agent.turn_message
+    asked = agent.loop.turn_message
     for message in opening:
         if asked is not None and message.content == asked:
             return Message(role="user", content=message.content, images=message.images)
@@ -207,21 +209,21 @@ def _is_context(content: str) -> bool:
 
 
 def _restated(
-    agent: Agent,
+    budget: ContextBudget,
     history: Sequence[Message],
     shown: Sequence[Message],
     keep_tokens: int | None,
 ) -> tuple[Message, ...]:
     """Instruction values, what the pre-step hooks restate, loaded skills, as messages to
     keep (the open work is added by :func:`compact`)."""
-    roles: dict[str, Role] = {i.slug: i.role for i in agent.instructions}
-    note = agent.delegation_note
+    roles: dict[str, Role] = {i.slug: i.role for i in budget.agent.spec.instructions}
+    note = budget.delegation_note
     found = [note] if note is not None else []
     # A value the running turn is about to append follows the compaction by itself.
-    coming = agent.unstored_instruction_slugs
+    coming = budget.unstored_instruction_slugs
     found += [
         Message(role=roles.get(slug, "system"), content=render_instruction(slug, value))
-        for slug, value in agent.instruction_values.items()
+        for slug, value in budget.instruction_values.items()
         if slug not in coming
     ]
     found += shown
@@ -286,28 +288,30 @@ def _fit(messages: tuple[Message, ...], budget: int) -> tuple[Message, ...]:
     return tuple(fitted)
 
 
-async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent | None:
-    """Compact ``agent``'s history (see the module docstring); the stored event, or ``None``
-    when there was nothing to replace. Raises ``COMPACTION_FAILED`` when no summary could be
-    written (nothing is stored then: the history stays whole)."""
-    policy = agent.compaction
+async def compact(budget: ContextBudget, trigger: CompactionTrigger) -> CompactionEvent | None:
+    """Compact the history ``budget`` keeps (see the module docstring); the stored event, or
+    ``None`` when there was nothing to replace. Raises ``COMPACTION_FAILED`` when no summary
+    could be written (nothing is stored then: the history stays whole)."""
+    agent = budget.agent
+    policy, limits = agent.spec.compaction, agent.spec.limits
     # What the running turn holds unstored (its start and claim, a step's context) stays
     # after the compaction, which is stored before it.
-    pending = agent.messages[len(agent.messages) - agent.unstored_messages :]
-    history = agent.messages[: len(agent.messages) - len(pending)]
-    window = agent.window
-    scale = window.tokens if window is not None else agent.context_tokens()
+    messages = tuple(budget.history)
+    pending = messages[len(messages) - budget.unstored_messages :]
+    history = messages[: len(messages) - len(pending)]
+    window = budget.window
+    scale = window.tokens if window is not None else budget.context_tokens()
     max_tokens = SUMMARY_MAX_TOKENS if window is None else min(SUMMARY_MAX_TOKENS, scale // 8)
     keep_tokens = int(scale * policy.keep)
     if window is not None:
         # What is kept must fit beside the base prompt, the tools, the summary and what is
         # pending, with room to grow before the next compaction (a quarter of the trigger).
-        limit = window.budget(agent.limits.max_output_tokens)
+        limit = window.budget(limits.max_output_tokens)
         if policy.mode == "auto":
             limit = min(limit, int(window.tokens * policy.threshold))
-        room = limit * 3 // 4 - agent.base_tokens() - max_tokens - messages_tokens(pending)
+        room = limit * 3 // 4 - budget.base_tokens() - max_tokens - messages_tokens(pending)
         keep_tokens = min(keep_tokens, room)
-    strategy = agent.compaction_strategy
+    strategy = agent.spec.compaction_strategy
     usage = Usage()
     try:
         # What the pre-step hooks show once (a catalog) is restated with the rest.
@@ -316,7 +320,7 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
         raise
     except Exception as exc:  # a plugin's hook
         raise _failed(agent, exc) from exc
-    planned = plan(agent, history, max(keep_tokens, 1), shown, bounded=window is not None)
+    planned = plan(budget, history, max(keep_tokens, 1), shown, bounded=window is not None)
     if planned is None:
         return None
     work = await open_work(agent)
@@ -327,8 +331,8 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     if window is not None:
         # The summary must fit beside everything else the next request carries.
         fits = (
-            window.budget(agent.limits.max_output_tokens)
-            - agent.base_tokens()
+            window.budget(limits.max_output_tokens)
+            - budget.base_tokens()
             - messages_tokens((*kept, *pending))
             - SUMMARY_FRAMING_TOKENS
         )
@@ -343,7 +347,7 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
     summary_input = CompactionInput(agent, replaced, kept, bound)
     try:
         if strategy is None:
-            summary, usage = await _model_summary(agent, summary_input)
+            summary, usage = await _model_summary(budget, summary_input)
             name = "summary"
         else:
             summary = await strategy.summarize(summary_input)
@@ -364,13 +368,13 @@ async def compact(agent: Agent, trigger: CompactionTrigger) -> CompactionEvent |
         summary=summary,
         kept=kept,
         replaced=len(replaced),
-        earlier_answers=agent.earlier_answers + answers,
+        earlier_answers=budget.earlier_answers + answers,
         tokens_before=messages_tokens(history),
         trigger=trigger,
         strategy=name,
         usage=usage,
     )
-    return await agent.apply_compaction(event, len(history))
+    return await budget.apply(event, len(history))
 
 
 def _failed(agent: Agent, exc: Exception) -> AgentError:
@@ -386,12 +390,13 @@ async def _hooks_restate(agent: Agent) -> list[Message]:
     """What the agent's pre-step hooks restate after a reset (``after_reset``)."""
     from ._step import StepContext, pre_step_messages
 
-    if not agent.pre_steps:
+    pre_steps = agent.spec.pre_steps
+    if not pre_steps:
         return []
-    context = StepContext(agent, agent.turns, 0, agent.turn_message, after_reset=True)
+    context = StepContext(agent, agent.turns, 0, agent.loop.turn_message, after_reset=True)
     return [
         Message(role=m.role, content=m.content)
-        for m in await pre_step_messages(agent.pre_steps, context)
+        for m in await pre_step_messages(pre_steps, context)
         if isinstance(m, ContextMessage)  # a descriptor has no place among restated messages
     ]
 
@@ -409,18 +414,18 @@ def bounded_summary(summary: str, bound: int) -> str:
     return cut.rstrip() + note
 
 
-async def _model_summary(agent: Agent, task: CompactionInput) -> tuple[str, Usage]:
+async def _model_summary(budget: ContextBudget, task: CompactionInput) -> tuple[str, Usage]:
     """The agent's model summarizes: the session's own request, the replaced messages (the
     oldest dropped, the longest cut, until they fit) and :data:`SUMMARY_INSTRUCTION`. An
     answer longer than ``task.max_tokens`` is asked for once more, the limit said
     (:data:`SUMMARY_AGAIN`); both requests' usage counts."""
     from ._step import build_request, request_with_retries
 
-    window = agent.window
+    agent, window = budget.agent, budget.window
     instruction = Message(role="user", content=SUMMARY_INSTRUCTION)
     messages = list(task.replaced)
     if window is not None:
-        room = window.tokens - task.max_tokens - agent.base_tokens() - message_tokens(instruction)
+        room = window.tokens - task.max_tokens - budget.base_tokens() - message_tokens(instruction)
         while messages and messages_tokens(messages) > room:
             if len(messages) > 1 and messages_tokens(messages[1:]) > room // 2:
                 messages.pop(0)
@@ -430,7 +435,7 @@ async def _model_summary(agent: Agent, task: CompactionInput) -> tuple[str, Usag
                 messages = list(_fit(tuple(messages), max(room, 1)))
                 break
     request = build_request(agent, [*messages, instruction], task.max_tokens, purpose="compaction")
-    response = await request_with_retries(agent.model, request, agent.limits)
+    response = await request_with_retries(agent.model, request, agent.spec.limits)
     written = estimate_tokens(response.text.strip())
     if written <= task.max_tokens:
         return response.text, response.usage
@@ -440,5 +445,5 @@ async def _model_summary(agent: Agent, task: CompactionInput) -> tuple[str, Usag
         + SUMMARY_AGAIN.format(written=written, bound=task.max_tokens, chars=task.max_tokens * 4),
     )
     request = build_request(agent, [*messages, again], task.max_tokens, purpose="compaction")
-    second = await request_with_retries(agent.model, request, agent.limits)
+    second = await request_with_retries(agent.model, request, agent.spec.limits)
     return second.text, response.usage + second.usage

@@ -23,7 +23,7 @@ from ._approvals import ApprovalPolicy
 from ._compaction import CompactionPolicy, CompactionStrategy
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
 from ._step import AgentLimits, PreStep
-from ._tools import Tool, ToolRegistry, ToolSource
+from ._tools import Tool, ToolFilter, ToolRegistry, ToolSource
 from ._tracing import Tracer, tracer_of
 
 if TYPE_CHECKING:
@@ -105,6 +105,9 @@ class AgentPreset:
         runtime: Runtime | None = None,
         new_session: bool = False,
         tools: ToolRegistry | None = None,
+        scope: Scope | None = None,
+        tool_policy: ToolFilter | None = None,
+        approval: ApprovalPolicy | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
@@ -112,8 +115,11 @@ class AgentPreset:
         the agent lives (its services: skills, subagents, the permission host).
         ``new_session``: the store just created ``header`` (its lease held, its log empty), so
         entering the agent reads nothing back. ``tools``: the list the runtime composed from
-        the preset's tools and tool sources (default: the preset's tools)."""
-        agent = Agent(
+        the preset's tools and tool sources (default: the preset's tools). A delegated child
+        gives its own ``scope`` (default: the preset's), the ``tool_policy`` of its delegation
+        and its ``approval`` (default: the preset's, else ``ask``). The agent is built whole:
+        nothing is set on it afterwards."""
+        return Agent(
             header=header,
             store=store,
             model=model,
@@ -123,17 +129,16 @@ class AgentPreset:
             pre_steps=self.pre_steps,
             limits=limits if limits is not None else self.limits,
             runtime=runtime,
-            scope=self.scope,
+            scope=self.scope if scope is None else scope,
             cwd=cwd,
             model_spec=model_spec,
             new_session=new_session,
             tracer=self.tracer,
+            approval=approval or self.approval or "ask",
+            tool_policy=tool_policy,
+            compaction=self.compaction,
+            compaction_strategy=self.compaction_strategy,
         )
-        if self.approval is not None:
-            agent.approval = self.approval
-        agent.compaction = self.compaction
-        agent.compaction_strategy = self.compaction_strategy
-        return agent
 
 
 def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:

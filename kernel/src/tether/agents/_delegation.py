@@ -2,7 +2,8 @@
 
 A child's setup window (``tether.subagents``) records, right after any fork seed, a descriptor
 of kind ``delegation``: the tools the child was given, the call-time policy over them and its
-approval policy (``deny``). :meth:`Agent.restore` applies it whenever a session is restored,
+approval policy (``deny``). :meth:`Agent.restore` narrows the agent's spec to it
+(:meth:`AgentSpec.pinned`) whenever a session is restored,
 so every route that continues a child gets exactly what its delegation allowed and never more:
 a continuable child's cold restore, ``tether run --session``, ACP ``session/load``, ``tether
 context --session``. Applying the pins only ever narrows what the agent was composed with.
@@ -12,22 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ..errors import AgentError, ErrorCode, StoreError
 from ..store import DescriptorEvent, SessionHeader
 from ._approvals import STRICTNESS as _STRICTNESS
-from ._approvals import ApprovalPolicy, stricter
-from ._tools import ToolFilter, ToolRegistry
-
-if TYPE_CHECKING:
-    from ._agent import Agent
+from ._approvals import ApprovalPolicy
+from ._tools import ToolFilter
 
 __all__ = (
     "CONTINUABLE_DESCRIPTOR",
     "DELEGATION_DESCRIPTOR",
     "DelegationPins",
-    "apply_pins",
     "delegation_pins",
 )
 
@@ -91,20 +88,6 @@ def delegation_pins(
         if tool_filter is not None:
             policy = tool_filter.narrow(policy)
     return DelegationPins(tools=tools, policy=policy, approval=approval)
-
-
-def apply_pins(agent: Agent, pins: DelegationPins) -> None:
-    """Narrow ``agent`` to ``pins``: never a tool it was not composed with, never a looser
-    policy or approval than either side says. Applying the same pins twice changes nothing
-    (an unchanged tool list keeps its registry, so its schemas stay byte-identical)."""
-    agent.approval = stricter(agent.approval, pins.approval)
-    if pins.policy is not None:
-        agent.tool_policy = pins.policy.narrow(agent.tool_policy)
-    if pins.tools is not None and agent.tools.names() != list(pins.tools):
-        composed = agent.tools
-        agent.tools = ToolRegistry(
-            tool for tool in (composed.get(name) for name in pins.tools) if tool is not None
-        )
 
 
 def _names(header: SessionHeader, key: str, value: object) -> tuple[str, ...] | None:

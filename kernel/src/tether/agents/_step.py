@@ -2,7 +2,7 @@
 
 The request builder (:func:`build_request`), the instruction check (:func:`changed_instructions`)
 and the pre-step hooks (:func:`pre_step_messages`) are used by a real turn and by
-:meth:`Agent.preview` (``tether context``) alike, so the preview can never disagree with the
+:meth:`TurnLoop.preview` (``tether context``) alike, so the preview can never disagree with the
 request a turn would send.
 """
 
@@ -264,17 +264,18 @@ def build_request(
     session) and ``messages``. A model that does not take images (``accepts_images``, false
     unless it says so) reads a note in their place. ``purpose``: ``compaction`` for the
     request that asks for a summary."""
-    if agent.holds_images and not getattr(agent.model, "accepts_images", False):
+    budget = agent.budget
+    if budget.holds_images and not getattr(agent.model, "accepts_images", False):
         messages = [text_only(message) if message.images else message for message in messages]
     return ModelRequest.model_construct(
-        system=agent.system,
+        system=agent.spec.system,
         messages=tuple(messages),
         tools=agent.tools.schemas(agent),
         max_output_tokens=max_output_tokens,
         agent=agent.name,
         session_label=agent.header.label,
         purpose=purpose,
-        earlier_answers=agent.earlier_answers,
+        earlier_answers=budget.earlier_answers,
     )
 
 

@@ -171,7 +171,7 @@ def carry_trace(agent: Agent) -> dict[str, str] | None:
     """What a message ``agent`` accepts, or sends to another session (a child's task),
     carries of the caller's trace context: its tracer's :meth:`Tracer.carry`, or ``None``
     (no tracer, or nothing to carry)."""
-    tracer = agent.tracer
+    tracer = agent.spec.tracer
     if tracer is None:
         return None
     carried = tracer.carry()

@@ -148,7 +148,7 @@ async def _context(
             if model_spec is None:
                 # What `tether run --session` would use: the session's model, else its agent's.
                 spec = agent.header.model or preset.model_spec or "(none)"
-            request, pending = await agent.preview(prompt)
+            request, pending = await agent.loop.preview(prompt)
             log = [stored.event for stored in await store.events(agent.session_id)]
             compactions = [
                 (index + 1, cast(CompactionEvent, log[index])) for index in fold(log).compactions
@@ -160,7 +160,7 @@ async def _context(
         header = await store.create(new_header(agent=name))
         tools = await runtime.tools(preset)  # tool sources (MCP servers) list theirs now
         agent = runtime.agent(preset, header, store, placeholder, tools=tools)
-        request, pending = await agent.preview(prompt)
+        request, pending = await agent.loop.preview(prompt)
         compactions: list[tuple[int, CompactionEvent]] = []
     history = request.messages[: len(request.messages) - len(pending)]
     tools = [
@@ -180,10 +180,10 @@ async def _context(
         + history_tokens
         + sum(estimate_tokens(m.content) for m in pending)
     )
-    window = window_for(None if spec == "(none)" else spec, None, agent.limits.context_window)
-    counted_total, counted = agent.context_count()
+    window = window_for(None if spec == "(none)" else spec, None, agent.spec.limits.context_window)
+    counted_total, counted = agent.budget.context_count()
     following = counted_total + messages_tokens(pending)
-    policy = agent.compaction
+    policy = agent.spec.compaction
     return {
         "agent": name,
         "model": spec,
@@ -194,7 +194,7 @@ async def _context(
             "tokens": window.tokens,
             "output": window.output,
             "source": window.source,
-            "budget": window.budget(agent.limits.max_output_tokens),
+            "budget": window.budget(agent.spec.limits.max_output_tokens),
         },
         "next_request": {
             "tokens": following,

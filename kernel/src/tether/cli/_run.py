@@ -179,7 +179,7 @@ async def _run(
             await runtime.run_session(
                 agent, prompts, recover=session_id is not None, stop=interruption.stoppable()
             )
-            stop = next((s for s in stops if s != "completed"), agent.last_stop_reason)
+            stop = next((s for s in stops if s != "completed"), agent.loop.last_stop_reason)
             # Steps left after turns that all completed are the script's later turns (the
             # quickstart's third), not a fault: say how to play them. After a turn that did not
             # complete, its stop line says what went wrong; the count would add nothing.

@@ -175,7 +175,7 @@ async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[st
         record_model=False,
     )
     await agent.restore(repair=False)  # reads only
-    request, _ = await agent.preview()
+    request, _ = await agent.loop.preview()
     base = schema_tokens(request.system, ())
     tools = schema_tokens((), request.tools)
     log = [stored.event for stored in await store.events(header.id)]

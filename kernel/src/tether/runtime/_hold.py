@@ -89,7 +89,7 @@ class HeldSession:
         for prompt in prompts:
             await self.send(prompt)
         await self.settle()
-        return self.agent.last_stop_reason
+        return self.agent.loop.last_stop_reason
 
     async def settle(self) -> None:
         """Wait until the session is quiet: idle, its continuable children and one-shot

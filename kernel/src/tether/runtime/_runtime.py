@@ -358,11 +358,12 @@ class Runtime:
         record_model: bool = True,
         store: SessionStore | None = None,
         tool_sources: Sequence[ToolSource] = (),
+        cwd: Path | None = None,
     ) -> Agent:
         """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
         ``store`` (default: the runtime's). Use the result as ``async with agent:``.
         ``tool_sources``: sources of this agent alone (merged into its nearest layer), on top
-        of its preset's.
+        of its preset's. ``cwd``: the directory its tools act in (default: the process's).
 
         A string ``model`` is a spec resolved relative to the current directory; ``None`` uses
         the session's recorded model, else the agent's profile ``model``. The spec is recorded
@@ -434,6 +435,7 @@ class Runtime:
             store,
             resolved,
             limits=limits,
+            cwd=cwd,
             model_spec=spec,
             new_session=created,
             tools=tools,
@@ -467,7 +469,7 @@ class Runtime:
             return
         agent = self.live_agents.get(session_id)
         if agent is not None:
-            await agent.collect_mail()
+            await agent.lease.collect_mail()
 
     def keeps(self, store: SessionStore) -> bool:
         """Whether this runtime keeps ``store``'s sessions for the process (inside
@@ -555,7 +557,7 @@ class Runtime:
         """
         async with self.hold(agent, recover=recover, stop=stop, close_model=close_model) as held:
             await held.run(prompts)
-        return agent.last_stop_reason
+        return agent.loop.last_stop_reason
 
 
 async def compose_agent(

@@ -149,7 +149,7 @@ class Activations:
         agent = activation.agent
         if agent.fault is not None and agent.status == "idle":
             return "settled"  # its store refused a write: it takes no more turns
-        if agent.status == "running" or agent.pending:
+        if agent.status == "running" or agent.inbox.pending:
             return "running"
         if self._owned.get(activation.child_id):
             return "waiting"
@@ -220,7 +220,7 @@ class Activations:
         agent = self._dormant.pop(header.id, None)
         if agent is None or agent.runtime is not host.runtime or agent.fault is not None:
             return None
-        if await host.store.events(header.id, after=agent.log_length, limit=1):
+        if await host.store.events(header.id, after=agent.lease.log_length, limit=1):
             return None  # the log grew elsewhere: restore from it
         return agent
 
@@ -287,12 +287,12 @@ class Activations:
             with anyio.CancelScope(shield=True):
                 try:
                     async with agent:
-                        activation.unsubscribe = agent.on_idle(lambda: activation.poke.set())
+                        activation.unsubscribe = agent.loop.on_idle(lambda: activation.poke.set())
                         activation.ready.set()
                         await self._watch(activation)
                         activation.closing = True  # the admission cutoff
                     opened = agent.turns > activation.turns_at_start
-                    stop = agent.last_stop_reason if opened else "aborted"
+                    stop = agent.loop.last_stop_reason if opened else "aborted"
                 finally:
                     if activation.unsubscribe is not None:
                         activation.unsubscribe()

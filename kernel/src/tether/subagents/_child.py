@@ -57,7 +57,7 @@ def answers_of(agent: Agent) -> int:
     """How many answers ``agent``'s session holds: those a compaction summary replaced and
     those in its history. A position in the history does not mark where a task began (a
     compaction shortens the history); this count only grows."""
-    return agent.earlier_answers + sum(1 for m in agent.messages if m.role == "assistant")
+    return agent.budget.earlier_answers + sum(1 for m in agent.messages if m.role == "assistant")
 
 
 def output_since(agent: Agent, answers: int) -> str:
@@ -154,7 +154,7 @@ class LocalChildRun:
             with anyio.CancelScope(shield=True):
                 async with self._child:
                     _set(self._opened)
-                    await self._child.run_parked()  # the accepted task, inline
+                    await self._child.loop.run_parked()  # the accepted task, inline
                     self._result = await self._settle()
                     _set(self._settled)
                     await self._serve()
@@ -233,12 +233,12 @@ class LocalChildRun:
         child, schema = self._child, self._request.output_schema
         await child.when_idle()
         for attempt in range(STRUCTURED_RETRIES + 1):
-            stop = child.last_stop_reason
+            stop = child.loop.last_stop_reason
             output = output_since(child, self._answers_start)
             if child.fault is not None:
                 return SubagentResult(output="", stop_reason="error", diagnostic=str(child.fault))
             if stop != "completed":
-                diagnostic = child.last_error if stop == "error" else None
+                diagnostic = child.loop.last_error if stop == "error" else None
                 return SubagentResult(output=output, stop_reason=stop, diagnostic=diagnostic)
             if schema is None:
                 return SubagentResult(output=output, stop_reason=stop)

@@ -69,7 +69,7 @@ class Delivery:
         if activation is not None:
             async with activations.lock(session_id):
                 if not (activation.closing or activation.released):
-                    if await activation.agent.collect_mail():
+                    if await activation.agent.lease.collect_mail():
                         activation.arm()
                     return
             if session_id in self._kept_for_owner:
@@ -78,7 +78,7 @@ class Delivery:
         elif session_id in self._kept_for_owner:
             return
         elif session_id in live:
-            await live[session_id].collect_mail()
+            await live[session_id].lease.collect_mail()
             return
         if self._not_ours.get(session_id) == len(live):
             return  # looked already, and nothing opened or closed here since
@@ -119,10 +119,10 @@ class Delivery:
                 activation = await activations.restore(host, header)
                 activation.notify = False
             agent = activation.agent
-            await agent.collect_mail()
+            await agent.lease.collect_mail()
             if activation.closing or activation.released:
                 return True  # it settled meanwhile: what it took waits in its log, run next
-            agent.resume()  # what a restore parked (an earlier driver's leftovers) runs too
+            agent.loop.resume()  # what a restore parked (an earlier driver's leftovers) runs too
             activation.arm()
             return True
 

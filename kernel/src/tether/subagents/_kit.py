@@ -136,7 +136,7 @@ class ChildSpec:
             if model_route is not None:
                 base = _model_base(preset) if own else None
                 model = resolve_preset_model(preset, model_route, base=base)
-        limits = host.limits
+        limits = host.spec.limits
         if own:
             limits = preset.limits or AgentLimits()
         if max_output_tokens is not None:
@@ -145,10 +145,10 @@ class ChildSpec:
             provider=provider,
             runtime=runtime,
             preset=preset,
-            approval=stricter(host.approval, preset.approval if own else None),
+            approval=stricter(host.spec.approval, preset.approval if own else None),
             store=host.store,
             cwd=host.cwd,
-            scope=preset.scope if own else host.scope or runtime.kernel.global_scope,
+            scope=preset.scope if own else host.spec.scope or runtime.kernel.global_scope,
             model=model,
             model_route=model_route,
             limits=limits,
@@ -189,14 +189,18 @@ class ChildSpec:
 
     def agent(self, header: SessionHeader) -> Agent:
         """The child's agent on the session ``header``: not restored, not entered."""
-        child = self.preset.agent(
-            header, self.store, self.model, limits=self.limits, cwd=self.cwd, runtime=self.runtime
+        return self.preset.agent(
+            header,
+            self.store,
+            self.model,
+            limits=self.limits,
+            cwd=self.cwd,
+            runtime=self.runtime,
+            tools=self.tools,
+            scope=self.scope.child(header.id),
+            tool_policy=self.policy,
+            approval=self.approval,
         )
-        child.tools = self.tools
-        child.scope = self.scope.child(header.id)
-        child.tool_policy = self.policy
-        child.approval = self.approval
-        return child
 
     def delegation_descriptor(self, request: SubagentStartRequest) -> DescriptorEvent:
         """What the delegation allowed the child, recorded in its own log: what every route
@@ -206,8 +210,8 @@ class ChildSpec:
         overrides: dict[str, Any] = {}
         if parent.tools.names() != self.preset.tools.names():
             overrides["tools"] = parent.tools.names()
-        if parent.tool_policy is not None:
-            overrides["tool_policy"] = parent.tool_policy.as_data()
+        if parent.spec.tool_policy is not None:
+            overrides["tool_policy"] = parent.spec.tool_policy.as_data()
         return DescriptorEvent(
             kind=DELEGATION_DESCRIPTOR,
             version=1,
@@ -245,6 +249,11 @@ class ChildSpec:
                 **({"specialist": True} if request.agent is not None else {}),
             },
         )
+
+
+def _model_spec(agent: Agent) -> str | None:
+    """The model spec ``agent`` runs: the one it was made with, else its session's record."""
+    return agent.spec.model_spec or agent.header.model
 
 
 def _model_base(preset: AgentPreset) -> Path | None:
@@ -334,7 +343,7 @@ async def create_child_session(
             model=model,
             max_output_tokens=options.max_output_tokens if options else None,
             tools=parent.tools,
-            policy=parent.tool_policy,
+            policy=parent.spec.tool_policy,
         )
     spec = _delegated_tools(spec, request, keep_tool_list=keep_tool_list, continuable=continuable)
     remote = model is not None
@@ -346,7 +355,7 @@ async def create_child_session(
         origin="subagent",
         delegation_depth=depth,
         seed_length=len(seed),
-        model=None if remote else (spec.model_route or parent.model_spec),
+        model=None if remote else (spec.model_route or _model_spec(parent)),
     )
     setup: list[Event] = [*seed, spec.delegation_descriptor(request)]
     if continuable:

@@ -66,7 +66,7 @@ async def recover(activations: Activations, parent: Agent, *, repair: bool = Tru
             if below:
                 restored += await recover(activations, activation.agent, repair=False)
             activation.announced = True
-            activation.agent.resume()
+            activation.agent.loop.resume()
             activation.armed.set()
     return restored
 
@@ -98,7 +98,7 @@ async def _repair_orphans(activations: Activations, root: Agent) -> list[str]:
                 await store.release(header.id)
     for session_id in {root.session_id, *live}:
         if session_id in live:
-            await live[session_id].collect_mail()  # notices to parents open here
+            await live[session_id].lease.collect_mail()  # notices to parents open here
     return repaired
 
 

@@ -215,7 +215,7 @@ class Tasks:
         tasks working and the ones starting count)."""
         board = self._boards.get(parent.session_id)
         count = len(self.working(parent)) + (board.starting if board is not None else 0)
-        limit = parent.limits.max_working_tasks
+        limit = parent.spec.limits.max_working_tasks
         if count >= limit:
             raise SubagentError(
                 ErrorCode.TOO_MANY_BACKGROUND_TASKS,
@@ -260,7 +260,7 @@ class Tasks:
             board.outputs.popitem(last=False)
         # The turn that reads it: the running one, else the next (an idle parent's result
         # starts a turn; results that arrive before it starts share that turn's budget).
-        turn = parent.turns if parent.in_turn else parent.turns + 1
+        turn = parent.turns if parent.loop.in_turn else parent.turns + 1
         if board.turn != turn:
             board.turn, board.used_bytes, board.used_lines = turn, 0, 0
         shown = _within(
@@ -437,7 +437,7 @@ class Tasks:
         continuation = self._service.continuation
         outcome = await continuation.interrupt(task_id, by=parent)  # checks the authority
         live = continuation.live(task_id)
-        if live is not None and outcome in ("interrupted", "not-running") and live.pending:
+        if live is not None and outcome in ("interrupted", "not-running") and live.inbox.pending:
             # Work accepted but not begun is dropped too (recorded ``inbox/discarded``).
             await live.cancel(keep_inbox=False)
             continuation.activations.poke(task_id)

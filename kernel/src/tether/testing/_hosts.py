@@ -111,7 +111,7 @@ class RuntimeSessionHost:
                         self._discard.discard(session_id)
                         await agent.cancel(keep_inbox=False)
                     else:
-                        await agent.run_parked()
+                        await agent.loop.run_parked()
                     await held.settle()
                 self._driving[session_id] = None
                 if session_id not in self._again:

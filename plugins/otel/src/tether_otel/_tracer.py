@@ -75,8 +75,9 @@ def provider_name(model_spec: str | None) -> tuple[str, str]:
 def _spec_of(agent: Agent) -> str | None:
     """The agent's model spec; for a model given as an object (an ACP child's), its ``name``
     when that is a spec (``acp:NAME``)."""
-    if agent.model_spec:
-        return agent.model_spec
+    spec = agent.spec.model_spec or agent.header.model
+    if spec:
+        return spec
     name = getattr(agent.model, "name", None)
     return name if isinstance(name, str) and ":" in name else None
 
@@ -216,7 +217,7 @@ class OtelTracer:
             attributes=attributes,
             links=links,
         )
-        compactions = agent.compactions
+        compactions = agent.budget.compactions
         label = name or "default"
 
         def ended(end: TurnEnded) -> None:
@@ -235,7 +236,7 @@ class OtelTracer:
                 self._turns.add(
                     1, {"gen_ai.agent.name": label, "tether.turn.stop_reason": end.stop_reason}
                 )
-                done = agent.compactions - compactions
+                done = agent.budget.compactions - compactions
                 if done > 0:
                     self._compactions.add(done, {"gen_ai.agent.name": label})
 

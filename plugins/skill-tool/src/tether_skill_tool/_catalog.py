@@ -157,13 +157,13 @@ class CatalogStep:
         if context.after_reset:
             return await self._restated(agent)
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
-            await registry.refresh(scope=agent.scope, cwd=agent.cwd)
-        catalog = await registry.list(scope=agent.scope, cwd=agent.cwd)
+            await registry.refresh(scope=agent.spec.scope, cwd=agent.cwd)
+        catalog = await registry.list(scope=agent.spec.scope, cwd=agent.cwd)
         shown = await self._state(agent)
-        if shown.compactions != agent.compactions:
+        if shown.compactions != agent.budget.compactions:
             # A compaction replaced the history: it restated the newest catalog (a tombstone,
             # nothing).
-            shown.compactions = agent.compactions
+            shown.compactions = agent.budget.compactions
             shown.seen = None
             shown.entries = shown.last or None
         if not catalog.complete or shown.seen is catalog:
@@ -184,8 +184,8 @@ class CatalogStep:
         shown = self._shown.get(agent.session_id)
         if shown is None or shown.agent is not agent:
             entries = await published_entries(agent)
-            shown = _Shown(agent, entries, entries, agent.compactions)
-            if not agent.in_turn:
+            shown = _Shown(agent, entries, entries, agent.budget.compactions)
+            if not agent.loop.in_turn:
                 return shown
             self._shown[agent.session_id] = shown
             session_id = agent.session_id
@@ -195,7 +195,7 @@ class CatalogStep:
                     del self._shown[session_id]
 
             agent.on_teardown(self, release)
-        elif not agent.in_turn:
+        elif not agent.loop.in_turn:
             return dataclasses.replace(shown)
         return shown
 
@@ -237,7 +237,7 @@ class InvocationStep:
         names = list(dict.fromkeys(m[2] for m in GESTURE.finditer(context.turn_message)))
         messages: list[Message] = []
         for name in names:
-            definition = await agent.runtime.skills.get(name, scope=agent.scope, cwd=agent.cwd)
+            definition = await agent.runtime.skills.get(name, scope=agent.spec.scope, cwd=agent.cwd)
             if definition is not None and definition.invocation.user_invocable:
                 content = render_skill_content(definition, max_body_chars=self._body_max)
                 messages.append(Message(role="user", content=content))

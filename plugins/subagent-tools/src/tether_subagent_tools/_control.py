@@ -55,7 +55,7 @@ def interrupt_text(manager: ContinuationManager, agent_id: str, outcome: Interru
     if outcome == "not-running":
         text = f"agent {agent_id} was not running a turn; nothing was interrupted"
         child = manager.live(agent_id)
-        parked = child.pending if child is not None else 0
+        parked = child.inbox.pending if child is not None else 0
         if parked:
             text += f"; its {parked} queued message(s) wait until you send it another"
         if manager.state(agent_id) == "waiting":

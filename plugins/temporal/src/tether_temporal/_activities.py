@@ -217,7 +217,7 @@ class SessionActivities:
 
 async def _drive(held: HeldSession) -> None:
     """Run what the held session waits with (its parked messages), then settle."""
-    await held.agent.run_parked()
+    await held.agent.loop.run_parked()
     await held.settle()
 
 

@@ -33,7 +33,7 @@ class DeltaPublisher:
         self._wake = anyio.Event()
 
     def hear(self, agent: Agent, delta: ModelDelta) -> None:
-        step = agent.current_step
+        step = agent.loop.current_step
         if step is None or delta.kind == "tool_call":  # a call is shown once logged, whole
             return
         key = (agent.session_id, *step)

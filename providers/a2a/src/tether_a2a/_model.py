@@ -239,7 +239,7 @@ class A2aModel:
             return
         self._context = now
         if self._agent is not None and now:
-            await self._agent.record(DescriptorEvent(kind=CONTEXT_DESCRIPTOR, data=dict(now)))
+            await self._agent.lease.record(DescriptorEvent(kind=CONTEXT_DESCRIPTOR, data=dict(now)))
 
 
 class _Turn:

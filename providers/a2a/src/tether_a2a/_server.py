@@ -391,7 +391,7 @@ class Contexts(RequestContextBuilder):
                 if restored:  # what the stopped server left parked belongs to failed tasks
                     await agent.cancel(keep_inbox=False)
                 else:
-                    await agent.record(
+                    await agent.lease.record(
                         DescriptorEvent(kind=OWNER_DESCRIPTOR, data={"owner": opened.owner})
                     )
                 self._open[opened.id] = opened
@@ -557,7 +557,7 @@ class SessionTaskStore(TaskStore):
             log.warning("task %s: its context is not open; not written", task.id[:200])
             return
         data = {"owner": owner, "task": json_format.MessageToDict(task)}
-        await opened.agent.record(DescriptorEvent(kind=TASK_DESCRIPTOR, data=data))
+        await opened.agent.lease.record(DescriptorEvent(kind=TASK_DESCRIPTOR, data=data))
         self._written[task.id] = state
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
@@ -707,7 +707,7 @@ class _Running:
         self._armed = False
         agent = opened.agent
         self._stops = [agent.listen(self.push), agent.listen_deltas(self.push)]
-        self._stops.append(agent.on_idle(self._idle))
+        self._stops.append(agent.loop.on_idle(self._idle))
 
     def push(self, item: object) -> None:  # an agent listener: must never raise
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -190,7 +190,7 @@ class ChildClient:
         elif spec.permission == "ask":
             runtime = self._agent.runtime
             host = runtime.permission_host if runtime is not None else None
-            if self._agent.approval == "deny":
+            if self._agent.spec.approval == "deny":
                 by = "policy (the delegating agent's approvals are denied)"
             elif host is None:
                 by = "nobody could answer (no interactive host)"

@@ -365,7 +365,7 @@ class AcpModel:
             }
             if method is not None:
                 data["auth_method"] = method
-            await agent.record(DescriptorEvent(kind=SESSION_DESCRIPTOR, data=data))
+            await agent.lease.record(DescriptorEvent(kind=SESSION_DESCRIPTOR, data=data))
 
     async def _session_request(
         self, conn: ClientSideConnection, init: InitializeResponse, known: str | None, cwd: Path
@@ -645,7 +645,7 @@ class AcpModel:
             )
         if events and self._agent is not None:
             try:
-                await self._agent.record(*events)
+                await self._agent.lease.record(*events)
             except Exception as exc:
                 log.warning("%s: could not record the turn's ACP events: %s", self.name, exc)
 

@@ -478,10 +478,10 @@ class TetherAcpAgent:
                 model=self.model_spec,
                 session_id=session_id,
                 tool_sources=sources,
+                cwd=cwd,  # the directory its tools act in
             )
         except TetherError as exc:
             raise request_error(exc) from None
-        agent.cwd = cwd  # the directory its tools act in
         session = _Session(agent)
         try:
             await self._host.start(self._hold, session, session_id is not None)
@@ -562,7 +562,7 @@ class TetherAcpAgent:
         unlisten = agent.listen(state.send)
         # Deltas share the events' stream, so an answer's pieces go out before the answer.
         undeltas = agent.listen_deltas(state.send)
-        unidle = agent.on_idle(idle)
+        unidle = agent.loop.on_idle(idle)
         try:
             try:
                 message_id = await agent.followup(text, trace=trace)
@@ -598,7 +598,7 @@ class TetherAcpAgent:
                     session.sent(call.id for call in event.tool_calls)
                 if isinstance(event, TurnEnded) and event.turn == turn:
                     return PromptResponse(
-                        stop_reason=stop_reason(session.id, agent.limits.max_steps, event)
+                        stop_reason=stop_reason(session.id, agent.spec.limits.max_steps, event)
                     )
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:

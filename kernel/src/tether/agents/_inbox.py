@@ -1,0 +1,177 @@
+"""An agent's inbox: messages accepted and not yet claimed (``agent.inbox``).
+
+A message is accepted durably (``inbox/accepted``) before it is acknowledged, then waits here
+until the turn loop claims it: as a turn of its own (``queued``, first in first out), at the
+running turn's next step (``steering``), or as context for the next step or turn
+(``injected``). The lists of the last two are made when first used: most agents never steer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal
+
+from ..models import Message
+from ..store import Event, InboxAccepted, InboxDiscarded, MessageSource, UserMessage
+from ..store._events import replace_surrogates
+from ..store.replay import PendingMessage
+from ._tracing import carry_trace
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ("USER_SOURCE", "Delivery", "Inbox", "InboxItem", "acceptance", "new_id")
+
+Delivery = Literal["turn", "step", "context"]
+#: The source of a message a person sent (the default of ``followup`` and ``run``).
+USER_SOURCE = MessageSource(kind="user")
+_NO_TRACE: Mapping[str, str] = MappingProxyType({})
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id: ``prefix``, an underscore and 16 hex digits."""
+    return f"{prefix}_{os.urandom(8).hex()}"
+
+
+class InboxItem:
+    """A message accepted and not yet claimed."""
+
+    __slots__ = ("content", "message_id", "source", "trace")
+
+    def __init__(
+        self,
+        message_id: str,
+        content: str,
+        source: MessageSource,
+        trace: Mapping[str, str] = _NO_TRACE,
+    ) -> None:
+        self.message_id = message_id
+        self.content = content
+        self.source = source
+        self.trace = trace
+        """The trace context the sender's tracer carried (:meth:`Tracer.carry`)."""
+
+    def claim(self) -> UserMessage:
+        """The event that claims it (its ``user/message``)."""
+        return UserMessage(message_id=self.message_id, content=self.content, source=self.source)
+
+
+def acceptance(
+    content: str, source: MessageSource, delivery: Delivery, trace: dict[str, str] | None = None
+) -> tuple[InboxItem, InboxAccepted]:
+    """A message for the inbox and the event that records its acceptance (with the trace
+    context its sender carried, :func:`carry_trace`)."""
+    content = replace_surrogates(content)
+    item = InboxItem(new_id("msg"), content, source, trace or _NO_TRACE)
+    accepted = InboxAccepted(
+        message_id=item.message_id, content=content, source=source, delivery=delivery, trace=trace
+    )
+    return item, accepted
+
+
+class Inbox:
+    """The accepted messages of one agent that no turn has claimed yet."""
+
+    __slots__ = ("_agent", "injected", "queued", "steering")
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self.queued: list[InboxItem] = []
+        """Messages waiting for a turn of their own, oldest first."""
+        self.steering: tuple[InboxItem, ...] = ()
+        """Steers for the running turn's next step."""
+        self.injected: tuple[InboxItem, ...] = ()
+        """Context for the next step (or turn)."""
+
+    @property
+    def pending(self) -> int:
+        """Accepted messages not yet claimed (queued turns and steers, parked ones too)."""
+        return len(self.queued) + len(self.steering)
+
+    async def accept(
+        self,
+        content: str,
+        source: MessageSource,
+        delivery: Delivery,
+        trace: Mapping[str, str] | None = None,
+    ) -> InboxItem:
+        """Record a message durably before it is acknowledged; its claim comes later.
+        ``trace``: the sender's trace context; default: the caller's (the agent's tracer)."""
+        carried = dict(trace) if trace else carry_trace(self._agent)
+        item, accepted = acceptance(content, source, delivery, carried)
+        await self._agent.lease.append(accepted)
+        return item
+
+    def put(self, item: InboxItem, delivery: Delivery) -> None:
+        """Add an accepted ``item`` where its ``delivery`` waits."""
+        if delivery == "context":
+            self.injected = (*self.injected, item)
+        elif delivery == "step":
+            self.steering = (*self.steering, item)
+        else:
+            self.queued.append(item)
+
+    def restored(self, unclaimed: Iterable[PendingMessage]) -> None:
+        """The messages a restore found accepted and unclaimed. A steer outlives the turn it
+        was meant for only as a turn of its own; injected context waits for the next step or
+        turn, as it would have."""
+        for pending in unclaimed:
+            item = InboxItem(pending.message_id, pending.content, pending.source)
+            if pending.trace:
+                item.trace = pending.trace
+            self.put(item, "context" if pending.delivery == "context" else "turn")
+
+    def deliver(self, posted: Iterable[InboxAccepted], *, in_turn: bool) -> bool:
+        """Mail moved into the log: each message where its delivery waits (a steer becomes a
+        turn when no turn runs). Whether one waits for a turn of its own."""
+        wake = False
+        for message in posted:
+            item = InboxItem(message.message_id, message.content, message.source)
+            if message.trace:
+                item.trace = message.trace
+            delivery = message.delivery
+            if delivery == "step" and not in_turn:
+                delivery = "turn"
+            self.put(item, delivery)
+            wake = wake or delivery == "turn"
+        return wake
+
+    def next_turn(self) -> InboxItem:
+        """Take the oldest queued message. Notices queued behind a notice join its turn's
+        first step: an idle agent told of many children's ends at once takes one turn, not
+        one each."""
+        queued = self.queued
+        item = queued.pop(0)
+        if item.source.kind == "notice":
+            end = 0
+            while end < len(queued) and queued[end].source.kind == "notice":
+                end += 1
+            if end:
+                self.steering = (*self.steering, *queued[:end])
+                del queued[:end]
+        return item
+
+    def requeue_steering(self) -> None:
+        """Steers that arrived after the last step of a turn become the next turns, first."""
+        if self.steering:
+            self.queued[:0] = self.steering
+            self.steering = ()
+
+    def take_step_messages(self, history: list[Message]) -> list[Event]:
+        """Steering and injected messages, claimed for the step about to run (appended to
+        ``history``)."""
+        events: list[Event] = []
+        for item in (*self.steering, *self.injected):
+            events.append(item.claim())
+            history.append(Message(role="user", content=item.content))
+        self.steering = self.injected = ()
+        return events
+
+    def discard(self) -> list[InboxDiscarded]:
+        """Drop the queued turns and steers; the events that record it."""
+        dropped = [*self.queued, *self.steering]
+        self.queued.clear()
+        self.steering = ()
+        return [InboxDiscarded(message_id=item.message_id) for item in dropped]
