@@ -21,7 +21,7 @@ import tether_acp
 import tether_subagent_tools
 from tether.errors import CapabilityError, ErrorCode
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
-from tether.runtime import compose_agent
+from tether.runtime import Runtime, compose_agent
 from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
 from tether.testing import make_runtime, scaled, write_profile
@@ -140,7 +140,7 @@ async def test_a_one_shot_childs_process_ends_when_it_is_disposed(tmp_path, stor
         await run.dispose()
         assert process is not None
         assert process.returncode is not None  # not kept warm: nobody can follow it up
-        assert all(warm is not model for warm in _WARM.values())
+        assert all(warm is not model for warm in runtime.state(_WARM).values())
 
 
 async def test_tool_calls_are_recorded_and_stop_reasons_mapped(tmp_path, store):
@@ -285,18 +285,22 @@ async def test_a_settled_childs_session_stays_warm_for_a_follow_up_but_not_past_
     )
     parent = await compose_agent(runtime, store, model=delegating("first", background=True))
     manager = runtime.subagents.continuation
+    # The warm sessions are the runtime's (Runtime.state), not the process's.
+    warm_models = runtime.state(_WARM)
     async with parent:
         await parent.run("go")
         child_id = task_of(tool_results(parent)[0])
         await manager.wait_quiet(parent)
-        ((key, warm),) = [(k, m) for k, m in _WARM.items() if k[0] == "echo"]
+        ((key, warm),) = warm_models.items()
+        assert key[0] == "echo"
+        assert Runtime(runtime.kernel, store).state(_WARM) == {}
         process = warm._process  # pyright: ignore[reportPrivateUsage]  (white-box)
         assert process is not None
         await manager.followup(parent, child_id, "history?")
         await manager.wait_quiet(parent)
-        assert _WARM[key]._process is process  # the same process took the follow-up  # pyright: ignore[reportPrivateUsage]  (white-box)
+        assert warm_models[key]._process is process  # the same process took the follow-up  # pyright: ignore[reportPrivateUsage]  (white-box)
     assert results(parent)[-1] == "history: 1"
-    assert key not in _WARM
+    assert key not in warm_models
     assert process.returncode is not None  # ended with its parent
 
 

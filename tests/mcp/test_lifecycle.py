@@ -23,7 +23,7 @@ from tether.errors import AgentError, ErrorCode
 from tether.loading import Kernel
 from tether.runtime import Runtime
 from tether.store import SessionStore
-from tether_mcp_client import connections
+from tether_mcp_client import SERVERS, connections
 
 from .conftest import (
     call,
@@ -137,6 +137,24 @@ async def test_a_connection_reads_closed_after_its_runtime_closes(
     assert connection.state == "closed"
     assert connection.failure is None
     # An agent that outlives its runtime does not start a server per call behind its back.
+    with pytest.raises(ToolError, match='"everything" was stopped with its runtime'):
+        await connection.call("echo", {"message": "late"})
+    assert child_pids(EVERYTHING) == []
+
+
+async def test_a_server_that_exited_before_its_runtime_closed_is_not_started_again_after(
+    tmp_path: Path, everything: list[str]
+):
+    """The connections are the runtime's state (``Runtime.state``), closed with it: one whose
+    server had exited reads closed too, and a late call starts no process of its own."""
+    kernel, store = load(write_profile(tmp_path, [stdio("everything", everything)]))
+    async with Runtime.open(kernel, store) as runtime:
+        await runtime.compose(agent="main", model=script())
+        (connection,) = connections(runtime)
+        assert list(runtime.state(SERVERS).connections.values()) == [connection]
+        os.kill(only_child(EVERYTHING), signal.SIGKILL)
+        await wait_until(lambda: connection.state == "exited", "the exit to be noticed")
+    assert connection.state == "closed"
     with pytest.raises(ToolError, match='"everything" was stopped with its runtime'):
         await connection.call("echo", {"message": "late"})
     assert child_pids(EVERYTHING) == []

@@ -18,7 +18,7 @@ from tether.agents import PermissionQuestion
 from tether.errors import AgentError, ErrorCode
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.runtime import Runtime
-from tether_mcp_client import connections
+from tether_mcp_client import SERVERS, connections
 
 from .conftest import (
     call,
@@ -490,6 +490,8 @@ async def test_a_changed_tool_list_keeps_composed_agents_lists_and_reminds_them(
             # The server announced the change; the listing that follows bumps the version.
             await wait_until(lambda: connection.version == 1, "the tools to be listed again")
             await agent.run("and now?")
+        # What the agent was told is its runtime's (the notice holds nothing itself).
+        assert list(runtime.state(SERVERS).seen[agent]) == [connection]
         newcomer = await runtime.compose(agent="main", model=after)
         await runtime.run_session(newcomer, ["use the new tool"])
 

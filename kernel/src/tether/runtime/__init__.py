@@ -1,7 +1,11 @@
-"""The runtime: the live half of tether (open agents, permission host, skills, subagents).
+"""The runtime: the live half of tether (open agents, permission host, skills, subagents,
+plugins' per-runtime state).
 
 See :class:`Runtime`. The kernel (:mod:`tether.loading`) is what a profile loads to and never
 changes; a runtime is what one process does with it.
+
+Every name is imported on first use (docs/startup.md): a plugin module that declares a
+:class:`StateKey` at import, while the profile loads, does not import the runtime itself.
 """
 
 from __future__ import annotations
@@ -9,32 +13,35 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports as _lazy_exports
-from ._collector import RUNTIME_THRESHOLDS, tuned_collector
-from ._hold import COMPACT_GESTURE, HeldSession
-from ._hosts import (
-    FOLLOW_POLL,
-    SessionHost,
-    follow_turn,
-    profile_session_host,
-    relayed_deltas,
-    turn_began,
-)
-from ._runtime import Runtime, compose_agent
 
 if TYPE_CHECKING:
+    from ._collector import RUNTIME_THRESHOLDS, tuned_collector
     from ._follow import INTERRUPT_GRACE, FollowedSession
+    from ._hold import COMPACT_GESTURE, HeldSession
+    from ._hosts import (
+        FOLLOW_POLL,
+        SessionHost,
+        follow_turn,
+        profile_session_host,
+        relayed_deltas,
+        turn_began,
+    )
+    from ._runtime import Runtime, compose_agent
     from ._send import SentMessage
+    from ._state import ClosableState, StateKey
 
 __all__ = (
     "COMPACT_GESTURE",
     "FOLLOW_POLL",
     "INTERRUPT_GRACE",
     "RUNTIME_THRESHOLDS",
+    "ClosableState",
     "FollowedSession",
     "HeldSession",
     "Runtime",
     "SentMessage",
     "SessionHost",
+    "StateKey",
     "compose_agent",
     "follow_turn",
     "profile_session_host",
@@ -43,7 +50,24 @@ __all__ = (
     "turn_began",
 )
 
-# Imported when first used: a local `tether run` follows no host and sends no person's message.
-_LAZY = {"INTERRUPT_GRACE": "_follow", "FollowedSession": "_follow", "SentMessage": "_send"}
+_LAZY = {
+    "RUNTIME_THRESHOLDS": "_collector",
+    "tuned_collector": "_collector",
+    "INTERRUPT_GRACE": "_follow",
+    "FollowedSession": "_follow",
+    "COMPACT_GESTURE": "_hold",
+    "HeldSession": "_hold",
+    "FOLLOW_POLL": "_hosts",
+    "SessionHost": "_hosts",
+    "follow_turn": "_hosts",
+    "profile_session_host": "_hosts",
+    "relayed_deltas": "_hosts",
+    "turn_began": "_hosts",
+    "Runtime": "_runtime",
+    "compose_agent": "_runtime",
+    "SentMessage": "_send",
+    "ClosableState": "_state",
+    "StateKey": "_state",
+}
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -58,6 +58,7 @@ from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
 from ._presets import with_preset_tools
+from ._state import RuntimeState, StateKey
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -71,6 +72,7 @@ __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
 
 #: What each tool source listed, in order.
 _Listed = tuple[Sequence[Tool], ...]
+_T = TypeVar("_T")
 
 
 class Runtime:
@@ -111,6 +113,7 @@ class Runtime:
         self._composed_tools: dict[str | None, tuple[_Listed, ToolRegistry]] = {}
         self._group: TaskGroup | None = None
         self._kept: SessionStore | None = None
+        self._state = RuntimeState()
         self.delta_listeners: list[Callable[[Agent, ModelDelta], None]] = []
         """Listeners of every agent's deltas (:meth:`listen_deltas`)."""
 
@@ -127,8 +130,8 @@ class Runtime:
         tune_collector: bool = True,
     ) -> AsyncGenerator[Runtime]:
         """A runtime with a task group of its own, for ``async with``. Leaving it cancels the
-        background work started in it (:meth:`start_soon`). The store stays the caller's: it
-        is not closed here.
+        background work started in it (:meth:`start_soon`), then closes the plugins' closable
+        state (:meth:`state`). The store stays the caller's: it is not closed here.
 
         With ``tune_collector`` (the default) the garbage collector runs at
         :data:`tether.runtime.RUNTIME_THRESHOLDS` while the runtime is open, which keeps
@@ -159,18 +162,21 @@ class Runtime:
     async def _opened(self) -> AsyncGenerator[None]:
         """The task group, and the keeper of a durable store."""
         store = self.store
-        async with anyio.create_task_group() as group:
-            self._group = group
-            if store is not None and store.durable:
-                self._kept = store
-                group.start_soon(self._keep, store)
-            for source in self.eager_tool_sources():
-                group.start_soon(self._warm, source)
-            try:
-                yield
-            finally:
-                self._group = None
-                group.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                if store is not None and store.durable:
+                    self._kept = store
+                    group.start_soon(self._keep, store)
+                for source in self.eager_tool_sources():
+                    group.start_soon(self._warm, source)
+                try:
+                    yield
+                finally:
+                    self._group = None
+                    group.cancel_scope.cancel()
+        finally:  # once the background work has ended: plugins' state (:meth:`state`)
+            await self._state.aclose()
 
     def listen_deltas(self, listener: Callable[[Agent, ModelDelta], None]) -> Callable[[], None]:
         """Call ``listener(agent, delta)`` for each piece of every answer of every agent of
@@ -192,6 +198,14 @@ class Runtime:
         if self._group is None:
             raise RuntimeError("start background work inside `async with Runtime.open(...)`")
         self._group.start_soon(function, *args)
+
+    def state(self, key: StateKey[_T]) -> _T:
+        """The value of ``key`` in this runtime: made by ``key.factory(runtime)`` on first
+        use, then the same object for the runtime's life (a plugin's per-runtime state, as
+        tether-mcp-client's server connections). Inside :meth:`open`, a value with ``async
+        aclose()`` (:class:`~tether.runtime.ClosableState`) is closed when the runtime closes,
+        after its background work, last made first. See ``tether/runtime/_state.py``."""
+        return self._state.get(self, key)
 
     # ------------------------------------------------------------------ services
 

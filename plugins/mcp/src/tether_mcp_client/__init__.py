@@ -23,16 +23,29 @@ from ._settings import SEPARATOR, ServerSettings, Settings
 if TYPE_CHECKING:
     import click
 
-from ._source import ChangeNotice, ServerSource, connection_for, connections, sources_for, tool_name
+from ._source import (
+    SERVERS,
+    RuntimeServers,
+    ServerSource,
+    announce_changes,
+    connection_for,
+    connections,
+    sources_for,
+    tool_name,
+)
 
 __all__ = (
+    "NOTICE",
     "SEPARATOR",
+    "SERVERS",
     "Connection",
     "McpPlugin",
+    "RuntimeServers",
     "ServerSettings",
     "ServerSource",
     "ServerUnavailable",
     "Settings",
+    "announce_changes",
     "connection_for",
     "connections",
     "render_result",
@@ -40,14 +53,17 @@ __all__ = (
     "tool_name",
 )
 
-#: One change notice for every agent: it finds the servers an agent uses in its tools.
-_NOTICE = PreStep("mcp-tool-changes", ChangeNotice())
+#: The change notice, one pre-step for every instance (an agent that sees two layers' instances
+#: runs it once): it finds the servers an agent uses in its tools, and keeps what the agent saw
+#: in the agent's runtime (:data:`SERVERS`), so it holds nothing itself.
+NOTICE = PreStep("mcp-tool-changes", announce_changes)
 
 
 class McpPlugin(tether.Plugin[Settings]):
     """The plugin ``mcp`` (a class-based plugin): one object per instance, holding one source
     per server entry of its settings. The runtime's listings are cached on the sources, so
-    every agent composed from this instance shares them."""
+    every agent composed from this instance shares them; the connections are the runtime's
+    (:data:`SERVERS`), shared by every instance."""
 
     settings_model = Settings
 
@@ -62,7 +78,7 @@ class McpPlugin(tether.Plugin[Settings]):
 
     @tether.hookimpl
     def tether_pre_step(self) -> list[PreStep]:
-        return [_NOTICE] if self.settings.servers else []
+        return [NOTICE] if self.settings.servers else []
 
     @staticmethod
     @tether.hookimpl

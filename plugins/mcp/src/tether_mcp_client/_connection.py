@@ -68,8 +68,8 @@ class Connection:
     def __init__(self, config: ServerSettings, runtime: Runtime | None) -> None:
         self.config = config
         self.name = config.name
-        # Weak: the runtime's pool of connections is kept in a WeakKeyDictionary by runtime,
-        # which a strong reference back would keep alive for good.
+        # Weak: the tools built on this connection are cached per runtime in a
+        # WeakKeyDictionary (ServerSource), which a strong reference back would keep alive.
         self._runtime = weakref.ref(runtime) if runtime is not None else None
         self.state: State = "stopped"
         self.failure: str | None = None

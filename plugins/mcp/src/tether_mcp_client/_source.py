@@ -3,6 +3,11 @@
 A server's tools become tools named ``SERVER__TOOL`` (see docs/mcp.md), with the server's JSON
 Schema as their parameters, checked by tether before a call is sent. The tools are built once
 per listing of the server: composing an agent against a warm server costs a lookup.
+
+What lives as long as a runtime is the runtime's (:data:`SERVERS`, through
+:meth:`tether.runtime.Runtime.state`): its connections, one per distinct server, shared by every
+plugin instance (every layer), every agent and every ``tether acp`` session of the runtime, and
+what each agent was told of its servers' tools. The module keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from mcp.types import Tool as McpTool
 from tether.agents import StepContext, Tool, ToolContext, ToolSource
 from tether.errors import AgentError, ErrorCode, TetherError
 from tether.models import Message
+from tether.runtime import StateKey
 
 from ._connection import Connection, ServerUnavailable
 from ._results import render_result
@@ -28,8 +34,10 @@ if TYPE_CHECKING:
     from tether.runtime import Runtime
 
 __all__ = (
-    "ChangeNotice",
+    "SERVERS",
+    "RuntimeServers",
     "ServerSource",
+    "announce_changes",
     "connection_for",
     "connections",
     "sources_for",
@@ -39,17 +47,38 @@ __all__ = (
 #: What model APIs accept as a tool name (OpenAI's and Anthropic's rule).
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-_pools: weakref.WeakKeyDictionary[Runtime, dict[tuple[object, ...], Connection]] = (
-    weakref.WeakKeyDictionary()
+
+class RuntimeServers:
+    """tether-mcp-client's state in one runtime (:data:`SERVERS`): the connections, and what
+    each agent was told of its servers' tools (:func:`announce_changes`). Closed with the
+    runtime: a server not stopped by then (one never started) is marked stopped, so a later
+    call fails instead of starting a process per request."""
+
+    def __init__(self) -> None:
+        self.connections: dict[tuple[object, ...], Connection] = {}
+        """By :meth:`ServerSettings.connection_key` and timeouts."""
+        self.seen: weakref.WeakKeyDictionary[Agent, dict[Connection, _Seen]] = (
+            weakref.WeakKeyDictionary()
+        )
+        """Per agent (held weakly: it goes with the agent), its servers as it last saw them."""
+
+    async def aclose(self) -> None:
+        """Mark every connection stopped (their owner tasks, in the runtime's task group,
+        have stopped the servers by now)."""
+        for connection in self.connections.values():
+            connection.close()
+
+
+#: Where the runtime keeps tether-mcp-client's state.
+SERVERS: StateKey[RuntimeServers] = StateKey(
+    "tether-mcp-client servers", lambda runtime: RuntimeServers()
 )
 
 
 def connection_for(runtime: Runtime, config: ServerSettings) -> Connection:
     """The runtime's connection to the server ``config`` starts or reaches: one per distinct
     way of starting it, shared by every entry (in any layer) that starts it the same way."""
-    pool = _pools.get(runtime)
-    if pool is None:
-        pool = _pools[runtime] = {}
+    pool = runtime.state(SERVERS).connections
     key = (*config.connection_key(), config.startup_timeout, config.timeout)
     connection = pool.get(key)
     if connection is None:
@@ -59,7 +88,7 @@ def connection_for(runtime: Runtime, config: ServerSettings) -> Connection:
 
 def connections(runtime: Runtime) -> list[Connection]:
     """The runtime's connections so far."""
-    return list(_pools.get(runtime, {}).values())
+    return list(runtime.state(SERVERS).connections.values())
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -237,33 +266,32 @@ class _Seen:
     """The server's tools the agent has (their own names)."""
 
 
-class ChangeNotice:
-    """A pre-step: when a server an agent uses announces new tools (``tools/list_changed``),
-    the agent reads what changed in an appended message. Its tool list stays as composed
-    (byte-identical for the session, so the provider's prompt cache keeps hitting): added
-    tools come with the next session, removed ones fail when called."""
-
-    def __init__(self) -> None:
-        self._seen: weakref.WeakKeyDictionary[Agent, dict[Connection, _Seen]] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    async def __call__(self, context: StepContext) -> list[Message] | None:
-        agent = context.agent
-        seen = self._seen.get(agent)
-        if seen is None:
-            seen = self._seen[agent] = _servers_of(agent)
-        if not seen:
-            return None
-        messages: list[Message] = []
-        for connection, state in seen.items():
-            if connection.version == state.version or connection.listing is None:
-                continue
-            text = _change_text(state, connection.listing)
-            state.listing, state.version = connection.listing, connection.version
-            if text:
-                messages.append(Message(role="user", content=text))
-        return messages or None
+async def announce_changes(context: StepContext) -> list[Message] | None:
+    """The change notice (a pre-step): when a server an agent uses announces new tools
+    (``tools/list_changed``), the agent reads what changed in an appended message. Its tool
+    list stays as composed (byte-identical for the session, so the provider's prompt cache
+    keeps hitting): added tools come with the next session, removed ones fail when called.
+    What the agent saw is kept in its runtime (:data:`SERVERS`); an agent without one (a bare
+    ``Agent`` built from parts) is not told."""
+    agent = context.agent
+    runtime = agent.runtime
+    if runtime is None:
+        return None
+    known = runtime.state(SERVERS).seen
+    seen = known.get(agent)
+    if seen is None:
+        seen = known[agent] = _servers_of(agent)
+    if not seen:
+        return None
+    messages: list[Message] = []
+    for connection, state in seen.items():
+        if connection.version == state.version or connection.listing is None:
+            continue
+        text = _change_text(state, connection.listing)
+        state.listing, state.version = connection.listing, connection.version
+        if text:
+            messages.append(Message(role="user", content=text))
+    return messages or None
 
 
 def _servers_of(agent: Agent) -> dict[Connection, _Seen]:

@@ -45,6 +45,7 @@ import anyio
 from tether.agents import current_trace
 from tether.errors import ErrorCode, ModelError
 from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse, streamed
+from tether.runtime import StateKey
 from tether.store import DescriptorEvent
 from tether.subagents.notices import remote_text
 
@@ -167,21 +168,25 @@ class AcpModel:
             await self.close()
             return
         self._reclaimed = anyio.Event()
-        _WARM[key] = self
+        assert agent.runtime is not None  # the parent was found among its live agents
+        warm = agent.runtime.state(_WARM)
+        warm[key] = self
         try:
-            parent.start_job(self._linger, key, self._reclaimed)
+            parent.start_job(self._linger, warm, key, self._reclaimed)
         except RuntimeError:
-            _WARM.pop(key, None)
+            warm.pop(key, None)
             await self.close()
 
-    async def _linger(self, key: tuple[str, str], reclaimed: anyio.Event) -> None:
+    async def _linger(
+        self, warm: dict[tuple[str, str], AcpModel], key: tuple[str, str], reclaimed: anyio.Event
+    ) -> None:
         """Wait ``keep_warm`` seconds for a follow-up to reclaim the session, then end it."""
         try:
             with anyio.move_on_after(self.spec.keep_warm):
                 await reclaimed.wait()
         finally:
-            if _WARM.get(key) is self:
-                del _WARM[key]
+            if warm.get(key) is self:
+                del warm[key]
             if not reclaimed.is_set():
                 await self.close()
 
@@ -243,7 +248,9 @@ class AcpModel:
                 f"{self.name}: used without a mirror agent (attach() was not called)",
             )
         known = await _recorded_session(agent)
-        warm = _WARM.pop((self.spec.name, known), None) if known is not None else None
+        warm = None
+        if known is not None and agent.runtime is not None:
+            warm = agent.runtime.state(_WARM).pop((self.spec.name, known), None)
         if warm is not None and warm._conn is not None:
             self._adopt(warm, agent)  # a settled child's session, still up: no restart
             conn = self._conn
@@ -662,8 +669,11 @@ class AcpModel:
         return f" ({'; '.join(parts)})" if parts else ""
 
 
-#: Settled children's models whose process and ACP session are kept up: (agent, session id).
-_WARM: dict[tuple[str, str], AcpModel] = {}
+#: Where a runtime keeps its settled children's models whose process and ACP session are kept
+#: up (``keep_warm``), by ACP agent name and session id, for a follow-up to take over.
+_WARM: StateKey[dict[tuple[str, str], AcpModel]] = StateKey(
+    "tether-acp warm children", lambda runtime: {}
+)
 
 
 def _rpc_reason(error: RequestError) -> str:
