@@ -124,7 +124,7 @@ async def followups(url: str, count: int, streaming: bool, folder: Path) -> list
         agent = await compose_agent(
             runtime, store, model=tether_a2a.A2aModel(spec, continuable=True)
         )
-        async with agent:
+        async with runtime.hold(agent):
             if streaming:
                 agent.listen_deltas(lambda delta: None)  # someone watches: the model streams
             for index in range(WARMUP + count):

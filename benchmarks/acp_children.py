@@ -68,7 +68,7 @@ async def one_shot(folder: Path, runs: int) -> float:
     store = SQLiteStore(folder / "one-shot.db")
     samples = []
     parent = await compose_agent(runtime, store, model=FunctionModel(lambda r: "ok"))
-    async with parent:
+    async with runtime.hold(parent):
         for n in range(runs):
             start = time.perf_counter()
             run = await runtime.subagents.start("echo", SubagentStartRequest(f"hello {n}", parent))
@@ -86,7 +86,7 @@ async def warm_follow_up(folder: Path, runs: int) -> float:
     parent = await compose_agent(runtime, store, model=FunctionModel(lambda r: "ok"))
     manager = runtime.subagents.continuation
     samples = []
-    async with parent:
+    async with runtime.hold(parent):
         started = await runtime.subagents.start_continuable(
             "echo", SubagentStartRequest("warm up", parent, label="warm")
         )

@@ -271,7 +271,7 @@ async def measure(
         gate = Gate()
         async with Runtime.open(kernel, store) as runtime:
             agent, ended = await compose_parent(runtime, gate, working or max(children, 4))
-            async with agent:
+            async with runtime.hold(agent):
                 # Warm-up: imports, the preset cache, the subagent runtime, pydantic's validators.
                 await _delegate_round(agent, gate, 4)
                 await _finish_round(agent, gate, ended, 4)

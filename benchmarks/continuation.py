@@ -184,7 +184,7 @@ async def cold_restores(folder: Path, runs: int) -> dict[str, float]:
     parent = await _parent(runtime, store, child)
     continuation = runtime.subagents.continuation
     samples: dict[str, list[float]] = {"cold": [], "cached": [], "restore": [], "events": []}
-    async with parent:
+    async with runtime.hold(parent):
         child_id, log = await _grow(runtime, parent, store)
         samples["size"] = [float(len(log))]
         for _ in range(runs):
@@ -231,7 +231,7 @@ async def running_followups(folder: Path, runs: int) -> dict[str, float]:
     parent = await _parent(runtime, store, child)
     continuation = runtime.subagents.continuation
     medians: dict[str, float] = {}
-    async with parent:
+    async with runtime.hold(parent):
         for steer in (False, True):
             gate, entered = anyio.Event(), anyio.Event()
             request = SubagentStartRequest(prompt="block", parent=parent, label="running")
@@ -406,7 +406,7 @@ async def profile_cold_restores(folder: Path, runs: int) -> None:
     parent = await _parent(runtime, store, child)
     continuation = runtime.subagents.continuation
     profile = cProfile.Profile()
-    async with parent:
+    async with runtime.hold(parent):
         child_id, log = await _grow(runtime, parent, store)
         for _ in range(runs):
             copy = await _copy(parent, store, child_id, log)

@@ -182,7 +182,7 @@ async def turns(
             while n < warmup + count:
                 agent = await runtime.compose()
                 assert (agent.spec.tracer is None) == (way == "off"), way
-                async with agent:
+                async with runtime.hold(agent):
                     for _ in range(min(per_session, warmup + count - n)):
                         began = time.process_time()
                         await agent.run(f"turn {n}")

@@ -207,7 +207,7 @@ async def concurrent_sessions(
     clock.lap()  # not the server's reading
 
     async def one(agent: Agent) -> None:
-        async with agent:
+        async with runtime.hold(agent):
             for _ in range(turns):
                 await agent.run("hi")
 

@@ -200,7 +200,7 @@ async def turns(
     agent = await compose_agent(runtime, MemoryStore(), model=model)
     cpu: list[float] = []
     wall: list[float] = []
-    async with agent:
+    async with runtime.hold(agent):
         await agent.run("hi")  # the first turn lists the roots and publishes the catalog
         skills = sum(
             line.startswith("- `") for m in agent.messages for line in m.content.splitlines()

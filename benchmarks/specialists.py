@@ -364,7 +364,7 @@ class Trip:
         self.answered, self.final = anyio.Event(), False
         parent: Agent = await self.runtime.compose(agent="main", model=self.model)
         unlisten = parent.listen(self.hear)
-        async with parent:
+        async with self.runtime.hold(parent):
             start = (time.process_time(), time.perf_counter())
             await parent.followup("go")
             with anyio.fail_after(30):

@@ -149,7 +149,7 @@ async def round_trips(folder: Path, store: SessionStore, runs: int) -> dict[str,
         for n in range(runs + 10):  # the first ten warm caches up
             clock = Clock()
             agent = await runtime.compose(model=FunctionModel(answer))
-            async with agent:
+            async with runtime.hold(agent):
                 setup = clock.lap()
                 await agent.run("go")
                 run = clock.lap()
@@ -205,7 +205,7 @@ async def background(
             runtime.subagents.on_event(on_event)
             limits = AgentLimits(max_steps=10_000, max_working_tasks=working or count)
             agent = await runtime.compose(model=FunctionModel(answer), limits=limits)
-            async with agent:
+            async with runtime.hold(agent):
                 setup = clock.lap()
                 gc_before = collector.seconds
                 await agent.followup("start them all")
@@ -242,7 +242,7 @@ async def fork_prefix(folder: Path) -> dict[str, Any]:
 
     async with Runtime.open(kernel, MemoryStore()) as runtime:
         agent = await runtime.compose(model=FunctionModel(answer))
-        async with agent:
+        async with runtime.hold(agent):
             await agent.run("first question")
             await agent.run("second question")
             await agent.run("now delegate")

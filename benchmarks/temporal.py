@@ -535,13 +535,13 @@ async def inprocess_turns(store_name: str, database_url: str | None, runs: int) 
                 for n in range(20 + runs):
                     started = time.perf_counter()
                     agent = await runtime.compose(model=model)
-                    async with agent:
+                    async with runtime.hold(agent):
                         entered = time.perf_counter()
                         await agent.run("hi")
                         ran = time.perf_counter()
                     left = time.perf_counter()
                     again = await runtime.compose(model=model, session_id=agent.session_id)
-                    async with again:
+                    async with runtime.hold(again):
                         await again.run("hi")
                     restored = time.perf_counter()
                     model.requests.clear()

@@ -121,7 +121,7 @@ async def fresh_turns(runtime: Runtime, runs: int, warmup: int = 20) -> dict[str
         clock = Clock()
         agent = await new_agent(runtime, model)
         create = clock.lap()
-        async with agent:
+        async with runtime.hold(agent):
             enter = clock.lap()
             await agent.run("hi")
             turn = clock.lap()
@@ -142,7 +142,7 @@ async def long_session(runtime: Runtime, turns: int) -> dict[str, Any]:
     model = FunctionModel(answer)
     agent = await new_agent(runtime, model)
     samples: list[tuple[float, float]] = []
-    async with agent:
+    async with runtime.hold(agent):
         for _ in range(turns):
             clock = Clock()
             await agent.run("hi")
@@ -165,7 +165,7 @@ async def concurrent_sessions(runtime: Runtime, sessions: int, latency: float) -
     setup = clock.lap()
 
     async def one(agent: Agent) -> None:
-        async with agent:
+        async with runtime.hold(agent):
             await agent.run("hi")
 
     async with anyio.create_task_group() as group:
@@ -281,7 +281,7 @@ def profile(store_name: str, runs: int = 3000) -> None:
                     gc.callbacks.append(collector)
                     profiler.enable()
                 agent = await new_agent(runtime, model)
-                async with agent:
+                async with runtime.hold(agent):
                     await agent.run("hi")
                 model.requests.clear()
             profiler.disable()

@@ -18,9 +18,11 @@ from tether.errors import ErrorCode, PluginError
 from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host
 from tether.store import (
     InboxAccepted,
+    InboxDiscarded,
     SessionStore,
     SQLiteStore,
     TurnEnded,
+    TurnStarted,
     UserMessage,
     profile_store,
 )
@@ -41,7 +43,8 @@ SCRIPT = '[[steps]]\ntext = "first answer"\n\n[[steps]]\ntext = "second answer"\
 
 class ElsewhereHost:
     """Runs each message on a store object and runtime of its own (another owner), in a task
-    of its own: the caller only sees the log."""
+    of its own: the caller only sees the log. With :attr:`gate` set to an unset event, a
+    message is accepted (in the session's mailbox) and not begun until the event is set."""
 
     name = "elsewhere"
 
@@ -51,6 +54,9 @@ class ElsewhereHost:
         self.group: anyio.abc.TaskGroup | None = None
         self.driving: dict[str, Agent] = {}
         self.interrupted: list[str] = []
+        self.cancelled: list[str] = []
+        self.gate: anyio.Event | None = None
+        self._one_at_a_time = anyio.Lock()  # a drive held for each message: one at a time
 
     async def send(
         self,
@@ -79,7 +85,9 @@ class ElsewhereHost:
     async def _drive(self, store: SessionStore, session_id: str) -> None:
         assert self.kernel is not None
         try:
-            async with Runtime.open(self.kernel, store) as runtime:
+            if self.gate is not None:
+                await self.gate.wait()
+            async with self._one_at_a_time, Runtime.open(self.kernel, store) as runtime:
                 agent = await runtime.compose(session_id=session_id)
                 async with runtime.hold(agent) as held:  # as a worker's drive holds it
                     self.driving[session_id] = agent
@@ -92,7 +100,23 @@ class ElsewhereHost:
             await store.aclose()
 
     async def cancel(self, session_id: str) -> None:
-        raise AssertionError("tether run does not cancel")
+        """As a worker's drive does with a cancel: the running turn aborted, what waits
+        dropped (``inbox/discarded``)."""
+        assert self.kernel is not None
+        self.cancelled.append(session_id)
+        agent = self.driving.get(session_id)
+        if agent is not None:
+            await agent.cancel(keep_inbox=False)
+            await agent.when_idle()
+            return
+        store = profile_store(self.kernel)
+        try:
+            async with self._one_at_a_time, Runtime.open(self.kernel, store) as runtime:
+                agent = await runtime.compose(session_id=session_id)
+                async with runtime.hold(agent):
+                    await agent.cancel(keep_inbox=False)
+        finally:
+            await store.aclose()
 
     async def interrupt(self, session_id: str) -> None:
         self.interrupted.append(session_id)
@@ -137,6 +161,7 @@ async def test_hook_tether_session_hosts_runs_prompts_elsewhere_and_prints_the_l
         (session_id, "and again", False),
     ]
     assert host.sent[0][2] == "main"  # the profile's agent, resolved
+    assert host.cancelled == []  # tether run interrupts, never cancels
     store = profile_store(kernel)
     try:
         log = [s.event for s in await store.events(session_id)]
@@ -177,6 +202,7 @@ async def test_ctrl_c_on_a_host_interrupts_the_running_turn_and_prints_its_end(
     out = capsys.readouterr().out.splitlines()
     (session_id,) = [line.split()[1] for line in out if line.startswith("session ")]
     assert host.interrupted == [session_id]
+    assert host.cancelled == []  # what waits stays parked
     assert [content for _, content, _, _ in host.sent] == ["hello"]
     store = profile_store(kernel)
     try:
@@ -221,6 +247,54 @@ async def test_runtime_follow_sends_to_the_host_and_hands_on_each_event_once(
                 pytest.fail("followed a session that is not in the store")
         assert caught.value.code is ErrorCode.SESSION_NOT_FOUND
         assert len(host.sent) == 2
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("drop", [False, True])
+async def test_followed_interrupt_parks_or_drops_a_message_not_begun(
+    tether_kernel, tmp_path, monkeypatch, drop
+):
+    """``FollowedSession.interrupt`` before the host began the message: by default it stays
+    parked and runs before the next message (Ctrl-C on ``tether run``); with ``drop`` the host
+    drops it (``inbox/discarded``) and it never runs (ACP's ``session/cancel``). A session
+    named before it exists is followed with ``new``."""
+    (tmp_path / "script.toml").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    host = ElsewhereHost()
+    kernel = tether_kernel(PROFILE.format(name="far"), {"far": HostPlugin(host)})
+    host.kernel = kernel
+    store = profile_store(kernel)
+    named = "ses_" + "7" * 16
+    try:
+        runtime = Runtime(kernel, store)
+        with anyio.fail_after(scaled(30)):
+            async with anyio.create_task_group() as group:
+                host.group = group
+                host.gate = anyio.Event()  # accepted, not begun
+                async with runtime.follow(host, named, new=True) as followed:
+                    assert followed.session_id == named
+                    first = await followed.send("hello")
+                    assert await followed.interrupt(drop=drop) is None
+                    assert (followed.parked, followed.dropped) == (not drop, drop)
+                    assert followed.running is None
+                    host.gate.set()
+                    await followed.send("and again")
+                    assert await followed.turn() == "completed"
+                    assert await followed.interrupt(drop=drop) is None  # nothing runs
+        assert host.interrupted == [named]
+        assert host.cancelled == ([named] if drop else [])
+        log = [s.event for s in await store.events(named)]
+        began = [e.message_id for e in log if isinstance(e, TurnStarted)]
+        if drop:
+            assert first not in began
+            assert [e.message_id for e in log if isinstance(e, InboxDiscarded)] == [first]
+        else:
+            assert began[0] == first  # the parked message ran first
+            assert not [e for e in log if isinstance(e, InboxDiscarded)]
+        assert [e.stop_reason for e in log if isinstance(e, TurnEnded)] == ["completed"] * len(
+            began
+        )
     finally:
         await store.aclose()
 

@@ -4,7 +4,9 @@
 elsewhere (a :class:`~tether.runtime.SessionHost`: a cluster's workers hold them), a client
 cannot hold the session (the lease is the worker's); it hands each message to the host and
 follows the session's log in the shared store until the message's turn has ended: a
-:class:`FollowedSession`. ``tether run`` and ``tether sessions send`` on such a profile do this.
+:class:`FollowedSession`. ``tether run`` and ``tether sessions send`` on such a profile do this,
+and so does ``tether acp`` fronting a cluster (one follow per prompt; its ``session/cancel``
+drops a message not begun: ``interrupt(drop=True)``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class FollowedSession:
         self.parked = False
         """After an interrupt (:meth:`run` stopped): the running message had not begun; it
         waits in the session and runs before the next message sent to it."""
+        self.dropped = False
+        """After an interrupt with ``drop``: the running message had not begun, and the host
+        dropped it (and whatever else waited in the session): it never runs."""
         self.unfinished = False
         """After an interrupt: the turn had not ended :data:`INTERRUPT_GRACE` seconds after
         the host was asked to interrupt it."""
@@ -113,18 +118,27 @@ class FollowedSession:
         self.running = None
         return reason
 
-    async def interrupt(self) -> str | None:
+    async def interrupt(self, *, drop: bool = False) -> str | None:
         """Ask the host to abort the running turn (what waits stays parked, as a local
         interrupt leaves it) and follow it to its end, shielded: its stop reason, or ``None``
-        when nothing ran, the message had not begun (:attr:`parked`) or the turn had not
-        ended within :data:`INTERRUPT_GRACE` (:attr:`unfinished`)."""
+        when nothing ran, the message had not begun (:attr:`parked`, or :attr:`dropped`) or
+        the turn had not ended within :data:`INTERRUPT_GRACE` (:attr:`unfinished`; it is
+        still :attr:`running`, and :meth:`turn` follows it on).
+
+        ``drop``: a message not begun is dropped, not parked (:meth:`SessionHost.cancel`: it
+        never runs, nor does anything else waiting in the session): what ACP's
+        ``session/cancel`` means, where a cancelled prompt has been answered."""
         running = self.running
         if running is None:
             return None
         with anyio.CancelScope(shield=True):
             await self.host.interrupt(self.session_id)
             if not await turn_began(self.store, self.session_id, running, after=self._sent_at):
-                self.parked = True
+                if drop:
+                    await self.host.cancel(self.session_id)
+                    self.dropped = True
+                else:
+                    self.parked = True
                 self.running = None
                 return None
             with anyio.move_on_after(INTERRUPT_GRACE):
@@ -170,6 +184,7 @@ async def follow_session(
     session_id: str | None = None,
     *,
     agent: str | None = None,
+    new: bool = False,
     hear: Callable[[StoredEvent], None] | None = None,
     hear_delta: Callable[[ModelDelta], None] | None = None,
 ) -> AsyncGenerator[FollowedSession]:
@@ -184,8 +199,8 @@ async def follow_session(
             "no session store to follow the session in",
             remedy="give the runtime the store the host's sessions are written to",
         )
-    if session_id is None:
-        session_id = new_header().id
+    if session_id is None or new:
+        session_id = session_id or new_header().id
         name = resolve_agent_name(runtime.kernel, agent)
         after, new = 0, True
     else:

@@ -521,16 +521,21 @@ class Runtime:
         session_id: str | None = None,
         *,
         agent: str | None = None,
+        new: bool = False,
         hear: Callable[[StoredEvent], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
     ) -> AbstractAsyncContextManager[FollowedSession]:
         """``async with runtime.follow(host, session_id) as followed:``: the session (``None``:
         a new one of ``agent``) whose turns ``host`` runs elsewhere, followed from this
         runtime's store; its events to ``hear``, the pieces of its answers to ``hear_delta``.
-        See ``tether/runtime/_follow.py``."""
+        ``new``: ``session_id`` names a session not created yet, which its first message
+        creates (a server that gave the client the id first). See
+        ``tether/runtime/_follow.py``."""
         from ._follow import follow_session
 
-        return follow_session(self, host, session_id, agent=agent, hear=hear, hear_delta=hear_delta)
+        return follow_session(
+            self, host, session_id, agent=agent, new=new, hear=hear, hear_delta=hear_delta
+        )
 
     def send(
         self,

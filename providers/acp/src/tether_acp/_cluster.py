@@ -9,6 +9,10 @@ run where the worker runs); answers stream as they arrive when the store relays 
 (:class:`tether.store.DeltaRelay`: tether-postgres does), else each arrives whole once stored.
 ``session/cancel`` interrupts the turn on the worker: it ends ``aborted``, and a prompt whose
 turn had not begun is dropped, never run later.
+
+Each prompt is one :meth:`tether.runtime.Runtime.follow` of the session: the runtime hands the
+message to the host and follows its turn (:class:`tether.runtime.FollowedSession`); this module
+only turns what it hears into ACP updates, and a cancel into ``interrupt(drop=True)``.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from acp.schema import (
 from tether.agents import AgentLimits, build_preset, new_header, resolve_agent_name, trace_from
 from tether.errors import TetherError
 from tether.models import ModelDelta
-from tether.runtime import SessionHost, follow_turn, relayed_deltas, turn_began
-from tether.store import Event, SessionStore, StoredEvent, TurnEnded, TurnStarted
+from tether.store import Event, StoredEvent, TurnEnded, TurnStarted
 
 if TYPE_CHECKING:
-    from tether.loading.kernel import Kernel
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from tether.runtime import FollowedSession, Runtime, SessionHost
 
 from ._protocol import (
     SESSION_NOT_FOUND,
@@ -52,8 +57,6 @@ __all__ = ("ClusterAcpAgent",)
 
 log = logging.getLogger("tether_acp")
 
-#: Seconds a cancel waits for the cluster to stop the turn.
-INTERRUPT_GRACE = 30.0
 _NOT_BEGUN = object()
 """Put on a prompt's stream when its message was cancelled before its turn began."""
 
@@ -73,20 +76,25 @@ class _ClusterSession:
 
 class ClusterAcpAgent:
     """The ACP ``Agent`` side of ``tether acp`` on a profile whose sessions run on a session
-    host: prompts go to ``host``, turns are read from ``store``."""
+    host: ``runtime`` follows each prompt's turn (:meth:`Runtime.follow`), which ``host`` runs,
+    from its store."""
 
     def __init__(
         self,
-        kernel: Kernel,
-        store: SessionStore,
+        runtime: Runtime,
         host: SessionHost,
         agent_name: str | None = None,
     ) -> None:
-        self.kernel = kernel
-        self.store = store
+        if runtime.store is None:
+            raise ValueError(
+                "ClusterAcpAgent: the runtime has no session store; give it the store the "
+                "cluster's workers write to (profile_store(kernel))"
+            )
+        self.runtime = runtime
+        self.store = runtime.store
         self.host = host
-        self.agent_name = resolve_agent_name(kernel, agent_name)
-        limits = build_preset(kernel, self.agent_name).limits or AgentLimits()
+        self.agent_name = resolve_agent_name(runtime.kernel, agent_name)
+        limits = build_preset(runtime.kernel, self.agent_name).limits or AgentLimits()
         self.max_steps = limits.max_steps
         self._client: Any = None
         self._sessions: dict[str, _ClusterSession] = {}
@@ -164,34 +172,11 @@ class ClusterAcpAgent:
         cancel: anyio.Event,
         trace: dict[str, str] | None = None,
     ) -> PromptResponse:
-        """Send ``text`` through the cluster and stream its turn; ``trace``: the client's
-        trace context (the prompt's ``_meta``), which the worker's turn continues."""
-        store = self.store
-        after = 0 if session.new else await _log_length(store, session.id)
-        # Listening for the answers' pieces before anything is sent: none is missed.
-        async with relayed_deltas(store, session.id) as deltas:
-            try:
-                message_id = await self.host.send(
-                    session.id, text, agent=self.agent_name, new=session.new, trace=trace
-                )
-            except TetherError as exc:
-                raise request_error(exc) from None
-            session.new = False
-            return await self._stream(session, message_id, after, deltas, cancel)
-
-    async def _stream(
-        self,
-        session: _ClusterSession,
-        message_id: str,
-        after: int,
-        deltas: Any,
-        cancel: anyio.Event,
-    ) -> PromptResponse:
-        """Stream the turn of ``message_id`` to the client until it ends (or was cancelled
-        before it began)."""
-        store = self.store
-        live = LiveAnswer(MessageIds(session.id))
-        send, receive = anyio.create_memory_object_stream[object](math.inf)
+        """Send ``text`` through the cluster and stream its turn to the client until it ends
+        (or was cancelled before it began); ``trace``: the client's trace context (the
+        prompt's ``_meta``), which the worker's turn continues."""
+        items, received = anyio.create_memory_object_stream[object](math.inf)
+        message_id: str | None = None
         ours = False  # whether the follower reached the turn's start
 
         def hear(stored: StoredEvent) -> None:
@@ -200,56 +185,80 @@ class ClusterAcpAgent:
             if isinstance(event, TurnStarted) and event.message_id == message_id:
                 ours = True
             if ours:  # an earlier turn's events (a notice, another client's) are not this one's
-                send.send_nowait(event)
+                items.send_nowait(event)
 
-        async def follow() -> None:
-            await follow_turn(
-                store,
-                session.id,
-                message_id,
-                after=after,
-                hear=hear,
-                deltas=deltas,
-                hear_delta=send.send_nowait,
-            )
-
-        async def interrupt() -> None:
-            await cancel.wait()
-            # Shielded: once asked, the interrupt is seen through even if the turn's end is
-            # read meanwhile (its prompt answered), so the session is left as it says.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
-                await self.host.interrupt(session.id)  # returns once the turn has stopped
-                if not await turn_began(store, session.id, message_id):
-                    # Not begun: it must not run later (what a local server does too).
-                    await self.host.cancel(session.id)
-                    send.send_nowait(_NOT_BEGUN)
-
-        outcome: PromptResponse | acp.RequestError | None = None
-        with send, receive:
-            async with anyio.create_task_group() as group:
-                group.start_soon(follow)
-                group.start_soon(interrupt)
-                async for item in receive:
-                    if item is _NOT_BEGUN:
-                        outcome = PromptResponse(stop_reason="cancelled")
-                        break
-                    if isinstance(item, ModelDelta):
-                        updates = live.delta(item)
-                    else:
-                        event = cast(Event, item)
-                        updates = live.event(event)
-                    for update in updates:
-                        await self._client.session_update(session_id=session.id, update=update)
-                    if isinstance(item, TurnEnded):
-                        try:
-                            reason = stop_reason(session.id, self.max_steps, item)
-                            outcome = PromptResponse(stop_reason=reason)
-                        except acp.RequestError as exc:
-                            outcome = exc
-                        break
-                group.cancel_scope.cancel()
+        with items, received:
+            try:
+                async with self.runtime.follow(
+                    self.host,
+                    session.id,
+                    agent=self.agent_name,
+                    new=session.new,
+                    hear=hear,
+                    hear_delta=items.send_nowait,
+                ) as followed:
+                    message_id = await followed.send(text, trace=trace)
+                    session.new = False
+                    outcome = await self._stream(session, followed, cancel, items, received)
+            except TetherError as exc:
+                raise request_error(exc) from None
         if isinstance(outcome, acp.RequestError):
             raise outcome
+        return outcome
+
+    async def _stream(
+        self,
+        session: _ClusterSession,
+        followed: FollowedSession,
+        cancel: anyio.Event,
+        items: MemoryObjectSendStream[object],
+        received: MemoryObjectReceiveStream[object],
+    ) -> PromptResponse | acp.RequestError:
+        """Follow the turn sent last (what ``followed`` hears arrives on ``received``) and
+        stream it to the client; a cancel interrupts it, dropping a message not begun."""
+        live = LiveAnswer(MessageIds(session.id))
+        following = anyio.CancelScope()
+
+        async def follow() -> None:
+            with following:
+                await followed.turn()
+            if following.cancel_called:
+                # Shielded in there: once asked, the interrupt is seen through even if the
+                # turn's end is read meanwhile (its prompt answered), so the session is left
+                # as it says. Not begun: it must not run later (what a local server does too).
+                await followed.interrupt(drop=True)
+                if followed.dropped:
+                    items.send_nowait(_NOT_BEGUN)
+            if followed.running is not None:  # not ended within the grace: followed on
+                await followed.turn()
+
+        async def stop() -> None:
+            await cancel.wait()
+            following.cancel()
+
+        outcome: PromptResponse | acp.RequestError | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(follow)
+            group.start_soon(stop)
+            async for item in received:
+                if item is _NOT_BEGUN:
+                    outcome = PromptResponse(stop_reason="cancelled")
+                    break
+                if isinstance(item, ModelDelta):
+                    updates = live.delta(item)
+                else:
+                    updates = live.event(cast(Event, item))
+                for update in updates:
+                    await self._client.session_update(session_id=session.id, update=update)
+                if isinstance(item, TurnEnded):
+                    try:
+                        outcome = PromptResponse(
+                            stop_reason=stop_reason(session.id, self.max_steps, item)
+                        )
+                    except acp.RequestError as exc:
+                        outcome = exc
+                    break
+            group.cancel_scope.cancel()
         assert outcome is not None
         return outcome
 
@@ -268,10 +277,3 @@ def _no_client_servers(mcp_servers: Any) -> None:
             "the client's MCP servers are not used: this profile's sessions run on a cluster, "
             "whose workers use the profile's tools"
         )
-
-
-async def _log_length(store: SessionStore, session_id: str) -> int:
-    try:
-        return len(await store.events(session_id))
-    except TetherError as exc:
-        raise request_error(exc) from None

@@ -709,7 +709,8 @@ async def _serve_cluster(
     store = profile_store(kernel)
     try:
         sink, source = streams if streams is not None else await _stdio()
-        server = ClusterAcpAgent(kernel, store, session_host, agent_name)
+        # Nothing is hosted here (the workers hold the sessions): the runtime only follows.
+        server = ClusterAcpAgent(Runtime(kernel, store), session_host, agent_name)
         guard = LineGuard(
             source, sink, notifications=_NOTIFICATIONS, limit=line_limit, on_end=server.input_ended
         )
