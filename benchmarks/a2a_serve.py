@@ -61,7 +61,7 @@ class Server:
         plugins = ROOT / "tests" / "a2a" / "peers" / "plugins"
         profile.write_text(
             '[tether]\nplugins = ["publishing"]\nstore = "sqlite:served.db"\n'
-            f'plugin_dirs = ["{plugins}"]\n'
+            f'plugin_dirs = ["{plugins}"]\nallow_outside = ["{plugins}"]\n'
             f'[agent.main]\ndescription = "Echoes."\nmodel = "{MODEL}"\n'
         )
         self.log = folder / "serve.err"
