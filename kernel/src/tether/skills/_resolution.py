@@ -97,6 +97,9 @@ class SkillCatalog:
 
 @dataclass(eq=False)
 class ProviderSlot:
+    """One provider registered in one layer (``order``: registration order, the tie-break
+    after rank); the registry holds it while it is the registration of its name."""
+
     layer: str
     name: str
     provider: SkillProvider
@@ -106,6 +109,8 @@ class ProviderSlot:
 
 @dataclass(eq=False)
 class RuntimeSkill:
+    """One skill registered in code in one layer, with the candidate it lists as."""
+
     layer: str
     definition: SkillDefinition
     candidate: SkillCandidate
@@ -113,12 +118,16 @@ class RuntimeSkill:
 
 @dataclass(eq=False)
 class Layer:
+    """What one scope's layer holds: its providers by name and its runtime skills by name."""
+
     providers: dict[str, ProviderSlot] = field(default_factory=dict[str, ProviderSlot])
     runtime: dict[str, RuntimeSkill] = field(default_factory=dict[str, RuntimeSkill])
 
 
 @dataclass(frozen=True)
 class _Failed:
+    """A provider's ``list()`` that raised, kept to be judged after the others finished."""
+
     error: Exception
 
 
