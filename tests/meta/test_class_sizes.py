@@ -17,12 +17,6 @@ KERNEL = Path(tether.__file__).parent
 AGENT_LINES = 450
 AGENT_PUBLIC = 25
 CLASS_LINES = 500
-#: Classes over the figure, outside the change that set it, by ``path:name``: the lead splits
-#: each by job and removes its entry; ``test_known_exceptions_are_still_needed`` fails once
-#: one is under the figure. ``SkillRegistry`` is being reworked for the 10,000-skills figure.
-KNOWN_OVER: frozenset[str] = frozenset(
-    {"skills/_registry.py:SkillRegistry", "store/_sqlite.py:SQLiteStore"}
-)
 
 
 def _classes() -> list[tuple[Path, ast.ClassDef]]:
@@ -91,15 +85,9 @@ def test_no_kernel_class_is_over_500_lines():
     over = [
         f"{_key(path, node)} ({_lines(node)} lines)"
         for path, node in _classes()
-        if _lines(node) > CLASS_LINES and _key(path, node) not in KNOWN_OVER
+        if _lines(node) > CLASS_LINES
     ]
     assert not over, f"kernel classes over {CLASS_LINES} lines: {over}; split them by job"
-
-
-def test_known_exceptions_are_still_needed():
-    sizes = {_key(path, node): _lines(node) for path, node in _classes()}
-    fixed = sorted(key for key in KNOWN_OVER if sizes.get(key, 0) <= CLASS_LINES)
-    assert not fixed, f"under {CLASS_LINES} lines now: remove {fixed} from KNOWN_OVER"
 
 
 def test_the_census_sees_classes():

@@ -1,10 +1,11 @@
 """The scoped ``SkillRegistry``: providers and runtime skills per scope layer, one catalog.
 
-Resolution (dsh's rules): layers are read farthest first and the **nearest layer wins a name
-regardless of rank**; inside a layer candidates order by rank, then registration order (runtime
-skills come before providers of equal rank), then the provider's own order, and the first wins;
-every loser inside a layer is logged with its source. Catalogs are cached per (cwd, scope chain,
-revision); every mutation bumps the revision, drops the cache and emits a change event.
+The registry owns what is registered where (providers, with their precedence and their
+controls, and runtime skills) and reading a skill or its bundled files through the provider that
+won its name. How a scope chain's layers resolve into a catalog (dsh's rules: the nearest layer
+wins a name regardless of rank) and the catalog cache live in ``_resolution``. Catalogs are
+cached per (cwd, scope chain, revision); every mutation bumps the revision, drops the cache and
+emits a change event.
 
 A layer is keyed by its scope's :attr:`~tether.loading.scopes.Scope.path`, so two ``Scope``
 objects for the same place in the tree (an agent composed twice) share one layer.
@@ -15,9 +16,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,17 +26,25 @@ from pydantic import ValidationError
 
 from ..errors import ErrorCode, SkillError, TetherError
 from ._files import SkillFileRefused, bundled_path
+from ._resolution import (
+    DEFAULT_CACHE_ENTRIES,
+    RUNTIME_RANK,
+    CatalogCache,
+    Layer,
+    ProviderSlot,
+    RuntimeSkill,
+    SkillCatalog,
+    collect,
+    describe,
+    first_error,
+)
 from ._types import (
     SkillCandidate,
     SkillDefinition,
     SkillFile,
-    SkillLocation,
-    SkillObservation,
     SkillProvider,
     SkillProviderDiagnostics,
     SkillProviderFiles,
-    SkillSummary,
-    SkippedSkill,
     is_skill_name,
 )
 
@@ -56,54 +63,12 @@ __all__ = (
 
 log = logging.getLogger("tether.skills")
 
-#: How many complete catalogs (per cwd and scope chain) the registry keeps.
-DEFAULT_CACHE_ENTRIES = 128
 #: A catalog invalidated while it was being collected is collected once more, then returned
 #: uncached (``complete = False``) rather than chased forever.
 MAX_COLLECT_ATTEMPTS = 2
 #: The provider name of skills registered in code; no real provider may take it.
 RUNTIME_PROVIDER = "runtime"
-#: Runtime skills rank between project skills (100, 200) and custom/user ones (300+).
-RUNTIME_RANK = 250.0
 GLOBAL = "global"
-
-
-@dataclass(frozen=True)
-class SkillCatalog:
-    """What one scope chain sees: summaries by code point, and whether the view is whole."""
-
-    summaries: tuple[SkillSummary, ...]
-    """The winning skills, sorted by name in code-point order. Policy-neutral: includes
-    skills the model (or the user) may not invoke."""
-    complete: bool
-    """False when a provider failed or said its observation is partial, or the catalog kept
-    changing while it was collected: such a catalog is never cached."""
-    candidates: dict[str, SkillCandidate] = field(
-        repr=False, default_factory=dict[str, SkillCandidate]
-    )
-    """Per winning name, the candidate that won."""
-    shadowed: dict[str, tuple[SkillCandidate, ...]] = field(
-        repr=False, default_factory=dict[str, tuple[SkillCandidate, ...]]
-    )
-    """Per winning name, the candidates it beat (same layer or farther layers)."""
-    layers: dict[str, str] = field(repr=False, default_factory=dict[str, str])
-    """Per winning name, the scope layer it came from."""
-    skipped: tuple[SkippedSkill, ...] = field(repr=False, default=())
-    """What the providers found but left out, and why (farthest layer first), each with its
-    provider's name."""
-    searched: tuple[SkillLocation, ...] = field(repr=False, default=())
-    """Where the providers looked (farthest layer first), each with its provider's name."""
-    sources: dict[str, _ProviderSlot | _RuntimeSkill] = field(
-        repr=False, compare=False, default_factory=dict[str, "_ProviderSlot | _RuntimeSkill"]
-    )
-    """Per winning name, the registration it came from (the registry's own bookkeeping)."""
-
-    def get(self, name: str) -> SkillSummary | None:
-        """The summary of ``name`` in this catalog."""
-        for summary in self.summaries:
-            if summary.name == name:
-                return summary
-        return None
 
 
 class SkillProviderControl:
@@ -113,7 +78,7 @@ class SkillProviderControl:
         self._registry = registry
         self._layer = layer
         self._name = name
-        self.registration: _ProviderSlot | None = None
+        self.registration: ProviderSlot | None = None
         """The registration this control belongs to, once it is complete."""
 
     @property
@@ -127,33 +92,6 @@ class SkillProviderControl:
         disposed provider, does nothing."""
         if self.live:
             self._registry.changed()
-
-
-@dataclass(eq=False)
-class _ProviderSlot:
-    layer: str
-    name: str
-    provider: SkillProvider
-    order: int
-    control: SkillProviderControl
-
-
-@dataclass(eq=False)
-class _RuntimeSkill:
-    layer: str
-    definition: SkillDefinition
-    candidate: SkillCandidate
-
-
-@dataclass(eq=False)
-class _Layer:
-    providers: dict[str, _ProviderSlot] = field(default_factory=dict[str, _ProviderSlot])
-    runtime: dict[str, _RuntimeSkill] = field(default_factory=dict[str, _RuntimeSkill])
-
-
-@dataclass(frozen=True)
-class _Failed:
-    error: Exception
 
 
 class SkillRegistration:
@@ -184,17 +122,8 @@ class SkillRegistry:
     """Skills by scope layer; see the module docstring for the resolution rules."""
 
     def __init__(self, *, cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
-        size = cast(object, cache_entries)  # a caller's value is checked, not trusted
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise SkillError(
-                ErrorCode.SKILL_INVALID,
-                f"the skill catalog cache size must be an integer >= 1, not {cache_entries!r}",
-                where="SkillRegistry(cache_entries=...)",
-                remedy=f"pass a positive integer (the default is {DEFAULT_CACHE_ENTRIES})",
-            )
-        self._layers: dict[str, _Layer] = {}
-        self._cache: OrderedDict[tuple[str, str, int], SkillCatalog] = OrderedDict()
-        self._cache_entries = cache_entries
+        self._cache = CatalogCache(cache_entries)
+        self._layers: dict[str, Layer] = {}
         self._order = 0
         self._revision = 0
         self._listeners: list[Callable[[], object]] = []
@@ -206,12 +135,12 @@ class SkillRegistry:
 
     # ------------------------------------------------------------- mutations
 
-    def holds(self, slot: _ProviderSlot) -> bool:
+    def holds(self, slot: ProviderSlot) -> bool:
         """Whether ``slot`` is still the registration of its name in its layer."""
         layer = self._layers.get(slot.layer)
         return layer is not None and layer.providers.get(slot.name) is slot
 
-    def _holds_runtime(self, entry: _RuntimeSkill) -> bool:
+    def _holds_runtime(self, entry: RuntimeSkill) -> bool:
         layer = self._layers.get(entry.layer)
         return layer is not None and layer.runtime.get(entry.definition.name) is entry
 
@@ -230,7 +159,7 @@ class SkillRegistry:
             try:
                 result = listener()
             except Exception as exc:  # an observer never vetoes a mutation
-                log.warning("skill change listener %s failed: %s", _label(listener), _describe(exc))
+                log.warning("skill change listener %s failed: %s", _label(listener), describe(exc))
                 continue
             if inspect.iscoroutine(result):
                 result.close()
@@ -290,7 +219,7 @@ class SkillRegistry:
         except Exception as exc:
             raise SkillError(
                 ErrorCode.SKILL_PROVIDER_INVALID,
-                f'skill provider "{name}" could not be created: {_describe(exc)}',
+                f'skill provider "{name}" could not be created: {describe(exc)}',
                 where=where,
                 remedy="fix the provider factory's create()",
             ) from exc
@@ -310,9 +239,9 @@ class SkillRegistry:
                 remedy="make the provider's name match the name it is registered under",
             )
         self._check_unique(name, key)  # create() may have registered one itself
-        slot = _ProviderSlot(key, name, provider, self._next_order(), control)
+        slot = ProviderSlot(key, name, provider, self._next_order(), control)
         control.registration = slot
-        self._layers.setdefault(key, _Layer()).providers[name] = slot
+        self._layers.setdefault(key, Layer()).providers[name] = slot
         self.changed()
 
         def dispose() -> None:
@@ -364,7 +293,7 @@ class SkillRegistry:
             except ValidationError as exc:
                 raise SkillError(
                     ErrorCode.SKILL_INVALID,
-                    f"runtime skill {data.get('name')!r} is invalid: {_first_error(exc)}",
+                    f"runtime skill {data.get('name')!r} is invalid: {first_error(exc)}",
                     where=f"scope {key}",
                     remedy="give it a kebab-case name (a-z, 0-9, single hyphens, at most 64 "
                     "characters), a non-empty description and string content",
@@ -385,8 +314,8 @@ class SkillRegistry:
                 key,
             )
             return SkillRegistration(lambda: None)
-        entry = _RuntimeSkill(key, definition, _runtime_candidate(definition))
-        self._layers.setdefault(key, _Layer()).runtime[definition.name] = entry
+        entry = RuntimeSkill(key, definition, _runtime_candidate(definition))
+        self._layers.setdefault(key, Layer()).runtime[definition.name] = entry
         self.changed()
 
         def dispose() -> None:
@@ -401,9 +330,9 @@ class SkillRegistry:
         """The providers visible from ``scope``, nearest layer first."""
         return [slot.provider for slot in reversed(self._visible_slots(scope))]
 
-    def _visible_slots(self, scope: Scope | None) -> list[_ProviderSlot]:
+    def _visible_slots(self, scope: Scope | None) -> list[ProviderSlot]:
         """Farthest layer first, registration order inside a layer."""
-        slots: list[_ProviderSlot] = []
+        slots: list[ProviderSlot] = []
         for key in _chain_keys(scope):
             layer = self._layers.get(key)
             if layer is not None:
@@ -429,15 +358,12 @@ class SkillRegistry:
             key = (str(cwd), chain[-1], revision)
             cached = self._cache.get(key)
             if cached is not None:
-                self._cache.move_to_end(key)
                 return cached
-            catalog = await self._collect(chain, cwd)
+            catalog = await collect([(k, self._layers[k]) for k in chain if k in self._layers], cwd)
             if self._revision != revision:
                 continue  # something changed while we collected: try again
             if catalog.complete:
-                self._cache[key] = catalog
-                while len(self._cache) > self._cache_entries:
-                    self._cache.popitem(last=False)
+                self._cache.put(key, catalog)
             return catalog
         assert catalog is not None
         return dataclasses.replace(catalog, complete=False)
@@ -464,7 +390,7 @@ class SkillRegistry:
                 log.warning(
                     'skill provider "%s" changed() failed, so its catalog is refreshed: %s',
                     slot.name,
-                    _describe(exc),
+                    describe(exc),
                 )
                 result = True
             if result and self.holds(slot):
@@ -490,7 +416,7 @@ class SkillRegistry:
                 lines = cast("Sequence[object]", await provider.diagnose(cwd=cwd))
                 advice = [line for line in lines if isinstance(line, str)]
             except Exception as exc:
-                advice = [f"its diagnose() failed: {_describe(exc)}"]
+                advice = [f"its diagnose() failed: {describe(exc)}"]
             found += [(slot.name, line) for line in advice]
         return found
 
@@ -514,7 +440,7 @@ class SkillRegistry:
         origin = catalog.sources.get(name)
         if candidate is None or origin is None:
             return None
-        if isinstance(origin, _RuntimeSkill):
+        if isinstance(origin, RuntimeSkill):
             return origin.definition if self._holds_runtime(origin) else None
         if not self.holds(origin):  # disposed since this (uncached) catalog was collected
             return None
@@ -525,7 +451,7 @@ class SkillRegistry:
             raise SkillError(
                 ErrorCode.SKILL_PROVIDER_INVALID,
                 f'skill provider "{origin.name}" get() built an invalid skill definition for '
-                f'"{name}": {_first_error(exc)}',
+                f'"{name}": {first_error(exc)}',
                 where=f"scope {origin.layer}",
                 remedy="fix the provider: return None for a skill it cannot load",
             ) from exc
@@ -590,7 +516,7 @@ class SkillRegistry:
         origin = catalog.sources.get(name)
         if candidate is None or origin is None:
             return None
-        if isinstance(origin, _RuntimeSkill):
+        if isinstance(origin, RuntimeSkill):
             raise SkillFileRefused(
                 clean,
                 f'skill "{name}" is defined in code and bundles no files',
@@ -616,7 +542,7 @@ class SkillRegistry:
             raise SkillError(
                 ErrorCode.SKILL_PROVIDER_INVALID,
                 f'skill provider "{origin.name}" read_file() built an invalid skill file for '
-                f'"{name}": {_first_error(exc)}',
+                f'"{name}": {first_error(exc)}',
                 where=where,
                 remedy="return tether.skills.SkillFile(path=..., data=b'...') or None",
             ) from exc
@@ -640,166 +566,6 @@ class SkillRegistry:
             )
         return found
 
-    async def _collect(self, chain: list[str], cwd: Path) -> SkillCatalog:
-        layers = [(key, self._layers[key]) for key in chain if key in self._layers]
-        runtime = {key: [layer.runtime[n] for n in sorted(layer.runtime)] for key, layer in layers}
-        slots = {key: list(layer.providers.values()) for key, layer in layers}
-        outputs = await self._observe_all([s for key, _ in layers for s in slots[key]], cwd)
-        merged: dict[str, SkillCandidate] = {}
-        origins: dict[str, _ProviderSlot | _RuntimeSkill] = {}
-        origin_layer: dict[str, str] = {}
-        shadowed: dict[str, list[SkillCandidate]] = {}
-        complete = True
-        skipped: list[SkippedSkill] = []
-        searched: list[SkillLocation] = []
-        for key, _layer in layers:
-            ranked: list[tuple[float, int, int, SkillCandidate, _ProviderSlot | _RuntimeSkill]]
-            ranked = [
-                (RUNTIME_RANK, -1, index, entry.candidate, entry)
-                for index, entry in enumerate(runtime[key])
-            ]
-            for slot in slots[key]:
-                observed = _normalize(slot, outputs[slot])
-                if observed is None:
-                    complete = False
-                    continue
-                candidates, slot_complete, slot_skipped, slot_searched = observed
-                complete = complete and slot_complete
-                skipped += slot_skipped
-                searched += slot_searched
-                ranked.extend(
-                    (candidate.rank, slot.order, index, candidate, slot)
-                    for index, candidate in enumerate(candidates)
-                )
-            ranked.sort(key=lambda item: item[:3])
-            winners: dict[str, SkillCandidate] = {}
-            for _rank, _order, _index, candidate, origin in ranked:
-                if candidate.name in winners:
-                    shadowed.setdefault(candidate.name, []).append(candidate)
-                    log.warning(
-                        'skill "%s" %s ignored because a higher-priority skill already exists; '
-                        "the winner is %s",
-                        candidate.name,
-                        _origin(candidate, key),
-                        _origin(winners[candidate.name], key),
-                    )
-                    continue
-                winners[candidate.name] = candidate
-                if candidate.name in merged:  # a farther layer loses to this nearer one
-                    shadowed.setdefault(candidate.name, []).append(merged[candidate.name])
-                merged[candidate.name] = candidate
-                origins[candidate.name] = origin
-                origin_layer[candidate.name] = key
-        names = sorted(merged)  # code point order, no locale
-        return SkillCatalog(
-            summaries=tuple(merged[name].summary() for name in names),
-            complete=complete,
-            candidates={name: merged[name] for name in names},
-            shadowed={name: tuple(shadowed[name]) for name in names if name in shadowed},
-            layers={name: origin_layer[name] for name in names},
-            skipped=tuple(skipped),
-            searched=tuple(searched),
-            sources=origins,
-        )
-
-    async def _observe_all(
-        self, slots: list[_ProviderSlot], cwd: Path
-    ) -> dict[_ProviderSlot, object]:
-        """Every provider's ``list()`` at once; a failure is kept, not raised, so one broken
-        provider cannot turn the others' results into an exception group."""
-        outputs: dict[_ProviderSlot, object] = {}
-
-        async def observe(slot: _ProviderSlot) -> None:
-            try:
-                outputs[slot] = await slot.provider.list(cwd=cwd)
-            except Exception as exc:
-                outputs[slot] = _Failed(exc)
-
-        if len(slots) == 1:
-            await observe(slots[0])
-        elif slots:
-            async with anyio.create_task_group() as group:
-                for slot in slots:
-                    group.start_soon(observe, slot)
-        return outputs
-
-
-def _normalize(
-    slot: _ProviderSlot, output: object
-) -> (
-    tuple[tuple[SkillCandidate, ...], bool, tuple[SkippedSkill, ...], tuple[SkillLocation, ...]]
-    | None
-):
-    """A provider's candidates, whether they are complete, what it skipped and where it
-    looked; ``None`` when it failed."""
-    name, where = slot.name, f"scope {slot.layer}"
-    if isinstance(output, _Failed):
-        if isinstance(output.error, ValidationError):
-            raise SkillError(
-                ErrorCode.SKILL_PROVIDER_INVALID,
-                f'skill provider "{name}" list() built an invalid skill candidate: '
-                f"{_first_error(output.error)}",
-                where=where,
-                remedy="fix the provider: skip (and log) a skill it cannot describe instead "
-                "of failing its whole listing",
-            ) from output.error
-        log.warning('skill provider "%s" skipped: %s', name, _describe(output.error))
-        return None
-    items: tuple[object, ...]
-    skipped: tuple[SkippedSkill, ...] = ()
-    searched: tuple[SkillLocation, ...] = ()
-    if isinstance(output, SkillObservation):
-        items, complete = tuple(output.candidates), output.complete
-        skipped = tuple(
-            entry if entry.provider == name else entry.model_copy(update={"provider": name})
-            for entry in output.skipped
-        )
-        searched = tuple(
-            place if place.provider == name else place.model_copy(update={"provider": name})
-            for place in output.searched
-        )
-    elif isinstance(output, Sequence) and not isinstance(output, str | bytes):
-        items, complete = tuple(cast("Sequence[object]", output)), True
-    else:
-        raise SkillError(
-            ErrorCode.SKILL_PROVIDER_INVALID,
-            f'skill provider "{name}" list() returned {type(output).__name__}, not a list of '
-            "SkillCandidate or a SkillObservation",
-            where=where,
-            remedy="return tether.skills.SkillCandidate records, or SkillObservation("
-            "candidates=..., complete=False) for a partial listing",
-        )
-    candidates: list[SkillCandidate] = []
-    for candidate in items:
-        if not isinstance(candidate, SkillCandidate):
-            raise SkillError(
-                ErrorCode.SKILL_PROVIDER_INVALID,
-                f'skill provider "{name}" list() returned a {type(candidate).__name__} among '
-                "its candidates, not a SkillCandidate",
-                where=where,
-                remedy="return tether.skills.SkillCandidate records",
-            )
-        if candidate.provider != name:
-            raise SkillError(
-                ErrorCode.SKILL_PROVIDER_INVALID,
-                f'skill provider "{name}" listed skill "{candidate.name}" as provider '
-                f'"{candidate.provider}"\'s',
-                where=where,
-                remedy=f'a provider lists only its own skills: set provider="{name}" on '
-                "its candidates",
-            )
-        candidates.append(candidate)
-    return tuple(candidates), complete, skipped, searched
-
-
-def _origin(candidate: SkillCandidate, layer: str) -> str:
-    """``from custom (provider "skills-fs", scope global, /x/SKILL.md)``: where a candidate
-    comes from, its file included when it has one."""
-    where = f'provider "{candidate.provider}", scope {layer}'
-    if candidate.path:
-        where += f", {candidate.path}"
-    return f"from {candidate.source} ({where})"
-
 
 def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:
     return SkillCandidate(
@@ -815,22 +581,6 @@ def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:
         path=definition.path,
         metadata=definition.metadata,
     )
-
-
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    return f"{where}: {message}" if where else message
-
-
-def _describe(exc: BaseException) -> str:
-    """``Type: message``; a hostile ``__str__`` must not break the registry."""
-    name = type(exc).__name__
-    try:
-        return f"{name}: {exc}"
-    except Exception:
-        return f"{name} (its message cannot be rendered)"
 
 
 def _label(listener: Callable[[], object]) -> str:

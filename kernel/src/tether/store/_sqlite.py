@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -39,7 +38,9 @@ from ._events import (
 from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
 from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite_faults import check_location
+from ._sqlite_leases import RELEASE, SQLiteLeases, session_exists
 from ._sqlite_locks import DEFAULT_BUSY_TIMEOUT, Transaction, raise_failure, retry, waitable
+from ._sqlite_mail import SQLiteMailbox, validation_reason
 from ._sqlite_schema import SCHEMA_VERSION, open_database
 
 __all__ = ("DEFAULT_BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteStore")
@@ -55,8 +56,6 @@ CLOSE_TIMEOUT = 5.0
 _HEADER_COLUMNS = (
     "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
 )
-_LEASE_COLUMNS = "host, pid, started, token, expires_at"
-_RELEASE = "DELETE FROM leases WHERE session_id = ? AND token = ?"
 #: Appends of up to this many events are one statement; longer ones (a fork's seed) one
 #: transaction (a statement has at most 999 parameters on older SQLite builds).
 _ONE_STATEMENT_ROWS = 32
@@ -102,8 +101,12 @@ class SQLiteStore:
         # The next seq of the sessions this store wrote to; true while it holds their lease.
         self._next_seq: dict[str, int] = {}
         self._closed = False
-        # Whether this store ever took a lease: if not, renew and aclose need no write lock.
-        self._leasing = False
+        #: Who may write which session (the ``leases`` table).
+        self.leases = SQLiteLeases(
+            self._db, self.owner, ttl=lease_ttl, path=self.path, next_seq=self._next_seq
+        )
+        #: What other processes post to this file's sessions (the ``mailbox`` table).
+        self.mailbox_table = SQLiteMailbox(self._db, path=self.path)
         # At FULL a commit is an fsync: worth gathering the appends of one moment into one.
         self._group_commit = synchronous == "FULL"
         # The batch whose leader is letting this moment's other writes join it, if any.
@@ -130,7 +133,7 @@ class SQLiteStore:
                     f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     _header_row(header),
                 )
-                self._insert_lease(header.id)
+                self.leases.insert(header.id)
                 if datas:
                     self._db.executemany(
                         "INSERT INTO events VALUES (?, ?, ?, ?)",
@@ -179,7 +182,7 @@ class SQLiteStore:
         first = 0
         try:
             with self._transaction():  # the header and the events that log it, or neither
-                self._claim(session_id)
+                self.leases.claim(session_id)
                 first = self._seq(session_id)
                 self._db.execute("UPDATE sessions SET model = ? WHERE id = ?", (model, session_id))
                 self._db.executemany(
@@ -190,10 +193,6 @@ class SQLiteStore:
             raise self._conflict(session_id, first) from None
         self._next_seq[session_id] = first + len(datas)
 
-    def _exists(self, session_id: str) -> bool:
-        row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return row is not None
-
     def _seq(self, session_id: str) -> int:
         seq = self._next_seq.get(session_id)
         if seq is None:
@@ -201,7 +200,7 @@ class SQLiteStore:
         return seq
 
     def _last_seq(self, session_id: str) -> int:
-        if not self._exists(session_id):
+        if not session_exists(self._db, session_id):
             raise session_not_found(session_id)
         (last,) = self._db.execute(
             "SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?", (session_id,)
@@ -252,8 +251,8 @@ class SQLiteStore:
                     return first + count - 1
             # Not ours (or not any more): the transaction claims a free lease, or says why not.
             with self._transaction():
-                if not self._holds(session_id):
-                    self._claim(session_id)  # takes a free lease, refuses another owner's
+                if not self.leases.holds(session_id):
+                    self.leases.claim(session_id)  # takes a free lease, refuses another owner's
                     first = self._seq(session_id)
                 self._db.executemany(
                     "INSERT INTO events VALUES (?, ?, ?, ?)",
@@ -301,7 +300,7 @@ class SQLiteStore:
             (me,) = live
             try:
                 if me.datas is None:
-                    self._release(me.session_id)
+                    self.leases.release(me.session_id)
                     me.settle(0)
                 else:
                     me.settle(self._append(me.session_id, me.datas))
@@ -325,14 +324,14 @@ class SQLiteStore:
         lease checked in the same transaction (fencing, as the direct path does)."""
         session_id = member.session_id
         if member.datas is None:  # one statement that refuses nothing: no savepoint needed
-            self._db.execute(_RELEASE, (session_id, self.owner.token))
+            self._db.execute(RELEASE, (session_id, self.owner.token))
             nexts[session_id] = None  # once released, others may write
             return 0
         self._db.execute("SAVEPOINT member")
         first = 0
         try:
-            if not self._holds(session_id):
-                self._claim(session_id)  # takes a free lease, refuses another owner's
+            if not self.leases.holds(session_id):
+                self.leases.claim(session_id)  # takes a free lease, refuses another owner's
                 nexts.pop(session_id, None)
             first = self._batch_seq(session_id, nexts)
             self._db.executemany(
@@ -385,13 +384,13 @@ class SQLiteStore:
             try:
                 event = parse_event(data)
             except ValidationError as exc:
-                raise _corrupt(self.path, session_id, seq, _reason(exc)) from exc
+                raise _corrupt(self.path, session_id, seq, validation_reason(exc)) from exc
             stored.append(StoredEvent(seq, event))
             expected += 1
         return stored
 
     def _event_rows(self, session_id: str, after: int, limit: int | None) -> list[tuple[int, str]]:
-        if not self._exists(session_id):
+        if not session_exists(self._db, session_id):
             raise session_not_found(session_id)
         return self._db.execute(
             "SELECT seq, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -419,9 +418,9 @@ class SQLiteStore:
 
     def _delete(self, session_id: str) -> None:
         with self._transaction():
-            if not self._exists(session_id):
+            if not session_exists(self._db, session_id):
                 raise session_not_found(session_id)
-            lease = self._lease(session_id)
+            lease = self.leases.get(session_id)
             if lease is not None and lease[0].token != self.owner.token:
                 holder, expires_at = lease
                 if holder.alive(expires_at):  # a dead owner's session may be rolled back
@@ -429,76 +428,16 @@ class SQLiteStore:
             for table, column in _SESSION_ROWS:
                 self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
 
-    # -- leases -----------------------------------------------------------------------------
-
-    def _lease(self, session_id: str) -> tuple[LeaseOwner, float] | None:
-        row = self._db.execute(
-            f"SELECT {_LEASE_COLUMNS} FROM leases WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        host, pid, started, token, expires_at = row
-        return LeaseOwner(host=host, pid=pid, started=started, token=token), expires_at
-
-    def _holds(self, session_id: str) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM leases WHERE session_id = ? AND token = ?",
-            (session_id, self.owner.token),
-        ).fetchone()
-        return row is not None
-
-    def _insert_lease(self, session_id: str) -> None:
-        owner = self.owner
-        self._db.execute(
-            f"INSERT INTO leases (session_id, {_LEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-            (session_id, owner.host, owner.pid, owner.started, owner.token, self._expiry()),
-        )
-        # Once a lease row may exist (a file that refused the write holds none to drop).
-        self._leasing = True
-
-    def _expiry(self) -> float:
-        return time.time() + self.lease_ttl
-
-    def _claim(self, session_id: str) -> None:
-        """Inside a transaction: make sure this store holds the lease before it writes. A free
-        lease is taken; another owner's (even a dead one's) is ``SESSION_BUSY``."""
-        lease = self._lease(session_id)
-        if lease is None:
-            if not self._exists(session_id):
-                raise session_not_found(session_id)
-            self._insert_lease(session_id)
-            self._next_seq.pop(session_id, None)  # others may have written while it was free
-            return
-        holder, expires_at = lease
-        if holder.token != self.owner.token:
-            raise session_busy(session_id, holder, alive=holder.alive(expires_at), file=self.path)
+    # -- leases (``self.leases``) and the mailbox (``self.mailbox_table``) ---------------------
 
     async def acquire(self, session_id: str) -> bool:
         return await self._run(lambda: self._acquire(session_id))
 
     def _acquire(self, session_id: str) -> bool:
-        if self._holds(session_id):
+        if self.leases.holds(session_id):
             return False  # already ours: nothing to write
         with self._transaction():
-            lease = self._lease(session_id)
-            if lease is None or lease[0].token == self.owner.token:
-                self._claim(session_id)  # a free lease is taken with a fresh expiry
-                return False
-            holder, expires_at = lease
-            if holder.alive(expires_at):
-                raise session_busy(session_id, holder, alive=True, file=self.path)
-            # Conditional on the dead owner's token: of several takers, exactly one wins.
-            me = self.owner
-            taken = self._db.execute(
-                "UPDATE leases SET host = ?, pid = ?, started = ?, token = ?, expires_at = ? "
-                "WHERE session_id = ? AND token = ?",
-                (me.host, me.pid, me.started, me.token, self._expiry(), session_id, holder.token),
-            ).rowcount
-            self._leasing = True
-        if taken != 1:  # not reachable under the write lock; kept for stores without one
-            raise session_busy(session_id, holder, alive=True, file=self.path)
-        self._next_seq.pop(session_id, None)  # the dead owner may have written last
-        return True
+            return self.leases.take_over(session_id)
 
     async def release(self, session_id: str) -> None:
         """Give the lease of ``session_id`` back (at ``FULL``, in the commit of this moment's
@@ -506,103 +445,44 @@ class SQLiteStore:
         if self._group_commit:
             await self._grouped(session_id, None)
         else:
-            await self._run(lambda: self._release(session_id))
-
-    def _release(self, session_id: str) -> None:
-        self._db.execute(_RELEASE, (session_id, self.owner.token))
-        self._next_seq.pop(session_id, None)  # once released, others may write
+            await self._run(lambda: self.leases.release(session_id))
 
     async def renew(self) -> None:
-        if not self._leasing:
-            return
-        await self._run(
-            lambda: self._db.execute(
-                "UPDATE leases SET expires_at = ? WHERE token = ?",
-                (self._expiry(), self.owner.token),
-            )
-        )
+        if self.leases.taken:
+            await self._run(self.leases.renew)
 
     async def holder(self, session_id: str) -> LeaseOwner | None:
-        lease = await self._run(lambda: self._lease_or_missing(session_id))
+        lease = await self._run(lambda: self.leases.get_or_missing(session_id))
         if lease is None:
             return None
         owner, expires_at = lease
         return owner if owner.token == self.owner.token or owner.alive(expires_at) else None
 
-    def _lease_or_missing(self, session_id: str) -> tuple[LeaseOwner, float] | None:
-        lease = self._lease(session_id)
-        if lease is None and not self._exists(session_id):
-            raise session_not_found(session_id)
-        return lease
-
-    # -- the mailbox ------------------------------------------------------------------------
-
     async def post(self, session_id: str, message: InboxAccepted) -> None:
         check_mail(message)
-        row = (session_id, message.message_id, dump_event(message), session_id)
-        posted = await self._run(
-            lambda: (
-                self._db.execute(
-                    "INSERT INTO mailbox (session_id, message_id, data) SELECT ?, ?, ? "
-                    "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
-                    row,
-                ).rowcount
-            )
-        )
-        if posted != 1:
+        if not await self._run(lambda: self.mailbox_table.post(session_id, message)):
             raise session_not_found(session_id)
 
     async def mail(self) -> list[str]:
-        rows = await self._run(
-            lambda: self._db.execute(
-                "SELECT session_id FROM mailbox GROUP BY session_id ORDER BY min(id)"
-            ).fetchall()
-        )
-        return [session_id for (session_id,) in rows]
+        return await self._run(self.mailbox_table.waiting)
 
     async def mailbox(self, session_id: str) -> list[InboxAccepted]:
-        rows = await self._run(lambda: self._mail_rows(session_id))
-        return [self._parse_mail(session_id, data) for _, data in rows]
-
-    def _mail_rows(self, session_id: str) -> list[tuple[int, str]]:
-        rows = self._db.execute(
-            "SELECT id, data FROM mailbox WHERE session_id = ? ORDER BY id", (session_id,)
-        ).fetchall()
-        if not rows and not self._exists(session_id):
-            raise session_not_found(session_id)
-        return rows
-
-    def _has_mail(self, session_id: str) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM mailbox WHERE session_id = ? LIMIT 1", (session_id,)
-        ).fetchone()
-        return row is not None
-
-    def _parse_mail(self, session_id: str, data: str) -> InboxAccepted:
-        try:
-            return InboxAccepted.model_validate_json(data)
-        except ValidationError as exc:
-            raise StoreError(
-                ErrorCode.SESSION_CORRUPT,
-                f'a message posted to session "{session_id}" cannot be read: {_reason(exc)}',
-                file=self.path,
-                remedy="the mailbox was written by another program or a newer tether; delete "
-                "the row from the mailbox table or restore the file from a backup (nothing "
-                "was taken)",
-            ) from exc
+        rows = await self._run(lambda: self.mailbox_table.rows(session_id))
+        return [self.mailbox_table.parse(session_id, data) for _, data in rows]
 
     async def take_mail(self, session_id: str) -> list[InboxAccepted]:
         return await self._run(lambda: self._take_mail(session_id))
 
     def _take_mail(self, session_id: str) -> list[InboxAccepted]:
-        if self._holds(session_id) and not self._has_mail(session_id):
+        mailbox = self.mailbox_table
+        if self.leases.holds(session_id) and not mailbox.has_mail(session_id):
             return []  # the usual answer, without taking the write lock
         first = 0
         try:
             with self._transaction():  # into the log and out of the mailbox, or neither
-                self._claim(session_id)
-                rows = self._mail_rows(session_id)
-                messages = [self._parse_mail(session_id, data) for _, data in rows]
+                self.leases.claim(session_id)
+                rows = mailbox.rows(session_id)
+                messages = [mailbox.parse(session_id, data) for _, data in rows]
                 if not rows:
                     return []
                 first = self._seq(session_id)
@@ -610,10 +490,7 @@ class SQLiteStore:
                     "INSERT INTO events VALUES (?, ?, 'inbox/accepted', ?)",
                     [(session_id, first + n, data) for n, (_, data) in enumerate(rows)],
                 )
-                self._db.execute(
-                    "DELETE FROM mailbox WHERE session_id = ? AND id <= ?",
-                    (session_id, rows[-1][0]),
-                )
+                mailbox.remove(session_id, rows[-1][0])
         except sqlite3.IntegrityError:
             raise self._conflict(session_id, first) from None
         self._next_seq[session_id] = first + len(rows)
@@ -629,15 +506,11 @@ class SQLiteStore:
             # Shielded but bounded: a cancelled close still gives its sessions back.
             with anyio.CancelScope(shield=True):
                 budget = min(self.busy_timeout, CLOSE_TIMEOUT)
-                await retry(self._drop_leases, path=self.path, budget=budget)
+                await retry(self.leases.drop, path=self.path, budget=budget)
         except (StoreError, sqlite3.Error) as exc:
             log.warning("could not release the leases of %s: %s", self.path, exc)
         finally:
             self._db.close()
-
-    def _drop_leases(self) -> None:
-        if self._leasing:
-            self._db.execute("DELETE FROM leases WHERE token = ?", (self.owner.token,))
 
 
 class _Pending:
@@ -736,16 +609,11 @@ def _header(row: tuple[object, ...], path: Path) -> SessionHeader:
     except ValidationError as exc:
         raise StoreError(
             ErrorCode.SESSION_CORRUPT,
-            f"the header of session {str(row[0])[:80]!r} cannot be read: {_reason(exc)}",
+            f"the header of session {str(row[0])[:80]!r} cannot be read: {validation_reason(exc)}",
             file=path,
             remedy="the sessions table was written by another program or a newer tether; "
             "restore the file from a backup or delete that row (nothing was changed)",
         ) from exc
-
-
-def _reason(exc: ValidationError) -> str:
-    detail = exc.errors()[0]
-    return f"{detail['msg']} at {'.'.join(str(p) for p in detail['loc']) or 'top'}"
 
 
 def _corrupt(path: Path, session_id: str, seq: int, reason: str) -> StoreError:
