@@ -9,20 +9,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports as _lazy_exports
-from ._collector import RUNTIME_THRESHOLDS, tuned_collector
-from ._hold import COMPACT_GESTURE, HeldSession
-from ._hosts import (
-    FOLLOW_POLL,
-    SessionHost,
-    follow_turn,
-    profile_session_host,
-    relayed_deltas,
-    turn_began,
-)
-from ._runtime import Runtime, compose_agent
 
 if TYPE_CHECKING:
+    from ._collector import RUNTIME_THRESHOLDS, tuned_collector
     from ._follow import INTERRUPT_GRACE, FollowedSession
+    from ._hold import COMPACT_GESTURE, HeldSession
+    from ._hosts import (
+        FOLLOW_POLL,
+        SessionHost,
+        follow_turn,
+        profile_session_host,
+        relayed_deltas,
+        turn_began,
+    )
+    from ._runtime import Runtime, compose_agent
     from ._send import SentMessage
 
 __all__ = (
@@ -43,7 +43,24 @@ __all__ = (
     "turn_began",
 )
 
-# Imported when first used: a local `tether run` follows no host and sends no person's message.
-_LAZY = {"INTERRUPT_GRACE": "_follow", "FollowedSession": "_follow", "SentMessage": "_send"}
+# Imported when first used: a local `tether run` follows no host and sends no person's message,
+# and `tether check` builds a runtime without the session hosts' streams (docs/startup.md).
+_LAZY = {
+    "COMPACT_GESTURE": "_hold",
+    "FOLLOW_POLL": "_hosts",
+    "INTERRUPT_GRACE": "_follow",
+    "RUNTIME_THRESHOLDS": "_collector",
+    "FollowedSession": "_follow",
+    "HeldSession": "_hold",
+    "Runtime": "_runtime",
+    "SentMessage": "_send",
+    "SessionHost": "_hosts",
+    "compose_agent": "_runtime",
+    "follow_turn": "_hosts",
+    "profile_session_host": "_hosts",
+    "relayed_deltas": "_hosts",
+    "tuned_collector": "_collector",
+    "turn_began": "_hosts",
+}
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)
