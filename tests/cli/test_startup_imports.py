@@ -97,6 +97,21 @@ QUICKSTART_RUN = (
     "yaml",
     "frontmatter",
 )
+#: ``tether check`` of the quickstart composes its agent and lists its skills, but runs no
+#: session: no Agent, no session events (its plugins import ``tether.agents`` for ``Tool`` and
+#: ``PreStep``, which the package exports lazily), no store, no session host's streams.
+QUICKSTART_CHECK = (
+    *QUICKSTART_RUN,
+    "tether.agents._agent",
+    "tether.agents._turn",
+    "tether.agents._loop",
+    "tether.agents._keeper",
+    "tether.store._events",
+    "tether.store.replay",
+    "tether.store._sqlite",
+    "tether.runtime._hosts",
+    "sqlite3",
+)
 
 PLUGIN = """
 import tether
@@ -196,3 +211,15 @@ def test_a_run_of_the_quickstart_imports_no_subagent_module_and_no_jsonschema(
     )
     assert _loaded(modules, QUICKSTART_RUN) == []
     assert "tether.agents._agent" in modules  # the run did run
+
+
+def test_a_check_of_the_quickstart_imports_no_agent_and_no_session_event(tmp_path: Path) -> None:
+    shutil.copytree(
+        ROOT / "examples" / "quickstart",
+        tmp_path / "quickstart",
+        ignore=shutil.ignore_patterns(".tether"),
+    )
+    modules = _imports(tmp_path, "check", "--profile", str(tmp_path / "quickstart" / "tether.toml"))
+    assert _loaded(modules, QUICKSTART_CHECK) == []
+    assert "tether.agents._compose" in modules  # the check did compose the agent
+    assert "tether_skill_tool" in modules

@@ -141,9 +141,10 @@ def _room(module: str) -> int | None:
 
 
 def test_the_graph_is_read():
-    assert "tether.agents._agent" in GRAPH["tether.agents"]
+    assert "tether.agents._agent" in GRAPH["tether.agents._compose"]  # inside a function
     assert "tether.store.replay" in GRAPH["tether.agents._agent"]
     assert "tether.runtime._state" in GRAPH["tether.runtime._runtime"]
+    assert "tether.agents._compose" in GRAPH["tether.runtime._runtime"]
 
 
 def test_no_import_cycle():

@@ -9,66 +9,71 @@ from its parts (:class:`AgentSpec`) and its jobs are owned by collaborators: its
 
 from __future__ import annotations
 
-from ..store.replay import event_to_message, render_instruction
-from ._agent import Agent, new_header
-from ._approvals import (
-    ApprovalPolicy,
-    PermissionDesk,
-    PermissionHost,
-    PermissionQuestion,
-    ask_permission,
-    asking_root,
-    question_path,
-    stricter,
-)
-from ._budget import ContextBudget
-from ._compaction import (
-    SUMMARY_INSTRUCTION,
-    CompactionInput,
-    CompactionPolicy,
-    CompactionStrategy,
-)
-from ._compose import (
-    AgentPreset,
-    Specialist,
-    build_preset,
-    check_servable,
-    resolve_agent_name,
-    resolve_preset_model,
-)
-from ._inbox import Inbox
-from ._instructions import (
-    PARALLEL_TOOLS_SECTION,
-    DynamicInstruction,
-    InstructionContext,
-    load_instructions,
-)
-from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
-from ._lease import SessionLease
-from ._loop import TurnLoop
-from ._spec import AgentSpec
-from ._step import AgentLimits, PreStep, StepContext
-from ._stream import AnswerStream
-from ._tools import (
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolFilter,
-    ToolOutput,
-    ToolRegistry,
-    ToolSource,
-)
-from ._tracing import (
-    TRACE_KEYS,
-    Tracer,
-    TurnStart,
-    carry_trace,
-    current_trace,
-    trace_from,
-    tracer_of,
-    tracing,
-)
-from ._turn import Turn
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports as _lazy_exports
+
+if TYPE_CHECKING:
+    from ..store.replay import event_to_message, render_instruction
+    from ._agent import Agent, new_header
+    from ._approvals import (
+        ApprovalPolicy,
+        PermissionDesk,
+        PermissionHost,
+        PermissionQuestion,
+        ask_permission,
+        asking_root,
+        question_path,
+        stricter,
+    )
+    from ._budget import ContextBudget
+    from ._compaction import (
+        SUMMARY_INSTRUCTION,
+        CompactionInput,
+        CompactionPolicy,
+        CompactionStrategy,
+    )
+    from ._compose import (
+        AgentPreset,
+        Specialist,
+        build_preset,
+        check_servable,
+        resolve_agent_name,
+        resolve_preset_model,
+    )
+    from ._inbox import Inbox
+    from ._instructions import (
+        PARALLEL_TOOLS_SECTION,
+        DynamicInstruction,
+        InstructionContext,
+        load_instructions,
+    )
+    from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
+    from ._lease import SessionLease
+    from ._loop import TurnLoop
+    from ._spec import AgentSpec
+    from ._step import AgentLimits, PreStep, StepContext
+    from ._stream import AnswerStream
+    from ._tools import (
+        Tool,
+        ToolContext,
+        ToolError,
+        ToolFilter,
+        ToolOutput,
+        ToolRegistry,
+        ToolSource,
+    )
+    from ._tracing import (
+        TRACE_KEYS,
+        Tracer,
+        TurnStart,
+        carry_trace,
+        current_trace,
+        trace_from,
+        tracer_of,
+        tracing,
+    )
+    from ._turn import Turn
 
 __all__ = (
     "LEASE_RENEWAL",
@@ -126,3 +131,65 @@ __all__ = (
     "tracer_of",
     "tracing",
 )
+
+# The names are imported when first used: a plugin that offers a tool or a pre-step hook
+# imports the module that defines it, not the Agent and the session events (docs/startup.md).
+_LAZY = {
+    "event_to_message": ".store.replay",
+    "render_instruction": ".store.replay",
+    "Agent": "_agent",
+    "new_header": "_agent",
+    "ApprovalPolicy": "_approvals",
+    "PermissionDesk": "_approvals",
+    "PermissionHost": "_approvals",
+    "PermissionQuestion": "_approvals",
+    "ask_permission": "_approvals",
+    "asking_root": "_approvals",
+    "question_path": "_approvals",
+    "stricter": "_approvals",
+    "ContextBudget": "_budget",
+    "SUMMARY_INSTRUCTION": "_compaction",
+    "CompactionInput": "_compaction",
+    "CompactionPolicy": "_compaction",
+    "CompactionStrategy": "_compaction",
+    "AgentPreset": "_compose",
+    "Specialist": "_compose",
+    "build_preset": "_compose",
+    "check_servable": "_compose",
+    "resolve_agent_name": "_compose",
+    "resolve_preset_model": "_compose",
+    "Inbox": "_inbox",
+    "PARALLEL_TOOLS_SECTION": "_instructions",
+    "DynamicInstruction": "_instructions",
+    "InstructionContext": "_instructions",
+    "load_instructions": "_instructions",
+    "LEASE_RENEWAL": "_keeper",
+    "MAIL_POLL": "_keeper",
+    "keep_sessions": "_keeper",
+    "SessionLease": "_lease",
+    "TurnLoop": "_loop",
+    "AgentSpec": "_spec",
+    "AgentLimits": "_step",
+    "PreStep": "_step",
+    "StepContext": "_step",
+    "AnswerStream": "_stream",
+    "Tool": "_tools",
+    "ToolContext": "_tools",
+    "ToolError": "_tools",
+    "ToolFilter": "_tools",
+    "ToolOutput": "_tools",
+    "ToolRegistry": "_tools",
+    "ToolSource": "_tools",
+    "TRACE_KEYS": "_tracing",
+    "Tracer": "_tracing",
+    "TurnStart": "_tracing",
+    "carry_trace": "_tracing",
+    "current_trace": "_tracing",
+    "trace_from": "_tracing",
+    "tracer_of": "_tracing",
+    "tracing": "_tracing",
+    "Turn": "_turn",
+}
+
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

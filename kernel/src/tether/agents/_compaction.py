@@ -22,10 +22,9 @@ import anyio
 
 from ..errors import AgentError, ErrorCode, TetherError
 from ..models import Message, Role, Usage, estimate_tokens, message_tokens, messages_tokens
-from ..store import CompactionEvent, ContextMessage
-from ..store.replay import render_instruction
 
 if TYPE_CHECKING:
+    from ..store import CompactionEvent
     from ._agent import Agent
     from ._budget import ContextBudget
 
@@ -216,6 +215,8 @@ def _restated(
 ) -> tuple[Message, ...]:
     """Instruction values, what the pre-step hooks restate, loaded skills, as messages to
     keep (the open work is added by :func:`compact`)."""
+    from ..store.replay import render_instruction
+
     roles: dict[str, Role] = {i.slug: i.role for i in budget.agent.spec.instructions}
     note = budget.delegation_note
     found = [note] if note is not None else []
@@ -292,6 +293,8 @@ async def compact(budget: ContextBudget, trigger: CompactionTrigger) -> Compacti
     """Compact the history ``budget`` keeps (see the module docstring); the stored event, or
     ``None`` when there was nothing to replace. Raises ``COMPACTION_FAILED`` when no summary
     could be written (nothing is stored then: the history stays whole)."""
+    from ..store import CompactionEvent
+
     agent = budget.agent
     policy, limits = agent.spec.compaction, agent.spec.limits
     # What the running turn holds unstored (its start and claim, a step's context) stays
@@ -388,6 +391,7 @@ def _failed(agent: Agent, exc: Exception) -> AgentError:
 
 async def _hooks_restate(agent: Agent) -> list[Message]:
     """What the agent's pre-step hooks restate after a reset (``after_reset``)."""
+    from ..store import ContextMessage
     from ._step import StepContext, pre_step_messages
 
     pre_steps = agent.spec.pre_steps

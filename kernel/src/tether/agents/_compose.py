@@ -17,8 +17,6 @@ from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
 from ..loading.text import format_loc
 from ..models import Model, ModelProvider, resolve_model
-from ..store import SessionHeader, SessionStore
-from ._agent import Agent
 from ._approvals import ApprovalPolicy
 from ._compaction import CompactionPolicy, CompactionStrategy
 from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
@@ -28,6 +26,8 @@ from ._tracing import Tracer, tracer_of
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
+    from ..store import SessionHeader, SessionStore
+    from ._agent import Agent
 
 __all__ = (
     "AgentPreset",
@@ -119,6 +119,8 @@ class AgentPreset:
         gives its own ``scope`` (default: the preset's), the ``tool_policy`` of its delegation
         and its ``approval`` (default: the preset's, else ``ask``). The agent is built whole:
         nothing is set on it afterwards."""
+        from ._agent import Agent
+
         return Agent(
             header=header,
             store=store,

@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import AgentError, ErrorCode
-from ..store.replay import render_instruction
 
 __all__ = (
     "PARALLEL_TOOLS_SECTION",
     "DynamicInstruction",
     "InstructionContext",
     "load_instructions",
-    "render_instruction",
 )
 
 #: The framework section added when an agent has tools.

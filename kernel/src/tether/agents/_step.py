@@ -27,11 +27,16 @@ from ..models import (
     ToolCall,
     stream_answer,
 )
-from ..store import ContextMessage, DescriptorEvent, InstructionEvent, MessageSource, StopReason
-from ..store._events import replace_surrogates, replace_surrogates_in
 from ._instructions import DynamicInstruction, InstructionContext
 
 if TYPE_CHECKING:
+    from ..store import (
+        ContextMessage,
+        DescriptorEvent,
+        InstructionEvent,
+        MessageSource,
+        StopReason,
+    )
     from ._agent import Agent
 
 __all__ = (
@@ -225,6 +230,8 @@ def quoted_call(call: ToolCall) -> str:
 
 def storable_response(response: ModelResponse) -> ModelResponse:
     """The response with every text a model wrote made storable (unchanged when it already is)."""
+    from ..store._events import replace_surrogates, replace_surrogates_in
+
     text = replace_surrogates(response.text)
     calls = response.tool_calls
     if calls and not all(is_ascii_call(call) for call in calls):
@@ -294,6 +301,8 @@ async def changed_instructions(
 ) -> list[InstructionEvent]:
     """The instruction events whose value changed from ``values`` (the slots' current values);
     a ``session`` instruction is resolved once per session."""
+    from ..store import InstructionEvent
+
     events: list[InstructionEvent] = []
     for instruction in instructions:
         if instruction.when == "session" and instruction.slug in values:
@@ -312,6 +321,8 @@ async def pre_step_messages(
     another role than ``system`` is sent as ``user``). A :class:`DescriptorEvent` a hook
     returns is passed on as it is: the log keeps it beside the messages (what a catalog
     showed), the model never sees it."""
+    from ..store import ContextMessage, DescriptorEvent
+
     events: list[ContextMessage | DescriptorEvent] = []
     for pre_step in pre_steps:
         for message in await pre_step.run(context) or ():

@@ -24,10 +24,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
-from ..models import ModelRequest, ModelResponse, ToolCall
-from ..store import MessageSource, ToolResult, TurnEnded
-
 if TYPE_CHECKING:
+    from ..models import ModelRequest, ModelResponse, ToolCall
+    from ..store import MessageSource, ToolResult, TurnEnded
     from ._agent import Agent
 
 __all__ = ("Tracer", "TurnStart", "carry_trace", "current_trace", "tracer_of", "tracing")

@@ -26,20 +26,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .._exceptions import leaves
-from ..agents import (
-    Agent,
-    AgentLimits,
+from ..agents._approvals import PermissionHost
+from ..agents._compose import (
     AgentPreset,
-    PermissionHost,
-    Tool,
-    ToolRegistry,
-    ToolSource,
     build_preset,
-    keep_sessions,
-    new_header,
     resolve_agent_name,
     resolve_preset_model,
 )
+from ..agents._step import AgentLimits
+from ..agents._tools import Tool, ToolRegistry, ToolSource
 from ..errors import (
     AgentError,
     ErrorCode,
@@ -54,7 +49,6 @@ from ..loading.registration import LoadedPlugin
 from ..loading.scopes import Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
-from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
 from ._collector import tuned_collector
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
 from ._presets import with_preset_tools
@@ -63,6 +57,8 @@ from ._state import RuntimeState, StateKey
 if TYPE_CHECKING:
     from anyio import CancelScope
 
+    from ..agents._agent import Agent
+    from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
     from ._follow import FollowedSession
     from ._hosts import SessionHost
@@ -440,6 +436,8 @@ class Runtime:
         tools = await self.tools(preset, tool_sources)
         created = header is None
         if header is None:
+            from ..agents._agent import new_header
+
             header = await store.create(new_header(agent=name, label=label, model=spec))
         if not record_model and session_id is not None:
             spec = None
@@ -496,6 +494,8 @@ class Runtime:
 
         async def deliver(session_id: str) -> None:
             await self.deliver_mail(store, session_id)
+
+        from ..agents._keeper import keep_sessions
 
         await keep_sessions(store, deliver)
 

@@ -21,12 +21,12 @@ from tether.skills import (
     escape_text,
     render_skill_content,
 )
-from tether.store import CompactionEvent, DescriptorEvent
 
 from ._tool import LOAD_SKILL
 
 if TYPE_CHECKING:
     from tether.agents import Agent
+    from tether.store import DescriptorEvent
 
 __all__ = (
     "CATALOG_DESCRIPTOR",
@@ -86,6 +86,9 @@ def render_catalog(entries: Entries, *, first: bool) -> str:
 
 def catalog_descriptor(entries: Entries) -> DescriptorEvent:
     """The record of one catalog message: what it listed."""
+    # The session events are imported when a session runs, not when the plugin is loaded.
+    from tether.store import DescriptorEvent
+
     return DescriptorEvent(
         kind=CATALOG_DESCRIPTOR, data={"entries": [[name, text] for name, text in entries]}
     )
@@ -107,6 +110,8 @@ async def published_entries(agent: Agent) -> Entries | None:
     """What the agent's history shows of the catalog, from its log: the entries of the newest
     ``skill-catalog`` descriptor, the empty tuple for a tombstone, ``None`` for no catalog.
     A compaction after it restated those entries (and nothing for a tombstone)."""
+    from tether.store import CompactionEvent, DescriptorEvent
+
     newest: DescriptorEvent | None = None
     compacted = False
     for stored in await agent.store.events(agent.session_id):
