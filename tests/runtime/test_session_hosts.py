@@ -15,15 +15,8 @@ import pytest
 import tether
 from tether.agents import Agent
 from tether.errors import ErrorCode, PluginError
-from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host
-from tether.store import (
-    InboxAccepted,
-    SessionStore,
-    SQLiteStore,
-    TurnEnded,
-    UserMessage,
-    profile_store,
-)
+from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host, profile_store
+from tether.store import InboxAccepted, SessionStore, SQLiteStore, TurnEnded, UserMessage
 from tether.testing import scaled
 
 pytestmark = pytest.mark.anyio

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from .._exceptions import leaves
 from ..errors import AgentError, ErrorCode, ModelError, StoreError, SubagentError, TetherError
+from ..ground import leaves
 from ..models import (
     ContextWindow,
     Message,
@@ -87,8 +87,7 @@ from ._tools import ToolFilter, ToolRegistry
 from ._tracing import Tracer, TurnStart, carry_trace, tracing
 
 if TYPE_CHECKING:
-    from ..loading.kernel import Kernel
-    from ..loading.scopes import Scope
+    from ..loading import Kernel, Scope
     from ..runtime import Runtime
 
 __all__ = ("Agent", "new_header")

@@ -1,29 +1,34 @@
 """The runtime: the live half of tether (open agents, permission host, skills, subagents).
 
 See :class:`Runtime`. The kernel (:mod:`tether.loading`) is what a profile loads to and never
-changes; a runtime is what one process does with it.
+changes; a runtime is what one process does with it, and :func:`profile_store` opens the
+session store its profile names.
+
+The names below are imported on first use (a module ``__getattr__``): a command that only opens
+the store (``tether sessions list``) imports no agent.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
-from ._collector import RUNTIME_THRESHOLDS, tuned_collector
-from ._hold import COMPACT_GESTURE, HeldSession
-from ._hosts import (
-    FOLLOW_POLL,
-    SessionHost,
-    follow_turn,
-    profile_session_host,
-    relayed_deltas,
-    turn_began,
-)
-from ._runtime import Runtime, compose_agent
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from ._collector import RUNTIME_THRESHOLDS, tuned_collector
     from ._follow import INTERRUPT_GRACE, FollowedSession
+    from ._hold import COMPACT_GESTURE, HeldSession
+    from ._hosts import (
+        FOLLOW_POLL,
+        SessionHost,
+        follow_turn,
+        profile_session_host,
+        relayed_deltas,
+        turn_began,
+    )
+    from ._runtime import Runtime, compose_agent
     from ._send import SentMessage
+    from ._stores import profile_store
 
 __all__ = (
     "COMPACT_GESTURE",
@@ -38,12 +43,29 @@ __all__ = (
     "compose_agent",
     "follow_turn",
     "profile_session_host",
+    "profile_store",
     "relayed_deltas",
     "tuned_collector",
     "turn_began",
 )
 
-# Imported when first used: a local `tether run` follows no host and sends no person's message.
-_LAZY = {"INTERRUPT_GRACE": "_follow", "FollowedSession": "_follow", "SentMessage": "_send"}
+_LAZY = {
+    "RUNTIME_THRESHOLDS": "_collector",
+    "tuned_collector": "_collector",
+    "INTERRUPT_GRACE": "_follow",
+    "FollowedSession": "_follow",
+    "COMPACT_GESTURE": "_hold",
+    "HeldSession": "_hold",
+    "FOLLOW_POLL": "_hosts",
+    "SessionHost": "_hosts",
+    "follow_turn": "_hosts",
+    "profile_session_host": "_hosts",
+    "relayed_deltas": "_hosts",
+    "turn_began": "_hosts",
+    "Runtime": "_runtime",
+    "compose_agent": "_runtime",
+    "SentMessage": "_send",
+    "profile_store": "_stores",
+}
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

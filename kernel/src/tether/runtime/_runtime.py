@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 from anyio.abc import TaskGroup
 
-from .._exceptions import leaves
 from ..agents import (
     Agent,
     AgentLimits,
@@ -49,9 +48,8 @@ from ..errors import (
     StoreError,
     TetherError,
 )
-from ..loading.kernel import Kernel
-from ..loading.registration import LoadedPlugin
-from ..loading.scopes import Scope
+from ..ground import leaves
+from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent

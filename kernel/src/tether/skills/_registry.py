@@ -6,7 +6,7 @@ skills come before providers of equal rank), then the provider's own order, and 
 every loser inside a layer is logged with its source. Catalogs are cached per (cwd, scope chain,
 revision); every mutation bumps the revision, drops the cache and emits a change event.
 
-A layer is keyed by its scope's :attr:`~tether.loading.scopes.Scope.path`, so two ``Scope``
+A layer is keyed by its scope's :attr:`~tether.loading._scopes.Scope.path`, so two ``Scope``
 objects for the same place in the tree (an agent composed twice) share one layer.
 """
 
@@ -42,7 +42,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from ..loading.scopes import Scope
+    from ..loading import Scope
 
 __all__ = (
     "DEFAULT_CACHE_ENTRIES",

@@ -34,7 +34,7 @@ from tether.runtime import SessionHost, follow_turn, relayed_deltas, turn_began
 from tether.store import Event, SessionStore, StoredEvent, TurnEnded, TurnStarted
 
 if TYPE_CHECKING:
-    from tether.loading.kernel import Kernel
+    from tether.loading import Kernel
 
 from ._protocol import (
     SESSION_NOT_FOUND,

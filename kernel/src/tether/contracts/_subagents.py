@@ -14,7 +14,7 @@ from ..store import Event, StopReason
 
 if TYPE_CHECKING:
     from ..agents import Agent, ToolFilter
-    from ..loading.capabilities import Offer
+    from ..loading import Offer
     from ..models import Model
 
 __all__ = (
