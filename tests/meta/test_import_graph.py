@@ -27,17 +27,18 @@ ROOT = Path(tether.__file__).parent
 #: ``tether.errors`` and ``tether._version`` and imports nothing else of tether.
 #: ``tether.hookspecs`` imports nothing of tether when it runs, so the built-in plugins of
 #: ``tether.models``, ``tether.store`` and ``tether.specialists`` can mark their hooks with it.
-#: ``tether.contracts`` holds what crosses a plugin boundary (today the delegation contract,
-#: which the load-time capability check holds offers to). ``tether.loading`` is the whole walk
+#: ``tether.contracts``, directly above, holds what crosses a plugin boundary (today the
+#: delegation contract, which the load-time capability check holds offers to, and a turn's stop
+#: reason) and imports nothing but the ground when it runs. ``tether.loading`` is the whole walk
 #: from a profile to a kernel, above the store whose provider it checks. ``tether.specialists``
 #: (declared subagents and the task tools) is built on the subagent service, and nothing below
 #: the command line imports it: the kernel loads it by name, as a plugin.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("tether._version", "tether.errors", "tether.ground"),
+    ("tether.contracts",),
     ("tether.hookspecs",),
     ("tether.models",),
     ("tether.store",),
-    ("tether.contracts",),
     ("tether.loading",),
     ("tether.skills",),
     ("tether.agents",),
