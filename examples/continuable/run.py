@@ -19,8 +19,7 @@ import anyio
 
 from tether import load_kernel
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
-from tether.runtime import Runtime
-from tether.store import profile_store
+from tether.runtime import Runtime, profile_store
 
 HERE = Path(__file__).parent
 NOTES = "Launch: Thursday 10 December. Owner: Priya. Sign-off: Marco, the day before."

@@ -24,7 +24,7 @@ import tether_acp
 import tether_subagent_tools
 from tether.cli import cli
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
-from tether.runtime import Runtime, compose_agent
+from tether.runtime import Runtime, compose_agent, profile_store
 from tether.store import (
     InboxAccepted,
     InboxDiscarded,
@@ -32,7 +32,6 @@ from tether.store import (
     TurnEnded,
     TurnStarted,
     UserMessage,
-    profile_store,
 )
 from tether.testing import make_runtime, scaled, write_profile
 from tether_acp._protocol import stop_reason

@@ -10,8 +10,7 @@ import anyio
 import pytest
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
-from tether.runtime import Runtime
-from tether.store import profile_store
+from tether.runtime import Runtime, profile_store
 from tether.testing import make_runtime, scaled, write_profile
 from tether_acp._server import TetherAcpAgent
 

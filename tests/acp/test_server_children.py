@@ -14,8 +14,7 @@ import tether
 import tether_spawn
 import tether_subagent_tools
 from tether.agents import Tool
-from tether.runtime import Runtime
-from tether.store import profile_store
+from tether.runtime import Runtime, profile_store
 from tether.testing import make_runtime, scaled, write_profile
 from tether_acp._server import TetherAcpAgent
 

@@ -16,8 +16,8 @@ import pytest
 
 from tests.acp.test_server import Recorder
 from tests.runtime.test_session_hosts import PROFILE, ElsewhereHost, HostPlugin
-from tether.runtime import Runtime
-from tether.store import InboxDiscarded, TurnEnded, TurnStarted, UserMessage, profile_store
+from tether.runtime import Runtime, profile_store
+from tether.store import InboxDiscarded, TurnEnded, TurnStarted, UserMessage
 from tether.testing import scaled
 from tether_acp._cluster import ClusterAcpAgent
 

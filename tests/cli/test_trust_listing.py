@@ -72,7 +72,7 @@ def session_id(repo: Path) -> str:
     """A stored session of agent main, written through the store alone."""
     from tether.agents import new_header
     from tether.loading import load_kernel
-    from tether.store import profile_store
+    from tether.runtime import profile_store
 
     kernel = load_kernel(repo / "tether.toml", project_code=False)
 

@@ -15,6 +15,7 @@ from tether.agents import build_preset
 from tether.errors import ErrorCode, PluginError, StoreError
 from tether.loading import BUILTIN_PLUGINS
 from tether.models import ModelProvider, ScriptedModel
+from tether.runtime import profile_store
 from tether.store import (
     DEFAULT_STORE,
     MemoryStore,
@@ -22,7 +23,6 @@ from tether.store import (
     StoreProvider,
     find_store_provider,
     open_store,
-    profile_store,
 )
 
 

@@ -502,7 +502,7 @@ def test_a_local_plugin_imports_a_helper_next_to_it(tmp_path, tether_profile):
 def test_a_local_plugin_conflicting_with_an_installed_one_says_rename(tmp_path, tether_profile):
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "spawn.py").write_text("")
-    from tether.loading.catalog import local_entries
+    from tether.loading import local_entries
 
     catalog = PluginCatalog(
         [

@@ -8,7 +8,7 @@ import pytest
 
 from tether import ProfileError, load_profile
 from tether.errors import ErrorCode
-from tether.loading.profile import find_profile
+from tether.loading import find_profile
 
 
 def test_profile_is_found_as_tether_toml_in_the_current_directory(tmp_path, tether_profile):

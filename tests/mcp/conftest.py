@@ -23,7 +23,8 @@ import pytest
 from tether.agents import Agent
 from tether.loading import Kernel, load_kernel
 from tether.models import FunctionModel, Message, ModelRequest, ScriptedModel, ScriptStep
-from tether.store import SessionStore, profile_store
+from tether.runtime import profile_store
+from tether.store import SessionStore
 from tether.testing import scaled
 
 from . import servers

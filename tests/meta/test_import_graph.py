@@ -1,10 +1,15 @@
-"""The kernel's import graph: no cycle (imports inside functions count), and layers kept.
+"""The kernel's import graph: floors by folder, no cycle (imports inside functions count).
 
 Read from the source with ``ast``: every ``import`` and ``from ... import`` of a ``tether``
 module, at module level or inside a function, except those under ``if TYPE_CHECKING:`` (which
 never run). An import of a package counts as an import of its ``__init__``; ``from pkg import
 name`` counts as an import of ``pkg.name`` when that is a module; importing a module counts as
 importing the packages above it too (their ``__init__`` runs first).
+
+Each folder of ``kernel/src/tether`` (a package, with everything under it) is one node of the
+folder graph, and each top-level module is a node of its own. Every node sits on exactly one
+floor; a node imports only from its own floor and the floors below, and the folder graph has no
+cycle.
 """
 
 from __future__ import annotations
@@ -16,31 +21,25 @@ import tether
 
 ROOT = Path(tether.__file__).parent
 
-#: The kernel's rooms, bottom first: a module imports from its own room and the rooms below.
-#: ``tether.loading`` spans rooms: reading text files and profiles (with the name grammar and
-#: the agent folders a profile compiles in) sits at the bottom (model scripts read TOML the same
-#: way), the catalog, registration and capability check above the
-#: store, and ``load_kernel`` above them. ``tether.subagents._types`` is the delegation
-#: contract, which the load-time capability check holds offers to, so it sits with the
-#: capabilities, below the subagent service. ``tether.hookspecs`` imports nothing of tether when
-#: it runs, so the built-in plugins of ``tether.models``, ``tether.store`` and
-#: ``tether.specialists`` can mark their hooks with it. ``tether.specialists`` (declared
-#: subagents and the task tools) is built on the subagent service and kit, and nothing below
+#: The kernel's floors, bottom first: each entry is a folder (``tether.store``, everything in
+#: it) or a top-level module, and each is on one floor. The ground (safe file reading, text and
+#: TOML, names, the folder boundary, exception leaves, lazy exports) stands beside the public
+#: ``tether.errors`` and ``tether._version`` and imports nothing else of tether.
+#: ``tether.hookspecs`` imports nothing of tether when it runs, so the built-in plugins of
+#: ``tether.models``, ``tether.store`` and ``tether.specialists`` can mark their hooks with it.
+#: ``tether.contracts``, directly above, holds what crosses a plugin boundary (today the
+#: delegation contract, which the load-time capability check holds offers to, and a turn's stop
+#: reason) and imports nothing but the ground when it runs. ``tether.loading`` is the whole walk
+#: from a profile to a kernel, above the store whose provider it checks. ``tether.specialists``
+#: (declared subagents and the task tools) is built on the subagent service, and nothing below
 #: the command line imports it: the kernel loads it by name, as a plugin.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tether._version", "tether.errors", "tether._files", "tether._exceptions", "tether._lazy"),
-    (
-        "tether.hookspecs",
-        "tether.loading.text",
-        "tether.loading.names",
-        "tether.loading.boundary",
-        "tether.loading.folders",
-        "tether.loading.profile",
-    ),
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("tether._version", "tether.errors", "tether.ground"),
+    ("tether.contracts",),
+    ("tether.hookspecs",),
     ("tether.models",),
     ("tether.store",),
-    ("tether.loading", "tether.subagents._types"),
-    ("tether.loading.kernel",),
+    ("tether.loading",),
     ("tether.skills",),
     ("tether.agents",),
     ("tether.subagents",),
@@ -50,8 +49,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tether.cli", "tether.__main__"),
 )
 #: What a lazy package's ``__init__`` imports to make its module ``__getattr__``.
-LAZY_HELPER = "tether._lazy"
-#: ``tether/__init__.py`` re-exports names lazily from every room (a module ``__getattr__``).
+LAZY_HELPER = "tether.ground"
+#: ``tether/__init__.py`` re-exports names lazily from every floor (a module ``__getattr__``).
 TOP = "tether"
 
 
@@ -128,16 +127,24 @@ def _with_packages(direct: dict[str, set[str]]) -> dict[str, set[str]]:
 GRAPH = _with_packages({module: imports_of(module) for module in MODULES})
 
 
-def _room(module: str) -> int | None:
-    """The room of ``module``: that of the longest room entry it is or lies under."""
-    best: tuple[int, int] | None = None  # (length of the entry, room)
-    for index, room in enumerate(LAYERS):
-        for entry in room:
-            if (module == entry or module.startswith(entry + ".")) and (
-                best is None or len(entry) > best[0]
-            ):
-                best = (len(entry), index)
-    return None if best is None else best[1]
+def node_of(module: str) -> str:
+    """The folder graph's node of ``module``: its top folder (``tether.store`` for
+    ``tether.store._sqlite``), or the module itself at the top level."""
+    return ".".join(module.split(".")[:2])
+
+
+NODES = {node_of(module) for module in MODULES if module != TOP}
+
+FOLDER_GRAPH: dict[str, set[str]] = {node: set() for node in NODES}
+for _module, _targets in GRAPH.items():
+    if _module != TOP:
+        FOLDER_GRAPH[node_of(_module)].update(
+            node_of(t) for t in _targets if t != TOP and node_of(t) != node_of(_module)
+        )
+
+
+def _floor(node: str) -> int:
+    return next(index for index, floor in enumerate(FLOORS) if node in floor)
 
 
 def test_the_graph_is_read():
@@ -145,10 +152,13 @@ def test_the_graph_is_read():
     assert "tether.store.replay" in GRAPH["tether.agents._agent"]
     assert "tether.runtime._state" in GRAPH["tether.runtime._runtime"]
     assert "tether.agents._compose" in GRAPH["tether.runtime._runtime"]
+    assert "tether.ground._lazy" in GRAPH["tether.ground"]
+    assert "tether.contracts" in FOLDER_GRAPH["tether.loading"]  # inside a function
+    assert "tether.loading" not in FOLDER_GRAPH["tether.contracts"]  # under TYPE_CHECKING
 
 
-def test_no_import_cycle():
-    # Tarjan's strongly connected components: any with more than one module is a cycle.
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components: any with more than one node is a cycle."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -159,7 +169,7 @@ def test_no_import_cycle():
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        for other in sorted(GRAPH[node]):
+        for other in sorted(graph[node]):
             if other not in index:
                 visit(other)
                 low[node] = min(low[node], low[other])
@@ -176,22 +186,37 @@ def test_no_import_cycle():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for node in sorted(GRAPH):
+    for node in sorted(graph):
         if node not in index:
             visit(node)
-    assert cycles == []
+    return cycles
 
 
-def test_every_module_is_in_a_room():
-    assert [m for m in MODULES if m != TOP and _room(m) is None] == []
+def test_no_import_cycle():
+    assert _cycles(GRAPH) == []
 
 
-def test_each_room_imports_only_from_itself_and_below():
+def test_the_folder_graph_has_no_cycle():
+    assert _cycles(FOLDER_GRAPH) == []
+
+
+def test_floors_name_folders_and_top_level_modules_only():
+    # No entry splits a folder: each is a node of the folder graph, listed once.
+    entries = [entry for floor in FLOORS for entry in floor]
+    assert sorted(entry for entry in entries if entry not in NODES) == []
+    assert len(entries) == len(set(entries))
+
+
+def test_every_node_is_on_a_floor():
+    placed = {entry for floor in FLOORS for entry in floor}
+    assert sorted(NODES - placed) == []
+
+
+def test_each_floor_imports_only_from_itself_and_below():
     upward = sorted(
-        f"{module} -> {target}"
-        for module, targets in GRAPH.items()
-        if module != TOP
+        f"{node} -> {target}"
+        for node, targets in FOLDER_GRAPH.items()
         for target in targets
-        if target != TOP and (_room(target) or 0) > (_room(module) or 0)
+        if _floor(target) > _floor(node)
     )
     assert upward == []

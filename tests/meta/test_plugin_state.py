@@ -55,8 +55,7 @@ def test_the_first_party_plugins_that_keep_state_are_classes(module: str, name: 
     import importlib
 
     import tether
-    from tether.loading import ENTRY_POINT_GROUP
-    from tether.loading.entrypoints import installed_entry_points
+    from tether.loading import ENTRY_POINT_GROUP, installed_entry_points
 
     cls = getattr(importlib.import_module(module), name)
     assert issubclass(cls, tether.Plugin)

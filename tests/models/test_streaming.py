@@ -162,7 +162,7 @@ async def test_a_scripted_step_streams_its_reasoning_and_text_in_pieces(store):
 
 
 async def test_every_agent_of_a_runtime_reaches_its_delta_listeners(tmp_path, store):
-    from tether.loading.kernel import load_kernel
+    from tether.loading import load_kernel
     from tether.runtime import Runtime
 
     profile = tmp_path / "tether.toml"

@@ -1,4 +1,4 @@
-"""tether's own entry-point reader (tether.loading.entrypoints) finds what importlib.metadata
+"""tether's own entry-point reader (tether.loading._entrypoints) finds what importlib.metadata
 finds, in the same order, with the same distribution shadowing: checked in a real environment
 with real installed distributions, and on sys.path layouts built for the purpose."""
 
@@ -17,7 +17,7 @@ from tether.testing import scaled
 COMPARE = """
 import json, sys
 from importlib import metadata
-from tether.loading.entrypoints import installed_entry_points
+from tether.loading import installed_entry_points
 
 out = {}
 for group in sys.argv[1:]:
@@ -105,7 +105,7 @@ def test_the_first_distribution_on_the_path_shadows_a_later_copy_as_importlib_do
 
 
 def test_an_entry_point_value_loads_a_module_or_its_attribute() -> None:
-    from tether.loading.entrypoints import InstalledEntryPoint
+    from tether.loading import InstalledEntryPoint
 
     point = InstalledEntryPoint("x", "json : decoder.JSONDecoder [extra]", "g", None, None)
     import json as json_module
@@ -133,7 +133,7 @@ def test_a_fifo_or_a_device_in_a_folder_on_the_path_is_passed_over(tmp_path: Pat
     os.mkfifo(folder / "meta-1.0.dist-info" / "METADATA")
     code = (
         "import json\n"
-        "from tether.loading.entrypoints import installed_entry_points\n"
+        "from tether.loading import installed_entry_points\n"
         "print(json.dumps([[e.name, e.distribution, e.version] "
         "for e in installed_entry_points('tether.plugins')]))\n"
     )

@@ -15,7 +15,7 @@ import pytest
 import tether
 from tether.agents import Agent
 from tether.errors import ErrorCode, PluginError
-from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host
+from tether.runtime import Runtime, SessionHost, follow_turn, profile_session_host, profile_store
 from tether.store import (
     InboxAccepted,
     InboxDiscarded,
@@ -24,7 +24,6 @@ from tether.store import (
     TurnEnded,
     TurnStarted,
     UserMessage,
-    profile_store,
 )
 from tether.testing import scaled
 

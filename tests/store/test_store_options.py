@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from tether.errors import ErrorCode, StoreError
-from tether.store import SQLiteStore, profile_store
+from tether.runtime import profile_store
+from tether.store import SQLiteStore
 from tether.testing import make_kernel, write_profile
 
 PROFILE = '[tether]\nstore = "{store}"\n\n[agent.main]\nmodel = "scripted:script.toml"\n'

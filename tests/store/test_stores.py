@@ -163,7 +163,7 @@ async def test_a_refused_newer_file_is_left_as_it_was(tmp_path):
 
 def test_the_default_store_lives_next_to_the_profile_not_its_base(tmp_path):
     from tether import load_kernel
-    from tether.store import profile_store
+    from tether.runtime import profile_store
 
     (tmp_path / "team").mkdir()
     (tmp_path / "team" / "base.toml").write_text("[tether]\nplugins = []\n")

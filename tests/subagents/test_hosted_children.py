@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from tether.agents import Agent
-from tether.loading.capabilities import SUBAGENT_PROVIDER, Offer
+from tether.loading import SUBAGENT_PROVIDER, Offer
 from tether.runtime import Runtime
 from tether.store import SQLiteStore
 from tether.subagents import declared_capabilities

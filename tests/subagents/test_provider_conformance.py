@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.loading.capabilities import SUBAGENT_PROVIDER, Offer
+from tether.loading import SUBAGENT_PROVIDER, Offer
 from tether.subagents import SubagentCapabilities, declared_capabilities
 from tether.testing.subagent_provider_conformance import SubagentProviderConformance
 from tether.testing.subagents import LimitedProvider

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports as _lazy_exports
 from ._version import __version__
+from .ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from .errors import (
@@ -26,13 +26,21 @@ if TYPE_CHECKING:
         TetherError,
     )
     from .hookspecs import hookimpl
-    from .loading.capabilities import Offer, Requirement
-    from .loading.catalog import PluginCatalog, PluginEntry
-    from .loading.kernel import Kernel, load_kernel
-    from .loading.profile import Profile, ProfilePath, load_profile
-    from .loading.registration import LoadedPlugin
-    from .loading.scopes import Scope
-    from .loading.settings import Plugin, PluginSettings
+    from .loading import (
+        Kernel,
+        LoadedPlugin,
+        Offer,
+        Plugin,
+        PluginCatalog,
+        PluginEntry,
+        PluginSettings,
+        Profile,
+        ProfilePath,
+        Requirement,
+        Scope,
+        load_kernel,
+        load_profile,
+    )
 
 __all__ = (
     "AgentError",
@@ -64,8 +72,8 @@ __all__ = (
 )
 
 _LAZY = {
-    "Offer": "loading.capabilities",
-    "Requirement": "loading.capabilities",
+    "Offer": "loading._capabilities",
+    "Requirement": "loading._capabilities",
     "AgentError": "errors",
     "CapabilityError": "errors",
     "HostError": "errors",
@@ -78,17 +86,17 @@ _LAZY = {
     "ProfileError": "errors",
     "TetherError": "errors",
     "hookimpl": "hookspecs",
-    "Kernel": "loading.kernel",
-    "Plugin": "loading.settings",
-    "PluginSettings": "loading.settings",
-    "load_kernel": "loading.kernel",
-    "LoadedPlugin": "loading.registration",
-    "PluginCatalog": "loading.catalog",
-    "PluginEntry": "loading.catalog",
-    "Profile": "loading.profile",
-    "ProfilePath": "loading.profile",
-    "load_profile": "loading.profile",
-    "Scope": "loading.scopes",
+    "Kernel": "loading._kernel",
+    "Plugin": "loading._settings",
+    "PluginSettings": "loading._settings",
+    "load_kernel": "loading._kernel",
+    "LoadedPlugin": "loading._registration",
+    "PluginCatalog": "loading._catalog",
+    "PluginEntry": "loading._catalog",
+    "Profile": "loading._profile",
+    "ProfilePath": "loading._profile",
+    "load_profile": "loading._profile",
+    "Scope": "loading._scopes",
 }
 
 

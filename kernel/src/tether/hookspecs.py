@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         ToolSource,
         Tracer,
     )
-    from .loading.capabilities import Offer, Requirement
+    from .loading import Offer, Requirement
     from .models import ModelProvider
     from .runtime import SessionHost
     from .skills import SkillProviderFactory

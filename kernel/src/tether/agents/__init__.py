@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ..store.replay import event_to_message, render_instruction

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .._exceptions import leaves
 from ..errors import AgentError, ErrorCode, StoreError, TetherError
+from ..ground import leaves
 from ..models import Message, Model, ModelDelta, is_session_bound
 from ..store import (
     CompactionEvent,
@@ -54,7 +54,7 @@ from ._tools import ToolFilter, ToolRegistry
 from ._tracing import Tracer, carry_trace
 
 if TYPE_CHECKING:
-    from ..loading.scopes import Scope
+    from ..loading import Scope
     from ..runtime import Runtime
 
 __all__ = ("Agent", "new_header")

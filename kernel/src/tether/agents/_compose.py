@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentError
-from ..loading.kernel import Kernel
-from ..loading.registration import LoadedPlugin
-from ..loading.scopes import Scope
-from ..loading.text import format_loc
+from ..ground import format_loc
+from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import Model, ModelProvider, resolve_model
 from ._approvals import ApprovalPolicy
 from ._compaction import CompactionPolicy, CompactionStrategy

@@ -64,7 +64,7 @@ class DynamicInstruction:
 
 def load_instructions(path: Path) -> str:
     """Read a markdown file, or run a Python module's ``instructions()`` once."""
-    from ..loading.text import TextFileError, file_problem, read_text_file
+    from ..ground import TextFileError, file_problem, read_text_file
 
     try:
         if path.suffix != ".py":

@@ -23,7 +23,7 @@ from ._tools import ToolFilter, ToolRegistry
 from ._tracing import Tracer
 
 if TYPE_CHECKING:
-    from ..loading.scopes import Scope
+    from ..loading import Scope
     from ..runtime import Runtime
     from ._delegation import DelegationPins
 

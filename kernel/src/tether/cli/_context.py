@@ -124,8 +124,8 @@ async def _context(
 ) -> dict[str, Any]:
     from ..agents import new_header, resolve_agent_name
     from ..models import FunctionModel, find_model_provider, messages_tokens, window_for
-    from ..runtime import Runtime
-    from ..store import CompactionEvent, MemoryStore, profile_store
+    from ..runtime import Runtime, profile_store
+    from ..store import CompactionEvent, MemoryStore
     from ..store.replay import fold
 
     name = resolve_agent_name(kernel, agent_name)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .._exceptions import leaves
 from .._version import __version__
+from ..ground import leaves
 from ._plugin_commands import PluginCommandGroup, declared_commands, plugin_name_of
 
 if TYPE_CHECKING:
@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from ..errors import TetherError
-    from ..loading.catalog import PluginCatalog
-    from ..loading.kernel import Kernel
+    from ..loading import Kernel, PluginCatalog
 
 __all__ = (
     "INTERRUPTED_STATUS",
@@ -169,7 +168,7 @@ def load(
     The kernel is remembered for the command, so that an exception raised later in one of its
     plugins' code is reported as that plugin's.
     """
-    from ..loading.kernel import load_kernel
+    from ..loading import load_kernel
 
     kernel = load_kernel(profile, catalog=catalog, project_code=project_code, withhold=withhold)
     ctx = click.get_current_context(silent=True)
@@ -326,8 +325,7 @@ def plugin_modules(kernel: Kernel | None) -> dict[str, tuple[str, str]]:
                 owners.append((module, owner, False))
             owners += [(name, owner, True) for name in _entry_modules(plugin.entry.value)]
     try:
-        from ..loading.catalog import ENTRY_POINT_GROUP
-        from ..loading.entrypoints import installed_entry_points
+        from ..loading import ENTRY_POINT_GROUP, installed_entry_points
 
         for ep in installed_entry_points(ENTRY_POINT_GROUP):
             owner = (

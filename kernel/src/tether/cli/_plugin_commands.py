@@ -99,7 +99,7 @@ class DeclaredCommand:
 @functools.cache
 def declared_commands() -> tuple[DeclaredCommand, ...]:
     """Every installed ``tether.commands`` entry point; reads metadata, imports nothing."""
-    from ..loading.entrypoints import installed_entry_points
+    from ..loading import installed_entry_points
 
     return tuple(
         DeclaredCommand(ep.name, ep.value, ep.distribution, ep.version, ep.load)
@@ -111,8 +111,7 @@ def plugin_name_of(command: DeclaredCommand) -> str:
     """The plugin name of the object a command entry names: the ``tether.plugins`` entry point
     of the same distribution and value, else the distribution's name (a distribution may add
     commands without being a profile plugin)."""
-    from ..loading.catalog import ENTRY_POINT_GROUP
-    from ..loading.entrypoints import installed_entry_points
+    from ..loading import ENTRY_POINT_GROUP, installed_entry_points
 
     for ep in installed_entry_points(ENTRY_POINT_GROUP):
         if ep.value == command.value and ep.distribution == command.distribution:
@@ -167,9 +166,7 @@ def _commands_of(entry: DeclaredCommand, name: str) -> tuple[click.Command, ...]
     if key in _HANDED:
         return _HANDED[key]
     from ..errors import ErrorCode, PluginError, TetherError
-    from ..loading.catalog import PluginEntry
-    from ..loading.registration import register_plugin
-    from ..loading.settings import class_hook, is_plugin_class
+    from ..loading import PluginEntry, class_hook, is_plugin_class, register_plugin
 
     dist = entry.distribution or "the plugin"
     try:

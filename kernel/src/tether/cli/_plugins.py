@@ -9,14 +9,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import TetherError
-from ..loading.text import format_loc
+from ..ground import format_loc
 from ._group import TEXT, cli, load, profile_option, run_async
 
 if TYPE_CHECKING:
-    from ..loading.catalog import PluginCatalog, PluginEntry
-    from ..loading.kernel import Kernel
-    from ..loading.registration import LoadedPlugin
-    from ..loading.scopes import Scope
+    from ..loading import Kernel, LoadedPlugin, PluginCatalog, PluginEntry, Scope
     from ..runtime import Runtime
 
 __all__ = ("composition_tree",)
@@ -49,7 +46,7 @@ def plugins(profile: Path | None, as_json: bool, with_builtin: bool) -> None:
     No project code is imported (docs/trust.md): a local plugin the profile names is listed
     as "not imported" and its hooks are not known; tether check imports it and shows them.
     """
-    from ..loading.catalog import PluginCatalog
+    from ..loading import PluginCatalog
 
     kernel = None
     if profile is not None or Path("tether.toml").is_file():
@@ -122,7 +119,7 @@ def _agent_plugin_rows(kernel: Kernel) -> list[dict[str, Any]]:
     """A row for each local plugin of an agent's own ``plugin_dirs`` (an agent folder's
     ``tools/``): not in the catalog, since only that agent's layer finds them. One file two
     agents share is one row naming both; reading the folders imports nothing."""
-    from ..loading.folders import plugin_files
+    from ..loading import plugin_files
 
     catalog = {id(entry) for entry in kernel.catalog.entries(builtin=True)}
     own = [p for p in kernel.plugins if id(p.entry) not in catalog]
@@ -341,7 +338,7 @@ def _check_agents(runtime: Runtime) -> None:
     read, tools collected, declared subagents' tools added (a name another tool of the agent
     has is an error), model spec matched, a ``scripted:`` model's script read."""
     from ..agents import resolve_preset_model
-    from ..loading.profile import SCRIPTED_PREFIX
+    from ..loading import SCRIPTED_PREFIX
     from ..models import find_model_provider
 
     kernel = runtime.kernel

@@ -125,8 +125,8 @@ async def _run(
     reasoning: bool = True,
 ) -> str:
     from ..models import ScriptedModel
-    from ..runtime import Runtime, profile_session_host
-    from ..store import TurnEnded, TurnStarted, profile_store
+    from ..runtime import Runtime, profile_session_host, profile_store
+    from ..store import TurnEnded, TurnStarted
 
     host = profile_session_host(kernel)
     if host is not None:
@@ -217,8 +217,7 @@ async def run_on_host(
     of the first turn that did not complete, else ``completed``. ``stop`` (Ctrl-C) stops
     sending, and asks the host to interrupt the turn being followed, whose end is printed
     once it is stored."""
-    from ..runtime import INTERRUPT_GRACE, Runtime
-    from ..store import profile_store
+    from ..runtime import INTERRUPT_GRACE, Runtime, profile_store
 
     store = profile_store(kernel)
     try:

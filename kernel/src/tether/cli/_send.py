@@ -33,8 +33,7 @@ async def send(
 ) -> str:
     """Deliver ``message`` to ``session_id`` as the person who owns it; the stop reason of the
     turn that ran it (``completed`` when it was handed to another process and not waited for)."""
-    from ..runtime import Runtime, profile_session_host
-    from ..store import profile_store
+    from ..runtime import Runtime, profile_session_host, profile_store
     from ._run import debugging, run_on_host
 
     host = profile_session_host(kernel)

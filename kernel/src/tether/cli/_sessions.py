@@ -51,7 +51,7 @@ def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
 
 
 async def _headers(kernel: Any, limit: int) -> list[Any]:
-    from ..store import profile_store
+    from ..runtime import profile_store
 
     store = profile_store(kernel)
     try:
@@ -83,7 +83,7 @@ def show_session(profile: Path | None, session_id: str, as_json: bool) -> None:
 
 
 async def _session(kernel: Any, session_id: str) -> tuple[Any, list[Any]]:
-    from ..store import profile_store
+    from ..runtime import profile_store
 
     store = profile_store(kernel)
     try:
@@ -142,8 +142,7 @@ def compact_session(profile: Path | None, model_spec: str | None, session_id: st
 
 
 async def _compact(kernel: Any, model_spec: str | None, session_id: str) -> Any:
-    from ..runtime import Runtime
-    from ..store import profile_store
+    from ..runtime import Runtime, profile_store
 
     store = profile_store(kernel)
     try:
@@ -291,7 +290,7 @@ def tree_session(
 
 
 async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]]:
-    from ..store import profile_store
+    from ..runtime import profile_store
 
     store = profile_store(kernel)
     try:

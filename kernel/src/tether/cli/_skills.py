@@ -24,8 +24,7 @@ from ._group import (
 from ._plugin_commands import PluginCommandGroup
 
 if TYPE_CHECKING:
-    from ..loading.kernel import Kernel
-    from ..loading.scopes import Scope
+    from ..loading import Kernel, Scope
     from ..skills import SkillCandidate, SkillCatalog, SkillDefinition, SkippedSkill
 
 #: How many near names an unknown ``skills show NAME`` suggests.

@@ -122,8 +122,7 @@ def _totals_line(totals: dict[str, Any]) -> str:
 
 
 async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
-    from ..runtime import Runtime
-    from ..store import profile_store
+    from ..runtime import Runtime, profile_store
 
     # One runtime for every session: its presets and tool sources are listed once.
     runtime = Runtime(kernel)

@@ -1,50 +1,52 @@
 """Loading: from a profile file to a frozen :class:`Kernel`, checked before anything runs.
 
-One job per module, in the order startup walks them:
+One job per private module, in the order startup walks them (the text files, names and folder
+boundary they read with are :mod:`tether.ground`'s):
 
-* :mod:`~tether.loading.text`: small text files and the TOML in them (shared with model
-  scripts and instructions files);
-* :mod:`~tether.loading.boundary`: the trust boundary: a path a file names stays inside that
-  file's folder unless the profile the user runs allows it (docs/trust.md);
-* :mod:`~tether.loading.names`: the name grammar of plugins, agents and tool names;
-* :mod:`~tether.loading.folders`: agent folders (``[tether] agents``) read into agent tables,
-  and which files of a folder are local plugins;
-* :mod:`~tether.loading.profile`: the profile model, ``extends`` merging, ``ProfilePath``, the
-  agent folders merged under the profile's own tables;
-* :mod:`~tether.loading.catalog`: every plugin that could be loaded (built-in, installed,
-  local, inline), by name, importing nothing;
-* :mod:`~tether.loading.registration`: one plugin instance in a pluggy manager of its own,
-  its hooks checked against the specs;
-* :mod:`~tether.loading.settings`: each instance's settings table, validated;
-* :mod:`~tether.loading.scopes`: the layers instances live in and the chain through them;
-* :mod:`~tether.loading.capabilities`: offers, requirements and the check between them;
-* :mod:`~tether.loading.kernel`: :func:`load_kernel`, the whole walk, and the :class:`Kernel`.
+* ``_folders``: agent folders (``[tether] agents``) read into agent tables, and which files of
+  a folder are local plugins;
+* ``_profile``: the profile model, ``extends`` merging, ``ProfilePath``, the agent folders
+  merged under the profile's own tables;
+* ``_entrypoints``: tether's own reader of installed entry points;
+* ``_catalog``: every plugin that could be loaded (built-in, installed, local, inline), by name,
+  importing nothing;
+* ``_registration``: one plugin instance in a pluggy manager of its own, its hooks checked
+  against the specs;
+* ``_settings``: each instance's settings table, validated;
+* ``_scopes``: the layers instances live in and the chain through them;
+* ``_capabilities``: offers, requirements and the check between them;
+* ``_stores``: which store provider the profile names (opened by
+  :func:`tether.runtime.profile_store`);
+* ``_kernel``: :func:`load_kernel`, the whole walk, and the :class:`Kernel`.
 
-The names below are imported on first use (a module ``__getattr__``), so importing one module
-of the package (a model script reads :mod:`~tether.loading.text`) imports no other.
+The names below are the package's public surface; each is imported on first use (a module
+``__getattr__``), so reading one imports only the module that defines it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from .boundary import Boundary
-    from .capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
-    from .catalog import (
+    from ._capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
+    from ._catalog import (
         AUTOLOAD_ENV,
         BUILTIN_PLUGINS,
         ENTRY_POINT_GROUP,
         FIRST_PARTY_PLUGINS,
         PluginCatalog,
         PluginEntry,
+        local_entries,
     )
-    from .kernel import Kernel, load_kernel
-    from .profile import (
+    from ._entrypoints import InstalledEntryPoint, installed_entry_points
+    from ._folders import plugin_files
+    from ._kernel import Kernel, load_kernel
+    from ._profile import (
         DEFAULT_PROFILE_NAME,
         NAME_PATTERN,
+        SCRIPTED_PREFIX,
         AgentTable,
         ContainedPath,
         Profile,
@@ -54,10 +56,10 @@ if TYPE_CHECKING:
         load_profile,
         profile_from_dict,
     )
-    from .registration import TRACE_ENV, LoadedPlugin, register_plugin
-    from .scopes import Scope, ScopeKind
-    from .settings import Plugin, PluginSettings
-    from .text import TextFileError
+    from ._registration import TRACE_ENV, LoadedPlugin, register_plugin
+    from ._scopes import Scope, ScopeKind
+    from ._settings import Plugin, PluginSettings, class_hook, is_plugin_class
+    from ._stores import STORE_HOOK, profile_store_provider
 
 __all__ = (
     "AUTOLOAD_ENV",
@@ -66,11 +68,13 @@ __all__ = (
     "ENTRY_POINT_GROUP",
     "FIRST_PARTY_PLUGINS",
     "NAME_PATTERN",
+    "SCRIPTED_PREFIX",
+    "STORE_HOOK",
     "SUBAGENT_PROVIDER",
     "TRACE_ENV",
     "AgentTable",
-    "Boundary",
     "ContainedPath",
+    "InstalledEntryPoint",
     "Kernel",
     "LoadedPlugin",
     "Offer",
@@ -85,48 +89,60 @@ __all__ = (
     "Scope",
     "ScopeKind",
     "TetherTable",
-    "TextFileError",
+    "class_hook",
     "find_profile",
+    "installed_entry_points",
+    "is_plugin_class",
     "load_kernel",
     "load_profile",
+    "local_entries",
     "offer_contract",
+    "plugin_files",
     "profile_from_dict",
+    "profile_store_provider",
     "register_plugin",
 )
 
 _LAZY = {
-    "Boundary": "boundary",
-    "ContainedPath": "profile",
-    "SUBAGENT_PROVIDER": "capabilities",
-    "Offer": "capabilities",
-    "OfferContract": "capabilities",
-    "Requirement": "capabilities",
-    "offer_contract": "capabilities",
-    "AUTOLOAD_ENV": "catalog",
-    "BUILTIN_PLUGINS": "catalog",
-    "ENTRY_POINT_GROUP": "catalog",
-    "FIRST_PARTY_PLUGINS": "catalog",
-    "PluginCatalog": "catalog",
-    "PluginEntry": "catalog",
-    "Kernel": "kernel",
-    "load_kernel": "kernel",
-    "DEFAULT_PROFILE_NAME": "profile",
-    "NAME_PATTERN": "profile",
-    "AgentTable": "profile",
-    "Profile": "profile",
-    "ProfilePath": "profile",
-    "TetherTable": "profile",
-    "find_profile": "profile",
-    "load_profile": "profile",
-    "profile_from_dict": "profile",
-    "TRACE_ENV": "registration",
-    "LoadedPlugin": "registration",
-    "register_plugin": "registration",
-    "Scope": "scopes",
-    "ScopeKind": "scopes",
-    "Plugin": "settings",
-    "PluginSettings": "settings",
-    "TextFileError": "text",
+    "SUBAGENT_PROVIDER": "_capabilities",
+    "Offer": "_capabilities",
+    "OfferContract": "_capabilities",
+    "Requirement": "_capabilities",
+    "offer_contract": "_capabilities",
+    "AUTOLOAD_ENV": "_catalog",
+    "BUILTIN_PLUGINS": "_catalog",
+    "ENTRY_POINT_GROUP": "_catalog",
+    "FIRST_PARTY_PLUGINS": "_catalog",
+    "PluginCatalog": "_catalog",
+    "PluginEntry": "_catalog",
+    "local_entries": "_catalog",
+    "InstalledEntryPoint": "_entrypoints",
+    "installed_entry_points": "_entrypoints",
+    "plugin_files": "_folders",
+    "Kernel": "_kernel",
+    "load_kernel": "_kernel",
+    "DEFAULT_PROFILE_NAME": "_profile",
+    "NAME_PATTERN": "_profile",
+    "SCRIPTED_PREFIX": "_profile",
+    "AgentTable": "_profile",
+    "ContainedPath": "_profile",
+    "Profile": "_profile",
+    "ProfilePath": "_profile",
+    "TetherTable": "_profile",
+    "find_profile": "_profile",
+    "load_profile": "_profile",
+    "profile_from_dict": "_profile",
+    "TRACE_ENV": "_registration",
+    "LoadedPlugin": "_registration",
+    "register_plugin": "_registration",
+    "Scope": "_scopes",
+    "ScopeKind": "_scopes",
+    "Plugin": "_settings",
+    "PluginSettings": "_settings",
+    "class_hook": "_settings",
+    "is_plugin_class": "_settings",
+    "STORE_HOOK": "_stores",
+    "profile_store_provider": "_stores",
 }
 
 

@@ -40,7 +40,7 @@ FIRST_PARTY_MODEL_PREFIXES: Mapping[str, tuple[str, str]] = {
     "anthropic": ("anthropic", "tether-anthropic"),
     "litellm": ("litellm", "tether-litellm"),
 }
-#: The entry-point group plugins are installed under (``tether.loading.catalog``'s).
+#: The entry-point group plugins are installed under (``tether.loading._catalog``'s).
 _PLUGIN_GROUP = "tether.plugins"
 
 

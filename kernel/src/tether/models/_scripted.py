@@ -46,7 +46,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ErrorCode, ModelError
-from ..loading.text import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
+from ..ground import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
 from ._stream import DeltaKind, ModelDelta
 from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
 from ._windows import estimate_tokens, messages_tokens, schema_tokens

@@ -2,9 +2,11 @@
 plugins' per-runtime state).
 
 See :class:`Runtime`. The kernel (:mod:`tether.loading`) is what a profile loads to and never
-changes; a runtime is what one process does with it.
+changes; a runtime is what one process does with it, and :func:`profile_store` opens the
+session store its profile names.
 
-Every name is imported on first use (docs/startup.md): a plugin module that declares a
+The names below are imported on first use (a module ``__getattr__``): a command that only opens
+the store (``tether sessions list``) imports no agent, and a plugin module that declares a
 :class:`StateKey` at import, while the profile loads, does not import the runtime itself.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._collector import RUNTIME_THRESHOLDS, tuned_collector
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime, compose_agent
     from ._send import SentMessage
     from ._state import ClosableState, StateKey
+    from ._stores import profile_store
 
 __all__ = (
     "COMPACT_GESTURE",
@@ -45,6 +48,7 @@ __all__ = (
     "compose_agent",
     "follow_turn",
     "profile_session_host",
+    "profile_store",
     "relayed_deltas",
     "tuned_collector",
     "turn_began",
@@ -68,6 +72,7 @@ _LAZY = {
     "SentMessage": "_send",
     "ClosableState": "_state",
     "StateKey": "_state",
+    "profile_store": "_stores",
 }
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -6,7 +6,7 @@ import dataclasses
 
 from ..agents import AgentPreset, Tool, ToolRegistry
 from ..errors import AgentError, ErrorCode
-from ..loading.text import format_loc
+from ..ground import format_loc
 
 __all__ = ("with_preset_tools",)
 

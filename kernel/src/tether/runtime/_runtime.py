@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import anyio
 from anyio.abc import TaskGroup
 
-from .._exceptions import leaves
 from ..agents._approvals import PermissionHost
 from ..agents._compose import (
     AgentPreset,
@@ -44,9 +43,8 @@ from ..errors import (
     StoreError,
     TetherError,
 )
-from ..loading.kernel import Kernel
-from ..loading.registration import LoadedPlugin
-from ..loading.scopes import Scope
+from ..ground import leaves
+from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ._collector import tuned_collector
@@ -88,19 +86,14 @@ class Runtime:
         self.live_agents: dict[str, Agent] = {}
         """The agents open (inside ``async with``) in this process, by session id."""
         self.permission_host: PermissionHost | None = permission_host
-        """Who answers permission questions (a tool that needs approval, an ACP child with
-        ``permission = "ask"``): the person at an interactive ``tether run``, the client of
-        ``tether acp``, or ``None`` (such calls are refused)."""
+        """Who answers permission questions (tool approvals, ACP children's asks); ``None``:
+        such calls are refused."""
         self.child_host: SessionHost | None = None
-        """Where this runtime's one-shot children run (:func:`tether.subagents.start_child`):
-        ``None``, the default, runs them here; a session host (a ``tether worker`` sets its
-        cluster's) creates each child's session in the shared store and has the host drive
-        it, so a child may run on another worker than its parent."""
+        """Where one-shot children run: ``None`` here; a session host (a ``tether worker``
+        sets its cluster's) has each child driven by whichever worker the host picks."""
         self.resume_cut_turns = False
-        """Whether a turn a crash cut in a model step goes on when its session is next driven
-        (the step is asked again) instead of ending ``aborted``: a ``tether worker`` sets it,
-        as Temporal retries an activity lost with its worker. A turn cut in a tool step goes
-        on only when every open call is idempotent, whatever this says."""
+        """Whether a turn a crash cut in a model step is asked again rather than ``aborted``
+        (a ``tether worker`` sets it; a cut tool step goes on only if its calls are idempotent)."""
         self._skills: SkillRegistry | None = None
         self._subagents: SubagentRuntime | None = None
         self._presets: dict[str | None, AgentPreset] = {}
@@ -129,10 +122,8 @@ class Runtime:
         background work started in it (:meth:`start_soon`), then closes the plugins' closable
         state (:meth:`state`). The store stays the caller's: it is not closed here.
 
-        With ``tune_collector`` (the default) the garbage collector runs at
-        :data:`tether.runtime.RUNTIME_THRESHOLDS` while the runtime is open, which keeps
-        thousands of live children linear in cost (see ``tether/runtime/_collector.py``); pass
-        ``False`` when the application manages the collector itself."""
+        ``tune_collector``: the collector runs at :data:`RUNTIME_THRESHOLDS` while open, which
+        keeps thousands of live children linear (``_collector.py``); ``False`` leaves it be."""
         runtime = cls(kernel, store, permission_host=permission_host)
         try:
             with tuned_collector() if tune_collector else nullcontext():

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from .._files import FileRefused, describe_file_type, read_regular_file
+from ..ground import FileRefused, describe_file_type, read_regular_file
 
 __all__ = (
     "SKILL_FILE_MAX_BYTES",

@@ -7,7 +7,7 @@ wins a name regardless of rank) and the catalog cache live in ``_resolution``. C
 cached per (cwd, scope chain, revision); every mutation bumps the revision, drops the cache and
 emits a change event.
 
-A layer is keyed by its scope's :attr:`~tether.loading.scopes.Scope.path`, so two ``Scope``
+A layer is keyed by its scope's :attr:`~tether.loading._scopes.Scope.path`, so two ``Scope``
 objects for the same place in the tree (an agent composed twice) share one layer.
 """
 
@@ -49,7 +49,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from ..loading.scopes import Scope
+    from ..loading import Scope
 
 __all__ = (
     "DEFAULT_CACHE_ENTRIES",

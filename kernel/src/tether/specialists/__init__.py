@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._provider import SPECIALIST_PROVIDER, SpecialistProvider

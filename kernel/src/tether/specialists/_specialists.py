@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError
 from ..agents._tools import kernel_schema
 from ..errors import AgentError, ErrorCode, TetherError
-from ..loading.text import format_loc
+from ..ground import format_loc
 from ..subagents import SubagentStartRequest, receipt
 from ..subagents._tasks import WAIT_DEFAULT, tasks_note
 from ._provider import SPECIALIST_PROVIDER

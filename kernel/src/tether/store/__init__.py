@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._events import (
@@ -60,8 +60,6 @@ if TYPE_CHECKING:
         DEFAULT_STORE,
         StoreProvider,
         find_store_provider,
-        profile_store,
-        profile_store_provider,
     )
     from ._relay import (
         DeltaBatch,
@@ -118,8 +116,6 @@ __all__ = (
     "find_store_provider",
     "open_store",
     "parse_event",
-    "profile_store",
-    "profile_store_provider",
     "read_store_options",
     "replace_surrogates",
     "session_busy",
@@ -170,8 +166,6 @@ _LAZY = {
     "find_store_provider": "_providers",
     "open_store": "_plugin",
     "parse_event": "_events",
-    "profile_store": "_providers",
-    "profile_store_provider": "_providers",
     "read_store_options": "_options",
     "replace_surrogates": "_events",
     "session_busy": "_lease",

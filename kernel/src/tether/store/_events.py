@@ -15,6 +15,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticSerializationError
 
+from ..contracts import StopReason
 from ..models._types import FinishReason, ImagePart, Message, ToolCall, Usage
 
 __all__ = (
@@ -38,7 +39,6 @@ __all__ = (
     "parse_event",
 )
 
-StopReason = Literal["completed", "aborted", "error", "max-tokens", "refusal"]
 Origin = Literal["user", "subagent"]
 
 

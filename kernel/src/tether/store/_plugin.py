@@ -99,8 +99,8 @@ def open_store(
     prefix; relative paths resolve against ``base`` (default: the current directory).
 
     Without ``providers``, the built-in stores only (``sqlite:PATH``, ``memory``): code that
-    has a kernel opens its profile's store with :func:`profile_store`, which sees the stores
-    its plugins offer.
+    has a kernel opens its profile's store with :func:`tether.runtime.profile_store`, which
+    sees the stores its plugins offer.
     """
     if providers is None:
         providers = BUILTIN_STORE_PROVIDERS

@@ -20,15 +20,12 @@ from typing import TYPE_CHECKING, cast
 from ..errors import ErrorCode, StoreError
 
 if TYPE_CHECKING:
-    from ..loading import Kernel
     from ._protocol import SessionStore
 
 __all__ = (
     "DEFAULT_STORE",
     "StoreProvider",
     "find_store_provider",
-    "profile_store",
-    "profile_store_provider",
 )
 
 _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
@@ -139,48 +136,3 @@ def _listing(providers: Iterable[StoreProvider]) -> str:
 
 #: The store of a profile without ``[tether] store``, next to the profile.
 DEFAULT_STORE = "sqlite:.tether/sessions.db"
-
-#: The hook that offers stores, whose providers are checked at load and used to open.
-_HOOK = "tether_store_providers"
-
-
-def profile_store_provider(kernel: Kernel) -> tuple[StoreProvider, str]:
-    """The provider of the store the kernel's profile names (``[tether] store``, else
-    :data:`DEFAULT_STORE`) and the rest of the spec; opens nothing.
-
-    The providers are those of the plugins of the global layer (the store is the whole
-    profile's), in profile order, the built-in plugin last: the first of a prefix wins.
-    :func:`tether.load_kernel` calls this, so a kernel's spec is known to resolve.
-    """
-    spec = kernel.profile.tether.store or DEFAULT_STORE
-    providers = [
-        provider
-        for plugin in kernel.global_scope.plugins
-        for provider in plugin.collect(_HOOK, StoreProvider)
-    ]
-    return find_store_provider(spec, providers)
-
-
-def profile_store(kernel: Kernel) -> SessionStore:
-    """Open the store the kernel's profile names; a relative path in the spec resolves against
-    the folder of the profile file that set it (or the profile's, for the default)."""
-    profile = kernel.profile
-    file = profile.origins.get(("tether", "store"))  # the file that set it, if any
-    base = file.parent if file is not None else profile.folder
-    provider, rest = profile_store_provider(kernel)
-    from ._protocol import SessionStore
-
-    # What a plugin's provider opens is checked, not trusted: the annotation is its promise.
-    store = cast(object, provider.open(rest, base))
-    if not isinstance(store, SessionStore):
-        plugin = next(
-            p
-            for p in kernel.global_scope.plugins
-            if any(x is provider for x in p.collect(_HOOK, StoreProvider))
-        )
-        raise plugin.contract_violation(
-            _HOOK,
-            f'a store provider "{provider.prefix}" whose open() returns a SessionStore',
-            store,
-        )
-    return store

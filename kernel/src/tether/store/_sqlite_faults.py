@@ -20,8 +20,8 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from .._files import describe_file_type
 from ..errors import ErrorCode, StoreError
+from ..ground import describe_file_type
 
 __all__ = ("check_location", "foreign", "location_failure", "store_failure")
 

@@ -16,26 +16,20 @@ Three audiences, three places:
 * :mod:`tether.subagents.notices`: the texts a model reads about its children.
 
 The declared subagents (specialists) and the task tools are the built-in plugin
-:mod:`tether.specialists`. The package imports its modules on first use of a name (as
-``tether`` does): importing the delegation contract (``tether.subagents._types``), which the
-load-time capability check holds offers to, does not import the subagent service, the agents
-or the kernel.
+:mod:`tether.specialists`. The delegation contract lives in :mod:`tether.contracts` (its
+names re-exported here), where the load-time capability check reads it without importing the
+subagent service, the agents or the kernel. The package imports its modules on first use of a
+name (as ``tether`` does).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from ._activation import ActivationState
-    from ._continuation import ContinuableStart, ContinuationManager, InterruptOutcome
-    from ._depth import DEFAULT_MAX_DEPTH, child_depth
-    from ._listing import AgentEntry
-    from ._runtime import SubagentRuntime, check_output_schema
-    from ._tasks import TaskInfo, Tasks, receipt
-    from ._types import (
+    from ..contracts import (
         CAPABILITIES,
         AgentOptions,
         CancelSignal,
@@ -52,9 +46,15 @@ if TYPE_CHECKING:
         check_provider_offer,
         declared_capabilities,
     )
+    from ._activation import ActivationState
+    from ._continuation import ContinuableStart, ContinuationManager, InterruptOutcome
+    from ._depth import DEFAULT_MAX_DEPTH, child_depth
+    from ._listing import AgentEntry
+    from ._runtime import SubagentRuntime, check_output_schema
+    from ._tasks import TaskInfo, Tasks, receipt
 
-#: At most 30 names (tests/meta/test_public_names.py): the contract's 15 (``_types``) and the
-#: service's; the kit is in ``tether.subagents.local``.
+#: At most 30 names (tests/meta/test_public_names.py): the contract's 15 (re-exported from
+#: :mod:`tether.contracts`) and the service's; the kit is in ``tether.subagents.local``.
 __all__ = (
     "CAPABILITIES",
     "DEFAULT_MAX_DEPTH",
@@ -85,22 +85,23 @@ __all__ = (
     "receipt",
 )
 
+# A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
-    "CAPABILITIES": "_types",
-    "AgentOptions": "_types",
-    "CancelSignal": "_types",
-    "Capability": "_types",
-    "ContinuablePlan": "_types",
-    "ContinuableProvider": "_types",
-    "SettlingRun": "_types",
-    "SubagentCapabilities": "_types",
-    "SubagentEvent": "_types",
-    "SubagentProvider": "_types",
-    "SubagentResult": "_types",
-    "SubagentRun": "_types",
-    "SubagentStartRequest": "_types",
-    "check_provider_offer": "_types",
-    "declared_capabilities": "_types",
+    "CAPABILITIES": ".contracts",
+    "AgentOptions": ".contracts",
+    "CancelSignal": ".contracts",
+    "Capability": ".contracts",
+    "ContinuablePlan": ".contracts",
+    "ContinuableProvider": ".contracts",
+    "SettlingRun": ".contracts",
+    "SubagentCapabilities": ".contracts",
+    "SubagentEvent": ".contracts",
+    "SubagentProvider": ".contracts",
+    "SubagentResult": ".contracts",
+    "SubagentRun": ".contracts",
+    "SubagentStartRequest": ".contracts",
+    "check_provider_offer": ".contracts",
+    "declared_capabilities": ".contracts",
     "DEFAULT_MAX_DEPTH": "_depth",
     "ActivationState": "_activation",
     "AgentEntry": "_listing",

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from ..contracts import SubagentEvent
 from ..errors import ErrorCode, StoreError, SubagentError, TetherError
 from ..store import DescriptorEvent, MessageSource, SessionHeader
 from ._child import answers_of, output_since
 from ._kit import find_continuable_descriptor, restore_local_child
-from ._types import SubagentEvent
 from .notices import settlement_notice
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..agents import carry_trace
+from ..contracts import SubagentResult, SubagentStartRequest
 from ..errors import ErrorCode, SubagentError
 from ..store import Event, InboxAccepted, MessageSource
 from ._kit import compose_local_child
-from ._types import SubagentResult, SubagentStartRequest
 
 if TYPE_CHECKING:
     from ..agents import Agent

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from ..contracts import ContinuableProvider, declared_capabilities
 from ..errors import CapabilityError, ErrorCode, SubagentError
 from ..store import DescriptorEvent, MessageSource, SessionHeader, SessionStore
 from ._activation import Activation, Activations, ActivationState
@@ -41,12 +42,11 @@ from ._delivery import Delivery
 from ._kit import compose_local_child
 from ._listing import AgentEntry, list_continuable
 from ._recovery import recover
-from ._types import ContinuableProvider, declared_capabilities
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..contracts import SubagentStartRequest
     from ._runtime import SubagentRuntime
-    from ._types import SubagentStartRequest
 
 __all__ = ("ContinuableStart", "ContinuationManager", "InterruptOutcome")
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..agents import carry_trace
+from ..contracts import SubagentResult, SubagentStartRequest
 from ..errors import TetherError
 from ..store import (
     AssistantMessage,
@@ -38,7 +39,6 @@ from ._child import (
     start_local_child,
 )
 from ._kit import create_child_session
-from ._types import SubagentResult, SubagentStartRequest
 
 if TYPE_CHECKING:
     from ..agents import Agent

@@ -29,6 +29,7 @@ from ..agents import (
     stricter,
 )
 from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
+from ..contracts import SubagentStartRequest
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..store import (
     ContextMessage,
@@ -41,12 +42,11 @@ from ..store import (
     UserMessage,
 )
 from ._depth import child_depth
-from ._types import SubagentStartRequest
 from .notices import APPROVAL_NOTES, CONTINUABLE_NOTE, DELEGATION_NOTE
 
 if TYPE_CHECKING:
     from ..agents import Agent
-    from ..loading.scopes import Scope
+    from ..loading import Scope
     from ..models import Model
     from ..runtime import Runtime
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._types import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
+from ..contracts import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
 
 if TYPE_CHECKING:
     from ..store import Event

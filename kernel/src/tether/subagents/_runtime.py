@@ -7,11 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError, TetherError
-from ._continuation import ContinuableStart, ContinuationManager
-from ._depth import child_depth
-from ._tasks import Tasks
-from ._types import (
+from ..contracts import (
     ContinuableProvider,
     SettlingRun,
     SubagentEvent,
@@ -20,6 +16,10 @@ from ._types import (
     SubagentRun,
     SubagentStartRequest,
 )
+from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError, TetherError
+from ._continuation import ContinuableStart, ContinuationManager
+from ._depth import child_depth
+from ._tasks import Tasks
 
 if TYPE_CHECKING:
     from ..agents import Agent

@@ -35,8 +35,8 @@ from .notices import SUMMARIES
 
 if TYPE_CHECKING:
     from ..agents import Agent, StepContext
+    from ..contracts import SubagentResult, SubagentRun
     from ._runtime import SubagentRuntime
-    from ._types import SubagentResult, SubagentRun
 
 __all__ = (
     "MAX_WORKING_TASKS",
@@ -319,7 +319,7 @@ class Tasks:
                     await run.dispose()
                 raise
             except Exception as exc:
-                from ._types import SubagentResult
+                from ..contracts import SubagentResult
 
                 result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
             with anyio.CancelScope(shield=True):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports as _lazy_exports
+from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._child import LocalChildRun, final_output, parse_structured, start_local_child

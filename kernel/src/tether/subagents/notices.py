@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._types import SubagentResult
+from ..contracts import SubagentResult
 
 if TYPE_CHECKING:
     from ..models import ModelRequest

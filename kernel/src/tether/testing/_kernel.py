@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..loading.kernel import Kernel
+    from ..loading import Kernel
     from ..runtime import Runtime
 
 
@@ -20,7 +20,7 @@ def write_profile(folder: Path, text: str, name: str = "tether.toml") -> Path:
 
 def make_kernel(profile: Path | str, plugins: Mapping[str, object] | None = None) -> Kernel:
     """Load ``profile`` with ``plugins`` as inline plugins and no installed entry points."""
-    from ..loading.kernel import load_kernel
+    from ..loading import load_kernel
 
     return load_kernel(profile, plugins=plugins or {}, entry_points=False)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from ..loading.kernel import Kernel
+    from ..loading import Kernel
     from ..runtime import Runtime
 
 _AUTOLOAD_ENV = "TETHER_DISABLE_PLUGIN_AUTOLOAD"

@@ -29,7 +29,7 @@ import pytest
 
 from ..agents import Agent
 from ..errors import CapabilityError, ErrorCode, ModelError, SubagentError
-from ..loading.capabilities import Offer
+from ..loading import Offer
 from ..models import FunctionModel, ModelRequest
 from ..runtime import compose_agent
 from ..store import MemoryStore

@@ -12,7 +12,7 @@ capabilities through ``tether_offers``, so the load-time negotiation of a delega
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..loading.capabilities import Offer
+from ..loading import Offer
 from ..subagents import CAPABILITIES, SubagentCapabilities, SubagentStartRequest
 from ..subagents.local import LocalChildRun, start_local_child
 

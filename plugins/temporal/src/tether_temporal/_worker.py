@@ -13,8 +13,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from tether.errors import ErrorCode, PluginError, StoreError
 from tether.loading import Kernel
-from tether.runtime import Runtime
-from tether.store import DeltaRelay, profile_store
+from tether.runtime import Runtime, profile_store
+from tether.store import DeltaRelay
 
 from ._activities import SessionActivities
 from ._host import TemporalHost

@@ -131,7 +131,7 @@ from ._settings import CARD_PATH, ServeSettings
 
 if TYPE_CHECKING:
     from tether.agents import Agent
-    from tether.loading.kernel import Kernel
+    from tether.loading import Kernel
 
 __all__ = (
     "ANSWER_ARTIFACT",
@@ -1138,8 +1138,7 @@ async def serve(
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
     from starlette.applications import Starlette
 
-    from tether.runtime import profile_session_host
-    from tether.store import profile_store
+    from tether.runtime import profile_session_host, profile_store
 
     settings = serve_settings(kernel)
     check_servable(kernel, agent_name, model_spec)

@@ -145,7 +145,7 @@ from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
 
 if TYPE_CHECKING:
     from tether.agents import Agent
-    from tether.loading.kernel import Kernel
+    from tether.loading import Kernel
 
 __all__ = ("PROTOCOL_VERSION", "RETRY_MARKER", "TetherAcpAgent", "serve")
 
@@ -665,8 +665,7 @@ async def serve(
     read, in bytes. The agent and model spec are checked first: a wrong name fails here (a
     :class:`tether.TetherError`), before any ACP message.
     """
-    from tether.runtime import profile_session_host
-    from tether.store import profile_store
+    from tether.runtime import profile_session_host, profile_store
 
     check_servable(kernel, agent_name, model_spec)
     session_host = profile_session_host(kernel)
@@ -702,7 +701,7 @@ async def _serve_cluster(
 ) -> None:
     """``serve`` on a profile whose sessions run on a session host (a cluster): prompts go to
     the host, turns are streamed from the shared store (:mod:`tether_acp._cluster`)."""
-    from tether.store import profile_store
+    from tether.runtime import profile_store
 
     from ._cluster import ClusterAcpAgent
 

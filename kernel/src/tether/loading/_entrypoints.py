@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
 
-from .._files import FileRefused, read_regular_file
+from ..ground import FileRefused, read_regular_file
 
 __all__ = ("InstalledEntryPoint", "installed_entry_points")
 
@@ -121,7 +121,7 @@ def _read(folder: str, name: str) -> str | None:
     """The text of a metadata file, or ``None`` when there is none or it cannot be read as
     one: a folder on ``sys.path`` may come with a cloned repository (``''`` is the current
     directory), so a FIFO, a device or an oversized file is passed over, never opened blocking
-    or read whole (:func:`tether._files.read_regular_file`)."""
+    or read whole (:func:`tether.ground._files.read_regular_file`)."""
     try:
         _, content = read_regular_file(os.path.join(folder, name), _MAX_BYTES)
         return content.decode("utf-8")

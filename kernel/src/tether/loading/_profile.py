@@ -22,7 +22,7 @@ one)::
 Relative paths resolve against the folder of the file that wrote the key, so a key inherited
 through ``extends`` keeps pointing where its author meant. Tables merge key by key, nearest file
 first; any other value (lists included) is replaced whole. The agent folders ``[tether] agents``
-lists (:mod:`tether.loading.folders`) are the base of the agent tables of their names, merged
+lists (:mod:`tether.loading._folders`) are the base of the agent tables of their names, merged
 the same way; the paths an agent folder writes resolve against that folder.
 """
 
@@ -42,10 +42,23 @@ from pydantic import (
 )
 
 from ..errors import ErrorCode, ProfileError
-from .boundary import ALLOW_KEY, BOUNDARY_CONTEXT, Boundary, allowed_paths, boundary_of
-from .folders import AGENT_FILE, AgentFolder, read_agent_folders
-from .names import NAME_PATTERN, is_agent_name, is_name, is_tool_name
-from .text import TextFileError, file_problem, format_loc, parse_toml_text, read_text_file
+from ..ground import (
+    ALLOW_KEY,
+    BOUNDARY_CONTEXT,
+    NAME_PATTERN,
+    Boundary,
+    TextFileError,
+    allowed_paths,
+    boundary_of,
+    file_problem,
+    format_loc,
+    is_agent_name,
+    is_name,
+    is_tool_name,
+    parse_toml_text,
+    read_text_file,
+)
+from ._folders import AGENT_FILE, AgentFolder, read_agent_folders
 
 __all__ = (
     "DEFAULT_PROFILE_NAME",
@@ -259,7 +272,7 @@ class Profile(BaseModel):
     (``[tether] agents``)."""
     boundary: Boundary = Field(default_factory=Boundary)
     """What ``[tether] allow_outside`` of the profile the user runs allows outside the folders
-    of the files that name paths (:mod:`tether.loading.boundary`)."""
+    of the files that name paths (:mod:`tether.ground`)."""
 
     @property
     def folder(self) -> Path:
@@ -701,7 +714,7 @@ def _with_agent_paths(
 
 def _check_paths(profile: Profile) -> None:
     """Every path a file of the profile names (plugin folders, instructions, a ``scripted:``
-    model's script) stays inside the folder that declares it (:mod:`tether.loading.boundary`);
+    model's script) stays inside the folder that declares it (:mod:`tether.ground`);
     keys set in code are the host's and are not checked."""
     boundary = profile.boundary
     wrote = profile.origins.get(("tether", "plugin_dirs"))
@@ -743,7 +756,7 @@ def _script_of(spec: str | None) -> str | None:
 def _check_plugin_dir(boundary: Boundary, folder: Path, wrote: Path, key: str) -> None:
     """A plugin folder and every local plugin file in it (a link is followed) are inside the
     folder of ``wrote``, the file that names the plugin folder."""
-    from .folders import plugin_files
+    from ._folders import plugin_files
 
     boundary.check(folder, folder=wrote.parent, file=wrote, key=key)
     if folder.is_dir():

@@ -1,7 +1,7 @@
 """The plugin catalog: every plugin a kernel could load, by name. Building it imports nothing.
 
 Plugins come from four places, and all of them load the same way (see
-:mod:`tether.loading.registration`):
+:mod:`tether.loading._registration`):
 
 * the **built-in** plugins, modules of the kernel itself (:data:`BUILTIN_PLUGINS`: the
   ``function:`` and ``scripted:`` model providers, the ``sqlite:`` and ``memory`` session
@@ -13,7 +13,7 @@ Plugins come from four places, and all of them load the same way (see
   name), unless autoload is off;
 * **local** plugins: the ``NAME.py`` files of the profile's ``plugin_dirs``; an agent's own
   ``plugin_dirs`` (an agent folder's ``tools/``) are not in the catalog: that agent's layer
-  looks in them first (:func:`tether.loading.kernel.load_kernel`);
+  looks in them first (:func:`tether.loading._kernel.load_kernel`);
 * **inline** plugins handed over in code (tests, embedding hosts). An inline plugin replaces an
   installed or local one of the same name.
 
@@ -38,8 +38,8 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import ErrorCode, PluginError
-from .entrypoints import installed_entry_points
-from .folders import plugin_files
+from ._entrypoints import installed_entry_points
+from ._folders import plugin_files
 
 __all__ = (
     "AUTOLOAD_ENV",
@@ -296,7 +296,7 @@ def local_entries(folder: Path, *, qualified: bool = False) -> list[PluginEntry]
 
     Files whose stem is not a valid plugin name (``_helpers.py``) are not plugins, and only
     regular files (or links to them) count: importing a FIFO or a device would block forever
-    (:func:`tether.loading.folders.plugin_files`). A file is imported as the module
+    (:func:`tether.loading._folders.plugin_files`). A file is imported as the module
     ``tether_local_NAME``; with ``qualified`` (an agent's own folders, where two agents may both
     have a ``search.py``) the module name also carries a digest of the file's path.
     """

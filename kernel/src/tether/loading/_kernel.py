@@ -13,21 +13,20 @@ from pathlib import Path
 from typing import cast
 
 from ..errors import ErrorCode, PluginError, ProfileError, StoreError
-from ..store import profile_store_provider
-from .capabilities import Offer, Requirement, check_requirement, derived_offers
-from .catalog import SPECIALISTS_PLUGIN, PluginCatalog, PluginEntry, local_entries
-from .names import is_agent_name
-from .profile import Profile, find_profile, load_profile
-from .registration import LoadedPlugin, register_plugin
-from .scopes import Scope
-from .settings import (
+from ..ground import format_loc, is_agent_name
+from ._capabilities import Offer, Requirement, check_requirement, derived_offers
+from ._catalog import SPECIALISTS_PLUGIN, PluginCatalog, PluginEntry, local_entries
+from ._profile import Profile, find_profile, load_profile
+from ._registration import LoadedPlugin, register_plugin
+from ._scopes import Scope
+from ._settings import (
     is_plugin_class,
     make_instance,
     plugin_settings_model,
     validate_settings,
     validate_table,
 )
-from .text import format_loc
+from ._stores import profile_store_provider
 
 __all__ = ("Kernel", "load_kernel")
 

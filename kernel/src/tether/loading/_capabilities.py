@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import CapabilityError, ErrorCode
-from .text import format_loc
+from ..ground import format_loc
 
 if TYPE_CHECKING:
-    from .profile import Profile
-    from .registration import LoadedPlugin
-    from .scopes import Scope
+    from ._profile import Profile
+    from ._registration import LoadedPlugin
+    from ._scopes import Scope
 
 __all__ = (
     "SUBAGENT_PROVIDER",
@@ -111,7 +111,7 @@ def offer_contract(kind: str) -> OfferContract | None:
     """The contract of offers of ``kind``; ``None`` for a kind the kernel does not consume (a
     third party's kind is between its plugins). Imports the kind's module only when asked."""
     if kind == SUBAGENT_PROVIDER:
-        from ..subagents._types import SubagentProvider, check_provider_offer
+        from ..contracts import SubagentProvider, check_provider_offer
 
         return OfferContract("tether_subagent_providers", SubagentProvider, check_provider_offer)
     return None
@@ -124,7 +124,7 @@ def derived_offers(plugin: LoadedPlugin) -> tuple[Offer, ...]:
     if not plugin.implements("tether_subagent_providers"):
         return ()
     # Imported here: a profile without subagent providers does not pay for the contract.
-    from ..subagents._types import SubagentCapabilities, SubagentProvider, declared_capabilities
+    from ..contracts import SubagentCapabilities, SubagentProvider, declared_capabilities
 
     named = {
         offer.name or plugin.name for offer in plugin.offers if offer.kind == SUBAGENT_PROVIDER

@@ -24,8 +24,8 @@ from pydantic import BaseModel
 
 from .. import hookspecs
 from ..errors import ErrorCode, PluginError, TetherError
-from .capabilities import Offer, Requirement, offer_contract
-from .catalog import PluginEntry, env_flag
+from ._capabilities import Offer, Requirement, offer_contract
+from ._catalog import PluginEntry, env_flag
 
 __all__ = ("TRACE_ENV", "LoadedPlugin", "register_plugin")
 
@@ -103,7 +103,7 @@ class LoadedPlugin:
         A single record, a string, a mapping or anything not iterable, or an item of another
         type, is ``PLUGIN_CONTRACT_VIOLATION``. Collecting ``tether_offers`` also checks each
         offer of a kind the kernel consumes against the objects the plugin hands over
-        (:func:`tether.loading.capabilities.offer_contract`); ``tether_subagent_providers`` and
+        (:func:`tether.loading._capabilities.offer_contract`); ``tether_subagent_providers`` and
         ``tether_store_providers`` are called once per instance, and a later collect returns
         the same objects.
         """

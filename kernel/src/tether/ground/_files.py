@@ -3,7 +3,7 @@
 Profiles, scripts, instructions and skills may come with a cloned repository, so tether treats
 every such path as hostile until read: a FIFO would block an ``open()`` until some writer
 appears, ``/dev/zero`` (or a link to it) never ends, a multi-gigabyte file would be read whole.
-:func:`read_regular_file` is the one reader behind ``tether.loading.text.read_text_file`` and
+:func:`read_regular_file` is the one reader behind ``tether.ground.read_text_file`` and
 ``tether.skills.read_skill_file``; each turns :class:`FileRefused` into its own message.
 """
 

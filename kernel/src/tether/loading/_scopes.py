@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from .registration import LoadedPlugin
+    from ._registration import LoadedPlugin
 
 __all__ = ("Scope", "ScopeKind")
 

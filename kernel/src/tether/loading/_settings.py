@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeGuard, TypeVar, ca
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ErrorCode, PluginError, TetherError
-from .profile import input_loc
-from .text import format_loc
+from ..ground import format_loc
+from ._profile import input_loc
 
 if TYPE_CHECKING:
-    from .catalog import PluginEntry
-    from .profile import Profile
-    from .registration import LoadedPlugin
+    from ._catalog import PluginEntry
+    from ._profile import Profile
+    from ._registration import LoadedPlugin
 
 __all__ = (
     "Plugin",

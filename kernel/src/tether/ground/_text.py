@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, cast
 
-from .._files import FileRefused, describe_file_type, read_regular_file
+from ._files import FileRefused, describe_file_type, read_regular_file
 
 __all__ = (
     "MAX_NESTING",

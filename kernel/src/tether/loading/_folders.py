@@ -14,7 +14,7 @@
 
 Each folder becomes a plain table (:func:`read_agent_folders`); the profile merges its own
 ``[agent.NAME]`` table over it and validates the result like any other table
-(:func:`tether.loading.profile.profile_from_dict`), so every rule of a profile applies to a
+(:func:`tether.loading._profile.profile_from_dict`), so every rule of a profile applies to a
 folder unchanged. This module also holds which files of a folder are local plugins
 (:func:`plugin_files`), the rule ``[tether] plugin_dirs`` and ``tools/`` share.
 """
@@ -29,9 +29,16 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import ErrorCode, ProfileError
-from .boundary import Boundary
-from .names import is_name, is_name_part
-from .text import MAX_NESTING, TextFileError, format_loc, parse_toml_text, read_text_file
+from ..ground import (
+    MAX_NESTING,
+    Boundary,
+    TextFileError,
+    format_loc,
+    is_name,
+    is_name_part,
+    parse_toml_text,
+    read_text_file,
+)
 
 __all__ = (
     "AGENT_FILE",
@@ -107,7 +114,7 @@ def read_agent_folders(
     agent name made by two folders are :class:`ProfileError`. An agent folder, and each file
     or folder it holds (agent.toml, instructions, tools/, skills/, subagents/), must stay
     inside the folder that holds it once links are followed (``boundary``, see
-    :mod:`tether.loading.boundary`), else ``PATH_OUTSIDE_FOLDER``.
+    :mod:`tether.ground`), else ``PATH_OUTSIDE_FOLDER``.
     """
     boundary = boundary or Boundary()
     found: dict[str, AgentFolder] = {}

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..store import Event, StopReason
+from ._turns import StopReason
 
 if TYPE_CHECKING:
     from ..agents import Agent, ToolFilter
-    from ..loading.capabilities import Offer
+    from ..loading import Offer
     from ..models import Model
+    from ..store import Event
 
 __all__ = (
     "CAPABILITIES",

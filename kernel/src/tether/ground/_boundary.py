@@ -26,6 +26,7 @@ __all__ = (
     "ALLOW_KEY",
     "BOUNDARY_CONTEXT",
     "Boundary",
+    "allowed_paths",
     "boundary_of",
     "is_inside",
     "real_path",
