@@ -102,7 +102,10 @@ class CancelSignal:
         self._event: anyio.Event | None = None  # made only when someone waits
         self._cancelled = False
         self.reason: str | None = None
-        self._callbacks: list[Callable[[], object]] = []
+        # The first callback, then a list of the rest (made only for a second): most
+        # signals have one or none, and a live background child holds its signal.
+        self._callback: Callable[[], object] | None = None
+        self._callbacks: list[Callable[[], object]] | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -114,13 +117,19 @@ class CancelSignal:
             self.reason = reason
             if self._event is not None:
                 self._event.set()
-            for callback in self._callbacks:
+            if self._callback is not None:
+                self._callback()
+            for callback in self._callbacks or ():
                 callback()
 
     def on_cancel(self, callback: Callable[[], object]) -> None:
         """Call ``callback()`` (synchronously) when the signal fires; at once if it has."""
         if self._cancelled:
             callback()
+        elif self._callback is None:
+            self._callback = callback
+        elif self._callbacks is None:
+            self._callbacks = [callback]
         else:
             self._callbacks.append(callback)
 

@@ -433,11 +433,15 @@ def _delegated_tools(
     return dataclasses.replace(spec, tools=tools, policy=policy)
 
 
+_PLAIN_NOTES = {approval: DELEGATION_NOTE + text for approval, text in APPROVAL_NOTES.items()}
+
+
 def _note(
     request: SubagentStartRequest, spec: ChildSpec, *, continuable: bool, remote: bool
 ) -> str:
     """The delegation note the child reads after anything it inherited."""
-    note = DELEGATION_NOTE + APPROVAL_NOTES[spec.approval]
+    # The plain note is one string per approval policy, shared by every child that reads it.
+    note = _PLAIN_NOTES[spec.approval]
     if request.persona:
         note += f"\n\nYour persona for this task:\n{request.persona}"
     if spec.policy is not None:

@@ -51,6 +51,7 @@ class _ObservedRun:
         self._provider = provider
         self._parent = parent
         self._ended = False
+        self._on_settled: Callable[[SubagentResult], Awaitable[None]] | None = None
 
     @property
     def id(self) -> str:
@@ -77,12 +78,14 @@ class _ObservedRun:
         run = self._run
         if not isinstance(run, SettlingRun):
             return False
+        self._on_settled = callback
+        return run.on_settled(self._settled)
 
-        async def settled(result: SubagentResult) -> None:
-            self._end(result.stop_reason)
+    async def _settled(self, result: SubagentResult) -> None:
+        self._end(result.stop_reason)
+        callback, self._on_settled = self._on_settled, None
+        if callback is not None:
             await callback(result)
-
-        return run.on_settled(settled)
 
     def _end(self, stop_reason: str) -> None:
         if self._ended:

@@ -122,14 +122,48 @@ class TaskInfo:
     label: str | None
 
 
-@dataclass
 class _Job:
-    """A one-shot task (no session to continue), working until its run settles."""
+    """A one-shot task (no session to continue), working until its run settles; its
+    call delivers the result (the job is the callback, not a closure: a live background
+    child holds no function, cells nor bound method for it)."""
 
-    id: str
-    tool: str
-    label: str | None
-    run: SubagentRun
+    __slots__ = ("board", "id", "label", "parent", "run", "tasks", "tool")
+
+    def __init__(
+        self,
+        tasks: Tasks,
+        parent: Agent,
+        board: _Board,
+        run: SubagentRun,
+        tool: str,
+        label: str | None,
+    ) -> None:
+        self.tasks = tasks
+        self.parent = parent
+        self.board = board
+        self.id = run.id
+        self.tool = tool
+        self.label = label
+        self.run = run
+
+    async def __call__(self, result: SubagentResult) -> None:
+        """Deliver ``result`` to the parent (never raising: a result never breaks the run
+        that produced it)."""
+        tasks, parent = self.tasks, self.parent
+        self.board.jobs.pop(self.id, None)
+        stop = result.stop_reason
+        output = result.output
+        if stop == "completed" and result.structured is not None:
+            output = json.dumps(result.structured, ensure_ascii=False)
+        elif stop != "completed" and result.diagnostic:
+            output = f"{result.diagnostic}\n{output}".strip()
+        try:
+            text = tasks.result_text(parent, self.id, self.tool, stop, output)
+            await tasks.deliver(parent, self.id, text)
+        except Exception:  # a result never breaks the run that produced it
+            log.exception("could not deliver the result of task %s", self.id)
+        finally:
+            tasks.changed(parent.session_id)
 
 
 @dataclass
@@ -289,24 +323,8 @@ class Tasks:
     def track(self, parent: Agent, run: SubagentRun, tool: str, label: str | None) -> None:
         """Follow a one-shot task until it settles, then deliver its result."""
         board = self._board(parent.session_id)
-        job = board.jobs[run.id] = _Job(run.id, tool, label, run)
-
-        async def settled(result: SubagentResult) -> None:
-            board.jobs.pop(job.id, None)
-            stop = result.stop_reason
-            output = result.output
-            if stop == "completed" and result.structured is not None:
-                output = json.dumps(result.structured, ensure_ascii=False)
-            elif stop != "completed" and result.diagnostic:
-                output = f"{result.diagnostic}\n{output}".strip()
-            try:
-                text = self.result_text(parent, job.id, tool, stop, output)
-                await self.deliver(parent, job.id, text)
-            except Exception:  # a result never breaks the run that produced it
-                log.exception("could not deliver the result of task %s", job.id)
-            finally:
-                self.changed(parent.session_id)
-
+        job = board.jobs[run.id] = _Job(self, parent, board, run, tool, label)
+        settled = job
         on_settled = getattr(run, "on_settled", None)
         if on_settled is not None and on_settled(settled):
             return
