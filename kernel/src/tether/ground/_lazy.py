@@ -2,9 +2,9 @@
 
 A package's ``__init__`` lists its public names and the module of each; the module is imported
 when a name is first read (PEP 562 module ``__getattr__``), so importing one module of a package
-does not run the whole package. ``tether``, ``tether.loading``, ``tether.models``,
-``tether.store`` and ``tether.subagents`` export this way, ``tether.runtime`` for a few names
-(docs/startup.md).
+does not run the whole package. ``tether`` and its packages export this way (``agents``,
+``contracts``, ``ground``, ``loading``, ``models``, ``runtime``, ``specialists``, ``store``,
+``subagents``, ``testing``; docs/startup.md).
 """
 
 from __future__ import annotations
