@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..agents import AgentLimits
+from ..contracts import SettlingRun
 from ..errors import ErrorCode, SubagentError, TetherError
 from ..models import Message
 from ..store import InboxAccepted, MessageSource, UserMessage
@@ -325,8 +326,7 @@ class Tasks:
         board = self._board(parent.session_id)
         job = board.jobs[run.id] = _Job(self, parent, board, run, tool, label)
         settled = job
-        on_settled = getattr(run, "on_settled", None)
-        if on_settled is not None and on_settled(settled):
+        if isinstance(run, SettlingRun) and run.on_settled(settled):
             return
 
         async def wait() -> None:
