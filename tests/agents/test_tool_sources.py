@@ -86,7 +86,7 @@ async def test_hook_tether_tool_sources_merge_into_their_layer_at_compose(tether
     shared = agent.tools.get("shared")
     assert shared is not None
     assert await shared.run({}, None) == "near"  # type: ignore[arg-type]
-    assert {"mine", "theirs", "shared"} <= runtime.known_tool_names()
+    assert {"mine", "theirs", "shared"} <= runtime.tool_catalog.known_names()
 
 
 async def test_an_unchanged_listing_is_the_same_tool_list_and_a_new_one_is_new(tether_kernel):
@@ -185,7 +185,10 @@ async def test_eager_sources_are_listed_when_the_runtime_opens(tether_kernel):
     eager.opens = anyio.Event()
     kernel = kernel_with(tether_kernel, Sources(eager, lazy), Sources(failing))
     runtime = Runtime(kernel)
-    assert [source.name for _, source in runtime.eager_tool_sources()] == ["eager", "failing"]
+    assert [source.name for _, source in runtime.tool_catalog.eager_sources()] == [
+        "eager",
+        "failing",
+    ]
     async with Runtime.open(kernel, MemoryStore()) as opened:
         with anyio.fail_after(scaled(10)):
             await eager.opens.wait()

@@ -243,7 +243,7 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     for line in composition_tree(kernel):
         click.echo(line)
     failed = False
-    if runtime is not None and runtime.eager_tool_sources():
+    if runtime is not None and runtime.tool_catalog.eager_sources():
         for line, ok in run_async(_list_eager_sources, kernel):
             click.echo(line, err=not ok)
             failed = failed or not ok
@@ -274,9 +274,9 @@ async def _list_eager_sources(kernel: Kernel) -> list[tuple[str, bool]]:
 
     lines: list[tuple[str, bool]] = []
     async with Runtime.open(kernel, tune_collector=False) as runtime:
-        for owner, source in runtime.eager_tool_sources():
+        for owner, source in runtime.tool_catalog.eager_sources():
             try:
-                tools = await runtime.list_tool_source(owner, source)
+                tools = await runtime.tool_catalog.list_source(owner, source)
             except TetherError as exc:
                 lines.append((f"ERROR: {exc}", False))
             else:

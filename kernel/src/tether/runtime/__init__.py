@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ._send import SentMessage
     from ._state import ClosableState, StateKey
     from ._stores import profile_store
+    from ._tools import ToolCatalog
 
 __all__ = (
     "COMPACT_GESTURE",
@@ -45,6 +46,7 @@ __all__ = (
     "SentMessage",
     "SessionHost",
     "StateKey",
+    "ToolCatalog",
     "compose_agent",
     "follow_turn",
     "profile_session_host",
@@ -73,6 +75,7 @@ _LAZY = {
     "ClosableState": "_state",
     "StateKey": "_state",
     "profile_store": "_stores",
+    "ToolCatalog": "_tools",
 }
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

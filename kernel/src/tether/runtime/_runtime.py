@@ -18,9 +18,9 @@ needs. ``open`` adds the task group background work runs in, and closes what it 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -33,9 +33,8 @@ from ..agents._compose import (
     resolve_preset_model,
 )
 from ..agents._step import AgentLimits
-from ..agents._tools import Tool, ToolRegistry, ToolSource
+from ..agents._tools import ToolRegistry, ToolSource
 from ..errors import (
-    AgentError,
     ErrorCode,
     ModelError,
     PluginError,
@@ -51,6 +50,7 @@ from ._collector import tuned_collector
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
 from ._presets import with_preset_tools
 from ._state import RuntimeState, StateKey
+from ._tools import ToolCatalog
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -64,8 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ("COMPACT_GESTURE", "Runtime", "compose_agent")
 
-#: What each tool source listed, in order.
-_Listed = tuple[Sequence[Tool], ...]
 _T = TypeVar("_T")
 
 
@@ -97,9 +95,8 @@ class Runtime:
         self._skills: SkillRegistry | None = None
         self._subagents: SubagentRuntime | None = None
         self._presets: dict[str | None, AgentPreset] = {}
-        self._known_tools: frozenset[str] | None = None
-        self._listed_tools: frozenset[str] = frozenset()
-        self._composed_tools: dict[str | None, tuple[_Listed, ToolRegistry]] = {}
+        self.tool_catalog = ToolCatalog(self)
+        """What tools the plugins offer and the tool sources list (composed per preset)."""
         self._group: TaskGroup | None = None
         self._kept: SessionStore | None = None
         self._state = RuntimeState()
@@ -155,8 +152,8 @@ class Runtime:
                 if store is not None and store.durable:
                     self._kept = store
                     group.start_soon(self._keep, store)
-                for source in self.eager_tool_sources():
-                    group.start_soon(self._warm, source)
+                for source in self.tool_catalog.eager_sources():
+                    group.start_soon(self.tool_catalog.warm, source)
                 try:
                     yield
                 finally:
@@ -249,74 +246,10 @@ class Runtime:
             self._presets[agent] = cached
         return cached
 
-    def known_tool_names(self) -> frozenset[str]:
-        """The name of every tool some plugin instance offers, in any scope, and of every tool
-        a tool source has listed in this runtime: what a tool filter may name."""
-        if self._known_tools is None:
-            self._known_tools = frozenset(
-                tool.name
-                for plugin in self.kernel.plugins
-                for tool in plugin.collect("tether_tools", Tool)
-            )
-        return self._known_tools | self._listed_tools
-
-    def eager_tool_sources(self) -> list[tuple[str, ToolSource]]:
-        """``(plugin, source)`` for every eager tool source of every scope, in profile order."""
-        return [
-            (plugin.name, source)
-            for plugin in self.kernel.plugins
-            if plugin.implements("tether_tool_sources")
-            for source in plugin.collect("tether_tool_sources", ToolSource)
-            if source.eager
-        ]
-
     async def tools(self, preset: AgentPreset, extra: Sequence[ToolSource] = ()) -> ToolRegistry:
-        """The tool list an agent of ``preset`` gets when composed now: the preset's tools,
-        with what each of its tool sources lists now merged into its layer (see
-        :class:`tether.agents.ToolSource`). Without tool sources, the preset's own list.
-        ``extra`` sources (a session's own, as ``tether acp`` passes its client's MCP
-        servers) form a layer of their own, nearest of all.
-
-        The sources are listed concurrently; the first that fails (in scope order) is raised.
-        While every source returns the same sequence as last time, the list is the same
-        :class:`ToolRegistry` object too."""
-        if not preset.has_tool_sources and not extra:
-            return preset.tools
-        own = [("session", source) for source in extra]
-        layered = list(preset.tool_sources) or [()]
-        static = list(preset.tool_layers) or [()]
-        if extra:  # a layer of their own, nearest: they hide a profile tool of one name
-            layered.insert(0, tuple(own))
-            static.insert(0, ())
-        sources = [pair for layer in layered for pair in layer]
-        listed = await _list_sources(self, sources)
-        cached = None if extra else self._composed_tools.get(preset.name)
-        if cached is not None and all(a is b for a, b in zip(cached[0], listed, strict=True)):
-            return cached[1]
-        found = iter(listed)
-        layers: list[list[tuple[str, Tool]]] = []
-        for fixed, dynamic in zip(static, layered, strict=True):
-            layer = list(fixed)
-            for owner, source in dynamic:
-                layer.extend((f"{owner} ({source.name})", tool) for tool in next(found))
-            layers.append(layer)
-        registry = ToolRegistry.from_layers(layers)
-        if not extra:  # a session's own sources are its alone: not kept
-            self._composed_tools[preset.name] = (listed, registry)
-        self._listed_tools = self._listed_tools | {tool.name for tools in listed for tool in tools}
-        return registry
-
-    async def list_tool_source(self, owner: str, source: ToolSource) -> Sequence[Tool]:
-        """What ``source`` (offered by the plugin ``owner``) lists now, checked: a failure is
-        its own :class:`tether.TetherError` or ``TOOL_SOURCE_FAILED``; a result that is not a
-        sequence of tools is ``PLUGIN_CONTRACT_VIOLATION``."""
-        return await _list_source(self, owner, source)
-
-    async def _warm(self, pair: tuple[str, ToolSource]) -> None:
-        """List an eager source once the runtime opens; a failure waits for the first compose
-        (which lists again and raises it)."""
-        with suppress(Exception):  # the compose that needs the tools reports it
-            await _list_source(self, *pair)
+        """The tool list an agent of ``preset`` gets when composed now
+        (:meth:`ToolCatalog.compose <tether.runtime.ToolCatalog.compose>`)."""
+        return await self.tool_catalog.compose(preset, extra)
 
     # ------------------------------------------------------------------ agents
 
@@ -594,64 +527,6 @@ async def compose_agent(
         record_model=record_model,
         store=store,
     )
-
-
-async def _list_sources(
-    runtime: Runtime, sources: Sequence[tuple[str, ToolSource]]
-) -> tuple[Sequence[Tool], ...]:
-    """What each source lists, concurrently; the first failure in order is raised."""
-    if len(sources) == 1:
-        return (await _list_source(runtime, *sources[0]),)
-    results: list[Sequence[Tool] | BaseException] = [()] * len(sources)
-
-    async def one(index: int) -> None:
-        try:
-            results[index] = await _list_source(runtime, *sources[index])
-        except Exception as exc:
-            results[index] = exc
-
-    async with anyio.create_task_group() as group:
-        for index in range(len(sources)):
-            group.start_soon(one, index)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return tuple(result for result in results if not isinstance(result, BaseException))
-
-
-async def _list_source(runtime: Runtime, owner: str, source: ToolSource) -> Sequence[Tool]:
-    """One source's tools, checked; a failure that is not a tether error is named."""
-    try:
-        listed = await source.list_tools(runtime)
-    except TetherError:
-        raise
-    except Exception as exc:
-        raise AgentError(
-            ErrorCode.TOOL_SOURCE_FAILED,
-            f'tool source "{source.name}" of plugin "{owner}" could not list its tools: '
-            f"{type(exc).__name__}: {exc}",
-            plugin=owner,
-            remedy="fix the source's settings, or what it runs (--debug shows the traceback)",
-        ) from exc
-    items = cast(object, listed)
-    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
-        raise PluginError(
-            ErrorCode.PLUGIN_CONTRACT_VIOLATION,
-            f'tool source "{source.name}" of plugin "{owner}" listed {type(items).__name__}, '
-            "not a sequence of tether.agents.Tool",
-            plugin=owner,
-            remedy="return a list or tuple of Tool from list_tools",
-        )
-    for item in cast(Sequence[object], items):
-        if not isinstance(item, Tool):
-            raise PluginError(
-                ErrorCode.PLUGIN_CONTRACT_VIOLATION,
-                f'tool source "{source.name}" of plugin "{owner}" listed '
-                f"{type(item).__name__}, not a tether.agents.Tool",
-                plugin=owner,
-                remedy="return a list or tuple of Tool from list_tools",
-            )
-    return cast(Sequence[Tool], items)
 
 
 def _register_skill_provider(

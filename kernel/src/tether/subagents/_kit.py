@@ -419,7 +419,7 @@ def _delegated_tools(
     if request.tool_filter is not None:
         # A name no plugin offers is a misspelling; a name an ancestor's delegation already
         # took away (or this agent never had) is narrowed again, which changes nothing.
-        known = spec.runtime.known_tool_names()
+        known = spec.runtime.tool_catalog.known_names()
         if not keep_tool_list:
             tools = tools.restrict(request.tool_filter, known=known)
         else:
