@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from ._capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
+    from ..contracts import Offer, Requirement
+    from ._capabilities import SUBAGENT_PROVIDER, OfferContract, offer_contract
     from ._catalog import (
         AUTOLOAD_ENV,
         BUILTIN_PLUGINS,
@@ -103,11 +104,12 @@ __all__ = (
     "register_plugin",
 )
 
+# A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "SUBAGENT_PROVIDER": "_capabilities",
-    "Offer": "_capabilities",
+    "Offer": ".contracts",
     "OfferContract": "_capabilities",
-    "Requirement": "_capabilities",
+    "Requirement": ".contracts",
     "offer_contract": "_capabilities",
     "AUTOLOAD_ENV": "_catalog",
     "BUILTIN_PLUGINS": "_catalog",

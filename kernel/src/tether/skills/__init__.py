@@ -7,6 +7,28 @@ merges them per scope chain.
 
 from __future__ import annotations
 
+from ..contracts import (
+    SKILL_NAME_MAX,
+    SKILL_NAME_PATTERN,
+    BundledFiles,
+    DirectoryResources,
+    InvocationPolicy,
+    OpaqueResources,
+    ResourceBase,
+    SkillCandidate,
+    SkillDefinition,
+    SkillFile,
+    SkillLocation,
+    SkillObservation,
+    SkillProvider,
+    SkillProviderDiagnostics,
+    SkillProviderFactory,
+    SkillProviderFiles,
+    SkillSummary,
+    SkippedSkill,
+    UrlResources,
+    is_skill_name,
+)
 from ._files import (
     SKILL_FILE_MAX_BYTES,
     SkillFileRefused,
@@ -32,28 +54,6 @@ from ._render import (
     escape_attribute,
     escape_text,
     render_skill_content,
-)
-from ._types import (
-    SKILL_NAME_MAX,
-    SKILL_NAME_PATTERN,
-    BundledFiles,
-    DirectoryResources,
-    InvocationPolicy,
-    OpaqueResources,
-    ResourceBase,
-    SkillCandidate,
-    SkillDefinition,
-    SkillFile,
-    SkillLocation,
-    SkillObservation,
-    SkillProvider,
-    SkillProviderDiagnostics,
-    SkillProviderFactory,
-    SkillProviderFiles,
-    SkillSummary,
-    SkippedSkill,
-    UrlResources,
-    is_skill_name,
 )
 
 __all__ = (
