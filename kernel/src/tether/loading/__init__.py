@@ -14,7 +14,7 @@ boundary they read with are :mod:`tether.ground`'s):
   against the specs;
 * ``_settings``: each instance's settings table, validated;
 * ``_scopes``: the layers instances live in and the chain through them;
-* ``_capabilities``: offers, requirements and the check between them;
+* ``_capabilities``: the check between offers and requirements (:mod:`tether.contracts`'s);
 * ``_stores``: which store provider the profile names (opened by
   :func:`tether.runtime.profile_store`);
 * ``_kernel``: :func:`load_kernel`, the whole walk, and the :class:`Kernel`.

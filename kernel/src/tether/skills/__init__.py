@@ -2,7 +2,8 @@
 
 The model sees a cheap catalog (name and description); it loads a skill's body only when it
 needs it. Providers list candidates and load definitions; the scoped :class:`SkillRegistry`
-merges them per scope chain.
+merges them per scope chain. The skill contracts (what a skill is, ``SkillProvider`` and its
+factory) are defined in :mod:`tether.contracts` and re-exported here under the same names.
 """
 
 from __future__ import annotations
