@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from tether.agents import Tool
-from tether.agents._tools import _surely_valid, schema_problem  # pyright: ignore[reportPrivateUsage]
+from tether.contracts._tools import _surely_valid, schema_problem  # pyright: ignore[reportPrivateUsage]
 from tether.errors import AgentError
 
 BASE: dict[str, Any] = {

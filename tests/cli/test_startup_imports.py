@@ -61,7 +61,8 @@ NO_PROFILE = (
 #: What loading a profile (``tether plugins`` with one, ``tether check`` of a profile of
 #: plugins) must not import: the session store and the agent rooms.
 PROFILE_ONLY = (
-    "tether.models._types",
+    "tether.contracts._messages",
+    "tether.contracts._events",
     "tether.store._events",
     "tether.store._sqlite",
     "tether.agents",
@@ -114,6 +115,7 @@ QUICKSTART_CHECK = (
     "tether.agents._loop",
     "tether.agents._keeper",
     "tether.store._events",
+    "tether.contracts._events",
     "tether.store.replay",
     "tether.store._sqlite",
     "tether.runtime._hosts",

@@ -68,3 +68,23 @@ def test_hook_has_a_test(name):
 def test_every_hook_has_a_docstring():
     for name in HOOKS:
         assert (getattr(hookspecs, name).__doc__ or "").strip(), name
+
+
+def test_every_spec_resolves_its_annotations_from_the_contracts():
+    # click and pydantic are third-party and imported only for the type checker (a command
+    # without a profile imports neither); every tether type resolves from what runs.
+    import typing
+
+    import click
+    from pydantic import BaseModel
+
+    for name in HOOKS:
+        hints = typing.get_type_hints(
+            getattr(hookspecs, name), localns={"click": click, "BaseModel": BaseModel}
+        )
+        assert "return" in hints, name
+    hints = typing.get_type_hints(hookspecs.tether_preset_tools)
+    from tether.contracts import PresetView, Tool
+
+    assert hints["preset"] is PresetView
+    assert typing.get_args(hints["return"]) == (Tool,)

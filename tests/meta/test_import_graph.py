@@ -25,11 +25,13 @@ ROOT = Path(tether.__file__).parent
 #: it) or a top-level module, and each is on one floor. The ground (safe file reading, text and
 #: TOML, names, the folder boundary, exception leaves, lazy exports) stands beside the public
 #: ``tether.errors`` and ``tether._version`` and imports nothing else of tether.
-#: ``tether.hookspecs`` imports nothing of tether when it runs, so the built-in plugins of
-#: ``tether.models``, ``tether.store`` and ``tether.specialists`` can mark their hooks with it.
-#: ``tether.contracts``, directly above, holds what crosses a plugin boundary (today the
-#: delegation contract, which the load-time capability check holds offers to, and a turn's stop
-#: reason) and imports nothing but the ground when it runs. ``tether.loading`` is the whole walk
+#: ``tether.contracts``, directly above, holds what crosses a plugin boundary (the protocols and
+#: value types of models, stores, tools, tool sources, pre-steps, instructions, compaction
+#: strategies, tracers, skill providers, subagent providers, session hosts, offers and
+#: requirements, and what a plugin is shown of a preset) and imports nothing but the ground when
+#: it runs. ``tether.hookspecs`` imports only the contracts when it runs (the names its specs
+#: hand over), so the built-in plugins of ``tether.models``, ``tether.store`` and
+#: ``tether.specialists`` can mark their hooks with it. ``tether.loading`` is the whole walk
 #: from a profile to a kernel, above the store whose provider it checks. ``tether.specialists``
 #: (declared subagents and the task tools) is built on the subagent service, and nothing below
 #: the command line imports it: the kernel loads it by name, as a plugin.
@@ -67,6 +69,16 @@ def _type_checking(node: ast.If) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+def _type_only(node: ast.AST):
+    """The imports under ``if TYPE_CHECKING:`` (at any depth)."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.If) and _type_checking(child):
+            for statement in child.body:
+                for inner in ast.walk(statement):
+                    if isinstance(inner, ast.Import | ast.ImportFrom):
+                        yield inner
 
 
 def _walk(node: ast.AST):
@@ -210,6 +222,63 @@ def test_floors_name_folders_and_top_level_modules_only():
 def test_every_node_is_on_a_floor():
     placed = {entry for floor in FLOORS for entry in floor}
     assert sorted(NODES - placed) == []
+
+
+#: What the contracts name of the rooms above them, for the type checker only (under
+#: ``TYPE_CHECKING``): classes with behaviour that a contract hands to a plugin (the agent a
+#: tool, a step or a tracer is handed; the runtime a tool source lists for; a lease's owner; a
+#: skill provider's control), which the contracts cannot hold without holding that behaviour.
+CONTRACTS_TYPE_ONLY = {
+    "tether.agents": {"Agent"},
+    "tether.runtime": {"Runtime"},
+    "tether.store": {"LeaseOwner"},
+    "tether.skills": {"SkillProviderControl"},
+}
+
+
+def type_only_imports(module: str) -> dict[str, set[str]]:
+    """``{imported module: names}`` of ``module``'s imports under ``TYPE_CHECKING``."""
+    path = MODULES[module]
+    is_package = path.name == "__init__.py"
+    found: dict[str, set[str]] = {}
+    for node in _type_only(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.setdefault(alias.name, set())
+        else:
+            base = _resolve(module, is_package, node.level, node.module)
+            found.setdefault(base, set()).update(alias.name for alias in node.names)
+    return found
+
+
+def test_the_contracts_import_only_the_ground_when_they_run():
+    for module in MODULES:
+        if node_of(module) == "tether.contracts":
+            above = sorted(
+                t for t in GRAPH[module] if node_of(t) not in ("tether.contracts", *FLOORS[0])
+            )
+            assert above == [], module
+
+
+def test_the_contracts_name_only_a_few_classes_of_the_rooms_above_them():
+    named: dict[str, set[str]] = {}
+    for module in MODULES:
+        if node_of(module) != "tether.contracts":
+            continue
+        for target, names in type_only_imports(module).items():
+            if target.startswith("tether.") and node_of(target) not in (
+                "tether.contracts",
+                *FLOORS[0],
+            ):
+                assert target == node_of(target), f"{module} names {target}, a private module"
+                named.setdefault(target, set()).update(names)
+    assert named == CONTRACTS_TYPE_ONLY
+
+
+def test_hookspecs_name_what_they_hand_over_from_the_contracts_when_they_run():
+    assert GRAPH["tether.hookspecs"] - {TOP} == {"tether.contracts"}
+    typed = type_only_imports("tether.hookspecs")
+    assert sorted(t for t in typed if t.startswith("tether")) == []  # no type-only hub
 
 
 def test_each_floor_imports_only_from_itself_and_below():

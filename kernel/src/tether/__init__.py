@@ -12,6 +12,7 @@ from ._version import __version__
 from .ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from .contracts import Offer, Requirement
     from .errors import (
         AgentError,
         CapabilityError,
@@ -29,14 +30,12 @@ if TYPE_CHECKING:
     from .loading import (
         Kernel,
         LoadedPlugin,
-        Offer,
         Plugin,
         PluginCatalog,
         PluginEntry,
         PluginSettings,
         Profile,
         ProfilePath,
-        Requirement,
         Scope,
         load_kernel,
         load_profile,
@@ -72,8 +71,8 @@ __all__ = (
 )
 
 _LAZY = {
-    "Offer": "loading._capabilities",
-    "Requirement": "loading._capabilities",
+    "Offer": "contracts",
+    "Requirement": "contracts",
     "AgentError": "errors",
     "CapabilityError": "errors",
     "HostError": "errors",

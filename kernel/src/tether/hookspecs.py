@@ -18,6 +18,9 @@ agent exists. The *command line* hook is apart: it runs without a profile, when 
 command a plugin adds. The kernel's own model providers, session stores and declared subagents
 are built-in plugins (``tether.models``, ``tether.store``, ``tether.specialists``) that
 implement these hooks like any other plugin.
+
+What the hooks hand over is named from :mod:`tether.contracts` (imported when this module runs;
+its names are imported on first use), so ``typing.get_type_hints`` resolves every spec.
 """
 
 from __future__ import annotations
@@ -27,25 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from . import contracts
+
 if TYPE_CHECKING:
     import click
     from pydantic import BaseModel
-
-    from .agents import (
-        AgentPreset,
-        CompactionStrategy,
-        DynamicInstruction,
-        PreStep,
-        Tool,
-        ToolSource,
-        Tracer,
-    )
-    from .loading import Offer, Requirement
-    from .models import ModelProvider
-    from .runtime import SessionHost
-    from .skills import SkillProviderFactory
-    from .store import StoreProvider
-    from .subagents import SubagentProvider
 
 __all__ = ("PROJECT_NAME", "hookimpl", "hookspec")
 
@@ -78,7 +67,7 @@ def tether_settings_model() -> type[BaseModel] | None:  # type: ignore[empty-bod
 
 
 @hookspec
-def tether_offers(settings: Any) -> Iterable[Offer]:  # type: ignore[empty-body]
+def tether_offers(settings: Any) -> Iterable[contracts.Offer]:  # type: ignore[empty-body]
     """Declare what this plugin provides to other plugins.
 
     :param settings: this instance's validated settings (``None`` without a settings model).
@@ -99,7 +88,7 @@ def tether_offers(settings: Any) -> Iterable[Offer]:  # type: ignore[empty-body]
 
 
 @hookspec
-def tether_requires(settings: Any) -> Iterable[Requirement]:  # type: ignore[empty-body]
+def tether_requires(settings: Any) -> Iterable[contracts.Requirement]:  # type: ignore[empty-body]
     """Declare what this plugin needs of other plugins, usually derived from its settings.
 
     :param settings: this instance's validated settings (``None`` without a settings model).
@@ -114,7 +103,7 @@ def tether_requires(settings: Any) -> Iterable[Requirement]:  # type: ignore[emp
 
 
 @hookspec
-def tether_store_providers(settings: Any) -> Iterable[StoreProvider]:  # type: ignore[empty-body]
+def tether_store_providers(settings: Any) -> Iterable[contracts.StoreProvider]:  # type: ignore[empty-body]
     """Offer session stores: ``StoreProvider(prefix, open, description, argument)`` opens the
     store of the spec ``PREFIX:REST`` (or the bare ``PREFIX`` when ``argument`` is ``None``).
 
@@ -133,7 +122,7 @@ def tether_store_providers(settings: Any) -> Iterable[StoreProvider]:  # type: i
 
 
 @hookspec
-def tether_session_hosts(settings: Any) -> Iterable[SessionHost]:  # type: ignore[empty-body]
+def tether_session_hosts(settings: Any) -> Iterable[contracts.SessionHost]:  # type: ignore[empty-body]
     """Offer a place other than this process where the profile's sessions run (a cluster).
 
     :param settings: this instance's validated settings.
@@ -150,7 +139,7 @@ def tether_session_hosts(settings: Any) -> Iterable[SessionHost]:  # type: ignor
 
 
 @hookspec
-def tether_tracers(settings: Any) -> Iterable[Tracer]:  # type: ignore[empty-body]
+def tether_tracers(settings: Any) -> Iterable[contracts.Tracer]:  # type: ignore[empty-body]
     """Offer tracers: what sees every agent's turns, model requests and tool calls as they
     happen (``tether-otel`` records them as OpenTelemetry spans).
 
@@ -174,7 +163,7 @@ def tether_tracers(settings: Any) -> Iterable[Tracer]:  # type: ignore[empty-bod
 
 
 @hookspec
-def tether_tools(settings: Any) -> Iterable[Tool]:  # type: ignore[empty-body]
+def tether_tools(settings: Any) -> Iterable[contracts.Tool]:  # type: ignore[empty-body]
     """Offer model-facing tools to agents whose scope chain includes this plugin instance.
 
     :param settings: this instance's validated settings.
@@ -189,14 +178,15 @@ def tether_tools(settings: Any) -> Iterable[Tool]:  # type: ignore[empty-body]
 
 
 @hookspec
-def tether_preset_tools(settings: Any, preset: AgentPreset) -> Iterable[Tool]:  # type: ignore[empty-body]
+def tether_preset_tools(settings: Any, preset: contracts.PresetView) -> Iterable[contracts.Tool]:  # type: ignore[empty-body]
     """Offer tools to one agent by what its preset declares (the built-in plugin
     ``tether.specialists`` offers a tool per declared subagent this way).
 
     :param settings: this instance's validated settings.
-    :param preset: the :class:`tether.agents.AgentPreset` the runtime has just built: its
-        ``name``, ``scope``, declared subagents (``specialists``) and the tools the plugins
-        offer it (``tools``, ``tool_layers``).
+    :param preset: the :class:`tether.agents.AgentPreset` the runtime has just built, read as
+        a :class:`tether.contracts.PresetView`: its ``name``, ``model_spec``, declared
+        subagents (``specialists``) and the tools the plugins offer it (``tool_layers``); the
+        preset has more (``scope``, ``tools``), which a plugin reads at its own risk.
     :return: an iterable of :class:`tether.agents.Tool` (none for a preset it has nothing for).
 
     Called once per agent preset a runtime builds (``Runtime.preset``: once per agent of a
@@ -210,7 +200,7 @@ def tether_preset_tools(settings: Any, preset: AgentPreset) -> Iterable[Tool]:  
 
 
 @hookspec
-def tether_tool_sources(settings: Any) -> Iterable[ToolSource]:  # type: ignore[empty-body]
+def tether_tool_sources(settings: Any) -> Iterable[contracts.ToolSource]:  # type: ignore[empty-body]
     """Offer tool sources: tools that exist while something runs (an MCP server's), listed
     when an agent is composed rather than at load.
 
@@ -231,7 +221,7 @@ def tether_tool_sources(settings: Any) -> Iterable[ToolSource]:  # type: ignore[
 
 
 @hookspec
-def tether_model_providers(settings: Any) -> Iterable[ModelProvider]:  # type: ignore[empty-body]
+def tether_model_providers(settings: Any) -> Iterable[contracts.ModelProvider]:  # type: ignore[empty-body]
     """Offer model providers: ``ModelProvider(prefix, factory)`` makes models for ``PREFIX:NAME``.
 
     :param settings: this instance's validated settings.
@@ -245,7 +235,7 @@ def tether_model_providers(settings: Any) -> Iterable[ModelProvider]:  # type: i
 
 
 @hookspec
-def tether_instructions(settings: Any) -> Iterable[DynamicInstruction]:  # type: ignore[empty-body]
+def tether_instructions(settings: Any) -> Iterable[contracts.DynamicInstruction]:  # type: ignore[empty-body]
     """Offer dynamic instructions: resolvers keyed by slug, evaluated at session or turn start.
 
     :param settings: this instance's validated settings.
@@ -258,7 +248,7 @@ def tether_instructions(settings: Any) -> Iterable[DynamicInstruction]:  # type:
 
 
 @hookspec
-def tether_pre_step(settings: Any) -> Iterable[PreStep]:  # type: ignore[empty-body]
+def tether_pre_step(settings: Any) -> Iterable[contracts.PreStep]:  # type: ignore[empty-body]
     """Offer pre-step hooks: async functions run before every model request of a turn.
 
     :param settings: this instance's validated settings.
@@ -271,7 +261,7 @@ def tether_pre_step(settings: Any) -> Iterable[PreStep]:  # type: ignore[empty-b
 
 
 @hookspec
-def tether_compaction_strategies(settings: Any) -> Iterable[CompactionStrategy]:  # type: ignore[empty-body]
+def tether_compaction_strategies(settings: Any) -> Iterable[contracts.CompactionStrategy]:  # type: ignore[empty-body]
     """Offer compaction strategies: other ways of writing a compacted session's summary.
 
     :param settings: this instance's validated settings.
@@ -292,7 +282,7 @@ def tether_compaction_strategies(settings: Any) -> Iterable[CompactionStrategy]:
 
 
 @hookspec
-def tether_skill_providers(settings: Any) -> Iterable[SkillProviderFactory]:  # type: ignore[empty-body]
+def tether_skill_providers(settings: Any) -> Iterable[contracts.SkillProviderFactory]:  # type: ignore[empty-body]
     """Offer skill providers for this plugin instance's scope layer.
 
     :param settings: this instance's validated settings.
@@ -311,7 +301,7 @@ def tether_skill_providers(settings: Any) -> Iterable[SkillProviderFactory]:  # 
 
 
 @hookspec
-def tether_subagent_providers(settings: Any) -> Iterable[SubagentProvider]:  # type: ignore[empty-body]
+def tether_subagent_providers(settings: Any) -> Iterable[contracts.SubagentProvider]:  # type: ignore[empty-body]
     """Offer subagent providers (objects implementing :class:`tether.subagents.SubagentProvider`;
     :class:`tether.subagents.local.LocalChildProvider` is the skeleton of one whose children
     are agents of the profile).

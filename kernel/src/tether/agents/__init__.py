@@ -14,6 +14,23 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from ..contracts import (
+        CompactionInput,
+        CompactionStrategy,
+        DynamicInstruction,
+        InstructionContext,
+        PreStep,
+        Specialist,
+        StepContext,
+        Tool,
+        ToolContext,
+        ToolError,
+        ToolFilter,
+        ToolOutput,
+        ToolSource,
+        Tracer,
+        TurnStart,
+    )
     from ..store.replay import event_to_message, render_instruction
     from ._agent import Agent, new_header
     from ._approvals import (
@@ -29,13 +46,10 @@ if TYPE_CHECKING:
     from ._budget import ContextBudget
     from ._compaction import (
         SUMMARY_INSTRUCTION,
-        CompactionInput,
         CompactionPolicy,
-        CompactionStrategy,
     )
     from ._compose import (
         AgentPreset,
-        Specialist,
         build_preset,
         check_servable,
         resolve_agent_name,
@@ -44,29 +58,17 @@ if TYPE_CHECKING:
     from ._inbox import Inbox
     from ._instructions import (
         PARALLEL_TOOLS_SECTION,
-        DynamicInstruction,
-        InstructionContext,
         load_instructions,
     )
     from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
     from ._lease import SessionLease
     from ._loop import TurnLoop
     from ._spec import AgentSpec
-    from ._step import AgentLimits, PreStep, StepContext
+    from ._step import AgentLimits
     from ._stream import AnswerStream
-    from ._tools import (
-        Tool,
-        ToolContext,
-        ToolError,
-        ToolFilter,
-        ToolOutput,
-        ToolRegistry,
-        ToolSource,
-    )
+    from ._tools import ToolRegistry
     from ._tracing import (
         TRACE_KEYS,
-        Tracer,
-        TurnStart,
         carry_trace,
         current_trace,
         trace_from,
@@ -134,6 +136,7 @@ __all__ = (
 
 # The names are imported when first used: a plugin that offers a tool or a pre-step hook
 # imports the module that defines it, not the Agent and the session events (docs/startup.md).
+# A value starting with a dot is a module beside this package (tether.contracts, store.replay).
 _LAZY = {
     "event_to_message": ".store.replay",
     "render_instruction": ".store.replay",
@@ -149,19 +152,19 @@ _LAZY = {
     "stricter": "_approvals",
     "ContextBudget": "_budget",
     "SUMMARY_INSTRUCTION": "_compaction",
-    "CompactionInput": "_compaction",
+    "CompactionInput": ".contracts",
     "CompactionPolicy": "_compaction",
-    "CompactionStrategy": "_compaction",
+    "CompactionStrategy": ".contracts",
     "AgentPreset": "_compose",
-    "Specialist": "_compose",
+    "Specialist": ".contracts",
     "build_preset": "_compose",
     "check_servable": "_compose",
     "resolve_agent_name": "_compose",
     "resolve_preset_model": "_compose",
     "Inbox": "_inbox",
     "PARALLEL_TOOLS_SECTION": "_instructions",
-    "DynamicInstruction": "_instructions",
-    "InstructionContext": "_instructions",
+    "DynamicInstruction": ".contracts",
+    "InstructionContext": ".contracts",
     "load_instructions": "_instructions",
     "LEASE_RENEWAL": "_keeper",
     "MAIL_POLL": "_keeper",
@@ -170,19 +173,19 @@ _LAZY = {
     "TurnLoop": "_loop",
     "AgentSpec": "_spec",
     "AgentLimits": "_step",
-    "PreStep": "_step",
-    "StepContext": "_step",
+    "PreStep": ".contracts",
+    "StepContext": ".contracts",
     "AnswerStream": "_stream",
-    "Tool": "_tools",
-    "ToolContext": "_tools",
-    "ToolError": "_tools",
-    "ToolFilter": "_tools",
-    "ToolOutput": "_tools",
+    "Tool": ".contracts",
+    "ToolContext": ".contracts",
+    "ToolError": ".contracts",
+    "ToolFilter": ".contracts",
+    "ToolOutput": ".contracts",
     "ToolRegistry": "_tools",
-    "ToolSource": "_tools",
+    "ToolSource": ".contracts",
     "TRACE_KEYS": "_tracing",
-    "Tracer": "_tracing",
-    "TurnStart": "_tracing",
+    "Tracer": ".contracts",
+    "TurnStart": ".contracts",
     "carry_trace": "_tracing",
     "current_trace": "_tracing",
     "trace_from": "_tracing",

@@ -14,12 +14,13 @@ again.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from ..contracts import CompactionInput, CompactionStrategy
 from ..errors import AgentError, ErrorCode, TetherError
 from ..models import Message, Role, Usage, estimate_tokens, message_tokens, messages_tokens
 
@@ -86,29 +87,6 @@ class CompactionPolicy:
     """The share of the window the kept tail and the restated context may use."""
     strategy: str = "summary"
     """Who writes the summary: ``summary`` (the agent's model) or a plugin's strategy."""
-
-
-@dataclass(frozen=True)
-class CompactionInput:
-    """What a compaction strategy summarizes."""
-
-    agent: Agent
-    replaced: tuple[Message, ...]
-    """The messages the summary replaces (a previous summary first, if there was one)."""
-    kept: tuple[Message, ...]
-    """What will follow the summary (restated context, then the kept tail)."""
-    max_tokens: int
-    """The longest summary that fits."""
-
-
-@dataclass(frozen=True)
-class CompactionStrategy:
-    """A plugin's way of writing summaries (the ``tether_compaction_strategies`` hook):
-    ``summarize(input)`` returns the summary text. An agent uses it with
-    ``compaction = { strategy = "NAME" }``."""
-
-    name: str
-    summarize: Callable[[CompactionInput], Awaitable[str]]
 
 
 @dataclass(frozen=True)

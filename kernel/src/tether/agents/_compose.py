@@ -9,18 +9,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from ..contracts import (
+    CompactionStrategy,
+    DynamicInstruction,
+    Model,
+    ModelProvider,
+    PreStep,
+    SourceLayer,
+    Specialist,
+    Tool,
+    ToolFilter,
+    ToolLayer,
+    ToolSource,
+    Tracer,
+)
 from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentError
 from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
-from ..models import Model, ModelProvider, resolve_model
+from ..models import resolve_model
 from ._approvals import ApprovalPolicy
-from ._compaction import CompactionPolicy, CompactionStrategy
-from ._instructions import PARALLEL_TOOLS_SECTION, DynamicInstruction, load_instructions
-from ._step import AgentLimits, PreStep
-from ._tools import Tool, ToolFilter, ToolRegistry, ToolSource
-from ._tracing import Tracer, tracer_of
+from ._compaction import CompactionPolicy
+from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
+from ._step import AgentLimits
+from ._tools import ToolRegistry
+from ._tracing import tracer_of
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -35,21 +49,6 @@ __all__ = (
     "resolve_agent_name",
     "resolve_preset_model",
 )
-
-
-@dataclass(frozen=True)
-class Specialist:
-    """A declared subagent of an agent: another agent of the profile, offered as a tool."""
-
-    tool_name: str
-    """The tool the parent's model calls (the subagent's folder name, or its ``tool_name``)."""
-    agent: str
-    """The agent preset the child is."""
-    description: str
-    """What the parent's model reads to decide when to delegate (required)."""
-    visibility: bool | Literal["deferred"] = True
-    """``True``: a listed tool; ``"deferred"``: found through ``find_subagents``; ``False``:
-    hidden (no tool; code may still start it)."""
 
 
 @dataclass(frozen=True)
@@ -159,10 +158,6 @@ def resolve_agent_name(kernel: Kernel, requested: str | None) -> str | None:
         file=kernel.profile.path,
         remedy="pass --agent NAME",
     )
-
-
-ToolLayer = tuple[tuple[str, Tool], ...]
-SourceLayer = tuple[tuple[str, ToolSource], ...]
 
 
 def _collect(plugins: Iterable[LoadedPlugin], hook: str, kind: type[Any]) -> list[tuple[str, Any]]:

@@ -9,13 +9,10 @@ replaces only its own slot in the model's reading.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from ..contracts import DynamicInstruction, InstructionContext
 from ..errors import AgentError, ErrorCode
 
 __all__ = (
@@ -32,34 +29,6 @@ PARALLEL_TOOLS_SECTION = (
     "parallel; the others run one at a time in the order you called them. Each result comes "
     "back as a tool message; a failed tool returns an error message instead of stopping you."
 )
-
-
-@dataclass(frozen=True)
-class InstructionContext:
-    """What a resolver may look at."""
-
-    agent: str | None
-    session_id: str
-    turn: int
-
-
-@dataclass(frozen=True)
-class DynamicInstruction:
-    """A resolver evaluated at session start or at every turn start.
-
-    ``resolve`` returns the instruction's text, or ``None`` to leave the slot as it is.
-    """
-
-    slug: str
-    resolve: Callable[[InstructionContext], str | Awaitable[str | None] | None]
-    role: Literal["system", "user"] = "system"
-    when: Literal["session", "turn"] = "turn"
-
-    async def value(self, context: InstructionContext) -> str | None:
-        result = self.resolve(context)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
 
 
 def load_instructions(path: Path) -> str:

@@ -11,12 +11,19 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from ..contracts import (
+    DynamicInstruction,
+    InstructionContext,
+    PreStep,
+    PreStepFunction,
+    StepContext,
+)
 from ..errors import ErrorCode, ModelError
 from ..models import (
     Message,
@@ -27,14 +34,12 @@ from ..models import (
     ToolCall,
     stream_answer,
 )
-from ._instructions import DynamicInstruction, InstructionContext
 
 if TYPE_CHECKING:
     from ..store import (
         ContextMessage,
         DescriptorEvent,
         InstructionEvent,
-        MessageSource,
         StopReason,
     )
     from ._agent import Agent
@@ -92,42 +97,6 @@ class AgentLimits:
     """Seconds a step may spend waiting between retries, in all. A server's ``retry_after``
     is honoured (waited at least) when it fits in what is left; when it does not, the turn
     gives up at once, saying how long the server asked for."""
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a pre-step hook sees: the agent, the turn and step numbers, what started the turn."""
-
-    agent: Agent
-    turn: int
-    step: int
-    turn_message: str | None = None
-    """The text of the message that started this turn."""
-    turn_source: MessageSource | None = None
-    """Why that message entered the log (``kind = "user"`` for a person's message)."""
-    after_reset: bool = False
-    """A compaction asks what it must restate: the history is about to be replaced, and
-    what the hooks return now is stored among the restated context, right after the
-    summary (``step`` is 0 then). Return what a hook shows once and then only its changes
-    (a catalog), as it should read from now on; nothing that is per step."""
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        """The history so far (copied on access: hooks that do not look pay nothing)."""
-        return self.agent.messages
-
-
-#: A pre-step hook: returns messages to append before the step's model request (or nothing),
-#: and descriptors that record why (stored in the same commit as the messages, never sent).
-PreStepFunction = Callable[[StepContext], "Awaitable[Iterable[Message | DescriptorEvent] | None]"]
-
-
-@dataclass(frozen=True)
-class PreStep:
-    """A named pre-step hook; ``origin`` is recorded with every message it appends."""
-
-    origin: str
-    run: PreStepFunction
 
 
 #: The stop reason of a turn whose last answer finished so.

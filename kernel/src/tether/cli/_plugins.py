@@ -295,7 +295,7 @@ async def _probe_model(kernel: Kernel, spec: str, agent: str | None) -> str:
     preset = build_preset(kernel, resolve_agent_name(kernel, agent))
     model = resolve_preset_model(preset, spec, base=Path.cwd())
     try:
-        from ..models._protocol import ProbingModel
+        from ..contracts import ProbingModel
 
         if isinstance(model, ProbingModel):
             return await model.probe()

@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._turns import StopReason
 
 if TYPE_CHECKING:
-    from ..agents import Agent, ToolFilter
-    from ..loading import Offer
-    from ..models import Model
-    from ..store import Event
+    from ..agents import Agent
+    from ._capabilities import Offer
+    from ._events import Event
+    from ._models import Model
+    from ._tools import ToolFilter
 
 __all__ = (
     "CAPABILITIES",

@@ -14,7 +14,7 @@ boundary they read with are :mod:`tether.ground`'s):
   against the specs;
 * ``_settings``: each instance's settings table, validated;
 * ``_scopes``: the layers instances live in and the chain through them;
-* ``_capabilities``: offers, requirements and the check between them;
+* ``_capabilities``: the check between offers and requirements (:mod:`tether.contracts`'s);
 * ``_stores``: which store provider the profile names (opened by
   :func:`tether.runtime.profile_store`);
 * ``_kernel``: :func:`load_kernel`, the whole walk, and the :class:`Kernel`.
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from ._capabilities import SUBAGENT_PROVIDER, Offer, OfferContract, Requirement, offer_contract
+    from ..contracts import Offer, Requirement
+    from ._capabilities import SUBAGENT_PROVIDER, OfferContract, offer_contract
     from ._catalog import (
         AUTOLOAD_ENV,
         BUILTIN_PLUGINS,
@@ -103,11 +104,12 @@ __all__ = (
     "register_plugin",
 )
 
+# A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "SUBAGENT_PROVIDER": "_capabilities",
-    "Offer": "_capabilities",
+    "Offer": ".contracts",
     "OfferContract": "_capabilities",
-    "Requirement": "_capabilities",
+    "Requirement": ".contracts",
     "offer_contract": "_capabilities",
     "AUTOLOAD_ENV": "_catalog",
     "BUILTIN_PLUGINS": "_catalog",

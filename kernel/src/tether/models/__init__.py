@@ -1,5 +1,8 @@
 """Models: the ``Model`` protocol, message types, ``FunctionModel`` and ``ScriptedModel``.
 
+The contract (``Model`` and its optional parts, ``ModelProvider``, the message and request
+types) is defined in :mod:`tether.contracts` and re-exported here under the same names.
+
 Specs are ``provider:name`` strings, made by the model providers plugins offer through the
 ``tether_model_providers`` hook. The kernel's built-in plugin ``tether.models`` (``_plugin.py``)
 offers ``function:module:fn`` and ``scripted:PATH``, loaded like any other plugin.
@@ -12,6 +15,22 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from ..contracts import (
+        ClosableModel,
+        FinishReason,
+        ImagePart,
+        Message,
+        Model,
+        ModelProvider,
+        ModelRequest,
+        ModelResponse,
+        ProbingModel,
+        Role,
+        SessionBoundModel,
+        ToolCall,
+        ToolSchema,
+        Usage,
+    )
     from ._function import (
         FunctionModel,
         function_model_from_spec,
@@ -21,11 +40,6 @@ if TYPE_CHECKING:
     )
     from ._protocol import (
         FIRST_PARTY_MODEL_PREFIXES,
-        ClosableModel,
-        Model,
-        ModelProvider,
-        ProbingModel,
-        SessionBoundModel,
         find_model_provider,
         is_session_bound,
         resolve_model,
@@ -44,17 +58,6 @@ if TYPE_CHECKING:
         StreamingModel,
         stream_answer,
         streamed,
-    )
-    from ._types import (
-        FinishReason,
-        ImagePart,
-        Message,
-        ModelRequest,
-        ModelResponse,
-        Role,
-        ToolCall,
-        ToolSchema,
-        Usage,
     )
     from ._windows import (
         BUILTIN_WINDOWS,
@@ -108,6 +111,7 @@ __all__ = (
 
 # The names are imported when first used: loading a kernel registers the built-in plugin
 # (_plugin.py) without building the message models (pydantic) or the model classes.
+# A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "BUILTIN_MODEL_PROVIDERS": "_plugin",
     "BUILTIN_WINDOWS": "_windows",
@@ -115,25 +119,25 @@ _LAZY = {
     "FIRST_PARTY_MODEL_PREFIXES": "_protocol",
     "ContextWindow": "_windows",
     "DeltaKind": "_stream",
-    "FinishReason": "_types",
+    "FinishReason": ".contracts",
     "FunctionModel": "_function",
-    "ImagePart": "_types",
-    "Message": "_types",
-    "Model": "_protocol",
+    "ImagePart": ".contracts",
+    "Message": ".contracts",
+    "Model": ".contracts",
     "ModelDelta": "_stream",
-    "ModelProvider": "_protocol",
-    "ProbingModel": "_protocol",
-    "ClosableModel": "_protocol",
-    "SessionBoundModel": "_protocol",
-    "ModelRequest": "_types",
-    "ModelResponse": "_types",
-    "Role": "_types",
+    "ModelProvider": ".contracts",
+    "ProbingModel": ".contracts",
+    "ClosableModel": ".contracts",
+    "SessionBoundModel": ".contracts",
+    "ModelRequest": ".contracts",
+    "ModelResponse": ".contracts",
+    "Role": ".contracts",
     "ScriptStep": "_scripted",
     "ScriptedModel": "_scripted",
     "StreamingModel": "_stream",
-    "ToolCall": "_types",
-    "ToolSchema": "_types",
-    "Usage": "_types",
+    "ToolCall": ".contracts",
+    "ToolSchema": ".contracts",
+    "Usage": ".contracts",
     "estimate_tokens": "_windows",
     "find_model_provider": "_protocol",
     "is_session_bound": "_protocol",

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
+from ..contracts import ModelRequest, ModelResponse
 from ..errors import ErrorCode, ModelError
 from ._stream import ModelDelta
-from ._types import ModelRequest, ModelResponse
 
 __all__ = ("FunctionModel", "function_model_from_spec")
 

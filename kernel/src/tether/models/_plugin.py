@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contracts import ModelProvider
 from ..hookspecs import hookimpl
-from ._protocol import ModelProvider
 
 if TYPE_CHECKING:
     from ._function import FunctionModel

@@ -45,10 +45,10 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..contracts import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
 from ..errors import ErrorCode, ModelError
 from ..ground import MAX_NESTING, TextFileError, parse_toml_text, read_text_file, too_deep
 from ._stream import DeltaKind, ModelDelta
-from ._types import FinishReason, ModelRequest, ModelResponse, ToolCall, Usage
 from ._windows import estimate_tokens, messages_tokens, schema_tokens
 
 __all__ = ("ScriptStep", "ScriptedModel")

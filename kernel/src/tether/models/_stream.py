@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast, runtime_checkable
 
+from ..contracts import ModelRequest, ModelResponse
 from ..errors import ErrorCode, ModelError
-from ._types import ModelRequest, ModelResponse
 
 __all__ = ("DeltaKind", "ModelDelta", "StreamingModel", "stream_answer", "streamed")
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ._types import Message, ToolSchema
+from ..contracts import Message, ToolSchema
 
 __all__ = (
     "BUILTIN_WINDOWS",

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from ..contracts import SessionHost
     from ._collector import RUNTIME_THRESHOLDS, tuned_collector
     from ._follow import INTERRUPT_GRACE, FollowedSession
     from ._hold import COMPACT_GESTURE, HeldSession
     from ._hosts import (
         FOLLOW_POLL,
-        SessionHost,
         follow_turn,
         profile_session_host,
         relayed_deltas,
@@ -56,6 +56,7 @@ __all__ = (
     "turn_began",
 )
 
+# A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "RUNTIME_THRESHOLDS": "_collector",
     "tuned_collector": "_collector",
@@ -64,7 +65,7 @@ _LAZY = {
     "COMPACT_GESTURE": "_hold",
     "HeldSession": "_hold",
     "FOLLOW_POLL": "_hosts",
-    "SessionHost": "_hosts",
+    "SessionHost": ".contracts",
     "follow_turn": "_hosts",
     "profile_session_host": "_hosts",
     "relayed_deltas": "_hosts",

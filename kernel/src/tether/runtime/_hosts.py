@@ -10,13 +10,14 @@ session here, as always.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from ..contracts import SessionHost
 from ..store import (
     AssistantMessage,
     DeltaBatch,
@@ -43,57 +44,6 @@ __all__ = (
 #: How often :func:`follow_turn` reads the log for what the host appended, in seconds.
 FOLLOW_POLL = 0.05
 _HOOK = "tether_session_hosts"
-
-
-@runtime_checkable
-class SessionHost(Protocol):
-    """Runs the sessions of a profile somewhere other than the calling process."""
-
-    name: str
-    """Names the host in messages: ``"temporal"``."""
-
-    async def send(
-        self,
-        session_id: str,
-        content: str,
-        *,
-        agent: str | None = None,
-        new: bool = False,
-        message_id: str | None = None,
-        trace: Mapping[str, str] | None = None,
-    ) -> str:
-        """Hand ``content`` to the session as its next message (a follow-up); return its
-        message id once it is stored durably. ``new``: the session does not exist yet and is
-        created for ``agent`` (the profile's agent name, resolved). The message's turn runs
-        elsewhere; its events reach the profile's store, where the caller reads them.
-
-        ``message_id`` names the message (default: a new id). A message with that id already
-        accepted by the session (in its log or mailbox) is not stored again: the session is
-        only driven, so that what it holds runs (a child created with its first prompt in
-        its log, :func:`tether.subagents.start_child`).
-
-        ``trace``: the sender's trace context (W3C keys such as ``traceparent``), stored with
-        the message (``InboxAccepted.trace``) so that the turn it starts, wherever it runs,
-        continues the sender's trace (:class:`tether.agents.Tracer`)."""
-        ...
-
-    async def cancel(self, session_id: str) -> None:
-        """Stop the session's work: abort its running turn (it ends ``aborted``) and drop
-        the messages it accepted and has not begun (``inbox/discarded``). Nothing to stop is
-        not an error. Returns once the request is delivered; the caller reads the turn's end
-        from the store."""
-        ...
-
-    async def interrupt(self, session_id: str) -> None:
-        """Abort the session's running turn (it ends ``aborted``), as Ctrl-C does to a local
-        one: the messages it accepted and has not begun stay parked, and run when the next
-        message arrives. No running turn: nothing happens. Returns once the turn has stopped
-        (its end is in the store) or was never begun (its message parked)."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release what the host holds (connections); idempotent."""
-        ...
 
 
 def profile_session_host(kernel: Kernel) -> SessionHost | None:

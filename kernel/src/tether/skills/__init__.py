@@ -2,11 +2,34 @@
 
 The model sees a cheap catalog (name and description); it loads a skill's body only when it
 needs it. Providers list candidates and load definitions; the scoped :class:`SkillRegistry`
-merges them per scope chain.
+merges them per scope chain. The skill contracts (what a skill is, ``SkillProvider`` and its
+factory) are defined in :mod:`tether.contracts` and re-exported here under the same names.
 """
 
 from __future__ import annotations
 
+from ..contracts import (
+    SKILL_NAME_MAX,
+    SKILL_NAME_PATTERN,
+    BundledFiles,
+    DirectoryResources,
+    InvocationPolicy,
+    OpaqueResources,
+    ResourceBase,
+    SkillCandidate,
+    SkillDefinition,
+    SkillFile,
+    SkillLocation,
+    SkillObservation,
+    SkillProvider,
+    SkillProviderDiagnostics,
+    SkillProviderFactory,
+    SkillProviderFiles,
+    SkillSummary,
+    SkippedSkill,
+    UrlResources,
+    is_skill_name,
+)
 from ._files import (
     SKILL_FILE_MAX_BYTES,
     SkillFileRefused,
@@ -32,28 +55,6 @@ from ._render import (
     escape_attribute,
     escape_text,
     render_skill_content,
-)
-from ._types import (
-    SKILL_NAME_MAX,
-    SKILL_NAME_PATTERN,
-    BundledFiles,
-    DirectoryResources,
-    InvocationPolicy,
-    OpaqueResources,
-    ResourceBase,
-    SkillCandidate,
-    SkillDefinition,
-    SkillFile,
-    SkillLocation,
-    SkillObservation,
-    SkillProvider,
-    SkillProviderDiagnostics,
-    SkillProviderFactory,
-    SkillProviderFiles,
-    SkillSummary,
-    SkippedSkill,
-    UrlResources,
-    is_skill_name,
 )
 
 __all__ = (

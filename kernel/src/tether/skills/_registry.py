@@ -24,6 +24,15 @@ import anyio
 import anyio.lowlevel
 from pydantic import ValidationError
 
+from ..contracts import (
+    SkillCandidate,
+    SkillDefinition,
+    SkillFile,
+    SkillProvider,
+    SkillProviderDiagnostics,
+    SkillProviderFiles,
+    is_skill_name,
+)
 from ..errors import ErrorCode, SkillError, TetherError
 from ._files import SkillFileRefused, bundled_path
 from ._resolution import (
@@ -37,15 +46,6 @@ from ._resolution import (
     collect,
     describe,
     first_error,
-)
-from ._types import (
-    SkillCandidate,
-    SkillDefinition,
-    SkillFile,
-    SkillProvider,
-    SkillProviderDiagnostics,
-    SkillProviderFiles,
-    is_skill_name,
 )
 
 if TYPE_CHECKING:

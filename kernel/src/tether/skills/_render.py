@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from ..errors import ErrorCode, SkillError
-from ._types import (
+from ..contracts import (
     BundledFiles,
     DirectoryResources,
     OpaqueResources,
     ResourceBase,
     UrlResources,
 )
+from ..errors import ErrorCode, SkillError
 
 __all__ = (
     "BASE_DIR_PLACEHOLDER",

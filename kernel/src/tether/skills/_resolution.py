@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, cast
 import anyio
 from pydantic import ValidationError
 
-from ..errors import ErrorCode, SkillError
-from ._types import (
+from ..contracts import (
     SkillCandidate,
     SkillDefinition,
     SkillLocation,
@@ -32,6 +31,7 @@ from ._types import (
     SkillSummary,
     SkippedSkill,
 )
+from ..errors import ErrorCode, SkillError
 
 if TYPE_CHECKING:
     from ._registry import SkillProviderControl

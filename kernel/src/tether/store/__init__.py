@@ -2,7 +2,9 @@
 
 Which store a profile uses is its ``[tether] store`` spec, opened by the store provider of its
 prefix (``tether_store_providers``); the kernel's built-in plugin ``tether.store``
-(``_plugin.py``) offers ``sqlite:PATH`` and ``memory``, loaded like any other plugin.
+(``_plugin.py``) offers ``sqlite:PATH`` and ``memory``, loaded like any other plugin. The
+contract (``SessionStore``, ``StoreProvider``, the session header and events) is defined in
+:mod:`tether.contracts` and re-exported here under the same names.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from ._events import (
+    from ..contracts import (
         AssistantMessage,
         CompactionEvent,
         ContextMessage,
@@ -24,12 +26,16 @@ if TYPE_CHECKING:
         MessageSource,
         Origin,
         SessionHeader,
+        SessionStore,
         StopReason,
         StoredEvent,
+        StoreProvider,
         ToolResult,
         TurnEnded,
         TurnStarted,
         UserMessage,
+    )
+    from ._events import (
         dump_event,
         parse_event,
         replace_surrogates,
@@ -53,12 +59,8 @@ if TYPE_CHECKING:
         BUILTIN_STORE_PROVIDERS,
         open_store,
     )
-    from ._protocol import (
-        SessionStore,
-    )
     from ._providers import (
         DEFAULT_STORE,
-        StoreProvider,
         find_store_provider,
     )
     from ._relay import (
@@ -127,37 +129,38 @@ __all__ = (
 # The names are imported when first used: loading a kernel checks the store spec through
 # _providers, and the event models (pydantic, about 30 ms to build) wait for a command that
 # opens a store.
+# A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "BUILTIN_STORE_PROVIDERS": "_plugin",
     "DEFAULT_BUSY_TIMEOUT": "_sqlite",
     "DEFAULT_LEASE_TTL": "_lease",
     "DEFAULT_STORE": "_providers",
     "SCHEMA_VERSION": "_sqlite",
-    "AssistantMessage": "_events",
-    "CompactionEvent": "_events",
-    "ContextMessage": "_events",
+    "AssistantMessage": ".contracts",
+    "CompactionEvent": ".contracts",
+    "ContextMessage": ".contracts",
     "DeltaBatch": "_relay",
     "DeltaRelay": "_relay",
-    "DescriptorEvent": "_events",
-    "Event": "_events",
-    "InboxAccepted": "_events",
-    "InboxDiscarded": "_events",
-    "InstructionEvent": "_events",
+    "DescriptorEvent": ".contracts",
+    "Event": ".contracts",
+    "InboxAccepted": ".contracts",
+    "InboxDiscarded": ".contracts",
+    "InstructionEvent": ".contracts",
     "LeaseOwner": "_lease",
     "MemoryStore": "_memory",
-    "MessageSource": "_events",
+    "MessageSource": ".contracts",
     "OptionReader": "_options",
-    "Origin": "_events",
+    "Origin": ".contracts",
     "SQLiteStore": "_sqlite",
-    "SessionHeader": "_events",
-    "SessionStore": "_protocol",
-    "StopReason": "_events",
-    "StoreProvider": "_providers",
-    "StoredEvent": "_events",
-    "ToolResult": "_events",
-    "TurnEnded": "_events",
-    "TurnStarted": "_events",
-    "UserMessage": "_events",
+    "SessionHeader": ".contracts",
+    "SessionStore": ".contracts",
+    "StopReason": ".contracts",
+    "StoreProvider": ".contracts",
+    "StoredEvent": ".contracts",
+    "ToolResult": ".contracts",
+    "TurnEnded": ".contracts",
+    "TurnStarted": ".contracts",
+    "UserMessage": ".contracts",
     "check_depth": "_rules",
     "check_mail": "_rules",
     "choice": "_options",

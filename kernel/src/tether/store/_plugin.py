@@ -19,8 +19,8 @@ from ._options import choice, duration, read_store_options, split_store_options
 from ._providers import DEFAULT_STORE, StoreProvider, find_store_provider
 
 if TYPE_CHECKING:
+    from ..contracts import SessionStore
     from ._memory import MemoryStore
-    from ._protocol import SessionStore
     from ._sqlite import SQLiteStore
 
 __all__ = ("BUILTIN_STORE_PROVIDERS", "open_store", "tether_store_providers")

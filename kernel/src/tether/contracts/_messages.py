@@ -1,4 +1,5 @@
-"""Messages, tool calls and the request/response a model exchanges with the turn loop."""
+"""Messages, tool calls and the request/response a model exchanges with the turn loop: the
+value types every model plugin reads and writes (re-exported by :mod:`tether.models`)."""
 
 from __future__ import annotations
 

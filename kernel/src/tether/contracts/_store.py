@@ -1,15 +1,20 @@
-"""The ``SessionStore`` contract every store implements (and ``tether.testing`` checks)."""
+"""The store contract: what a session store is, and the provider that opens one for a spec."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
+    from ..store import LeaseOwner
     from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
-    from ._lease import LeaseOwner
 
-__all__ = ("SessionStore",)
+__all__ = ("SessionStore", "StoreProvider")
+
+_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
 
 
 @runtime_checkable
@@ -125,3 +130,56 @@ class SessionStore(Protocol):
     async def aclose(self) -> None:
         """Release every lease this store holds and its resources; idempotent."""
         ...
+
+
+@dataclass(frozen=True)
+class StoreProvider:
+    """Opens session stores for the specs ``PREFIX:REST`` (or the bare ``PREFIX``).
+
+    Returned by the ``tether_store_providers`` hook. A prefix is a letter followed by letters,
+    digits, ``+``, ``.`` or ``-`` (the grammar of a URL scheme); anything else is a
+    ``ValueError`` when the provider is made.
+    """
+
+    prefix: str
+    """``sqlite``: the part of a spec before its first colon."""
+    open: Callable[[str, Path], SessionStore]
+    """``open(rest, base)``: the store for ``PREFIX:REST``; ``rest`` is the spec after the colon
+    (empty for a bare prefix), ``base`` the folder relative paths in it resolve against (that of
+    the profile file that set ``[tether] store``). Called when a command opens the store, never
+    at load; it must return a :class:`SessionStore`."""
+    description: str = ""
+    """What the store is, in a few words a user reads in errors: ``"durable, one SQLite file"``."""
+    argument: str | None = None
+    """What follows ``PREFIX:``, in words (``"PATH"``), or ``None`` when the spec is the bare
+    prefix. A spec that gives an argument to a store that takes none, or none to one that
+    takes one, is ``STORE_SPEC_INVALID`` at load."""
+    check: Callable[[str], object] | None = None
+    """``check(rest)``: called at load with what ``open`` will get, opening nothing; raises
+    ``STORE_SPEC_INVALID`` (a ``StoreError``) for options or a location ``open`` would refuse,
+    so ``tether check`` finds a bad option before a command opens the store."""
+
+    def __post_init__(self) -> None:
+        # What a plugin hands over is checked, not trusted: the annotations are its promise.
+        prefix, opener, argument, check = cast(
+            "tuple[object, object, object, object]",
+            (self.prefix, self.open, self.argument, self.check),
+        )
+        if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+            raise ValueError(
+                f"store prefix {prefix!r} is not a name: use a letter, then letters, digits, "
+                "'+', '.' or '-'"
+            )
+        if not callable(opener):
+            raise TypeError(f'store provider "{prefix}": open must be callable, not {opener!r}')
+        if check is not None and not callable(check):
+            raise TypeError(f'store provider "{prefix}": check must be callable, not {check!r}')
+        if argument is not None and not (isinstance(argument, str) and argument.strip()):
+            raise ValueError(
+                f'store provider "{prefix}": argument must be a word such as "PATH", or None'
+            )
+
+    @property
+    def form(self) -> str:
+        """How a spec of this store is written: ``sqlite:PATH``, ``memory``."""
+        return self.prefix if self.argument is None else f"{self.prefix}:{self.argument}"

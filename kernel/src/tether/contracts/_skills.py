@@ -1,4 +1,5 @@
-"""What a skill is, at each stage of progressive disclosure, and who provides it."""
+"""What a skill is, at each stage of progressive disclosure, and who provides it: the value
+types and protocols a skill provider plugin implements (re-exported by :mod:`tether.skills`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, cast, runti
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:
-    from ._registry import SkillProviderControl
+    from ..skills import SkillProviderControl
 
 __all__ = (
     "SKILL_NAME_MAX",
