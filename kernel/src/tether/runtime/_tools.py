@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, cast
 
 import anyio
 
-from ..agents._tools import Tool, ToolRegistry, ToolSource
+from ..agents._tools import ToolRegistry
+from ..contracts import Tool, ToolSource
 from ..errors import AgentError, ErrorCode, PluginError, TetherError
 
 if TYPE_CHECKING:
