@@ -260,10 +260,9 @@ class SkillProvider(Protocol):
     ``get`` returns the definition for one of its own candidates, or ``None`` when it vanished;
     it should re-read the source every time (bodies are never cached by the registry).
 
-    Optional: ``async def changed(self, *, cwd: Path) -> bool``, whether the source changed
-    since the last ``list`` for ``cwd`` (:meth:`~tether.skills.SkillRegistry.refresh`). The
-    skill tool calls it at the start of every turn, so it must cost the same with ten skills or
-    ten thousand.
+    Optional: :class:`SkillProviderChanges` (whether the source changed),
+    :class:`SkillProviderDiagnostics` (advice for ``tether check``), :class:`SkillProviderFiles`
+    (a skill's bundled files).
     """
 
     @property
@@ -272,6 +271,16 @@ class SkillProvider(Protocol):
     async def list(self, *, cwd: Path) -> Sequence[SkillCandidate] | SkillObservation: ...
 
     async def get(self, candidate: SkillCandidate, *, cwd: Path) -> SkillDefinition | None: ...
+
+
+@runtime_checkable
+class SkillProviderChanges(Protocol):
+    """Optional for a :class:`SkillProvider`: whether its source changed since the last
+    ``list`` for ``cwd`` (:meth:`~tether.skills.SkillRegistry.refresh`). The skill tool calls
+    it at the start of every turn, so it must cost the same with ten skills or ten thousand.
+    Whether a provider implements it is read once per class."""
+
+    async def changed(self, *, cwd: Path) -> bool: ...
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import anyio
 import anyio.lowlevel
@@ -29,6 +29,7 @@ from ..contracts import (
     SkillDefinition,
     SkillFile,
     SkillProvider,
+    SkillProviderChanges,
     SkillProviderDiagnostics,
     SkillProviderFiles,
     is_skill_name,
@@ -371,7 +372,8 @@ class SkillRegistry:
     async def refresh(self, *, scope: Scope | None = None, cwd: Path | None = None) -> bool:
         """Ask each visible provider that can tell whether its source changed; invalidate if so.
 
-        Providers opt in with ``async def changed(self, *, cwd: Path) -> bool``. One that
+        Providers opt in with ``async def changed(self, *, cwd: Path) -> bool``
+        (:class:`~tether.skills.SkillProviderChanges`). One that
         raises is logged and counted as changed (its next ``list()`` decides). Returns whether
         anything changed; at most one change event is emitted. Called by the catalog at the
         start of a step.
@@ -379,12 +381,12 @@ class SkillRegistry:
         cwd = cwd or Path.cwd()
         changed = False
         for slot in self._visible_slots(scope):
-            check = getattr(slot.provider, "changed", None)
-            if not callable(check):
+            provider = slot.provider
+            if not _tells_changes(provider):
                 continue
             try:
-                result = check(cwd=cwd)
-                if inspect.isawaitable(result):
+                result = provider.changed(cwd=cwd)
+                if inspect.isawaitable(result):  # a plain function is taken too
                     result = await result
             except Exception as exc:
                 log.warning(
@@ -585,3 +587,17 @@ def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:
 
 def _label(listener: Callable[[], object]) -> str:
     return getattr(listener, "__qualname__", None) or type(listener).__name__
+
+
+_CHANGES: dict[type, bool] = {}
+
+
+def _tells_changes(provider: object) -> TypeGuard[SkillProviderChanges]:
+    """Whether ``provider``'s class implements :class:`SkillProviderChanges`, read once per
+    class (an ``isinstance`` against a runtime-checkable protocol costs microseconds, paid at
+    every turn by every provider otherwise)."""
+    kind = type(provider)
+    known = _CHANGES.get(kind)
+    if known is None:
+        known = _CHANGES[kind] = isinstance(provider, SkillProviderChanges)
+    return known
