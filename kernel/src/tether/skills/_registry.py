@@ -34,6 +34,7 @@ from ._resolution import (
     ProviderSlot,
     RuntimeSkill,
     SkillCatalog,
+    advise_blocking,
     collect,
     collect_blocking,
     describe,
@@ -356,9 +357,7 @@ class SkillRegistry:
         chain = _chain_keys(scope)
         catalog: SkillCatalog | None = None
         for _attempt in range(MAX_COLLECT_ATTEMPTS):
-            revision = self._revision
-            key = (str(cwd), chain[-1], revision)
-            cached = self._cache.get(key)
+            key, cached = self._cached(cwd, chain)
             if cached is not None:
                 return cached
             catalog = await collect([(k, self._layers[k]) for k in chain if k in self._layers], cwd)
@@ -382,17 +381,23 @@ class SkillRegistry:
         chain = _chain_keys(scope)
         catalog: SkillCatalog | None = None
         for _attempt in range(MAX_COLLECT_ATTEMPTS):
-            revision = self._revision
-            key = (str(cwd), chain[-1], revision)
-            cached = self._cache.get(key)
+            key, cached = self._cached(cwd, chain)
             if cached is not None:
                 return cached
-            layers = [(k, self._layers[k]) for k in chain if k in self._layers]
-            catalog = collect_blocking(layers, cwd)
+            catalog = collect_blocking(
+                [(k, self._layers[k]) for k in chain if k in self._layers], cwd
+            )
             if self._keep(key, catalog):
                 return catalog
         assert catalog is not None
         return dataclasses.replace(catalog, complete=False)
+
+    def _cached(
+        self, cwd: Path, chain: list[str]
+    ) -> tuple[tuple[str, str, int], SkillCatalog | None]:
+        """The cache key of ``chain`` read from ``cwd`` now, and its catalog if cached."""
+        key = (str(cwd), chain[-1], self._revision)
+        return key, self._cache.get(key)
 
     def _keep(self, key: tuple[str, str, int], catalog: SkillCatalog) -> bool:
         """Whether ``catalog``, collected at the revision of ``key``, is the answer (cached
@@ -460,17 +465,7 @@ class SkillRegistry:
     ) -> list[tuple[str, str]]:
         """:meth:`diagnose` in the caller's thread, without an event loop (see
         :meth:`list_blocking`); only while :meth:`reads_blocking`."""
-        cwd = cwd or Path.cwd()
-        found: list[tuple[str, str]] = []
-        for slot in self._visible_slots(scope):
-            provider = cast(SkillProviderBlocking, slot.provider)
-            try:
-                lines = cast("Sequence[object]", provider.diagnose_blocking(cwd=cwd))
-                advice = [line for line in lines if isinstance(line, str)]
-            except Exception as exc:
-                advice = [f"its diagnose() failed: {describe(exc)}"]
-            found += [(slot.name, line) for line in advice]
-        return found
+        return advise_blocking(self._visible_slots(scope), cwd or Path.cwd())
 
     async def get(
         self, name: str, *, scope: Scope | None = None, cwd: Path | None = None

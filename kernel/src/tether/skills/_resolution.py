@@ -45,6 +45,7 @@ __all__ = (
     "ProviderSlot",
     "RuntimeSkill",
     "SkillCatalog",
+    "advise_blocking",
     "collect",
     "collect_blocking",
     "describe",
@@ -185,6 +186,22 @@ def collect_blocking(layers: list[tuple[str, Layer]], cwd: Path) -> SkillCatalog
             except Exception as exc:
                 outputs[slot] = _Failed(exc)
     return _resolve(layers, outputs)
+
+
+def advise_blocking(slots: list[ProviderSlot], cwd: Path) -> list[tuple[str, str]]:
+    """``(provider, advice)`` from each of ``slots``, every provider a
+    :class:`~tether.skills.SkillProviderBlocking` (``SkillRegistry.diagnose_blocking``)."""
+    found: list[tuple[str, str]] = []
+    for slot in slots:
+        provider = cast(SkillProviderBlocking, slot.provider)
+        try:
+            # A plugin's answer: each line is checked, not trusted.
+            lines = cast("Sequence[object]", provider.diagnose_blocking(cwd=cwd))
+            advice = [line for line in lines if isinstance(line, str)]
+        except Exception as exc:
+            advice = [f"its diagnose() failed: {describe(exc)}"]
+        found += [(slot.name, line) for line in advice]
+    return found
 
 
 def _resolve(layers: list[tuple[str, Layer]], outputs: dict[ProviderSlot, object]) -> SkillCatalog:
