@@ -526,6 +526,29 @@ def test_check_warns_about_roots_and_skipped_skills_without_failing(runner, fold
     assert "its frontmatter is not valid YAML" in result.stderr.splitlines()[3]
 
 
+def test_check_with_a_provider_read_only_in_an_event_loop_warns_the_same(runner, folders, tmp_path):
+    # skills-fs can be read without an event loop (SkillProviderBlocking); the skillset
+    # provider cannot, so this check reads every provider in one, and says the same.
+    alone = runner.invoke(cli, ["check"])
+    assert alone.exit_code == 0, alone.output
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "skillset.py").write_text(SKILLSET, encoding="utf-8")
+    profile = FS_PROFILE.replace(
+        'plugins = ["skills-fs", "skill-tool"]',
+        'plugins = ["skills-fs", "skill-tool", "skillset"]\nplugin_dirs = ["plugins"]',
+    ).replace(
+        "[agent.main]",
+        '[[plugin.skillset.providers]]\nname = "memory"\nsource = "custom"\nrank = 300\n'
+        'skills = { other = "Other." }\ncomplete = false\n\n[agent.main]',
+    )
+    write_profile(tmp_path, profile)
+    mixed = runner.invoke(cli, ["check"])
+    assert mixed.exit_code == 0, mixed.output
+    assert mixed.stdout.splitlines()[-1].startswith("ok: ")
+    assert mixed.stderr == alone.stderr
+    assert "pkg:no_such_package_here/skills is skipped" in mixed.stderr
+
+
 def test_list_survives_an_alias_bomb_and_a_fifo(folders, tmp_path):
     # The real command in its own process: a regression hangs with memory climbing, and the
     # timeout ends it rather than the test machine.

@@ -107,9 +107,14 @@ QUICKSTART_RUN = (
 )
 #: ``tether check`` of the quickstart composes its agent and lists its skills, but runs no
 #: session: no Agent, no session events (its plugins import ``tether.agents`` for ``Tool`` and
-#: ``PreStep``, which the package exports lazily), no store, no session host's streams.
+#: ``PreStep``, which the package exports lazily), no store, no session host's streams, and no
+#: event loop (skills-fs is read in the caller's thread: ``SkillProviderBlocking``), nor the
+#: folder watch a session keeps (ctypes).
 QUICKSTART_CHECK = (
     *QUICKSTART_RUN,
+    "asyncio",
+    "anyio._backends",
+    "ctypes",
     "tether.agents._agent",
     "tether.agents._turn",
     "tether.agents._loop",

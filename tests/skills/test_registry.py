@@ -1174,3 +1174,65 @@ async def test_diagnose_gathers_advice_and_reports_a_failing_provider():
         ("good", "good advice"),
         ("broken", "its diagnose() failed: RuntimeError: no disk"),
     ]
+
+
+# ------------------------------------------------------------------ read without an event loop
+
+
+class BlockingProvider(SkippingProvider):
+    """A :class:`SkippingProvider` that can also be read in the caller's thread."""
+
+    def __init__(self, name: str, skipped: SkippedSkill) -> None:
+        super().__init__(name, skipped)
+        self.blocking_reads = 0
+
+    def list_blocking(self, *, cwd: Path) -> SkillObservation:
+        self.blocking_reads += 1
+        if self.name == "broken":
+            raise OSError("no disk")
+        return anyio.run(lambda: self.list(cwd=cwd))  # what list() answers: no loop runs here
+
+    def diagnose_blocking(self, *, cwd: Path) -> list[str]:
+        return anyio.run(lambda: self.diagnose(cwd=cwd))
+
+
+def test_a_registry_of_blocking_providers_is_read_without_an_event_loop_as_list_reads_it():
+    registry = SkillRegistry()
+    near = BlockingProvider("near", SkippedSkill(path="/n/bad.md", reason="r1", name="bad"))
+    add(registry, near, MAIN)
+    add(registry, BlockingProvider("far", SkippedSkill(path="/f/x", reason="r2")))
+    assert registry.reads_blocking(scope=MAIN)
+    catalog = registry.list_blocking(scope=MAIN)
+    assert [s.name for s in catalog.summaries] == ["far-ok", "near-ok"]
+    assert [(s.provider, s.path) for s in catalog.skipped] == [
+        ("far", "/f/x"),
+        ("near", "/n/bad.md"),
+    ]
+    assert catalog == anyio.run(lambda: registry.list(scope=MAIN))  # the same, cached once
+    assert near.blocking_reads == 1
+    assert registry.diagnose_blocking(scope=MAIN) == [
+        ("far", "far advice"),
+        ("near", "near advice"),
+    ]
+
+
+def test_a_failing_blocking_provider_makes_the_catalog_incomplete_and_its_advice_says_so():
+    registry = SkillRegistry()
+    add(registry, BlockingProvider("broken", SkippedSkill(path="/y", reason="r")))
+    add(registry, BlockingProvider("good", SkippedSkill(path="/x", reason="r")))
+    catalog = registry.list_blocking()
+    assert not catalog.complete
+    assert [s.name for s in catalog.summaries] == ["good-ok"]
+    assert registry.diagnose_blocking() == [
+        ("broken", "its diagnose() failed: RuntimeError: no disk"),
+        ("good", "good advice"),
+    ]
+
+
+def test_a_registry_with_one_provider_that_only_lists_in_a_loop_does_not_read_blocking():
+    registry = SkillRegistry()
+    add(registry, BlockingProvider("far", SkippedSkill(path="/f/x", reason="r")))
+    add(registry, MemoryProvider([candidate("plain")]), MAIN)
+    assert registry.reads_blocking()  # the global layer: blocking providers only
+    assert not registry.reads_blocking(scope=MAIN)
+    assert registry.reads_blocking(scope=HELPER)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.skills import SkillProviderDiagnostics, SkillRegistry
+from tether.skills import SkillProviderBlocking, SkillProviderDiagnostics, SkillRegistry
 from tether_skills_fs import FileSystemSkillProvider, Settings
 
 from .conftest import project_root, user_root, write_flat, write_skill
@@ -136,3 +136,23 @@ async def test_the_registry_gathers_the_advice_of_every_visible_provider(tmp_pat
             "it in roots in [plugin.skills-fs]",
         )
     ]
+
+
+async def test_read_blocking_the_provider_answers_what_list_and_diagnose_answer(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "pdf")
+    (root / "broken").mkdir()
+    (root / "broken" / "SKILL.md").write_text("no frontmatter\n", encoding="utf-8")
+    missing = tmp_path / "missing"
+    provider = FileSystemSkillProvider(Settings(roots=(root, missing), project=False, user=False))
+    assert isinstance(provider, SkillProviderBlocking)
+    read = provider.list_blocking(cwd=tmp_path)
+    assert not provider.watching  # a command that reads once opens no watch
+    assert [c.name for c in read.candidates] == ["pdf"]
+    assert [s.path for s in read.skipped] == [str(root / "broken" / "SKILL.md")]
+    assert read == await provider.list(cwd=tmp_path)
+    assert await provider.changed(cwd=tmp_path) is False  # remembered as a listing
+    assert list(provider.diagnose_blocking(cwd=tmp_path)) == await advice(tmp_path, root, missing)
+    provider.close()

@@ -15,6 +15,7 @@ from ._group import TEXT, cli, load, profile_option, run_async
 if TYPE_CHECKING:
     from ..loading import Kernel, LoadedPlugin, PluginCatalog, PluginEntry, Scope
     from ..runtime import Runtime
+    from ..skills import SkillCatalog
 
 __all__ = ("composition_tree",)
 
@@ -252,7 +253,7 @@ def check(profile: Path | None, model_spec: str | None, agent_name: str | None) 
     if runtime is not None and skills:
         from ._skills import printable
 
-        for warning in run_async(_skill_warnings, runtime):
+        for warning in _skill_warnings(runtime):
             click.echo(f"warning: {printable(warning)}", err=True)
     instances = [p for p in kernel.plugins if not p.entry.builtin]
     count = len(instances)
@@ -304,22 +305,30 @@ async def _probe_model(kernel: Kernel, spec: str, agent: str | None) -> str:
         await close_model(model)
 
 
-async def _skill_warnings(runtime: Runtime) -> list[str]:
+def _skill_warnings(runtime: Runtime) -> list[str]:
     """The skill providers' advice and what their catalogs skipped, once each, for every
-    scope an agent sees (the global layer when there are no agents)."""
+    scope an agent sees (the global layer when there are no agents). Read without an event
+    loop when every provider can be (:class:`~tether.skills.SkillProviderBlocking`)."""
     from ._skills import SkillWarnings
 
     kernel = runtime.kernel
+    skills = runtime.skills
     scopes: list[Scope | None] = [kernel.agent_scope(name) for name in kernel.agents] or [None]
+    with SkillWarnings():  # what the providers log is summed up below, not printed raw
+        if all(skills.reads_blocking(scope=scope) for scope in scopes):
+            read = [
+                (skills.diagnose_blocking(scope=scope), skills.list_blocking(scope=scope))
+                for scope in scopes
+            ]
+        else:
+            read = run_async(_read_skills, runtime, scopes)
     advice: dict[str, None] = {}
     skipped: dict[str, str] = {}
-    with SkillWarnings():  # what the providers log is summed up below, not printed raw
-        for scope in scopes:
-            for provider, line in await runtime.skills.diagnose(scope=scope):
-                advice.setdefault(f'skill provider "{provider}": {line}', None)
-            catalog = await runtime.skills.list(scope=scope)
-            for entry in catalog.skipped:
-                skipped.setdefault(entry.path, entry.reason)
+    for lines, catalog in read:
+        for provider, line in lines:
+            advice.setdefault(f'skill provider "{provider}": {line}', None)
+        for entry in catalog.skipped:
+            skipped.setdefault(entry.path, entry.reason)
     lines = list(advice)
     # A root the advice already names (a package that is not installed) is not named twice.
     skipped = {path: why for path, why in skipped.items() if not any(path in a for a in lines)}
@@ -331,6 +340,16 @@ async def _skill_warnings(runtime: Runtime) -> list[str]:
             "shows them all, with the reason"
         )
     return lines
+
+
+async def _read_skills(
+    runtime: Runtime, scopes: list[Scope | None]
+) -> list[tuple[list[tuple[str, str]], SkillCatalog]]:
+    """Each scope's skill advice and catalog, read in an event loop."""
+    return [
+        (await runtime.skills.diagnose(scope=scope), await runtime.skills.list(scope=scope))
+        for scope in scopes
+    ]
 
 
 def _check_agents(runtime: Runtime) -> None:

@@ -28,6 +28,7 @@ __all__ = (
     "SkillLocation",
     "SkillObservation",
     "SkillProvider",
+    "SkillProviderBlocking",
     "SkillProviderDiagnostics",
     "SkillProviderFactory",
     "SkillProviderFiles",
@@ -293,6 +294,22 @@ class SkillProviderDiagnostics(Protocol):
     """
 
     async def diagnose(self, *, cwd: Path) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class SkillProviderBlocking(Protocol):
+    """Optional for a :class:`SkillProvider`: its ``list`` and its advice read in the caller's
+    thread, blocking it, for a command that reads a catalog once and would otherwise start an
+    event loop for that alone (``tether check``; :meth:`SkillRegistry.list_blocking`).
+
+    ``list_blocking`` answers what ``list`` answers; ``diagnose_blocking`` what
+    :meth:`SkillProviderDiagnostics.diagnose` answers (``[]`` for a provider without advice).
+    Neither is ever called while an event loop runs in the thread.
+    """
+
+    def list_blocking(self, *, cwd: Path) -> Sequence[SkillCandidate] | SkillObservation: ...
+
+    def diagnose_blocking(self, *, cwd: Path) -> Sequence[str]: ...
 
 
 @runtime_checkable

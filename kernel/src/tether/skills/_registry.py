@@ -29,6 +29,7 @@ from ..contracts import (
     SkillDefinition,
     SkillFile,
     SkillProvider,
+    SkillProviderBlocking,
     SkillProviderChanges,
     SkillProviderDiagnostics,
     SkillProviderFiles,
@@ -44,7 +45,9 @@ from ._resolution import (
     ProviderSlot,
     RuntimeSkill,
     SkillCatalog,
+    advise_blocking,
     collect,
+    collect_blocking,
     describe,
     first_error,
 )
@@ -355,19 +358,56 @@ class SkillRegistry:
         chain = _chain_keys(scope)
         catalog: SkillCatalog | None = None
         for _attempt in range(MAX_COLLECT_ATTEMPTS):
-            revision = self._revision
-            key = (str(cwd), chain[-1], revision)
-            cached = self._cache.get(key)
+            key, cached = self._cached(cwd, chain)
             if cached is not None:
                 return cached
             catalog = await collect([(k, self._layers[k]) for k in chain if k in self._layers], cwd)
-            if self._revision != revision:
-                continue  # something changed while we collected: try again
-            if catalog.complete:
-                self._cache.put(key, catalog)
-            return catalog
+            if self._keep(key, catalog):
+                return catalog
         assert catalog is not None
         return dataclasses.replace(catalog, complete=False)
+
+    def reads_blocking(self, *, scope: Scope | None = None) -> bool:
+        """Whether every provider ``scope`` sees is a :class:`~tether.skills.SkillProviderBlocking`,
+        so :meth:`list_blocking` and :meth:`diagnose_blocking` can read it."""
+        return all(
+            isinstance(slot.provider, SkillProviderBlocking) for slot in self._visible_slots(scope)
+        )
+
+    def list_blocking(self, *, scope: Scope | None = None, cwd: Path | None = None) -> SkillCatalog:
+        """:meth:`list` in the caller's thread, without an event loop, for a command that reads
+        a catalog once (``tether check``); the same catalog, from the same cache. Only while
+        :meth:`reads_blocking`."""
+        cwd = cwd or Path.cwd()
+        chain = _chain_keys(scope)
+        catalog: SkillCatalog | None = None
+        for _attempt in range(MAX_COLLECT_ATTEMPTS):
+            key, cached = self._cached(cwd, chain)
+            if cached is not None:
+                return cached
+            catalog = collect_blocking(
+                [(k, self._layers[k]) for k in chain if k in self._layers], cwd
+            )
+            if self._keep(key, catalog):
+                return catalog
+        assert catalog is not None
+        return dataclasses.replace(catalog, complete=False)
+
+    def _cached(
+        self, cwd: Path, chain: list[str]
+    ) -> tuple[tuple[str, str, int], SkillCatalog | None]:
+        """The cache key of ``chain`` read from ``cwd`` now, and its catalog if cached."""
+        key = (str(cwd), chain[-1], self._revision)
+        return key, self._cache.get(key)
+
+    def _keep(self, key: tuple[str, str, int], catalog: SkillCatalog) -> bool:
+        """Whether ``catalog``, collected at the revision of ``key``, is the answer (cached
+        when complete); not when something changed while it was collected."""
+        if self._revision != key[2]:
+            return False
+        if catalog.complete:
+            self._cache.put(key, catalog)
+        return True
 
     async def refresh(self, *, scope: Scope | None = None, cwd: Path | None = None) -> bool:
         """Ask each visible provider that can tell whether its source changed; invalidate if so.
@@ -421,6 +461,13 @@ class SkillRegistry:
                 advice = [f"its diagnose() failed: {describe(exc)}"]
             found += [(slot.name, line) for line in advice]
         return found
+
+    def diagnose_blocking(
+        self, *, scope: Scope | None = None, cwd: Path | None = None
+    ) -> list[tuple[str, str]]:
+        """:meth:`diagnose` in the caller's thread, without an event loop (see
+        :meth:`list_blocking`); only while :meth:`reads_blocking`."""
+        return advise_blocking(self._visible_slots(scope), cwd or Path.cwd())
 
     async def get(
         self, name: str, *, scope: Scope | None = None, cwd: Path | None = None

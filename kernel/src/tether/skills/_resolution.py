@@ -28,6 +28,7 @@ from ..contracts import (
     SkillLocation,
     SkillObservation,
     SkillProvider,
+    SkillProviderBlocking,
     SkillSummary,
     SkippedSkill,
 )
@@ -44,7 +45,9 @@ __all__ = (
     "ProviderSlot",
     "RuntimeSkill",
     "SkillCatalog",
+    "advise_blocking",
     "collect",
+    "collect_blocking",
     "describe",
     "first_error",
 )
@@ -167,9 +170,44 @@ class CatalogCache:
 async def collect(layers: list[tuple[str, Layer]], cwd: Path) -> SkillCatalog:
     """The catalog ``layers`` (farthest first) make: every provider observed at once, then
     each layer resolved by rank and the nearer layer winning a name (the module docstring)."""
+    slots = [slot for _key, layer in layers for slot in layer.providers.values()]
+    return _resolve(layers, await _observe_all(slots, cwd))
+
+
+def collect_blocking(layers: list[tuple[str, Layer]], cwd: Path) -> SkillCatalog:
+    """:func:`collect` without an event loop: every provider is a
+    :class:`~tether.skills.SkillProviderBlocking`, observed one after the other."""
+    outputs: dict[ProviderSlot, object] = {}
+    for _key, layer in layers:
+        for slot in layer.providers.values():
+            provider = cast(SkillProviderBlocking, slot.provider)
+            try:
+                outputs[slot] = provider.list_blocking(cwd=cwd)
+            except Exception as exc:
+                outputs[slot] = _Failed(exc)
+    return _resolve(layers, outputs)
+
+
+def advise_blocking(slots: list[ProviderSlot], cwd: Path) -> list[tuple[str, str]]:
+    """``(provider, advice)`` from each of ``slots``, every provider a
+    :class:`~tether.skills.SkillProviderBlocking` (``SkillRegistry.diagnose_blocking``)."""
+    found: list[tuple[str, str]] = []
+    for slot in slots:
+        provider = cast(SkillProviderBlocking, slot.provider)
+        try:
+            # A plugin's answer: each line is checked, not trusted.
+            lines = cast("Sequence[object]", provider.diagnose_blocking(cwd=cwd))
+            advice = [line for line in lines if isinstance(line, str)]
+        except Exception as exc:
+            advice = [f"its diagnose() failed: {describe(exc)}"]
+        found += [(slot.name, line) for line in advice]
+    return found
+
+
+def _resolve(layers: list[tuple[str, Layer]], outputs: dict[ProviderSlot, object]) -> SkillCatalog:
+    """Each layer of ``layers`` resolved from what its providers listed (``outputs``)."""
     runtime = {key: [layer.runtime[n] for n in sorted(layer.runtime)] for key, layer in layers}
     slots = {key: list(layer.providers.values()) for key, layer in layers}
-    outputs = await _observe_all([s for key, _ in layers for s in slots[key]], cwd)
     merged: dict[str, SkillCandidate] = {}
     origins: dict[str, ProviderSlot | RuntimeSkill] = {}
     origin_layer: dict[str, str] = {}

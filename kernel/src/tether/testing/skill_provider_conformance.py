@@ -28,7 +28,8 @@ A provider with an ``async def changed(self, *, cwd) -> bool`` method is also he
 :meth:`tether.skills.SkillRegistry.refresh` expects of it, and one with ``diagnose`` (the
 optional :class:`tether.skills.SkillProviderDiagnostics`) to what ``tether check`` prints, and
 one with ``read_file`` (:class:`tether.skills.SkillProviderFiles`) to serving the files it lists
-and nothing else. The
+and nothing else, and one read without an event loop (:class:`tether.skills.SkillProviderBlocking`)
+to answering what ``list`` and ``diagnose`` answer. The
 tests run under anyio's pytest plugin (``pytest.mark.anyio``).
 """
 
@@ -41,6 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+import anyio
 import pytest
 
 from ..skills import (
@@ -53,6 +55,7 @@ from ..skills import (
     SkillLocation,
     SkillObservation,
     SkillProvider,
+    SkillProviderBlocking,
     SkillProviderDiagnostics,
     SkillProviderFiles,
     SkillRegistry,
@@ -298,6 +301,24 @@ class SkillProviderConformance:
             pytest.skip("the provider has no diagnose() method")
         lines = await provider.diagnose(cwd=cwd)
         assert all(isinstance(line, str) and line and "\n" not in line for line in lines)
+
+    # ----------------------------------------------------------------- read blocking
+
+    def test_blocking_reads_answer_what_list_and_diagnose_answer(
+        self, provider: SkillProvider, seeded: SkillAuthor | None, cwd: Path
+    ) -> None:
+        if not isinstance(provider, SkillProviderBlocking):
+            pytest.skip("the provider is read in an event loop only")
+        read = provider.list_blocking(cwd=cwd)  # no event loop runs in this test
+        listed = anyio.run(lambda: provider.list(cwd=cwd))
+        assert [c.name for c in _candidates(read)] == [c.name for c in _candidates(listed)]
+        assert isinstance(read, SkillObservation) == isinstance(listed, SkillObservation)
+        advice = list(provider.diagnose_blocking(cwd=cwd))
+        if isinstance(provider, SkillProviderDiagnostics):
+            diagnose = provider.diagnose
+            assert advice == list(anyio.run(lambda: diagnose(cwd=cwd)))
+        else:
+            assert advice == []
 
     # ----------------------------------------------------------------- read_file()
 

@@ -33,6 +33,7 @@ from ._roots import PROJECT_SOURCE_PREFIX, inside, project_root
 from ._scan import (
     Fingerprint,
     RootState,
+    Scan,
     fingerprint,
     folder_identity,
     identity,
@@ -168,18 +169,49 @@ class FileSystemSkillProvider:
         Incomplete when a root or a skill file could not be read for a reason that may pass
         (permissions, I/O errors). Every entry left out is in ``skipped``, with the reason.
         """
-        started = self._clock()
-        watch = self._open_watch()
-        # What was reported so far is seen by this read; the other listings take their share
-        # now, so that it does not make the new listing look stale at the next call.
-        self._take_events()
-        read = partial(scan, self._settings, cwd, self._name, watch.add if watch else None)
-        reported = _Reported(set())
-        self._reading.append(reported)
+        started, watch, read, reported = self._begin(cwd)
         try:
             result = await anyio.to_thread.run_sync(read)
         finally:
             self._reading.remove(reported)
+        return self._listed(cwd, started, watch, result, reported)
+
+    def list_blocking(self, *, cwd: Path) -> SkillObservation:
+        """:meth:`list`, read in the caller's thread (``tether check``, no event loop). A
+        command that reads once has no use for a watch: none is opened for it (``changed``
+        then looks for changes itself, until a ``list`` opens one)."""
+        started, watch, read, reported = self._begin(cwd, watch=False)
+        try:
+            result = read()
+        finally:
+            self._reading.remove(reported)
+        return self._listed(cwd, started, watch, result, reported)
+
+    def _begin(
+        self, cwd: Path, *, watch: bool = True
+    ) -> tuple[float, FolderWatch | None, Callable[[], Scan], _Reported]:
+        """A listing starts: its clock, its watch (none without ``watch``), the read to run and
+        what the watch reports meanwhile (removed from ``_reading`` by the caller once the read
+        is done)."""
+        started = self._clock()
+        folders = self._open_watch() if watch else None
+        # What was reported so far is seen by this read; the other listings take their share
+        # now, so that it does not make the new listing look stale at the next call.
+        self._take_events()
+        read = partial(scan, self._settings, cwd, self._name, folders.add if folders else None)
+        reported = _Reported(set())
+        self._reading.append(reported)
+        return started, folders, read, reported
+
+    def _listed(
+        self,
+        cwd: Path,
+        started: float,
+        watch: FolderWatch | None,
+        result: Scan,
+        reported: _Reported,
+    ) -> SkillObservation:
+        """The listing read from ``cwd`` remembered, and the observation it gives."""
         key = str(cwd)
         listing = _Listing(result.roots, tuple(result.fingerprint), started)
         if watch is not None and not watch.full:
@@ -320,6 +352,10 @@ class FileSystemSkillProvider:
         """Advice about the roots visible from ``cwd`` for ``tether check``: a root in
         ``roots`` that is missing or empty, skills laid out deeper than they are read."""
         return await anyio.to_thread.run_sync(diagnose, self._settings, cwd)
+
+    def diagnose_blocking(self, *, cwd: Path) -> Sequence[str]:
+        """:meth:`diagnose`, in the caller's thread (``tether check``, no event loop)."""
+        return diagnose(self._settings, cwd)
 
     def _mark_stale(self, path: Path) -> None:
         """A loaded skill differs from its listing: every listing of its root is stale."""
