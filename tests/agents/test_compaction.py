@@ -27,7 +27,7 @@ from tether.agents import (
     build_preset,
     new_header,
 )
-from tether.agents._compaction import CompactionMode
+from tether.agents._limits import CompactionMode
 from tether.errors import AgentError, ErrorCode, ModelError, ProfileError
 from tether.models import (
     FunctionModel,

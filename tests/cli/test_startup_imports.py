@@ -75,6 +75,7 @@ PROFILE_ONLY = (
     "sqlite3",
     "jsonschema",
     "yaml",
+    "difflib",
 )
 #: ``tether sessions list`` opens the store and reads its sessions, nothing more: of the runtime
 #: (whose names are lazy) only ``profile_store``'s module.
@@ -95,7 +96,8 @@ SESSIONS = (
 )
 #: A run of the quickstart (its tools' schemas are flat; it declares no subagents; its model is
 #: scripted, though the profile loads the openai plugin; its skills' frontmatter is plain
-#: ``key: value`` lines, which skills-fs reads without PyYAML).
+#: ``key: value`` lines, which skills-fs reads without PyYAML; every name it uses is known, so
+#: no "did you mean" is computed).
 QUICKSTART_RUN = (
     "tether.subagents",
     "tether.specialists",
@@ -104,12 +106,16 @@ QUICKSTART_RUN = (
     "tether_openai._model",
     "yaml",
     "frontmatter",
+    "difflib",
 )
 #: ``tether check`` of the quickstart composes its agent and lists its skills, but runs no
 #: session: no Agent, no session events (its plugins import ``tether.agents`` for ``Tool`` and
 #: ``PreStep``, which the package exports lazily), no store, no session host's streams, and no
 #: event loop (skills-fs is read in the caller's thread: ``SkillProviderBlocking``), nor the
-#: folder watch a session keeps (ctypes).
+#: folder watch a session keeps (ctypes); and of the turn machinery not even what a preset
+#: names (its limits and compaction policy are plain values in ``tether.agents._limits``; its
+#: approval policy and the runtime's permission host are types only): no step, compaction or
+#: approval module, nor the SIGINT handling a command with an event loop installs.
 QUICKSTART_CHECK = (
     *QUICKSTART_RUN,
     "asyncio",
@@ -125,6 +131,11 @@ QUICKSTART_CHECK = (
     "tether.store._sqlite",
     "tether.runtime._hosts",
     "sqlite3",
+    "tether.agents._step",
+    "tether.agents._compaction",
+    "tether.agents._approvals",
+    "anyio.abc",
+    "signal",
 )
 
 PLUGIN = """

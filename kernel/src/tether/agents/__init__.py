@@ -44,10 +44,7 @@ if TYPE_CHECKING:
         stricter,
     )
     from ._budget import ContextBudget
-    from ._compaction import (
-        SUMMARY_INSTRUCTION,
-        CompactionPolicy,
-    )
+    from ._compaction import SUMMARY_INSTRUCTION
     from ._compose import (
         AgentPreset,
         build_preset,
@@ -62,9 +59,9 @@ if TYPE_CHECKING:
     )
     from ._keeper import LEASE_RENEWAL, MAIL_POLL, keep_sessions
     from ._lease import SessionLease
+    from ._limits import AgentLimits, CompactionPolicy
     from ._loop import TurnLoop
     from ._spec import AgentSpec
-    from ._step import AgentLimits
     from ._stream import AnswerStream
     from ._tools import ToolRegistry
     from ._tracing import (
@@ -153,7 +150,7 @@ _LAZY = {
     "ContextBudget": "_budget",
     "SUMMARY_INSTRUCTION": "_compaction",
     "CompactionInput": ".contracts",
-    "CompactionPolicy": "_compaction",
+    "CompactionPolicy": "_limits",
     "CompactionStrategy": ".contracts",
     "AgentPreset": "_compose",
     "Specialist": ".contracts",
@@ -172,7 +169,7 @@ _LAZY = {
     "SessionLease": "_lease",
     "TurnLoop": "_loop",
     "AgentSpec": "_spec",
-    "AgentLimits": "_step",
+    "AgentLimits": "_limits",
     "PreStep": ".contracts",
     "StepContext": ".contracts",
     "AnswerStream": "_stream",

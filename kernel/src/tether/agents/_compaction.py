@@ -23,6 +23,7 @@ import anyio
 from ..contracts import CompactionInput, CompactionStrategy
 from ..errors import AgentError, ErrorCode, TetherError
 from ..models import Message, Role, Usage, estimate_tokens, message_tokens, messages_tokens
+from ._limits import CompactionPolicy
 
 if TYPE_CHECKING:
     from ..store import CompactionEvent
@@ -39,7 +40,6 @@ __all__ = (
     "plan",
 )
 
-CompactionMode = Literal["auto", "manual", "off"]
 CompactionTrigger = Literal["auto", "manual", "overflow"]
 
 #: The last message of the request that asks the agent's model for a summary. Fixed: the
@@ -72,21 +72,6 @@ MIN_SUMMARY_TOKENS = 64
 CUT_NOTE = "\n[... {cut} characters cut by compaction; the whole message is in the session log]"
 #: Opens the restated list of open work.
 OPEN_WORK_NOTE = "[Open work] Still open when the conversation was compacted:"
-
-
-@dataclass(frozen=True)
-class CompactionPolicy:
-    """An agent's compaction settings (``[agent.NAME] compaction``)."""
-
-    mode: CompactionMode = "auto"
-    """``auto``: compact when a request would pass ``threshold`` of the window (or not fit);
-    ``manual``: only when asked; ``off``: never (a request that does not fit fails)."""
-    threshold: float = 0.85
-    """The share of the context window at which ``auto`` compacts."""
-    keep: float = 0.25
-    """The share of the window the kept tail and the restated context may use."""
-    strategy: str = "summary"
-    """Who writes the summary: ``summary`` (the agent's model) or a plugin's strategy."""
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,8 @@ from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentEr
 from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
-from ._approvals import ApprovalPolicy
-from ._compaction import CompactionPolicy
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
-from ._step import AgentLimits
+from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry
 from ._tracing import tracer_of
 
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..store import SessionHeader, SessionStore
     from ._agent import Agent
+    from ._approvals import ApprovalPolicy
 
 __all__ = (
     "AgentPreset",

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from ..models import Model
 from ..store import SessionStore
 from ._approvals import ApprovalPolicy, stricter
-from ._compaction import CompactionPolicy, CompactionStrategy
+from ._compaction import CompactionStrategy
 from ._instructions import DynamicInstruction
-from ._step import AgentLimits, PreStep
+from ._limits import AgentLimits, CompactionPolicy
+from ._step import PreStep
 from ._tools import ToolFilter, ToolRegistry
 from ._tracing import Tracer
 

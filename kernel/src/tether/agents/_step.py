@@ -12,7 +12,6 @@ import json
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -34,6 +33,7 @@ from ..models import (
     ToolCall,
     stream_answer,
 )
+from ._limits import AgentLimits
 
 if TYPE_CHECKING:
     from ..store import (
@@ -63,40 +63,6 @@ __all__ = (
 )
 
 log = logging.getLogger("tether.agents")
-
-
-@dataclass(frozen=True)
-class AgentLimits:
-    """Per-agent limits; hitting a step or token limit ends the turn with ``max-tokens``."""
-
-    max_steps: int = 50
-    """Model requests per turn."""
-    max_repeated_calls: int = 5
-    """Steps in a row that may make the same tool calls with the same arguments: the step that
-    reaches it runs, and the model then reads a notice; one more such step ends the turn
-    (``error``, ``TOOL_CALLS_REPEATED``) without running its calls. 0: no limit."""
-    max_output_tokens: int | None = None
-    """Output tokens per turn, across its steps."""
-    max_working_tasks: int = 10
-    """Background tasks (subagent calls that return a task id) a session may have working at
-    once; one more is refused with ``TOO_MANY_BACKGROUND_TASKS``."""
-    context_window: int | None = None
-    """The model's context window in tokens, when the agent says (``[agent.NAME]
-    context_window``); else the model's own or tether's table (``tether.models.window_for``)."""
-    model_retries: int = 8
-    """Retries of a recoverable model failure, per step (at most; ``retry_budget`` usually
-    ends them first)."""
-    retry_backoff: float = 0.5
-    """Pause before the first retry, in seconds; each further pause is twice as long (up to
-    ``retry_max_wait``), and each is drawn at random between half and all of that (jitter, so
-    that clients failing together do not retry together)."""
-    retry_max_wait: float = 30.0
-    """The longest single pause between retries, in seconds (unless the server asked for a
-    longer one with ``ModelError.retry_after``)."""
-    retry_budget: float = 60.0
-    """Seconds a step may spend waiting between retries, in all. A server's ``retry_after``
-    is honoured (waited at least) when it fits in what is left; when it does not, the turn
-    gives up at once, saying how long the server asked for."""
 
 
 #: The stop reason of a turn whose last answer finished so.

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import sys
 import threading
 import time
-import traceback
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -282,6 +280,8 @@ def _blamed_frame(
     """``(module, line, plugin or None)`` of the innermost frame of ``exc``'s traceback that
     belongs to tether or a plugin (library frames, such as the standard library's, are
     skipped), else of its innermost frame."""
+    import traceback  # an error's path: a command that fails to start does not pay at start
+
     frames = list(traceback.walk_tb(exc.__traceback__))
     for frame, line in reversed(frames):
         module = str(frame.f_globals.get("__name__", ""))
@@ -422,6 +422,8 @@ class Interruption:
         which sync tools no longer block (they run in worker threads), and nothing is
         interrupted halfway through an append.
         """
+        import signal
+
         import anyio
 
         before = signal.getsignal(signal.SIGINT)
@@ -475,6 +477,8 @@ def _can_receive_sigint() -> bool:
     """Whether this process can watch SIGINT on its event loop: not on Windows (no signals
     there; Ctrl-C stays a ``KeyboardInterrupt``), only from the main thread, and not when
     SIGINT is ignored (a background job started by a shell: Ctrl-C is not meant for it)."""
+    import signal  # asked only by the commands that run an event loop (asyncio imports it)
+
     return (
         sys.platform != "win32"
         and threading.current_thread() is threading.main_thread()

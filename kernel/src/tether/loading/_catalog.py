@@ -23,7 +23,6 @@ the built-in plugins are part of the kernel and stay.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import importlib
@@ -248,6 +247,8 @@ class PluginCatalog:
                     else ""
                 ),
             )
+        import difflib  # a name not found: an error's path only
+
         close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         hint = (
             "did you mean " + " or ".join(f'"{c}"' for c in close) + "? "

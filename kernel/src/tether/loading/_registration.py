@@ -12,7 +12,6 @@ points, local and inline plugins all register through here.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import sys
 from collections.abc import Iterable, Mapping
@@ -240,6 +239,8 @@ def _check_hookimpls(entry: PluginEntry, obj: object, file: Any, key: str | None
         if spec is None and opts.get("optionalhook"):
             continue  # pluggy's own opt-out: a hook for a spec that may not exist
         if spec is None:
+            import difflib  # a name not found: an error's path only
+
             close = difflib.get_close_matches(hook_name, list(_SPECS), n=1, cutoff=0.6)
             hint = f'did you mean "{close[0]}"? ' if close else ""
             raise PluginError(

@@ -23,16 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 
-from ..agents._approvals import PermissionHost
 from ..agents._compose import (
     AgentPreset,
     build_preset,
     resolve_agent_name,
     resolve_preset_model,
 )
-from ..agents._step import AgentLimits
 from ..agents._tools import ToolRegistry, ToolSource
 from ..errors import (
     ErrorCode,
@@ -44,7 +41,6 @@ from ..errors import (
 )
 from ..ground import leaves
 from ..loading import Kernel, LoadedPlugin, Scope
-from ..models import Model, ModelDelta
 from ..skills import SkillProviderFactory, SkillRegistry
 from ._collector import tuned_collector
 from ._hold import COMPACT_GESTURE, HeldSession, hold_session
@@ -54,8 +50,12 @@ from ._tools import ToolCatalog
 
 if TYPE_CHECKING:
     from anyio import CancelScope
+    from anyio.abc import TaskGroup
 
     from ..agents._agent import Agent
+    from ..agents._approvals import PermissionHost
+    from ..agents._limits import AgentLimits
+    from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
     from ._follow import FollowedSession

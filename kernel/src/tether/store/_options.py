@@ -13,7 +13,6 @@ seconds and PostgreSQL's settings as milliseconds again.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -67,6 +66,8 @@ def read_store_options(
     for key, text in options.items():
         reader = readers.get(key)
         if reader is None:
+            import difflib  # a name not found: an error's path only
+
             close = difflib.get_close_matches(key, list(readers), n=1, cutoff=0.6)
             hint = f'did you mean "{close[0]}"? ' if close else ""
             raise _invalid(

@@ -11,7 +11,6 @@ wins over it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from ..contracts import StoreProvider
@@ -41,6 +40,8 @@ def find_store_provider(spec: str, providers: Iterable[StoreProvider]) -> tuple[
     prefix, colon, rest = spec.partition(":")
     provider = known.get(prefix)
     if provider is None:
+        import difflib  # a name not found: an error's path only
+
         close = difflib.get_close_matches(prefix, list(known), n=1, cutoff=0.6)
         hint = f'did you mean "{known[close[0]].form}"? ' if close else ""
         raise StoreError(
