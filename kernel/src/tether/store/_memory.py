@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, cast, get_args
+
+from pydantic import BaseModel
 
 from ..errors import ErrorCode, StoreError
 from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
@@ -11,9 +14,48 @@ from ._rules import check_depth, check_mail, session_not_found
 
 __all__ = ("MemoryStore",)
 
+#: Each event class's layout: its ``type`` tag, then its field names in order (strings only).
+_LAYOUTS: dict[type[BaseModel], tuple[str, ...]] = {
+    kind: (str(kind.model_fields["type"].default), *kind.model_fields)
+    for kind in cast("tuple[type[BaseModel], ...]", get_args(get_args(Event)[0]))
+}
+_CLASSES: dict[str, type[BaseModel]] = {layout[0]: kind for kind, layout in _LAYOUTS.items()}
+
+#: One entry of a log: an event packed as ``(layout, *values)``, else the event itself.
+_Entry = tuple[Any, ...] | Event
+
+
+def _packed(events: Iterable[Event]) -> list[_Entry]:
+    """``events`` as log entries. An event is kept as its field values behind its class's
+    layout (a shared tuple of strings), not as the model: a tuple of plain values is one
+    object, which the garbage collector stops tracking, where the model is three (itself,
+    its ``__dict__``, its set of given fields) and several times the bytes. A log keeps
+    every event of every session for as long as the store lives; most are never read."""
+    entries: list[_Entry] = []
+    for event in events:
+        fields = event.__dict__
+        layout = _LAYOUTS.get(type(event))
+        # A field's value in the order of the fields (a frozen model's ``__dict__`` has no
+        # other key, and keeps its order); anything else is kept as it is.
+        if layout is not None and len(layout) == len(fields) + 1:
+            entries.append((layout, *fields.values()))
+        else:
+            entries.append(event)
+    return entries
+
+
+def _unpacked(entry: _Entry) -> Event:
+    """The event ``entry`` holds: a packed one is made again, unvalidated (its values were)."""
+    if type(entry) is not tuple:
+        return cast("Event", entry)
+    layout = cast("tuple[str, ...]", entry[0])
+    kind = _CLASSES[layout[0]]
+    return cast("Event", kind.model_construct(**dict(zip(layout[1:], entry[1:], strict=True))))
+
 
 class MemoryStore:
-    """Sessions in dictionaries; events are kept as the validated objects themselves.
+    """Sessions in dictionaries; events are kept as their validated values (packed: see
+    ``_packed``), and read back as equal events.
 
     Nothing else can open its storage, so this store is its sessions' only possible owner:
     a lease is either free or its own, and ``acquire`` never takes one over.
@@ -24,7 +66,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.owner = LeaseOwner.current()
         self._headers: dict[str, SessionHeader] = {}
-        self._logs: dict[str, list[Event]] = {}
+        self._logs: dict[str, list[_Entry]] = {}
         self._leased: set[str] = set()
         self._mail: dict[str, list[InboxAccepted]] = {}  # only sessions with untaken mail
 
@@ -36,7 +78,7 @@ class MemoryStore:
                 remedy="use a new session id",
             )
         self._headers[header.id] = header
-        self._logs[header.id] = list(events)
+        self._logs[header.id] = _packed(events)
         self._leased.add(header.id)
         return header
 
@@ -60,10 +102,10 @@ class MemoryStore:
         header = header.model_copy(update={"model": model})
         self._headers[session_id] = header
         self._leased.add(session_id)
-        self._logs[session_id].extend(events)
+        self._logs[session_id].extend(_packed(events))
         return header
 
-    def _log(self, session_id: str) -> list[Event]:
+    def _log(self, session_id: str) -> list[_Entry]:
         log = self._logs.get(session_id)
         if log is None:
             raise session_not_found(session_id)
@@ -72,7 +114,7 @@ class MemoryStore:
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
         log = self._log(session_id)
         self._leased.add(session_id)  # a free lease is taken by the first write
-        log.extend(events)
+        log.extend(_packed(events))
         return len(log)
 
     async def events(
@@ -80,8 +122,8 @@ class MemoryStore:
     ) -> list[StoredEvent]:
         log = self._log(session_id)
         return [
-            StoredEvent(seq, event)
-            for seq, event in enumerate(
+            StoredEvent(seq, _unpacked(entry))
+            for seq, entry in enumerate(
                 log[after : None if limit is None else after + limit], start=after + 1
             )
         ]
@@ -132,7 +174,7 @@ class MemoryStore:
         log = self._log(session_id)
         self._leased.add(session_id)
         messages = self._mail.pop(session_id, [])
-        log.extend(messages)
+        log.extend(_packed(messages))
         return messages
 
     async def aclose(self) -> None:
