@@ -25,23 +25,24 @@ _CLASSES: dict[str, type[BaseModel]] = {layout[0]: kind for kind, layout in _LAY
 _Entry = tuple[Any, ...] | Event
 
 
-def _packed(events: Iterable[Event]) -> list[_Entry]:
-    """``events`` as log entries. An event is kept as its field values behind its class's
-    layout (a shared tuple of strings), not as the model: a tuple of plain values is one
-    object, which the garbage collector stops tracking, where the model is three (itself,
-    its ``__dict__``, its set of given fields) and several times the bytes. A log keeps
-    every event of every session for as long as the store lives; most are never read."""
-    entries: list[_Entry] = []
+def _pack(log: list[_Entry], events: Iterable[Event]) -> list[_Entry]:
+    """Append ``events`` to ``log`` as entries; returns ``log``. An event is kept as its field
+    values behind its class's layout (a shared tuple of strings), not as the model: a tuple
+    of plain values is one object, which the garbage collector stops tracking, where the
+    model is three (itself, its ``__dict__``, its set of given fields) and several times the
+    bytes. A log keeps every event of every session for as long as the store lives; most are
+    never read again."""
+    append = log.append
     for event in events:
         fields = event.__dict__
         layout = _LAYOUTS.get(type(event))
-        # A field's value in the order of the fields (a frozen model's ``__dict__`` has no
-        # other key, and keeps its order); anything else is kept as it is.
+        # The values in the order of the fields (a frozen model's ``__dict__`` has no other
+        # key, and keeps its order); anything else is kept as it is.
         if layout is not None and len(layout) == len(fields) + 1:
-            entries.append((layout, *fields.values()))
+            append((layout, *fields.values()))
         else:
-            entries.append(event)
-    return entries
+            append(event)
+    return log
 
 
 def _unpacked(entry: _Entry) -> Event:
@@ -55,7 +56,7 @@ def _unpacked(entry: _Entry) -> Event:
 
 class MemoryStore:
     """Sessions in dictionaries; events are kept as their validated values (packed: see
-    ``_packed``), and read back as equal events.
+    ``_pack``), and read back as equal events.
 
     Nothing else can open its storage, so this store is its sessions' only possible owner:
     a lease is either free or its own, and ``acquire`` never takes one over.
@@ -78,7 +79,7 @@ class MemoryStore:
                 remedy="use a new session id",
             )
         self._headers[header.id] = header
-        self._logs[header.id] = _packed(events)
+        self._logs[header.id] = _pack([], events)
         self._leased.add(header.id)
         return header
 
@@ -102,7 +103,7 @@ class MemoryStore:
         header = header.model_copy(update={"model": model})
         self._headers[session_id] = header
         self._leased.add(session_id)
-        self._logs[session_id].extend(_packed(events))
+        _pack(self._logs[session_id], events)
         return header
 
     def _log(self, session_id: str) -> list[_Entry]:
@@ -114,7 +115,7 @@ class MemoryStore:
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
         log = self._log(session_id)
         self._leased.add(session_id)  # a free lease is taken by the first write
-        log.extend(_packed(events))
+        _pack(log, events)
         return len(log)
 
     async def events(
@@ -174,7 +175,7 @@ class MemoryStore:
         log = self._log(session_id)
         self._leased.add(session_id)
         messages = self._mail.pop(session_id, [])
-        log.extend(_packed(messages))
+        _pack(log, messages)
         return messages
 
     async def aclose(self) -> None:
