@@ -104,3 +104,35 @@ async def test_a_disposed_run_calls_no_callback_and_result_says_aborted(kernel):
         assert run.on_settled(lambda result: anyio.sleep(0)) is False
         result = await run.result()
         assert result.stop_reason == "aborted"
+
+
+async def test_a_callback_under_way_when_the_parent_is_left_runs_to_its_end(kernel):
+    """The parent's teardown cancels its task group while the host awaits the callback (the
+    delivery of a result): the host's child is shielded from that, so the callback ends as it
+    would have, and the parent is left once it has."""
+    service, parent, request = await start_one(kernel, lambda r: "quick answer")
+    called, gate = anyio.Event(), anyio.Event()
+    delivered: list[str] = []
+
+    async def settled(result: SubagentResult) -> None:
+        called.set()
+        await gate.wait()  # the parent is being left meanwhile
+        await anyio.sleep(0)
+        delivered.append(result.output)
+
+    async def host_parent() -> None:
+        async with parent:
+            run = await service.start("spawn", request)
+            assert isinstance(run, SettlingRun)
+            assert run.on_settled(settled) is True
+            await called.wait()
+
+    with anyio.fail_after(scaled(5)):
+        async with anyio.create_task_group() as group:
+            group.start_soon(host_parent)
+            await called.wait()
+            await wait_for(lambda: parent.tearing_down)
+            await anyio.wait_all_tasks_blocked()  # the teardown's cancellation has been delivered
+            assert delivered == []
+            gate.set()
+    assert delivered == ["quick answer"]
