@@ -14,32 +14,35 @@ from ._rules import check_depth, check_mail, session_not_found
 
 __all__ = ("MemoryStore",)
 
-#: Each event class's layout: its ``type`` tag, then its field names in order (strings only).
-_LAYOUTS: dict[type[BaseModel], tuple[str, ...]] = {
-    kind: (str(kind.model_fields["type"].default), *kind.model_fields)
-    for kind in cast("tuple[type[BaseModel], ...]", get_args(get_args(Event)[0]))
+_KINDS = cast("tuple[type[BaseModel], ...]", get_args(get_args(Event)[0]))
+#: How many fields each event class has whose first field is its ``type`` tag (every event
+#: class of the log's union): such an event is kept as the tuple of its values.
+_WIDTHS: dict[type[BaseModel], int] = {
+    kind: len(kind.model_fields) for kind in _KINDS if next(iter(kind.model_fields)) == "type"
 }
-_CLASSES: dict[str, type[BaseModel]] = {layout[0]: kind for kind, layout in _LAYOUTS.items()}
+#: By ``type`` tag: the class and its field names, in order (what a packed event is read by).
+_LAYOUTS: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {
+    str(kind.model_fields["type"].default): (kind, tuple(kind.model_fields)) for kind in _WIDTHS
+}
 
-#: One entry of a log: an event packed as ``(layout, *values)``, else the event itself.
+#: One entry of a log: an event packed as the tuple of its values, else the event itself.
 _Entry = tuple[Any, ...] | Event
 
 
 def _pack(log: list[_Entry], events: Iterable[Event]) -> list[_Entry]:
-    """Append ``events`` to ``log`` as entries; returns ``log``. An event is kept as its field
-    values behind its class's layout (a shared tuple of strings), not as the model: a tuple
-    of plain values is one object, which the garbage collector stops tracking, where the
-    model is three (itself, its ``__dict__``, its set of given fields) and several times the
-    bytes. A log keeps every event of every session for as long as the store lives; most are
-    never read again."""
+    """Append ``events`` to ``log`` as entries; returns ``log``. An event is kept as the tuple
+    of its field values (its ``type`` tag first, which says how to read it), not as the model:
+    a tuple of plain values is one object, which the garbage collector stops tracking, where
+    the model is three (itself, its ``__dict__``, its set of given fields) and several times
+    the bytes. A log keeps every event of every session for as long as the store lives, and
+    most are never read again."""
     append = log.append
     for event in events:
         fields = event.__dict__
-        layout = _LAYOUTS.get(type(event))
         # The values in the order of the fields (a frozen model's ``__dict__`` has no other
-        # key, and keeps its order); anything else is kept as it is.
-        if layout is not None and len(layout) == len(fields) + 1:
-            append((layout, *fields.values()))
+        # key, and keeps its order); anything else (a subclass, say) is kept as it is.
+        if _WIDTHS.get(type(event)) == len(fields):
+            append(tuple(fields.values()))
         else:
             append(event)
     return log
@@ -49,9 +52,8 @@ def _unpacked(entry: _Entry) -> Event:
     """The event ``entry`` holds: a packed one is made again, unvalidated (its values were)."""
     if type(entry) is not tuple:
         return cast("Event", entry)
-    layout = cast("tuple[str, ...]", entry[0])
-    kind = _CLASSES[layout[0]]
-    return cast("Event", kind.model_construct(**dict(zip(layout[1:], entry[1:], strict=True))))
+    kind, names = _LAYOUTS[entry[0]]
+    return cast("Event", kind.model_construct(**dict(zip(names, entry, strict=True))))
 
 
 class MemoryStore:
