@@ -20,6 +20,7 @@ from tether.subagents import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from tether.subagents._tasks import is_settling
 from tether.testing import scaled
 from tether_spawn import SpawnProvider
 
@@ -136,3 +137,28 @@ async def test_a_callback_under_way_when_the_parent_is_left_runs_to_its_end(kern
             assert delivered == []
             gate.set()
     assert delivered == ["quick answer"]
+
+
+async def test_whether_a_run_settles_is_its_class_s_answer_found_once(kernel):
+    """``is_settling`` is ``isinstance(run, SettlingRun)``, remembered for the run's class."""
+    service, parent, request = await start_one(kernel, lambda r: "quick answer")
+
+    class Plain:  # a SubagentRun without on_settled
+        id = "plain"
+        local_agent = None
+
+        async def result(self) -> SubagentResult:
+            return SubagentResult(output="", stop_reason="completed")
+
+        async def dispose(self) -> None:
+            return None
+
+    assert not is_settling(Plain())
+    assert not is_settling(Plain())
+    async with parent:
+        run = await service.start("spawn", request)
+        assert is_settling(run) is isinstance(run, SettlingRun) is True
+        again = await service.start("spawn", SubagentStartRequest(parent=parent, prompt="more"))
+        assert is_settling(again)
+        await run.dispose()
+        await again.dispose()
