@@ -230,11 +230,13 @@ def quoted_call(call: ToolCall) -> str:
 
 def storable_response(response: ModelResponse) -> ModelResponse:
     """The response with every text a model wrote made storable (unchanged when it already is)."""
+    text, calls = response.text, response.tool_calls
+    if text.isascii() and (not calls or all(is_ascii_call(call) for call in calls)):
+        return response  # nothing to replace (most answers): no import, no copy
     from ..store._events import replace_surrogates, replace_surrogates_in
 
-    text = replace_surrogates(response.text)
-    calls = response.tool_calls
-    if calls and not all(is_ascii_call(call) for call in calls):
+    text = replace_surrogates(text)
+    if not all(is_ascii_call(call) for call in calls):
         calls = tuple(
             call.model_copy(
                 update={
