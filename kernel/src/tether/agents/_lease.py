@@ -117,7 +117,7 @@ class SessionLease:
         if not self.leased:
             return
         self.leased = False
-        store, session_id = self._agent.store, self._agent.header.id
+        store, session_id = self._agent.spec.store, self._agent.header.id
         # If this fails, the lease expires, or its owner is seen to be gone.
         with contextlib.suppress(TetherError):
             if anyio.current_effective_deadline() == -math.inf:
@@ -194,7 +194,8 @@ class SessionLease:
             held = len(self.unsaved)
             batch = (*self.unsaved, *events) if held else events
             try:
-                await self._agent.store.append(self._agent.header.id, batch)
+                agent = self._agent
+                await agent.spec.store.append(agent.header.id, batch)
             except TetherError as exc:
                 if exc.code in _FENCED:
                     self._fence(exc)
@@ -262,12 +263,13 @@ class SessionLease:
         processes, and one keeper per tree is enough: the agent whose parent is not open
         here."""
         agent = self._agent
-        if not agent.store.durable:
+        spec = agent.spec
+        if not spec.store.durable:
             return False
-        runtime = agent.runtime
+        runtime = spec.runtime
         if runtime is None:
             return True
-        if runtime.keeps(agent.store):
+        if runtime.keeps(spec.store):
             return False  # the runtime keeps the process's sessions (inside Runtime.open)
         parent = agent.header.parent_session
         return parent is None or parent not in runtime.live_agents
@@ -293,7 +295,7 @@ class SessionLease:
         loop = agent.loop
         if not loop.open or not self.leased or self.fenced:
             return 0  # left in the store for whoever drives the session next
-        posted = await agent.store.take_mail(agent.session_id)
+        posted = await agent.spec.store.take_mail(agent.header.id)
         if not posted:
             return 0
         self.log_length += len(posted)

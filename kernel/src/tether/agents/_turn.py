@@ -345,7 +345,8 @@ class Turn:
         if budget.window is not None:  # unknown: no budget is kept, nothing to fit
             await budget.fit(remaining)
         stream = self._loop.stream
-        if stream is None and agent.runtime is not None and agent.runtime.delta_listeners:
+        runtime = spec.runtime
+        if stream is None and runtime is not None and runtime.delta_listeners:
             stream = self._loop.stream = AnswerStream(agent)
         hear = stream.hear if stream is not None and stream.wanted else None
         tracer, compacted = spec.tracer, False
