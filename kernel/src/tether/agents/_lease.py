@@ -118,14 +118,15 @@ class SessionLease:
             return
         self.leased = False
         store, session_id = self._agent.spec.store, self._agent.header.id
-        # If this fails, the lease expires, or its owner is seen to be gone.
-        with contextlib.suppress(TetherError):
+        try:
             if anyio.current_effective_deadline() == -math.inf:
                 deadline = anyio.current_time() + TEARDOWN_TIMEOUT
                 with anyio.CancelScope(shield=True, deadline=deadline):
                     await store.release(session_id)
             else:
                 await store.release(session_id)
+        except TetherError:
+            pass  # the lease expires, or its owner is seen to be gone
 
     async def _release(self) -> None:
         # If this fails, the lease expires, or its owner is seen to be gone.
