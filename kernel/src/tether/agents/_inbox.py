@@ -9,6 +9,7 @@ running turn's next step (``steering``), or as context for the next step or turn
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -74,16 +75,24 @@ def acceptance(
 class Inbox:
     """The accepted messages of one agent that no turn has claimed yet."""
 
-    __slots__ = ("_agent", "injected", "queued", "steering")
+    __slots__ = ("_owner", "injected", "queued", "steering")
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self.queued: list[InboxItem] = []
         """Messages waiting for a turn of their own, oldest first."""
         self.steering: tuple[InboxItem, ...] = ()
         """Steers for the running turn's next step."""
         self.injected: tuple[InboxItem, ...] = ()
         """Context for the next step (or turn)."""
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     @property
     def pending(self) -> int:

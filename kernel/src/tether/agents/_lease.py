@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -42,9 +43,9 @@ class SessionLease:
     """One agent's lease on its session, the writer of its log, and its mail."""
 
     __slots__ = (
-        "_agent",
         "_free",
         "_listeners",
+        "_owner",
         "_writing",
         "fault",
         "leased",
@@ -54,7 +55,7 @@ class SessionLease:
     )
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self.leased = False
         """Whether the agent holds the session's lease."""
         self.fault: TetherError | None = None
@@ -72,6 +73,14 @@ class SessionLease:
         # that never awaits (SQLite) sees no new scheduling point, and no lock is made.
         self._writing = False
         self._free: anyio.Event | None = None
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     @property
     def fenced(self) -> bool:

@@ -133,7 +133,11 @@ class SessionHold:
         if stop is not None or self._recover:
             try:
                 if stop is not None:
-                    stop.__enter__()
+                    try:
+                        stop.__enter__()
+                    except BaseException:
+                        self._stop = None  # not entered: leaving does not exit it
+                        raise
                 if self._recover:
                     await self._runtime.recover(agent)
             except BaseException as exc:
