@@ -81,9 +81,11 @@ class Inbox:
         self._owner = weakref.ref(agent)
         self.queued: list[InboxItem] = []
         """Messages waiting for a turn of their own, oldest first."""
-        self.steering: tuple[InboxItem, ...] = ()
+        # Each a list once it holds one (appended to: thousands of children's notices may
+        # steer one turn), the shared empty tuple until then (most agents never steer).
+        self.steering: list[InboxItem] | tuple[()] = ()
         """Steers for the running turn's next step."""
-        self.injected: tuple[InboxItem, ...] = ()
+        self.injected: list[InboxItem] | tuple[()] = ()
         """Context for the next step (or turn)."""
 
     @property
@@ -116,9 +118,15 @@ class Inbox:
     def put(self, item: InboxItem, delivery: Delivery) -> None:
         """Add an accepted ``item`` where its ``delivery`` waits."""
         if delivery == "context":
-            self.injected = (*self.injected, item)
+            if isinstance(self.injected, list):
+                self.injected.append(item)
+            else:
+                self.injected = [item]
         elif delivery == "step":
-            self.steering = (*self.steering, item)
+            if isinstance(self.steering, list):
+                self.steering.append(item)
+            else:
+                self.steering = [item]
         else:
             self.queued.append(item)
 
@@ -158,7 +166,7 @@ class Inbox:
             while end < len(queued) and queued[end].source.kind == "notice":
                 end += 1
             if end:
-                self.steering = (*self.steering, *queued[:end])
+                self.steering = [*self.steering, *queued[:end]]
                 del queued[:end]
         return item
 
