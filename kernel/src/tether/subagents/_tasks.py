@@ -22,13 +22,13 @@ from collections.abc import Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
-from weakref import WeakSet
 
 import anyio
 
 from ..agents import AgentLimits
 from ..contracts import SettlingRun
 from ..errors import ErrorCode, SubagentError, TetherError
+from ..ground import implements
 from ..models import Message
 from ..store import InboxAccepted, MessageSource, UserMessage
 from ..store.replay import fold
@@ -202,22 +202,11 @@ class _Slot:
 #: The place held by the call starting a task in this context (its task's subtasks see it).
 _SLOT: ContextVar[_Slot | None] = ContextVar("tether_task_slot", default=None)
 
-#: The classes of runs found to settle (:func:`is_settling`).
-_SETTLING: WeakSet[type] = WeakSet()
 
-
-def is_settling(run: object) -> TypeGuard[SettlingRun]:
-    """``isinstance(run, SettlingRun)``, checked once per class of run. On Python 3.11 a
-    check against a runtime-checkable protocol collects the protocol's members again on
-    every call (about 10 us; a background child is checked twice, a tenth of what starting
-    it costs); the members a run has are its class's, so a class found to be one is one."""
-    kind = type(run)
-    if kind in _SETTLING:
-        return True
-    if isinstance(run, SettlingRun):
-        _SETTLING.add(kind)
-        return True
-    return False
+def is_settling(run: SubagentRun) -> TypeGuard[SettlingRun]:
+    """``isinstance(run, SettlingRun)``, answered once per class of run (every background
+    child is asked twice; ``on_settled`` is a method of a settling run's class)."""
+    return implements(run, SettlingRun)
 
 
 class Tasks:
