@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import anyio
 import pytest
 
-from tether.agents import Agent, AgentLimits
+from tether.agents import Agent, AgentLimits, new_header
 from tether.agents._turn import UNFINISHED_CALL
 from tether.errors import ErrorCode, ModelError, TetherError
 from tether.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall, Usage
-from tether.store import InboxAccepted, MessageSource
+from tether.store import InboxAccepted, MemoryStore, MessageSource
 from tether.testing import scaled
 
 from .conftest import echo_tool
@@ -785,3 +788,27 @@ async def test_queued_notices_join_one_turn_but_other_messages_keep_their_own(tm
     assert seen[0] == ["child one finished", "child two finished"]
     assert seen[1][-1] == "a question"
     assert seen[2][-1] == "child three finished"
+
+
+async def test_a_finished_agent_is_freed_by_reference_counting():
+    """An agent and its collaborators form no reference cycle (they hold it weakly): once its
+    session is left and dropped, it is freed at once, not left for the cyclic collector (which
+    thousands of finished children would keep busy). A store no other process shares, so the
+    agent starts no keeper job (a cancelled job's traceback is a cycle of its own)."""
+    store = MemoryStore()
+    header = await store.create(new_header(agent="main"))
+    agent = Agent(
+        header=header, store=store, model=FunctionModel(lambda r: "hello"), new_session=True
+    )
+    async with agent:
+        assert await agent.run("hi") == "completed"
+    assert agent.loop.turn is not None  # the turn that ran last is kept, as is the budget
+    gone = weakref.ref(agent)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del agent
+        assert gone() is None
+    finally:
+        if was_enabled:
+            gc.enable()

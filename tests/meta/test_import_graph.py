@@ -160,7 +160,7 @@ def _floor(node: str) -> int:
 
 
 def test_the_graph_is_read():
-    assert "tether.agents._agent" in GRAPH["tether.agents._compose"]  # inside a function
+    assert "tether.runtime._follow" in GRAPH["tether.runtime._runtime"]  # inside a function
     assert "tether.store.replay" in GRAPH["tether.agents._agent"]
     assert "tether.runtime._state" in GRAPH["tether.runtime._runtime"]
     assert "tether.agents._compose" in GRAPH["tether.runtime._runtime"]

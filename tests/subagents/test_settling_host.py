@@ -20,6 +20,7 @@ from tether.subagents import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from tether.subagents._tasks import is_settling
 from tether.testing import scaled
 from tether_spawn import SpawnProvider
 
@@ -104,3 +105,60 @@ async def test_a_disposed_run_calls_no_callback_and_result_says_aborted(kernel):
         assert run.on_settled(lambda result: anyio.sleep(0)) is False
         result = await run.result()
         assert result.stop_reason == "aborted"
+
+
+async def test_a_callback_under_way_when_the_parent_is_left_runs_to_its_end(kernel):
+    """The parent's teardown cancels its task group while the host awaits the callback (the
+    delivery of a result): the host's child is shielded from that, so the callback ends as it
+    would have, and the parent is left once it has."""
+    service, parent, request = await start_one(kernel, lambda r: "quick answer")
+    called, gate = anyio.Event(), anyio.Event()
+    delivered: list[str] = []
+
+    async def settled(result: SubagentResult) -> None:
+        called.set()
+        await gate.wait()  # the parent is being left meanwhile
+        await anyio.sleep(0)
+        delivered.append(result.output)
+
+    async def host_parent() -> None:
+        async with parent:
+            run = await service.start("spawn", request)
+            assert isinstance(run, SettlingRun)
+            assert run.on_settled(settled) is True
+            await called.wait()
+
+    with anyio.fail_after(scaled(5)):
+        async with anyio.create_task_group() as group:
+            group.start_soon(host_parent)
+            await called.wait()
+            await wait_for(lambda: parent.tearing_down)
+            await anyio.wait_all_tasks_blocked()  # the teardown's cancellation has been delivered
+            assert delivered == []
+            gate.set()
+    assert delivered == ["quick answer"]
+
+
+async def test_whether_a_run_settles_is_its_class_s_answer_found_once(kernel):
+    """``is_settling`` is ``isinstance(run, SettlingRun)``, remembered for the run's class."""
+    service, parent, request = await start_one(kernel, lambda r: "quick answer")
+
+    class Plain:  # a SubagentRun without on_settled
+        id = "plain"
+        local_agent = None
+
+        async def result(self) -> SubagentResult:
+            return SubagentResult(output="", stop_reason="completed")
+
+        async def dispose(self) -> None:
+            return None
+
+    assert not is_settling(Plain())
+    assert not is_settling(Plain())
+    async with parent:
+        run = await service.start("spawn", request)
+        assert is_settling(run) is isinstance(run, SettlingRun) is True
+        again = await service.start("spawn", SubagentStartRequest(parent=parent, prompt="more"))
+        assert is_settling(again)
+        await run.dispose()
+        await again.dispose()

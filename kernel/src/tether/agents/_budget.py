@@ -11,6 +11,7 @@ budget and stores its event through :meth:`ContextBudget.apply`.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -35,17 +36,17 @@ class ContextBudget:
     __slots__ = (
         "_compactions",
         "_earlier_answers",
+        "_owner",
         "_tally",
         "_values",
         "_window",
-        "agent",
         "delegation_note",
         "history",
         "holds_images",
     )
 
     def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+        self._owner = weakref.ref(agent)
         self.history: list[Message] = []
         """The history the next request starts from (the turn loop appends to it)."""
         self.holds_images = False
@@ -59,6 +60,14 @@ class ContextBudget:
         self._compactions = 0
         self._tally: tuple[int, int, int] | None = None  # (messages, tokens, of them counted)
         self._window: ContextWindow | bool | None = False  # False: not looked up yet
+
+    @property
+    def agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     def restored(self, folded: SessionFold) -> None:
         """Take what the session's log holds (its fold)."""

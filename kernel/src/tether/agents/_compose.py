@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import agents as _package
 from ..contracts import (
     CompactionStrategy,
     DynamicInstruction,
@@ -115,9 +116,9 @@ class AgentPreset:
         gives its own ``scope`` (default: the preset's), the ``tool_policy`` of its delegation
         and its ``approval`` (default: the preset's, else ``ask``). The agent is built whole:
         nothing is set on it afterwards."""
-        from ._agent import Agent
-
-        return Agent(
+        # Read from the package, which imports ``_agent`` on first use and keeps it: a
+        # function-level import would resolve the module again on every agent made.
+        return _package.Agent(
             header=header,
             store=store,
             model=model,

@@ -9,6 +9,7 @@ running turn's next step (``steering``), or as context for the next step or turn
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -74,16 +75,26 @@ def acceptance(
 class Inbox:
     """The accepted messages of one agent that no turn has claimed yet."""
 
-    __slots__ = ("_agent", "injected", "queued", "steering")
+    __slots__ = ("_owner", "injected", "queued", "steering")
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self.queued: list[InboxItem] = []
         """Messages waiting for a turn of their own, oldest first."""
-        self.steering: tuple[InboxItem, ...] = ()
+        # Each a list once it holds one (appended to: thousands of children's notices may
+        # steer one turn), the shared empty tuple until then (most agents never steer).
+        self.steering: list[InboxItem] | tuple[()] = ()
         """Steers for the running turn's next step."""
-        self.injected: tuple[InboxItem, ...] = ()
+        self.injected: list[InboxItem] | tuple[()] = ()
         """Context for the next step (or turn)."""
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     @property
     def pending(self) -> int:
@@ -107,9 +118,15 @@ class Inbox:
     def put(self, item: InboxItem, delivery: Delivery) -> None:
         """Add an accepted ``item`` where its ``delivery`` waits."""
         if delivery == "context":
-            self.injected = (*self.injected, item)
+            if isinstance(self.injected, list):
+                self.injected.append(item)
+            else:
+                self.injected = [item]
         elif delivery == "step":
-            self.steering = (*self.steering, item)
+            if isinstance(self.steering, list):
+                self.steering.append(item)
+            else:
+                self.steering = [item]
         else:
             self.queued.append(item)
 
@@ -149,7 +166,7 @@ class Inbox:
             while end < len(queued) and queued[end].source.kind == "notice":
                 end += 1
             if end:
-                self.steering = (*self.steering, *queued[:end])
+                self.steering = [*self.steering, *queued[:end]]
                 del queued[:end]
         return item
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -42,9 +43,9 @@ class SessionLease:
     """One agent's lease on its session, the writer of its log, and its mail."""
 
     __slots__ = (
-        "_agent",
         "_free",
         "_listeners",
+        "_owner",
         "_writing",
         "fault",
         "leased",
@@ -54,7 +55,7 @@ class SessionLease:
     )
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self.leased = False
         """Whether the agent holds the session's lease."""
         self.fault: TetherError | None = None
@@ -72,6 +73,14 @@ class SessionLease:
         # that never awaits (SQLite) sees no new scheduling point, and no lock is made.
         self._writing = False
         self._free: anyio.Event | None = None
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     @property
     def fenced(self) -> bool:
@@ -117,15 +126,16 @@ class SessionLease:
         if not self.leased:
             return
         self.leased = False
-        store, session_id = self._agent.store, self._agent.header.id
-        # If this fails, the lease expires, or its owner is seen to be gone.
-        with contextlib.suppress(TetherError):
+        store, session_id = self._agent.spec.store, self._agent.header.id
+        try:
             if anyio.current_effective_deadline() == -math.inf:
                 deadline = anyio.current_time() + TEARDOWN_TIMEOUT
                 with anyio.CancelScope(shield=True, deadline=deadline):
                     await store.release(session_id)
             else:
                 await store.release(session_id)
+        except TetherError:
+            pass  # the lease expires, or its owner is seen to be gone
 
     async def _release(self) -> None:
         # If this fails, the lease expires, or its owner is seen to be gone.
@@ -194,7 +204,8 @@ class SessionLease:
             held = len(self.unsaved)
             batch = (*self.unsaved, *events) if held else events
             try:
-                await self._agent.store.append(self._agent.header.id, batch)
+                agent = self._agent
+                await agent.spec.store.append(agent.header.id, batch)
             except TetherError as exc:
                 if exc.code in _FENCED:
                     self._fence(exc)
@@ -262,12 +273,13 @@ class SessionLease:
         processes, and one keeper per tree is enough: the agent whose parent is not open
         here."""
         agent = self._agent
-        if not agent.store.durable:
+        spec = agent.spec
+        if not spec.store.durable:
             return False
-        runtime = agent.runtime
+        runtime = spec.runtime
         if runtime is None:
             return True
-        if runtime.keeps(agent.store):
+        if runtime.keeps(spec.store):
             return False  # the runtime keeps the process's sessions (inside Runtime.open)
         parent = agent.header.parent_session
         return parent is None or parent not in runtime.live_agents
@@ -293,7 +305,7 @@ class SessionLease:
         loop = agent.loop
         if not loop.open or not self.leased or self.fenced:
             return 0  # left in the store for whoever drives the session next
-        posted = await agent.store.take_mail(agent.session_id)
+        posted = await agent.spec.store.take_mail(agent.header.id)
         if not posted:
             return 0
         self.log_length += len(posted)

@@ -10,6 +10,7 @@ task (``Agent.run`` on an idle agent, :meth:`TurnLoop.run_parked`).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -40,9 +41,9 @@ class TurnLoop:
     """The turns of one agent: which runs, how it ends, who waits for the agent to be idle."""
 
     __slots__ = (
-        "_agent",
         "_idle",
         "_on_idle",
+        "_owner",
         "_resume",
         "closing",
         "group",
@@ -56,7 +57,7 @@ class TurnLoop:
     )
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self.group: TaskGroup | None = None
         """The task group woken turns and the agent's jobs run in (while it is entered)."""
         self.closing = False
@@ -81,6 +82,14 @@ class TurnLoop:
         self._on_idle: tuple[Callable[[], None], ...] = ()
 
     # ---------------------------------------------------------------- state
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     @property
     def in_turn(self) -> bool:

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+# The store's events are read from its package, which imports them on first use and keeps
+# them: importing this module (for AgentLimits) loads no event, and a step resolves nothing.
+from .. import store as _store
 from ..contracts import (
     DynamicInstruction,
     InstructionContext,
@@ -165,11 +168,13 @@ def quoted_call(call: ToolCall) -> str:
 
 def storable_response(response: ModelResponse) -> ModelResponse:
     """The response with every text a model wrote made storable (unchanged when it already is)."""
+    text, calls = response.text, response.tool_calls
+    if text.isascii() and (not calls or all(is_ascii_call(call) for call in calls)):
+        return response  # nothing to replace (most answers): no import, no copy
     from ..store._events import replace_surrogates, replace_surrogates_in
 
-    text = replace_surrogates(response.text)
-    calls = response.tool_calls
-    if calls and not all(is_ascii_call(call) for call in calls):
+    text = replace_surrogates(text)
+    if not all(is_ascii_call(call) for call in calls):
         calls = tuple(
             call.model_copy(
                 update={
@@ -206,16 +211,16 @@ def build_request(
     session) and ``messages``. A model that does not take images (``accepts_images``, false
     unless it says so) reads a note in their place. ``purpose``: ``compaction`` for the
     request that asks for a summary."""
-    budget = agent.budget
-    if budget.holds_images and not getattr(agent.model, "accepts_images", False):
+    budget, spec, header = agent.budget, agent.spec, agent.header
+    if budget.holds_images and not getattr(spec.model, "accepts_images", False):
         messages = [text_only(message) if message.images else message for message in messages]
     return ModelRequest.model_construct(
-        system=agent.spec.system,
+        system=spec.system,
         messages=tuple(messages),
-        tools=agent.tools.schemas(agent),
+        tools=spec.tools.schemas(agent),
         max_output_tokens=max_output_tokens,
-        agent=agent.name,
-        session_label=agent.header.label,
+        agent=header.agent,
+        session_label=header.label,
         purpose=purpose,
         earlier_answers=budget.earlier_answers,
     )
@@ -236,8 +241,6 @@ async def changed_instructions(
 ) -> list[InstructionEvent]:
     """The instruction events whose value changed from ``values`` (the slots' current values);
     a ``session`` instruction is resolved once per session."""
-    from ..store import InstructionEvent
-
     events: list[InstructionEvent] = []
     for instruction in instructions:
         if instruction.when == "session" and instruction.slug in values:
@@ -245,7 +248,9 @@ async def changed_instructions(
         value = await instruction.value(context)
         if value is None or values.get(instruction.slug) == value:
             continue
-        events.append(InstructionEvent(slug=instruction.slug, role=instruction.role, content=value))
+        events.append(
+            _store.InstructionEvent(slug=instruction.slug, role=instruction.role, content=value)
+        )
     return events
 
 
@@ -256,17 +261,15 @@ async def pre_step_messages(
     another role than ``system`` is sent as ``user``). A :class:`DescriptorEvent` a hook
     returns is passed on as it is: the log keeps it beside the messages (what a catalog
     showed), the model never sees it."""
-    from ..store import ContextMessage, DescriptorEvent
-
     events: list[ContextMessage | DescriptorEvent] = []
     for pre_step in pre_steps:
         for message in await pre_step.run(context) or ():
-            if isinstance(message, DescriptorEvent):
+            if isinstance(message, _store.DescriptorEvent):
                 events.append(message)
                 continue
             role = "system" if message.role == "system" else "user"
             events.append(
-                ContextMessage(role=role, content=message.content, origin=pre_step.origin)
+                _store.ContextMessage(role=role, content=message.content, origin=pre_step.origin)
             )
     return events
 

@@ -9,6 +9,7 @@ when first needed: most agents (a background child) are never listened to.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -25,12 +26,20 @@ log = logging.getLogger("tether.agents")
 class AnswerStream:
     """The delta listeners of one agent and the text of the answer streaming now."""
 
-    __slots__ = ("_agent", "_listeners", "_text")
+    __slots__ = ("_listeners", "_owner", "_text")
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self._listeners: tuple[Callable[[ModelDelta], None], ...] = ()
         self._text: list[str] | None = None
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent it works for, held weakly: the agent holds this, and a cycle would leave
+        every finished agent (its history, its turn) to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     def listen(self, listener: Callable[[ModelDelta], None]) -> Callable[[], None]:
         """Tell ``listener`` each delta; returns an unsubscribe function."""

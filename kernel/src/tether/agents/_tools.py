@@ -122,7 +122,13 @@ class ToolRegistry:
         """The tool list a model sees, in registration order; with ``agent``, without the
         tools unavailable to it. Cached per availability, so an unchanged list is the same
         tuple of the same schemas."""
-        key = tuple(t.available(agent) for t in self._conditional) if agent is not None else ()  # type: ignore[misc]
+        conditional = self._conditional
+        # Most registries have no conditional tool: then no key is computed at all.
+        key = (
+            tuple(t.available(agent) for t in conditional)  # type: ignore[misc]
+            if conditional and agent is not None
+            else ()
+        )
         schemas = self._schemas.get(key)
         if schemas is None:
             off = {t.name for t, on in zip(self._conditional, key, strict=False) if not on}

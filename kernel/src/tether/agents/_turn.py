@@ -12,6 +12,7 @@ its end, shielded and bounded.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
@@ -74,13 +75,14 @@ class Turn:
     """The turn of one message: made when it starts, kept by the loop until the next one
     (what it was asked is what a compaction restates)."""
 
-    __slots__ = ("_agent", "_loop", "_resume", "ended", "item", "scope", "step")
+    __slots__ = ("_owner", "_resume", "ended", "item", "scope", "step")
 
     def __init__(
         self, loop: TurnLoop, agent: Agent, item: InboxItem, resume: OpenTurn | None = None
     ) -> None:
-        self._loop = loop
-        self._agent = agent
+        # The agent, held weakly: its loop keeps this turn, and a cycle would leave every
+        # finished agent to the cyclic collector. ``loop`` is the agent's own.
+        self._owner = weakref.ref(agent)
         self._resume = resume
         self.item = item
         """The message the turn runs."""
@@ -90,6 +92,16 @@ class Turn:
         """The model step whose answer arrives now (``TurnLoop.current_step``)."""
         self.ended: TurnEnded | None = None
         """How it ended, once it has."""
+
+    @property
+    def _agent(self) -> Agent:
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
+
+    @property
+    def _loop(self) -> TurnLoop:
+        return self._agent.loop
 
     def run(self) -> Awaitable[None]:
         """Run the turn; with a cut turn to resume, go on with it (its open calls, all
@@ -119,7 +131,8 @@ class Turn:
                     ended(self.ended)
 
     async def _run(self) -> None:
-        agent, loop, item, resume = self._agent, self._loop, self.item, self._resume
+        agent, item, resume = self._agent, self.item, self._resume
+        loop = agent.loop
         lease, history, limits = agent.lease, agent.budget.history, agent.spec.limits
         if resume is None:
             loop.turns += 1
@@ -283,10 +296,11 @@ class Turn:
         pending_calls: tuple[ToolCall, ...],
     ) -> list[Event]:
         """What a turn appends as it ends, before ``turn/end``."""
-        inbox, history, item = self._agent.inbox, self._agent.budget.history, self.item
+        agent, item = self._agent, self.item
+        inbox, history = agent.inbox, agent.budget.history
         closing: list[Event] = []
         if not claimed:  # ended before the turn opened: open it now and keep the message
-            closing.append(TurnStarted(turn=self._loop.turns, message_id=item.message_id))
+            closing.append(TurnStarted(turn=agent.loop.turns, message_id=item.message_id))
             closing.append(item.claim())
             history.append(Message(role="user", content=item.content))
         if final is not None:
@@ -344,9 +358,10 @@ class Turn:
         remaining = None if allowed is None else max(allowed - usage.output_tokens, 1)
         if budget.window is not None:  # unknown: no budget is kept, nothing to fit
             await budget.fit(remaining)
-        stream = self._loop.stream
-        if stream is None and agent.runtime is not None and agent.runtime.delta_listeners:
-            stream = self._loop.stream = AnswerStream(agent)
+        stream = agent.loop.stream
+        runtime = spec.runtime
+        if stream is None and runtime is not None and runtime.delta_listeners:
+            stream = agent.loop.stream = AnswerStream(agent)
         hear = stream.hear if stream is not None and stream.wanted else None
         tracer, compacted = spec.tracer, False
         while True:

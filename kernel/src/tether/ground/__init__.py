@@ -7,6 +7,7 @@
 * the folder boundary (:class:`Boundary`): a path a file names stays inside that file's folder
   unless the profile the user runs allows it (docs/trust.md);
 * exception groups walked to their leaves (:func:`leaves`);
+* whether an object implements a runtime-checkable protocol, once per class (:func:`implements`);
 * lazy exports (:func:`lazy_exports`), which every package ``__init__`` of tether uses.
 
 Beside it on the ground floor sit the public top-level modules :mod:`tether.errors` and
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         is_name_part,
         is_tool_name,
     )
+    from ._protocols import implements
     from ._text import (
         MAX_NESTING,
         MAX_TEXT_BYTES,
@@ -66,6 +68,7 @@ __all__ = (
     "describe_file_type",
     "file_problem",
     "format_loc",
+    "implements",
     "is_agent_name",
     "is_inside",
     "is_name",
@@ -94,6 +97,7 @@ _LAZY = {
         "_boundary",
     ),
     "leaves": "_exceptions",
+    "implements": "_protocols",
     **dict.fromkeys(("FileRefused", "describe_file_type", "read_regular_file"), "_files"),
     **dict.fromkeys(
         (

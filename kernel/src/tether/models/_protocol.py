@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
 from ..contracts import SessionBoundModel
 from ..errors import ErrorCode, ModelError
+from ..ground import implements
 
 if TYPE_CHECKING:
     from ..contracts import Model, ModelProvider
@@ -40,15 +40,9 @@ _PLUGIN_GROUP = "tether.plugins"
 
 
 def is_session_bound(model: object) -> TypeGuard[SessionBoundModel]:
-    """``isinstance(model, SessionBoundModel)``, answered once per class: the protocol check
-    of a runtime-checkable protocol costs microseconds, and an agent asks on every enter and
-    leave (the members are methods of the model's class)."""
-    return _session_bound_class(type(model))
-
-
-@functools.lru_cache(maxsize=64)
-def _session_bound_class(kind: type) -> bool:
-    return issubclass(kind, SessionBoundModel)
+    """``isinstance(model, SessionBoundModel)``, answered once per class (an agent asks on
+    every enter and leave; the members are methods of the model's class)."""
+    return implements(model, SessionBoundModel)
 
 
 def resolve_model(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from .. import agents
 from ..agents._compose import (
     AgentPreset,
     build_preset,
@@ -43,7 +44,7 @@ from ..ground import leaves
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..skills import SkillProviderFactory, SkillRegistry
 from ._collector import tuned_collector
-from ._hold import COMPACT_GESTURE, HeldSession, hold_session
+from ._hold import COMPACT_GESTURE, HeldSession, SessionHold
 from ._presets import with_preset_tools
 from ._state import RuntimeState, StateKey
 from ._tools import ToolCatalog
@@ -360,9 +361,7 @@ class Runtime:
         tools = await self.tools(preset, tool_sources)
         created = header is None
         if header is None:
-            from ..agents._agent import new_header
-
-            header = await store.create(new_header(agent=name, label=label, model=spec))
+            header = await store.create(agents.new_header(agent=name, label=label, model=spec))
         if not record_model and session_id is not None:
             spec = None
         return self.agent(
@@ -437,7 +436,7 @@ class Runtime:
         leaving closes a :class:`~tether.models.ClosableModel` (``close_model``), also when
         the block raised. ``stop`` cuts the block short, as Ctrl-C does. See
         ``tether/runtime/_hold.py``."""
-        return hold_session(self, agent, recover=recover, stop=stop, close=close_model)
+        return SessionHold(self, agent, recover=recover, stop=stop, close=close_model)
 
     def follow(
         self,

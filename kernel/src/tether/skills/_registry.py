@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -36,6 +36,7 @@ from ..contracts import (
     is_skill_name,
 )
 from ..errors import ErrorCode, SkillError, TetherError
+from ..ground import implements
 from ._files import SkillFileRefused, bundled_path
 from ._resolution import (
     DEFAULT_CACHE_ENTRIES,
@@ -422,7 +423,7 @@ class SkillRegistry:
         changed = False
         for slot in self._visible_slots(scope):
             provider = slot.provider
-            if not _tells_changes(provider):
+            if not implements(provider, SkillProviderChanges):  # read once per class
                 continue
             try:
                 result = provider.changed(cwd=cwd)
@@ -634,17 +635,3 @@ def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:
 
 def _label(listener: Callable[[], object]) -> str:
     return getattr(listener, "__qualname__", None) or type(listener).__name__
-
-
-_CHANGES: dict[type, bool] = {}
-
-
-def _tells_changes(provider: object) -> TypeGuard[SkillProviderChanges]:
-    """Whether ``provider``'s class implements :class:`SkillProviderChanges`, read once per
-    class (an ``isinstance`` against a runtime-checkable protocol costs microseconds, paid at
-    every turn by every provider otherwise)."""
-    kind = type(provider)
-    known = _CHANGES.get(kind)
-    if known is None:
-        known = _CHANGES[kind] = isinstance(provider, SkillProviderChanges)
-    return known

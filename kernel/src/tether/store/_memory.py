@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, cast, get_args
+
+from pydantic import BaseModel
 
 from ..errors import ErrorCode, StoreError
 from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
@@ -11,9 +14,51 @@ from ._rules import check_depth, check_mail, session_not_found
 
 __all__ = ("MemoryStore",)
 
+_KINDS = cast("tuple[type[BaseModel], ...]", get_args(get_args(Event)[0]))
+#: How many fields each event class has whose first field is its ``type`` tag (every event
+#: class of the log's union): such an event is kept as the tuple of its values.
+_WIDTHS: dict[type[BaseModel], int] = {
+    kind: len(kind.model_fields) for kind in _KINDS if next(iter(kind.model_fields)) == "type"
+}
+#: By ``type`` tag: the class and its field names, in order (what a packed event is read by).
+_LAYOUTS: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {
+    str(kind.model_fields["type"].default): (kind, tuple(kind.model_fields)) for kind in _WIDTHS
+}
+
+#: One entry of a log: an event packed as the tuple of its values, else the event itself.
+_Entry = tuple[Any, ...] | Event
+
+
+def _pack(log: list[_Entry], events: Iterable[Event]) -> list[_Entry]:
+    """Append ``events`` to ``log`` as entries; returns ``log``. An event is kept as the tuple
+    of its field values (its ``type`` tag first, which says how to read it), not as the model:
+    a tuple of plain values is one object, which the garbage collector stops tracking, where
+    the model is three (itself, its ``__dict__``, its set of given fields) and several times
+    the bytes. A log keeps every event of every session for as long as the store lives, and
+    most are never read again."""
+    append = log.append
+    for event in events:
+        fields = event.__dict__
+        # The values in the order of the fields (a frozen model's ``__dict__`` has no other
+        # key, and keeps its order); anything else (a subclass, say) is kept as it is.
+        if _WIDTHS.get(type(event)) == len(fields):
+            append(tuple(fields.values()))
+        else:
+            append(event)
+    return log
+
+
+def _unpacked(entry: _Entry) -> Event:
+    """The event ``entry`` holds: a packed one is made again, unvalidated (its values were)."""
+    if type(entry) is not tuple:
+        return cast("Event", entry)
+    kind, names = _LAYOUTS[entry[0]]
+    return cast("Event", kind.model_construct(**dict(zip(names, entry, strict=True))))
+
 
 class MemoryStore:
-    """Sessions in dictionaries; events are kept as the validated objects themselves.
+    """Sessions in dictionaries; events are kept as their validated values (packed: see
+    ``_pack``), and read back as equal events.
 
     Nothing else can open its storage, so this store is its sessions' only possible owner:
     a lease is either free or its own, and ``acquire`` never takes one over.
@@ -24,7 +69,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.owner = LeaseOwner.current()
         self._headers: dict[str, SessionHeader] = {}
-        self._logs: dict[str, list[Event]] = {}
+        self._logs: dict[str, list[_Entry]] = {}
         self._leased: set[str] = set()
         self._mail: dict[str, list[InboxAccepted]] = {}  # only sessions with untaken mail
 
@@ -36,7 +81,7 @@ class MemoryStore:
                 remedy="use a new session id",
             )
         self._headers[header.id] = header
-        self._logs[header.id] = list(events)
+        self._logs[header.id] = _pack([], events)
         self._leased.add(header.id)
         return header
 
@@ -60,10 +105,10 @@ class MemoryStore:
         header = header.model_copy(update={"model": model})
         self._headers[session_id] = header
         self._leased.add(session_id)
-        self._logs[session_id].extend(events)
+        _pack(self._logs[session_id], events)
         return header
 
-    def _log(self, session_id: str) -> list[Event]:
+    def _log(self, session_id: str) -> list[_Entry]:
         log = self._logs.get(session_id)
         if log is None:
             raise session_not_found(session_id)
@@ -72,7 +117,7 @@ class MemoryStore:
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
         log = self._log(session_id)
         self._leased.add(session_id)  # a free lease is taken by the first write
-        log.extend(events)
+        _pack(log, events)
         return len(log)
 
     async def events(
@@ -80,8 +125,8 @@ class MemoryStore:
     ) -> list[StoredEvent]:
         log = self._log(session_id)
         return [
-            StoredEvent(seq, event)
-            for seq, event in enumerate(
+            StoredEvent(seq, _unpacked(entry))
+            for seq, entry in enumerate(
                 log[after : None if limit is None else after + limit], start=after + 1
             )
         ]
@@ -132,7 +177,7 @@ class MemoryStore:
         log = self._log(session_id)
         self._leased.add(session_id)
         messages = self._mail.pop(session_id, [])
-        log.extend(messages)
+        _pack(log, messages)
         return messages
 
     async def aclose(self) -> None:

@@ -8,6 +8,7 @@ child is composed with the local-child kit (:mod:`tether.subagents._kit`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -107,10 +108,35 @@ class LocalChildRun:
     A live child holds few waitable objects: an Event is made only while someone waits (for the
     child to open, for its result, for its host to leave, or the host for its release)."""
 
+    __slots__ = (
+        "_answers_start",
+        "_calling_back",
+        "_cancelled",
+        "_child",
+        "_disposed",
+        "_gone",
+        "_host_error",
+        "_hosting",
+        "_on_settled",
+        "_opened",
+        "_parent",
+        "_release",
+        "_released",
+        "_result",
+        "_schema",
+        "_settled",
+        "_stopped",
+    )
+
     def __init__(self, child: Agent, request: SubagentStartRequest, answers_start: int) -> None:
+        # Not the request: what the run needs of it is its parent and output schema, and
+        # whether its signal fired (told by a callback: a signal nobody else holds can no
+        # longer fire, and a background child's is held by nobody once its call returned).
         self._child = child
-        self._request = request
+        self._parent = request.parent
+        self._schema = request.output_schema
         self._answers_start = answers_start
+        self._cancelled = False
         self._result: SubagentResult | None = None
         self._host_error: BaseException | None = None
         self._hosting = False
@@ -123,6 +149,8 @@ class LocalChildRun:
         self._calling_back = False
         self._stopped = False
         self._disposed = False
+        # A callback, not a watcher task: one task fewer per child.
+        request.cancel.on_cancel(self._cancel)
 
     async def host_in(self, parent: Agent) -> None:
         """Open the child in a job of ``parent``'s (left when the parent is left) and wait
@@ -139,8 +167,6 @@ class LocalChildRun:
                 remedy="delegate from inside `async with agent:`",
             ) from None
         self._hosting = True
-        # A callback, not a watcher task: one task fewer per child.
-        self._request.cancel.on_cancel(self._child.interrupt)
         await self._opened.wait()
         self._opened = None
         if self._host_error is not None:
@@ -148,20 +174,24 @@ class LocalChildRun:
 
     async def _host(self) -> None:
         """The child's ``async with``, entered and left in this one task, which the parent
-        owns. Shielded, so that the child's cancelled turn still records its end
-        (``aborted``); the parent's teardown releases it through ``Agent.on_teardown``."""
+        owns. Once it is open, the child's own task group (entered in this task, around the
+        rest of the body) is shielded: the parent's cancelled group does not reach the
+        child's turn, which records its end (``aborted``) when the parent's teardown releases
+        it through ``Agent.on_teardown``, nor the ``on_settled`` callback, which delivers its
+        result. Entering needs no shield (a cancelled entry undoes itself, leaving the session
+        as a crash would), nor does leaving (its writes shield themselves)."""
         try:
-            with anyio.CancelScope(shield=True):
-                async with self._child:
-                    _set(self._opened)
-                    await self._child.loop.run_parked()  # the accepted task, inline
-                    self._result = await self._settle()
-                    _set(self._settled)
-                    await self._serve()
+            async with self._child as child:
+                child.loop.require_open().cancel_scope.shield = True
+                _set(self._opened)
+                await child.loop.run_parked()  # the accepted task, inline
+                self._result = await self._settle()
+                _set(self._settled)
+                await self._serve()
         except Exception as exc:  # reported to whoever waits; never crashes the parent
             self._host_error = exc
         finally:
-            self._request.parent.on_teardown(self, None)
+            self._parent.on_teardown(self, None)
             self._hosting = False
             for event in (self._opened, self._settled, self._gone):
                 _set(event)
@@ -185,6 +215,11 @@ class LocalChildRun:
                 return
             self._release = anyio.Event()
             await self._release.wait()
+
+    def _cancel(self) -> None:
+        """The request's signal fired: abort the child's turn (its result says ``aborted``)."""
+        self._cancelled = True
+        self._child.interrupt()
 
     def _stop(self) -> None:
         """The parent is being left: end the child's turn (it records its end) and leave."""
@@ -225,12 +260,12 @@ class LocalChildRun:
 
     async def _settle(self) -> SubagentResult:
         result = await self._until_answered()
-        if self._request.cancel.cancelled and result.stop_reason == "completed":
+        if self._cancelled and result.stop_reason == "completed":
             return result.model_copy(update={"stop_reason": "aborted"})
         return result
 
     async def _until_answered(self) -> SubagentResult:
-        child, schema = self._child, self._request.output_schema
+        child, schema = self._child, self._schema
         await child.when_idle()
         for attempt in range(STRUCTURED_RETRIES + 1):
             stop = child.loop.last_stop_reason
@@ -296,7 +331,7 @@ async def start_local_child(
     prompt = InboxAccepted(
         message_id=new_message_id(),
         content=request.prompt,
-        source=MessageSource(kind="subagent", sender=parent.session_id),
+        source=_subagent_source(parent.session_id),
         trace=carry_trace(parent),  # the child's turns are spans of the delegating call
     )
     child = await compose_local_child(
@@ -311,6 +346,13 @@ async def start_local_child(
     run = LocalChildRun(child, request, answers_of(child))
     await run.host_in(parent)  # the host runs the accepted task
     return run
+
+
+@functools.lru_cache(maxsize=64)
+def _subagent_source(sender: str) -> MessageSource:
+    """The source of a first prompt ``sender`` delegates: one frozen object shared by its
+    children (each live child keeps its prompt's source)."""
+    return MessageSource(kind="subagent", sender=sender)
 
 
 def new_message_id() -> str:

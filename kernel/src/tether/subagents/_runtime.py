@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..contracts import (
     ContinuableProvider,
-    SettlingRun,
     SubagentEvent,
     SubagentProvider,
     SubagentResult,
@@ -19,7 +18,7 @@ from ..contracts import (
 from ..errors import CapabilityError, ErrorCode, PluginError, SubagentError, TetherError
 from ._continuation import ContinuableStart, ContinuationManager
 from ._depth import child_depth
-from ._tasks import Tasks
+from ._tasks import Tasks, is_settling
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -76,7 +75,7 @@ class _ObservedRun:
         """The provider's run's ``on_settled`` (:class:`SettlingRun`), reporting the end first;
         ``False`` when the provider's run has none, or has ended already."""
         run = self._run
-        if not isinstance(run, SettlingRun):
+        if not is_settling(run):
             return False
         self._on_settled = callback
         return run.on_settled(self._settled)

@@ -21,13 +21,14 @@ from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import anyio
 
 from ..agents import AgentLimits
 from ..contracts import SettlingRun
 from ..errors import ErrorCode, SubagentError, TetherError
+from ..ground import implements
 from ..models import Message
 from ..store import InboxAccepted, MessageSource, UserMessage
 from ..store.replay import fold
@@ -45,6 +46,7 @@ __all__ = (
     "RESULT_BUDGET_LINES",
     "TaskInfo",
     "Tasks",
+    "is_settling",
     "receipt",
     "render_task_result",
     "sent_receipt",
@@ -201,6 +203,12 @@ class _Slot:
 _SLOT: ContextVar[_Slot | None] = ContextVar("tether_task_slot", default=None)
 
 
+def is_settling(run: SubagentRun) -> TypeGuard[SettlingRun]:
+    """``isinstance(run, SettlingRun)``, answered once per class of run (every background
+    child is asked twice; ``on_settled`` is a method of a settling run's class)."""
+    return implements(run, SettlingRun)
+
+
 class Tasks:
     """The task model of one runtime (``runtime.subagents.tasks``)."""
 
@@ -326,7 +334,7 @@ class Tasks:
         board = self._board(parent.session_id)
         job = board.jobs[run.id] = _Job(self, parent, board, run, tool, label)
         settled = job
-        if isinstance(run, SettlingRun) and run.on_settled(settled):
+        if is_settling(run) and run.on_settled(settled):
             return
 
         async def wait() -> None:

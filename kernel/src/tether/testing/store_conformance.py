@@ -32,17 +32,24 @@ import anyio
 import pytest
 
 from ..errors import ErrorCode, StoreError
+from ..models import ImagePart, Message, ToolCall, Usage
 from ..store import (
     AssistantMessage,
+    CompactionEvent,
+    ContextMessage,
     DescriptorEvent,
     InboxAccepted,
+    InboxDiscarded,
+    InstructionEvent,
     LeaseOwner,
+    MessageSource,
     SessionHeader,
     SessionStore,
     ToolResult,
     TurnEnded,
     TurnStarted,
     UserMessage,
+    dump_event,
 )
 
 __all__ = ("SessionStoreConformance",)
@@ -170,12 +177,55 @@ class SessionStoreConformance:
 
     async def test_every_event_kind_round_trips(self, store: SessionStore) -> None:
         await store.create(_header("s1"))
+        call = ToolCall(id="c1", name="read", arguments={"path": "a.txt", "lines": [1, 2]})
+        usage = Usage(input_tokens=10, output_tokens=3, cached_input_tokens=4)
         events = [
+            TurnStarted(turn=1, message_id="msg_1"),
+            InstructionEvent(slug="clock", role="user", content="It is noon."),
+            UserMessage(
+                message_id="msg_1",
+                content="read a.txt",
+                source=MessageSource(kind="subagent", sender="ses_parent"),
+            ),
+            AssistantMessage(
+                content="reading", tool_calls=(call,), usage=usage, finish_reason="tool_calls"
+            ),
             ToolResult(tool_call_id="c1", name="read", content="boom", is_error=True),
-            DescriptorEvent(kind="continuable", version=2, data={"mode": "spawn"}),
+            ToolResult(
+                tool_call_id="c2",
+                name="look",
+                content="an image",
+                images=(ImagePart(mime_type="image/png", data="iVBORw0KGgo="),),
+            ),
+            AssistantMessage(content="half an ans", partial=True),
+            InboxAccepted(
+                message_id="msg_2",
+                content="and then",
+                source=MessageSource(kind="steer"),
+                delivery="step",
+                trace={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+            ),
+            InboxDiscarded(message_id="msg_2"),
+            ContextMessage(role="system", content="a catalog", origin="skills"),
+            DescriptorEvent(kind="continuable", version=2, data={"mode": "spawn", "n": [1]}),
+            CompactionEvent(
+                summary="they read a file",
+                kept=(Message(role="user", content="read a.txt"),),
+                replaced=4,
+                earlier_answers=1,
+                tokens_before=900,
+                tokens_after=120,
+                trigger="manual",
+                usage=usage,
+            ),
+            TurnEnded(turn=1, stop_reason="completed", usage=usage, steps=2, error=None),
         ]
         await store.append("s1", events)
-        assert [s.event for s in await store.events("s1")] == events
+        read = [s.event for s in await store.events("s1")]
+        assert read == events
+        # The same kinds and the same stored shape, not only equal values.
+        assert [type(e) for e in read] == [type(e) for e in events]
+        assert [dump_event(e) for e in read] == [dump_event(e) for e in events]
 
     async def test_depth_can_be_raised_never_lowered(self, store: SessionStore) -> None:
         await store.create(_header("s1", delegation_depth=1))
