@@ -50,6 +50,10 @@ class Agent:
             time.sleep(0.05)
         self.url = f"http://127.0.0.1:{self.port_file.read_text()}"
 
+    def started(self) -> list[str]:
+        path = Path(f"{self.port_file}.started")
+        return path.read_text().split("\n")[:-1] if path.exists() else []
+
     def cancels(self) -> list[str]:
         path = Path(f"{self.port_file}.cancels")
         return path.read_text().split("\n")[:-1] if path.exists() else []
@@ -241,7 +245,10 @@ async def test_cancelling_the_childs_turn_cancels_the_remote_task(tmp_path, stor
             with anyio.fail_after(scaled(60)):
                 while not await store.sessions(parent=parent.session_id):
                     await anyio.sleep(0.05)
-                await anyio.sleep(0.5)  # the task runs on the agent
+                while not sample.started():  # the task runs on the agent
+                    await anyio.sleep(0.05)
+            # ... and its first event (the task's id, which a cancel names) reaches the child.
+            await anyio.sleep(scaled(0.5))
             await parent.cancel()
         with anyio.fail_after(scaled(30)):
             while not sample.cancels():

@@ -11,7 +11,8 @@ the first word of each message:
 * ``ask``: asks a question (``input-required``); the next message on that task completes
   with ``you said: TEXT``;
 * ``fail``: fails with the reason ``the sample agent failed on purpose``;
-* ``slow``: works until cancelled, writing ``cancelled TASK`` to PORT_FILE.cancels then;
+* ``slow``: writes ``started TASK`` to PORT_FILE.started, then works until cancelled,
+  writing ``cancelled TASK`` to PORT_FILE.cancels then;
 * ``facts``: completes with words; asked again for JSON (the kernel's schema retry), with a
   data part ``{"owner": "Priya", "date": "Thursday"}``;
 * ``headers``: completes with the ``authorization`` and ``traceparent`` headers it got.
@@ -85,6 +86,8 @@ class Sample(AgentExecutor):
             )
             await updater.failed(reason)
         elif word == "slow":
+            with Path(f"{self.cancels}").with_suffix(".started").open("a") as out:
+                out.write(f"started {task.id}\n")
             try:
                 await asyncio.sleep(120)
             except asyncio.CancelledError:
