@@ -141,7 +141,8 @@ async def test_the_turn_loop_retries_a_hang_on_a_fresh_connection(server):
     async with agent:
         assert await agent.run("hi") == "completed"
     await model.aclose()
-    assert server.disconnected.is_set()
+    # The server's thread sees the abandoned connection go on its own time (seen late at load).
+    assert server.disconnected.wait(10)
     assert len(server.requests) == 2
 
 
