@@ -221,7 +221,7 @@ def answer(task: Task) -> str:
 # ------------------------------------------------------------------ the card and a turn
 
 
-async def test_the_card_names_the_agent_its_skills_and_one_json_rpc_interface(server):
+async def test_the_card_names_the_agent_its_skills_and_its_interfaces(server):
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         card = await A2ACardResolver(http, server.url).get_agent_card()
     assert card.name == "main"
@@ -229,10 +229,15 @@ async def test_the_card_names_the_agent_its_skills_and_one_json_rpc_interface(se
     assert [(s.id, s.description) for s in card.skills] == [
         ("release-notes", "Writes release notes from a changelog.")
     ]
-    assert [(i.url, i.protocol_binding) for i in card.supported_interfaces] == [
-        (server.url, "JSONRPC"),
-        (server.url + "rest", "HTTP+JSON"),
+    # Each binding in 1.0, then in 0.3 (the same endpoints: the a2a-sdk's compatibility).
+    interfaces = card.supported_interfaces
+    assert [(i.url, i.protocol_binding, i.protocol_version) for i in interfaces] == [
+        (server.url, "JSONRPC", "1.0"),
+        (server.url + "rest", "HTTP+JSON", "1.0"),
+        (server.url, "JSONRPC", "0.3"),
+        (server.url + "rest", "HTTP+JSON", "0.3"),
     ]
+    assert [tuple(s.input_modes) for s in card.skills] == [("text/plain", "application/json")]
     assert card.capabilities.streaming
     assert not card.security_requirements
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import acp
 import anyio
@@ -117,16 +117,20 @@ class Recorder:
             await self._arrived.wait()
 
 
+R = TypeVar("R", bound=Recorder)
+
+
 @asynccontextmanager
 async def served(
-    profile: Path, *args: str
-) -> AsyncIterator[tuple[acp.ClientSideConnection, Recorder, Any]]:
-    """``tether acp --profile PROFILE ARGS`` in a process of its own, with a client on it.
+    profile: Path, *args: str, client: R | None = None
+) -> AsyncIterator[tuple[acp.ClientSideConnection, R, Any]]:
+    """``tether acp --profile PROFILE ARGS`` in a process of its own, with a client on it
+    (``client``, else a :class:`Recorder`).
 
     The process's standard error goes to ``stderr.log`` next to the profile. Leaving the block
     closes its standard input (then terminates, then kills it if it lingers).
     """
-    client = Recorder()
+    client = client if client is not None else cast(R, Recorder())
     with (profile.parent / "stderr.log").open("ab") as stderr:
         async with acp.spawn_agent_process(
             cast(acp.Client, client),
@@ -256,8 +260,10 @@ async def test_tool_calls_stream_as_tool_call_and_tool_call_update(tmp_path):
     assert reply.stop_reason == "end_turn"
     assert client.seen() == [
         ("agent_message_chunk", "Let me shout."),
-        ("tool_call", "call_1_1", "shout", "in_progress"),
-        ("tool_call", "call_1_2", "whisper", "in_progress"),
+        # Pending until the kernel reaches each call; a call it refuses never runs.
+        ("tool_call", "call_1_1", "shout", "pending"),
+        ("tool_call", "call_1_2", "whisper", "pending"),
+        ("tool_call_update", "call_1_1", "in_progress", ""),
         ("tool_call_update", "call_1_1", "completed", "HELLO!"),
         (
             "tool_call_update",
@@ -299,7 +305,11 @@ async def test_cancel_during_a_slow_step_answers_cancelled(tmp_path):
             async with anyio.create_task_group() as group:
                 group.start_soon(prompt)
                 # The first step is done (its tool result streamed): the slow step runs now.
-                await client.wait_for(lambda seen: any(r[0] == "tool_call_update" for r in seen))
+                await client.wait_for(
+                    lambda seen: any(
+                        r[0] == "tool_call_update" and r[2] == "completed" for r in seen
+                    )
+                )
                 with anyio.fail_after(scaled(5)):  # not the 30 s of the slow step
                     await conn.cancel(session_id=sid)
                     while not replies:
@@ -378,7 +388,7 @@ async def test_load_session_replays_a_stored_session_and_continues_it(tmp_path):
     assert replayed == [
         ("user_message_chunk", "Shout hello"),
         ("agent_message_chunk", "Let me shout."),
-        ("tool_call", "call_1_1", "shout", "in_progress"),
+        ("tool_call", "call_1_1", "shout", "pending"),
         ("tool_call_update", "call_1_1", "completed", "HELLO!"),
         ("agent_message_chunk", "Shouted: HELLO!"),
     ]

@@ -104,9 +104,11 @@ async def test_a_tool_that_needs_approval_asks_the_acp_client(tmp_path, choice, 
     assert tool_results[0].startswith(result)
     # The call went out first, and the question names it by its id.
     assert tool_call.tool_call_id == "call_1_1"
+    # Pending while asked; running once allowed; never back from in_progress to pending.
     assert client.seen == [
-        ("tool_call", "call_1_1", "in_progress"),
+        ("tool_call", "call_1_1", "pending"),
         ("request_permission", "call_1_1", "pending"),
+        *([("tool_call_update", "call_1_1", "in_progress")] if choice else []),
         ("tool_call_update", "call_1_1", "completed" if choice else "failed"),
     ]
 

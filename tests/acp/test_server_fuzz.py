@@ -3,12 +3,13 @@ answer or an invalid line out.
 
 Each example serves a fresh connection (the real server, in-process over a socket pair; see
 ``test_server_wire.py``), opens a session, then writes a few hostile lines: random JSON values,
-the five requests a client sends (initialize, session/new, session/load, session/prompt,
-session/cancel) with fields replaced by values of the wrong type or removed, huge and odd ids,
-random bytes (invalid UTF-8, NULs), lines cut short, lines over the line limit, and finally a
-probe request whose line may end without a newline. Then the input ends. The server must have
-answered every well-formed request (a result or a JSON-RPC error), written only valid JSON-RPC
-lines, logged no traceback, and stopped.
+the messages a client sends (initialize, session/new, session/load, session/prompt,
+session/set_mode, session/set_config_option, session/cancel) with fields replaced by values of
+the wrong type or removed, huge and odd ids, random bytes (invalid UTF-8, NULs), lines cut
+short, lines over the line limit, and finally a probe request whose line may end without a
+newline. Then the input ends. The server must have answered every well-formed request (a
+result or a JSON-RPC error), written only valid JSON-RPC lines, logged no traceback, and
+stopped.
 """
 
 from __future__ import annotations
@@ -96,6 +97,18 @@ def templates(cwd: str, session_id: str) -> list[dict[str, Any]]:
                 ],
             },
         },
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "session/set_mode",
+            "params": {"sessionId": session_id, "modeId": "deny"},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 6,
+            "method": "session/set_config_option",
+            "params": {"sessionId": session_id, "configId": "mode", "value": "ask"},
+        },
         {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}},
     ]
 
@@ -140,7 +153,8 @@ def hostile_lines(cwd: str, session_id: str) -> st.SearchStrategy[bytes]:
     """One line of input, without its newline."""
     messages = templates(cwd, session_id)
     well_formed = st.sampled_from(messages)
-    with_odd_ids = st.tuples(st.sampled_from(messages[:4]), odd_ids).map(
+    requests = [message for message in messages if "id" in message]
+    with_odd_ids = st.tuples(st.sampled_from(requests), odd_ids).map(
         lambda pair: {**pair[0], "id": pair[1]}
     )
     encoded = st.one_of(

@@ -104,14 +104,16 @@ async def test_a_client_mcp_server_gives_the_session_its_tools(tmp_path):
         "agent_message_chunk",
         "tool_call",
         "tool_call_update",
+        "tool_call_update",
         "agent_message_chunk",
     ]
-    assert seen[1][2:] == ("time__get_current_time", "in_progress")
-    _, call_id, status, result = seen[2]
+    assert seen[1][2:] == ("time__get_current_time", "pending")
+    assert seen[2] == ("tool_call_update", seen[1][1], "in_progress", "")
+    _, call_id, status, result = seen[3]
     assert (call_id, status) == (seen[1][1], "completed")
     assert '"timezone": "UTC"' in result
     assert '"datetime": "' in result
-    assert seen[3] == ("agent_message_chunk", "Got the time.")
+    assert seen[4] == ("agent_message_chunk", "Got the time.")
     assert process.returncode == 0
     # The model was given the server's answer (the scripted step's `expect` checked it too).
     stored = await events(profile, session.session_id)
@@ -160,10 +162,15 @@ async def test_session_load_takes_the_clients_mcp_servers_under_a_tether_name(tm
     assert reply.stop_reason == "end_turn"
     assert process.returncode == 0
     fresh = client.seen()[replayed:]
-    assert [row[0] for row in fresh] == ["tool_call", "tool_call_update", "agent_message_chunk"]
+    assert [row[0] for row in fresh] == [
+        "tool_call",
+        "tool_call_update",
+        "tool_call_update",
+        "agent_message_chunk",
+    ]
     assert fresh[0][2] == "My-Clock__get_current_time"
-    assert fresh[1][2] == "completed"
-    assert '"timezone": "UTC"' in fresh[1][3]
+    assert [row[2] for row in fresh[1:3]] == ["in_progress", "completed"]
+    assert '"timezone": "UTC"' in fresh[2][3]
 
 
 async def test_a_client_mcp_server_that_does_not_start_fails_session_new(tmp_path):

@@ -116,14 +116,16 @@ async def test_a_turn_a_crash_left_open_is_closed_once_and_replayed_the_same_way
     assert first.seen() == [
         ("user_message_chunk", "Please wait"),
         ("agent_message_chunk", "Waiting."),
-        ("tool_call", "call_1_1", "hang", "in_progress"),
+        ("tool_call", "call_1_1", "hang", "pending"),
         ("tool_call_update", "call_1_1", "failed", first.seen()[3][3]),
     ]
     assert first.seen()[3][3].startswith(INTERRUPTED)
     # The same history with the same ids, load after load, and the ids the prompt streamed.
     assert second.seen() == first.seen()
     assert ids_of(second) == ids_of(first)
-    assert ids_of(first)[1:3] == ids_of(live)
+    assert ids_of(first)[1:3] == ids_of(live)[:2]
+    # The kill may come after the call was marked running, which a replay does not repeat.
+    assert [u.status for _, u in live.updates[2:]] in ([], ["in_progress"])
     assert again.stop_reason == "end_turn"
     stored = await events(profile, sid)
     ends = [(e.turn, e.stop_reason) for e in stored if isinstance(e, TurnEnded)]

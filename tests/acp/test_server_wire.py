@@ -146,11 +146,16 @@ class Wire:
 
 @asynccontextmanager
 async def wire(
-    profile: Path, *, limit: int = LINE_LIMIT, model: str | None = None
+    profile: Path,
+    *,
+    limit: int = LINE_LIMIT,
+    model: str | None = None,
+    plugins: dict[str, object] | None = None,
 ) -> AsyncIterator[Wire]:
     """``serve`` over one end of a socket pair, a :class:`Wire` on the other. Leaving the block
-    ends the input and waits for the server to stop and close its end."""
-    kernel = make_kernel(profile, {"gate": Gate()})
+    ends the input and waits for the server to stop and close its end. ``plugins``: the inline
+    plugins the profile names (default: ``gate``)."""
+    kernel = make_kernel(profile, plugins if plugins is not None else {"gate": Gate()})
     ours, theirs = socket.socketpair()
     server_reader, server_writer = await asyncio.open_connection(sock=theirs, limit=2**16)
     client_reader, client_writer = await asyncio.open_connection(sock=ours, limit=2 * LINE_LIMIT)
@@ -415,7 +420,7 @@ async def test_a_broken_answer_to_a_permission_request_refuses_and_the_turn_goes
                 + b',"result":{"outcome":\n'
             )
             reply = await client.answer("p")
-    assert reply["result"] == {"stopReason": "end_turn"}
+    assert reply["result"]["stopReason"] == "end_turn"  # and the turn's usage
     texts = [
         u["content"]["text"]
         for u in client.updates()
@@ -453,7 +458,7 @@ async def test_a_malformed_answer_to_a_permission_request_refuses(tmp_path, capl
             asked = await client.wait_for(lambda m: m.get("method") == "session/request_permission")
             client.send(answer.replace(b"ID", json.dumps(asked["id"]).encode()) + b"\n")
             reply = await client.answer("p")
-    assert reply["result"] == {"stopReason": "end_turn"}
+    assert reply["result"]["stopReason"] == "end_turn"  # and the turn's usage
 
 
 # ------------------------------------------------------------------------ what goes out
@@ -476,7 +481,7 @@ async def test_values_json_cannot_hold_go_out_as_null(tmp_path, caplog):
                 {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
             )
             reply = await client.answer("p")
-    assert reply["result"] == {"stopReason": "end_turn"}
+    assert reply["result"]["stopReason"] == "end_turn"  # and the turn's usage
     (start,) = [u for u in client.updates() if u["sessionUpdate"] == "tool_call"]
     assert start["rawInput"] == {"x": None, "y": None}
 
@@ -504,6 +509,7 @@ async def test_at_the_end_of_the_input_a_running_prompt_answers_cancelled(tmp_pa
                 lambda m: (
                     m.get("method") == "session/update"
                     and m["params"]["update"]["sessionUpdate"] == "tool_call_update"
+                    and m["params"]["update"]["status"] == "completed"  # the result: step 2 runs
                 )
             )
             client.request(
@@ -514,8 +520,8 @@ async def test_at_the_end_of_the_input_a_running_prompt_answers_cancelled(tmp_pa
             client.end_input()
             running = await client.answer("p")
             waiting = await client.answer("q")
-    assert running["result"] == {"stopReason": "cancelled"}
-    assert waiting["result"] == {"stopReason": "cancelled"}
+    assert running["result"]["stopReason"] == "cancelled"
+    assert waiting["result"] == {"stopReason": "cancelled"}  # never ran: no usage
 
 
 async def test_a_client_that_goes_away_mid_request_does_not_break_the_server(tmp_path, caplog):
@@ -563,7 +569,7 @@ async def test_a_prompts_meta_trace_context_is_kept_with_its_message_only_when_s
             params = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}], "_meta": meta}
             client.request("p", "session/prompt", params)
             reply = await client.answer("p")
-    assert reply["result"] == {"stopReason": "end_turn"}
+    assert reply["result"]["stopReason"] == "end_turn"  # and the turn's usage
     store = SQLiteStore(tmp_path / ".tether" / "sessions.db")
     try:
         (accepted,) = [
@@ -612,5 +618,5 @@ async def test_deep_and_wrong_typed_requests_get_the_spec_error_and_one_line_at_
         assert answer["error"]["code"] == code
         assert reason in answer["error"]["message"]
     else:  # nesting the models never read is taken
-        assert answer["result"] == {"stopReason": "end_turn"}
+        assert answer["result"]["stopReason"] == "end_turn"
     assert len(logged) <= 1, [r.getMessage()[:200] for r in logged]

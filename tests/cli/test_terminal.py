@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tether.agents import PermissionQuestion
+from tether.agents import ELICITATION_OPTIONS, Elicitation, PermissionQuestion
 from tether.cli._run import Terminal
 from tether.testing import scaled, write_profile
 
@@ -120,6 +120,77 @@ async def test_the_end_of_input_refuses():
     terminal = Terminal(live=False, read=person.read, write=lambda text, nl: None)
     person.answer(None)
     assert await terminal.ask(question("risky()")) is None
+
+
+def form_question(**schema: object) -> PermissionQuestion:
+    elicitation = Elicitation(message="How many seats?", schema=schema)
+    return PermissionQuestion(
+        session="ses_1",
+        asker='MCP server "tickets" during book',
+        title="elicitation/create: How many seats?",
+        kind=None,
+        options=ELICITATION_OPTIONS,
+        elicitation=elicitation,
+    )
+
+
+FORM = {
+    "type": "object",
+    "properties": {
+        "seats": {"type": "integer", "description": "How many"},
+        "window": {"type": "boolean"},
+        "meal": {"type": "string", "enum": ["veg", "fish"]},
+        "note": {"type": "string"},
+    },
+    "required": ["seats"],
+}
+
+
+async def test_a_form_is_asked_field_by_field_after_the_person_answers_it():
+    person = Person()
+    written: list[str] = []
+    terminal = Terminal(live=False, read=person.read, write=lambda text, nl: written.append(text))
+    question = form_question(**FORM)
+    answers: list[str | None] = []
+
+    async def ask() -> None:
+        answers.append(await terminal.ask(question))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+        await person.prompted(1)
+        assert written[0] == (
+            '[MCP server "tickets" during book (session ses_1) asks: How many seats?\n'
+            "  field seats (integer, required) How many\n"
+            "  field window (boolean)\n"
+            "  field meal (one of veg/fish)\n"
+            "  field note (string)\n"
+            "  1. Answer (allow_once)\n  2. Decline (reject_once)\n  3. Cancel (reject_once)]"
+        )
+        for number, text in enumerate(["1", "3", "yes", "fish", ""], start=1):
+            await person.prompted(number)
+            person.answer(text)
+    assert answers == ["accept"]
+    assert question.elicitation is not None
+    assert question.elicitation.content == {"seats": 3, "window": True, "meal": "fish"}
+    assert written[-1] == "note (string): "  # an empty optional field is left out
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [(["2"], "decline"), (["3"], "cancel"), (["1", "many"], None), (["1", ""], None)],
+)
+async def test_a_form_declined_cancelled_or_misfilled_sends_nothing(
+    typed: list[str], expected: str | None
+):
+    person = Person()
+    terminal = Terminal(live=False, read=person.read, write=lambda text, nl: None)
+    for text in [*typed, "", "", ""]:
+        person.answer(text)
+    question = form_question(**FORM)
+    assert await terminal.ask(question) == expected
+    assert question.elicitation is not None
+    assert question.elicitation.content == {}
 
 
 RISKY_PLUGIN = """\

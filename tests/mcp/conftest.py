@@ -34,6 +34,8 @@ T = TypeVar("T")
 HERE = Path(__file__).parent
 CHANGING_SERVER = HERE / "changing_server.py"
 HTTP_SERVER = HERE / "http_server.py"
+FLOW_SERVER = HERE / "flow_server.py"
+TASK_SERVER = HERE / "task_server.py"
 
 #: What the command line of each MCP server these tests start contains.
 SERVER_MARKERS = (
@@ -42,6 +44,9 @@ SERVER_MARKERS = (
     "mcp_server_time",
     "mcp_server_git",
     "changing_server.py",
+    "asking_server.py",
+    "flow_server.py",
+    "task_server.py",
 )
 
 #: Generous bound for anything the tests wait for (servers start in about a second).

@@ -55,6 +55,7 @@ __all__ = [
     "INSTALL_TIMEOUT",
     "NPM_PINS",
     "cache_dir",
+    "everything_http_server",
     "everything_server",
     "filesystem_server",
     "git_server",
@@ -237,6 +238,14 @@ def everything_server() -> list[str]:
     """The reference "everything" server in stdio mode (its first argument picks the transport)."""
     node, entry = _npm_server(EVERYTHING)
     return [node, str(entry), "stdio"]
+
+
+def everything_http_server() -> list[str]:
+    """The reference "everything" server in streamable-HTTP mode: it listens on the port its
+    environment's ``PORT`` names, at ``/mcp``, and writes ``... listening on port N`` on
+    standard error once it does."""
+    node, entry = _npm_server(EVERYTHING)
+    return [node, str(entry), "streamableHttp"]
 
 
 def filesystem_server(*roots: Path) -> list[str]:

@@ -217,7 +217,9 @@ async def test_a_long_result_is_cut_at_max_result_chars_with_a_note(
     long = "".join(f"line {n:04d} of a long file\n" for n in range(200))  # 5,000 characters
     assert len(long) == 5_000
     (files / "long.txt").write_text(long)
-    entry = stdio("files", filesystem(files), max_result_chars=1000)
+    # roots off here and below: the filesystem server takes a client's roots in place of the
+    # folders its arguments name (test_capabilities.py tests roots with it).
+    entry = stdio("files", filesystem(files), max_result_chars=1000, roots=False)
     kernel, store = load(write_profile(tmp_path, [entry]))
     model = script(calls(call("files__read_text_file", path=str(files / "long.txt"))), says("ok"))
     async with Runtime.open(kernel, store) as runtime:
@@ -245,7 +247,7 @@ async def test_the_filesystem_server_reads_and_writes_real_files(
     files = tmp_path / "files"
     files.mkdir()
     (files / "notes.md").write_text("# Notes\nbuy milk\n")
-    kernel, store = load(write_profile(tmp_path, [stdio("files", filesystem(files))]))
+    kernel, store = load(write_profile(tmp_path, [stdio("files", filesystem(files), roots=False)]))
     target = files / "out" / "todo.txt"
     target.parent.mkdir()
     model = script(
@@ -274,7 +276,7 @@ async def test_a_write_that_needs_approval_runs_only_when_the_policy_allows(
 ):
     files = tmp_path / "files"
     files.mkdir()
-    entry = stdio("files", filesystem(files), needs_approval=["write_file"])
+    entry = stdio("files", filesystem(files), needs_approval=["write_file"], roots=False)
     kernel, store = load(write_profile(tmp_path, [entry]))
     target = files / "secret.txt"
     model = script(
@@ -419,7 +421,12 @@ async def test_a_child_narrowed_to_one_servers_tools_sees_and_calls_only_those(
     (files / "notes.txt").write_text("the meeting is on Thursday\n")
     servers = [
         stdio("everything", everything, include=["echo", "get-sum"]),
-        stdio("files", filesystem(files), include=["read_text_file", "list_directory"]),
+        stdio(
+            "files",
+            filesystem(files),
+            include=["read_text_file", "list_directory"],
+            roots=False,
+        ),
     ]
     subagent = (
         '[plugin.subagent]\nprovider = "spawn"\n'

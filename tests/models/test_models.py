@@ -165,3 +165,16 @@ async def test_task_steps_are_played_in_call_order_and_reported_when_unplayed():
     assert model.remaining() == {"task:Never asked": 1}
     with pytest.raises(ModelError, match=r'1 for task "Never asked" scripted step'):
         model.assert_consumed()
+
+
+async def test_a_sampling_request_plays_the_samplings_then_echoes_and_takes_no_step():
+    model = ScriptedModel.from_data({"steps": [{"text": "one"}], "samplings": [{"text": "s1"}]})
+    sampling = ModelRequest(
+        messages=(Message(role="user", content="Summarize:  the   notes"),), purpose="sampling"
+    )
+    assert (await model.request(sampling)).text == "s1"
+    echoed = await model.request(sampling)
+    assert echoed.text == "Scripted sampling answer to: Summarize: the notes"
+    assert echoed.usage.output_tokens > 0
+    assert (await model.request(request("a"))).text == "one"  # the script kept its place
+    model.assert_consumed()

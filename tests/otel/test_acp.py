@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from opentelemetry.trace import SpanKind
 
 import tether_acp
 import tether_otel
@@ -101,20 +102,22 @@ model = "scripted:script.toml"
     version, trace_id, span_id, _ = accepted.trace["traceparent"].split("-")
     assert version == "00"
     assert int(trace_id, 16) == call.context.trace_id  # the caller's trace
-    # Its parent is the request the caller made to the ACP agent: a chat span inside the
-    # call's child turn (the child's model is the ACP agent).
+    # Its parent is the request the caller made to the ACP agent: the client span of the
+    # remote agent, inside the call's child turn (the child's model is the ACP agent).
     (sender,) = [
         s for s in spans if s.context is not None and s.context.span_id == int(span_id, 16)
     ]
-    assert sender.name.startswith("chat")
+    assert sender.name == "invoke_agent tether-child"
+    assert sender.kind == SpanKind.CLIENT
     assert dict(sender.attributes or {})["gen_ai.provider.name"] == "tether.acp"
 
 
 async def test_an_a2a_childs_request_carries_the_trace_in_http_headers(
     tmp_path: Path, recorded: Recorded
 ):
-    """tether-a2a sends the trace context of the child's request (its ``chat`` span) as the
-    W3C ``traceparent`` header; the sample agent answers with the header it got."""
+    """tether-a2a sends the trace context of the child's request (its ``invoke_agent``
+    client span) as the W3C ``traceparent`` header; the sample agent answers with the header
+    it got."""
     import tether_a2a
     from tests.a2a.test_provider import Agent, agent_table
     from tests.acp.test_provider import delegating, tool_results
@@ -160,5 +163,8 @@ async def test_an_a2a_childs_request_carries_the_trace_in_http_headers(
         for s in recorded.spans()
         if s.context is not None and s.context.span_id == int(span_id, 16)
     ]
-    assert sender.name == "chat remote"
+    assert sender.name == "invoke_agent remote"
+    assert sender.kind == SpanKind.CLIENT
     assert dict(sender.attributes or {})["gen_ai.provider.name"] == "tether.a2a"
+    # The sample agent reports no usage: none is on the span (not zeros).
+    assert "gen_ai.usage.input_tokens" not in dict(sender.attributes or {})

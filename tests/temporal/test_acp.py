@@ -74,10 +74,11 @@ async def test_acp_fronts_a_cluster_streams_turns_cancels_and_loads(cluster):
             reply = await conn.prompt(session_id=sid, prompt=text("hello"))
             assert reply.stop_reason == "end_turn"
             seen = client.seen(sid)
-            assert ("tool_call", seen[0][1], "quick", "in_progress") == seen[0]
-            assert seen[1] == ("tool_call_update", seen[0][1], "completed", "quick:a")
+            assert ("tool_call", seen[0][1], "quick", "pending") == seen[0]
+            assert seen[1] == ("tool_call_update", seen[0][1], "in_progress", "")
+            assert seen[2] == ("tool_call_update", seen[0][1], "completed", "quick:a")
             # The answer streamed from the worker in pieces (relayed through PostgreSQL).
-            chunks = seen[2:]
+            chunks = seen[3:]
             assert {row[0] for row in chunks} == {"agent_message_chunk"}
             assert "".join(row[1] for row in chunks) == "first done"
             assert len(chunks) > 1

@@ -18,12 +18,20 @@ the first word of each message:
 * ``headers``: completes with the ``authorization`` and ``traceparent`` headers it got.
 
 ``--token``: requests without ``Authorization: Bearer TOKEN`` get HTTP 401.
+``--name NAME``: the card's name (default ``sample``).
+``--sign KEY``: the card is signed (JWS, ES256) with the EC private key in the PEM file KEY, its
+public JWK in the signature's protected header. ``--sign-then-rename NAME``: and its name
+changed after it was signed (a card whose signature no longer verifies).
+``--tls CERT KEY``: serve HTTPS with the certificate and key in those PEM files (the URL in
+PORT_FILE is then ``https://localhost:PORT``; the port alone is written).
+Every message received is logged, one line each, in PORT_FILE.messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import sys
 from collections import Counter
@@ -56,6 +64,8 @@ class Sample(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         self.seen[task.context_id] += 1
         text = context.get_user_input()
+        with Path(str(self.cancels).removesuffix(".cancels") + ".messages").open("a") as out:
+            out.write(text.replace("\n", " ") + "\n")
         word, _, rest = text.replace("\n", " ", 1).partition(" ")
         await updater.start_work()
         if answering:
@@ -118,13 +128,39 @@ class Sample(AgentExecutor):
         await updater.cancel()
 
 
-async def main(port_file: Path, jsonrpc: bool, token: str | None) -> None:
+def _option(arguments: list[str], name: str, count: int = 1) -> list[str] | None:
+    if name not in arguments:
+        return None
+    at = arguments.index(name)
+    return arguments[at + 1 : at + 1 + count]
+
+
+def _signed(card: AgentCard, key_file: Path, rename: str | None) -> AgentCard:
+    from a2a.utils.signing import create_agent_card_signer
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from jwt.algorithms import ECAlgorithm
+
+    private = load_pem_private_key(key_file.read_bytes(), password=None)
+    public = json.loads(ECAlgorithm.to_jwk(private.public_key()))  # type: ignore[arg-type]
+    header = {"alg": "ES256", "typ": "JOSE", "kid": "sample", "jwk": public}
+    signer = create_agent_card_signer(private, header)  # type: ignore[arg-type]
+    signed = signer(card)
+    if rename is not None:
+        signed.name = rename
+    return signed
+
+
+async def main(port_file: Path, arguments: list[str]) -> None:
+    jsonrpc = "--no-jsonrpc" not in arguments
+    token = (_option(arguments, "--token") or [None])[0]
+    tls = _option(arguments, "--tls", 2)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    host = "https://localhost" if tls else "http://127.0.0.1"
+    url = f"{host}:{sock.getsockname()[1]}"
     card = AgentCard(
-        name="sample",
+        name=(_option(arguments, "--name") or ["sample"])[0],
         description="The a2a-sdk sample agent of tether's tests.",
         version="1",
         supported_interfaces=[
@@ -139,6 +175,10 @@ async def main(port_file: Path, jsonrpc: bool, token: str | None) -> None:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="Echo.", tags=["echo"])],
     )
+    sign = _option(arguments, "--sign")
+    if sign is not None:
+        rename = _option(arguments, "--sign-then-rename")
+        card = _signed(card, Path(sign[0]), rename[0] if rename else None)
     handler = DefaultRequestHandler(
         agent_executor=Sample(Path(f"{port_file}.cancels")),
         task_store=InMemoryTaskStore(),
@@ -159,7 +199,14 @@ async def main(port_file: Path, jsonrpc: bool, token: str | None) -> None:
             await inner(scope, receive, send)
 
         app = guarded  # type: ignore[assignment]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
+    )
+    server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         await asyncio.sleep(0.01)
@@ -169,6 +216,4 @@ async def main(port_file: Path, jsonrpc: bool, token: str | None) -> None:
 
 
 if __name__ == "__main__":
-    arguments = sys.argv[1:]
-    token = arguments[arguments.index("--token") + 1] if "--token" in arguments else None
-    asyncio.run(main(Path(arguments[0]), "--no-jsonrpc" not in arguments, token))
+    asyncio.run(main(Path(sys.argv[1]), sys.argv[2:]))

@@ -10,7 +10,10 @@
   which needs approval), then answers with what the tool said. The conformance kit's
   ``TCK prerequisite task creation`` too, when ``SERVED_PREREQUISITE`` is ``ask`` (the kit
   tells the tasks it needs apart by message ids, which a model never sees: one run of the kit
-  makes them wait for input, another complete).
+  makes them wait for input, another complete). With ``SERVED_PREREQUISITE=kit`` (one run
+  of the kit): it asks the tool ``a2a_message_id`` for its task's message id and follows the
+  kit's script for it, as the kit's own agent does (``tck-input-required...`` calls
+  ``publish``, which asks; any other completes).
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ from tether.models import ModelDelta, ModelRequest, ModelResponse, ToolCall
 
 async def brain(request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse | str]:
     last = request.messages[-1]
+    kit = os.environ.get("SERVED_PREREQUISITE") == "kit"
+    if last.role == "tool" and last.name == "a2a_message_id":
+        if last.content.startswith("tck-input-required"):
+            call = ToolCall(id="kit-ask", name="publish", arguments={"what": last.content})
+            yield ModelResponse(tool_calls=(call,))
+            return
+        yield f"done: {last.content}"
+        return
     if last.role == "tool":
         yield f"the tool said: {last.content}"
         return
@@ -32,6 +43,9 @@ async def brain(request: ModelRequest) -> AsyncIterator[ModelDelta | ModelRespon
     text = users[-1].content if users else ""
     word, _, rest = text.partition(" ")
     asks = os.environ.get("SERVED_PREREQUISITE") == "ask"
+    if kit and last.role == "user" and text.startswith("TCK prerequisite"):
+        yield ModelResponse(tool_calls=(ToolCall(id="kit", name="a2a_message_id", arguments={}),))
+        return
     if word == "publish" or (asks and text.startswith("TCK prerequisite")):
         call = ToolCall(id=f"p{len(users)}", name="publish", arguments={"what": rest or text})
         yield ModelResponse(tool_calls=(call,))

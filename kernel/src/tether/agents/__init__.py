@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from ..store.replay import event_to_message, render_instruction
     from ._agent import Agent, new_header
     from ._approvals import (
+        ELICITATION_OPTIONS,
         ApprovalPolicy,
+        Elicitation,
         PermissionDesk,
         PermissionHost,
         PermissionQuestion,
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from ._turn import Turn
 
 __all__ = (
+    "ELICITATION_OPTIONS",
     "LEASE_RENEWAL",
     "MAIL_POLL",
     "PARALLEL_TOOLS_SECTION",
@@ -91,6 +94,7 @@ __all__ = (
     "CompactionStrategy",
     "ContextBudget",
     "DynamicInstruction",
+    "Elicitation",
     "Inbox",
     "InstructionContext",
     "PermissionDesk",
@@ -140,6 +144,8 @@ _LAZY = {
     "Agent": "_agent",
     "new_header": "_agent",
     "ApprovalPolicy": "_approvals",
+    "ELICITATION_OPTIONS": "_approvals",
+    "Elicitation": "_approvals",
     "PermissionDesk": "_approvals",
     "PermissionHost": "_approvals",
     "PermissionQuestion": "_approvals",

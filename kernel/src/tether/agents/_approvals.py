@@ -11,6 +11,10 @@ The same host answers the permission questions ACP children forward up (``tether
 Every question carries the asking session's :attr:`PermissionQuestion.path` (the root agent,
 then each child down to the asker) and a :attr:`PermissionQuestion.request_id`;
 :class:`PermissionDesk` is a host for programs that answer later, by request id.
+
+A question may instead ask the person for information (:class:`Elicitation`, an MCP server's
+``elicitation/create``): the host fills :attr:`Elicitation.content` and answers ``accept``, or
+answers ``decline`` or ``cancel``; a host that cannot ask for fields answers ``None`` (declined).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -31,7 +35,9 @@ if TYPE_CHECKING:
     from ._agent import Agent
 
 __all__ = (
+    "ELICITATION_OPTIONS",
     "ApprovalPolicy",
+    "Elicitation",
     "PermissionDesk",
     "PermissionHost",
     "PermissionQuestion",
@@ -76,6 +82,28 @@ def stricter(*policies: ApprovalPolicy | None) -> ApprovalPolicy:
 
 
 @dataclass(frozen=True)
+class Elicitation:
+    """What a question that asks for information asks (an MCP server's ``elicitation/create``):
+    fields to fill (``mode`` ``form``) or a web page to visit (``mode`` ``url``).
+
+    The host shows :attr:`message` (and :attr:`url`), and for a form asks for the fields of
+    :attr:`schema`; it puts the values in :attr:`content` (by field name) and answers
+    ``accept``. ``decline`` and ``cancel`` (or ``None``) send nothing. A host that cannot ask
+    for fields answers ``None``: the asker reads it as declined."""
+
+    message: str
+    """What the person is asked, in the asker's words."""
+    schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """``form``: the requested JSON Schema, an object of flat properties (string, number,
+    integer, boolean, enum), some of them ``required``."""
+    mode: Literal["form", "url"] = "form"
+    url: str | None = None
+    """``url``: the page the person is asked to open (nothing is sent back but the choice)."""
+    content: dict[str, Any] = field(default_factory=dict[str, Any], compare=False)
+    """What the host filled in before answering ``accept`` (form mode)."""
+
+
+@dataclass(frozen=True)
 class PermissionQuestion:
     """What a permission host is asked."""
 
@@ -100,6 +128,9 @@ class PermissionQuestion:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     """This question's id, unique per question: what a host that answers later routes the
     answer back by (:meth:`PermissionDesk.answer`)."""
+    elicitation: Elicitation | None = None
+    """Set when the question asks for information rather than permission (its options are
+    :data:`ELICITATION_OPTIONS`); see :class:`Elicitation`."""
 
     @property
     def where(self) -> str:
@@ -121,6 +152,14 @@ PermissionHost = Callable[[PermissionQuestion], Awaitable[str | None]]
 TOOL_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("allow", "Allow once", "allow_once"),
     ("reject", "Reject", "reject_once"),
+)
+
+
+#: The choices a question that asks for information offers (:class:`Elicitation`).
+ELICITATION_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("accept", "Answer", "allow_once"),
+    ("decline", "Decline", "reject_once"),
+    ("cancel", "Cancel", "reject_once"),
 )
 
 

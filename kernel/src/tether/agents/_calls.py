@@ -97,7 +97,7 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
         if refusal is not None:
             return ToolResult(tool_call_id=call.id, name=call.name, content=refusal, is_error=True)
     try:
-        context = ToolContext(agent, call.id)
+        context = ToolContext(agent, call.id, call.name)
         content = await tool.call(dict(call.arguments), context)
     except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
         raise

@@ -125,6 +125,18 @@ class TurnLoop:
             self.stream = AnswerStream(self._agent)
         return self.stream.listen(listener)
 
+    def tool_progress(self, call_id: str, tool: str, text: str) -> None:
+        """A ``tool_progress`` delta (:meth:`tether.agents.ToolContext.progress`) to the
+        agent's delta listeners and the runtime's; nothing when nobody listens."""
+        delta = ModelDelta("tool_progress", text, name=tool or None, call_id=call_id)
+        stream = self.stream
+        if stream is None:
+            runtime = self._agent.runtime
+            if runtime is None or not runtime.delta_listeners:
+                return
+            stream = self.stream = AnswerStream(self._agent)
+        stream.hear(delta)
+
     # ---------------------------------------------------------------- driving
 
     @property

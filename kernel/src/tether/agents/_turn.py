@@ -191,6 +191,7 @@ class Turn:
                             tool_calls=response.tool_calls,
                             usage=response.usage,
                             finish_reason=response.finish_reason,
+                            remote_usage=response.remote_usage,
                         )
                         history.append(
                             Message(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -256,6 +256,47 @@ async def run_on_host(
         await store.aclose()
 
 
+def _form_fields(schema: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The properties of an elicitation's requested schema, in order."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    fields = cast(dict[str, Any], properties)
+    return [(name, cast(dict[str, Any], f)) for name, f in fields.items() if isinstance(f, dict)]
+
+
+def _field_label(name: str, field: dict[str, Any], schema: Mapping[str, Any]) -> str:
+    """``name (type, required): description`` for a prompt."""
+    kind = str(field.get("type", "string"))
+    choices = field.get("enum")
+    if isinstance(choices, list):
+        kind = "one of " + "/".join(str(c) for c in cast(list[object], choices))
+    required = ", required" if name in (schema.get("required") or ()) else ""
+    about = field.get("description") or field.get("title")
+    return f"{name} ({kind}{required})" + (f" {about}" if about else "")
+
+
+def _field_value(field: dict[str, Any], text: str) -> object | None:
+    """``text`` as the field's type, or ``None`` when it is not one."""
+    choices = field.get("enum")
+    if isinstance(choices, list):
+        return text if text in choices else None
+    kind = field.get("type", "string")
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+    except ValueError:
+        return None
+    if kind == "boolean":
+        lowered = text.lower()
+        if lowered in {"y", "yes", "true", "1"}:
+            return True
+        return False if lowered in {"n", "no", "false", "0"} else None
+    return text
+
+
 def _echo(text: str, nl: bool) -> None:
     click.echo(text, nl=nl)
 
@@ -271,6 +312,19 @@ def retry_line(delta: ModelDelta) -> str:
     count = f" ({delta.attempt}/{delta.retries})" if delta.attempt and delta.retries else ""
     reason = f": {delta.text}" if delta.text else ""
     return f"[retrying{wait}{count}{reason}]"
+
+
+#: The most characters of a tool's progress text a progress line shows.
+PROGRESS_LIMIT = 200
+
+
+def progress_line(delta: ModelDelta) -> str:
+    """The line a ``tool_progress`` delta is shown as on standard error:
+    ``[search__index: 3/5 reading the files]`` (one line, cut at ``PROGRESS_LIMIT``)."""
+    text = " ".join(delta.text.split())
+    if len(text) > PROGRESS_LIMIT:
+        text = text[: PROGRESS_LIMIT - 3] + "..."
+    return f"[{delta.name or 'tool'}: {text}]"
 
 
 def seconds(value: float) -> str:
@@ -382,46 +436,79 @@ class Terminal:
 
     async def ask(self, question: Any) -> str | None:
         """The permission host: the option the person picks, or ``None`` (refused) on an
-        empty or unknown answer or at the end of input."""
+        empty or unknown answer or at the end of input. A question that asks for information
+        (``question.elicitation``, an MCP server's form) asks for each field after the person
+        picks ``accept``; an answer a field cannot take refuses the whole form."""
         import anyio
         import anyio.to_thread
 
         if self._lock is None:
             self._lock = anyio.Lock()
+        elicitation = question.elicitation
         async with self._lock:  # FIFO: questions are asked in the order they came
             self.asking = True
             try:
                 self._clear()
                 via = f", via {question.where}" if len(question.path) > 1 else ""
-                lines = [
-                    f"[{question.asker} (session {question.session}{via}) asks to run: "
-                    + question.title
-                ]
+                who = f"[{question.asker} (session {question.session}{via})"
+                if elicitation is None:
+                    lines = [f"{who} asks to run: {question.title}"]
+                else:
+                    lines = [f"{who} asks: {elicitation.message}"]
+                    if elicitation.url is not None:
+                        lines.append(f"  open: {elicitation.url}")
+                    for name, field in _form_fields(elicitation.schema):
+                        lines.append(f"  field {_field_label(name, field, elicitation.schema)}")
                 for number, (_, name, kind) in enumerate(question.options, start=1):
                     lines.append(f"  {number}. {name} ({kind})")
                 self._put_line("\n".join(lines) + "]")
                 # Abandoned on Ctrl-C: the prompt thread waits for a line nobody will read.
                 answer = await anyio.to_thread.run_sync(self._answer, abandon_on_cancel=True)
+                answer = answer.strip()
+                choice = None
+                if answer.isdigit() and 1 <= int(answer) <= len(question.options):
+                    choice = question.options[int(answer) - 1][0]
+                if elicitation is not None and choice == "accept" and elicitation.mode == "form":
+                    filled = await anyio.to_thread.run_sync(
+                        self._fill, elicitation.schema, abandon_on_cancel=True
+                    )
+                    if filled is None:
+                        choice = None
+                    else:
+                        elicitation.content.update(filled)
             finally:
                 self.asking = False
                 held, self._held = self._held, []
                 for put in held:
                     put()
                 self._draw()
-        answer = answer.strip()
-        if answer.isdigit() and 1 <= int(answer) <= len(question.options):
-            return question.options[int(answer) - 1][0]
-        return None
+        return choice
 
-    def _answer(self) -> str:
+    def _answer(self, prompt: str | None = None) -> str:
         # The prompt goes where the question went: input() would write it to standard error
         # (when standard input is a terminal), which may not be the terminal at all.
-        self._write(self.PROMPT, False)
+        self._write(self.PROMPT if prompt is None else prompt, False)
         sys.stdout.flush()
         try:
             return self._read("")
         except EOFError:  # standard input closed: nobody can answer
             return ""
+
+    def _fill(self, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A form's fields, one prompt each (an empty answer leaves an optional field out);
+        ``None`` when an answer does not fit its field or a required one is left empty."""
+        filled: dict[str, Any] = {}
+        for name, field in _form_fields(schema):
+            text = self._answer(f"{_field_label(name, field, schema)}: ").strip()
+            if not text:
+                if name in (schema.get("required") or ()):
+                    return None
+                continue
+            value = _field_value(field, text)
+            if value is None:
+                return None
+            filled[name] = value
+        return filled
 
     def _put_line(self, text: str) -> None:
         self._write(f"\n{text}" if self._open else text, True)
@@ -480,7 +567,8 @@ class StreamedAnswer:
     ends), reasoning lines start with ``(thinking) `` and blank ones are left out; the
     answer's text then reads exactly as the whole answer printed at once. Without
     ``reasoning`` reasoning is not shown. Tool-call pieces are not shown (the printer shows
-    each call once the answer is whole).
+    each call once the answer is whole); a running tool's progress (``tool_progress``) is a
+    line on standard error (:func:`progress_line`).
     """
 
     def __init__(self, terminal: Terminal, *, reasoning: bool = True) -> None:
@@ -521,6 +609,9 @@ class StreamedAnswer:
             if delta.attempt or delta.text:
                 # Why nothing comes yet, and for how long: on standard error, not the answer.
                 self._terminal.note(retry_line(delta))
+        elif kind == "tool_progress" and delta.text:
+            # How a running tool call is going: on standard error too, never the answer.
+            self._terminal.note(progress_line(delta))
 
     def finish(self, *, cut: bool = False, content: str | None = None) -> bool:
         """End the answer shown (``cut``: with ``[cut]``); whether its text was shown, so the

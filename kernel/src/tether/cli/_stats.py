@@ -9,6 +9,11 @@ characters a token: base prompt, tools, history, appended context), the share of
 repeats the request before it byte for byte (what a provider's prefix cache can serve), and the
 input tokens the provider reported, and how many of them it read from its prompt cache
 (cached) and wrote to it (written: providers that cache only where asked, Anthropic's).
+
+A request to a remote agent (an A2A or ACP child's) is a message, not an inference: the
+tokens sent are what went over the wire, and what the agent reported its own work used
+(``AssistantMessage.remote_usage``) is shown apart, as remote (``remote in/out``), and summed
+apart in the totals.
 """
 
 from __future__ import annotations
@@ -89,8 +94,10 @@ def _print_session(session: dict[str, Any]) -> None:
         f"{indent}session {session['session']}  agent {session['agent'] or '(global scope)'}"
         f"  ~{session['base_tokens']} tokens of base prompt, ~{session['tools_tokens']} of tools"
     )
+    remote = any(row["remote_input_tokens"] is not None for row in session["requests"])
     click.echo(
         f"{indent}  turn step  history  context    total  repeats     input    cached   written"
+        + ("  remote in/out" if remote else "")
     )
     for row in session["requests"]:
         repeats = "-" if row["repeats"] is None else f"{row['repeats']:.0%}"
@@ -98,11 +105,19 @@ def _print_session(session: dict[str, Any]) -> None:
         reported = "-" if row["input_tokens"] is None else str(row["input_tokens"])
         written = "-" if row["cache_write_tokens"] is None else str(row["cache_write_tokens"])
         step = "sum" if row["step"] is None else row["step"]  # a compaction's summary
-        click.echo(
+        line = (
             f"{indent}  {row['turn']:>4} {step:>4} {row['history_tokens']:>8}"
             f" {row['context_tokens']:>8} {row['total_tokens']:>8} {repeats:>8}"
             f" {reported:>9} {cached:>9} {written:>9}"
         )
+        if remote:
+            said = (
+                "-"
+                if row["remote_input_tokens"] is None
+                else f"{row['remote_input_tokens']}/{row['remote_output_tokens']}"
+            )
+            line += f"  {said:>13}"
+        click.echo(line)
     click.echo(f"{indent}  " + _totals_line(session["totals"]))
 
 
@@ -118,6 +133,12 @@ def _totals_line(totals: dict[str, Any]) -> str:
         )
         if totals["cache_write_tokens"]:
             parts.append(f"{totals['cache_write_tokens']} written to the cache")
+    if totals["remote_requests"]:
+        parts.append(
+            f"remote agents reported {totals['remote_input_tokens']} input and"
+            f" {totals['remote_output_tokens']} output tokens"
+            f" ({totals['remote_requests']} request(s), not counted above)"
+        )
     return ", ".join(parts)
 
 
@@ -194,7 +215,7 @@ async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[st
                 # replaced, and the instruction to summarize them.
                 asked = [*messages[: event.replaced], Message(role="user", content=ask)]
                 marks = [*context[: event.replaced], False]
-                rows.append(_row(turn, None, base, tools, asked, marks, before, event.usage))
+                rows.append(_row(turn, None, base, tools, asked, marks, before, event.usage, None))
                 before = asked
             messages = list(compacted_view(event))
             context = [True] + [False] * (len(messages) - 1)  # the summary, then what was kept
@@ -211,7 +232,19 @@ async def _session(runtime: Any, store: Any, header: Any, depth: int) -> dict[st
                     messages.append(message)
                     context.append(False)
                 continue
-            rows.append(_row(turn, step, base, tools, messages, context, before, event.usage))
+            rows.append(
+                _row(
+                    turn,
+                    step,
+                    base,
+                    tools,
+                    messages,
+                    context,
+                    before,
+                    event.usage,
+                    event.remote_usage,
+                )
+            )
             before = list(messages)
         message = event_to_message(event)
         if message is not None:
@@ -238,8 +271,10 @@ def _row(
     context: list[bool],
     before: list[Any] | None,
     usage: Any,
+    remote: Any,
 ) -> dict[str, Any]:
-    """One request's row: ``step`` ``None`` for a compaction's summary request."""
+    """One request's row: ``step`` ``None`` for a compaction's summary request; ``remote``:
+    what the remote agent that answered it reported (``None``: not one, or it said nothing)."""
     from ..models import message_tokens
 
     sizes = [message_tokens(m) for m in messages]
@@ -269,6 +304,9 @@ def _row(
         "input_tokens": reported,
         "cached_tokens": usage.cached_input_tokens if reported is not None else None,
         "cache_write_tokens": usage.cache_write_input_tokens if reported is not None else None,
+        "remote_input_tokens": None if remote is None else remote.input_tokens,
+        "remote_output_tokens": None if remote is None else remote.output_tokens,
+        "remote_cached_tokens": None if remote is None else remote.cached_input_tokens,
     }
 
 
@@ -280,6 +318,7 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         sum(row["repeats"] * row["total_tokens"] for row in later) / weight if weight else None
     )
     reported = [row for row in rows if row["input_tokens"] is not None]
+    remote = [row for row in rows if row["remote_input_tokens"] is not None]
     return {
         "requests": len(rows),
         "total_tokens": total,
@@ -287,4 +326,8 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "input_tokens": sum(row["input_tokens"] for row in reported),
         "cached_tokens": sum(row["cached_tokens"] or 0 for row in reported),
         "cache_write_tokens": sum(row["cache_write_tokens"] or 0 for row in reported),
+        "remote_requests": len(remote),
+        "remote_input_tokens": sum(row["remote_input_tokens"] for row in remote),
+        "remote_output_tokens": sum(row["remote_output_tokens"] for row in remote),
+        "remote_cached_tokens": sum(row["remote_cached_tokens"] for row in remote),
     }

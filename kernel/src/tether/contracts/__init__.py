@@ -81,6 +81,8 @@ if TYPE_CHECKING:
         Model,
         ModelProvider,
         ProbingModel,
+        RemoteAgent,
+        RemoteAgentModel,
         SessionBoundModel,
     )
     from ._presets import (
@@ -200,6 +202,8 @@ __all__ = (
     "PreStepFunction",
     "PresetView",
     "ProbingModel",
+    "RemoteAgent",
+    "RemoteAgentModel",
     "Requirement",
     "ResourceBase",
     "Role",
@@ -295,7 +299,16 @@ _LAZY: dict[str, str] = {
         "_messages",
     ),
     **dict.fromkeys(
-        ("ClosableModel", "Model", "ModelProvider", "ProbingModel", "SessionBoundModel"), "_models"
+        (
+            "ClosableModel",
+            "Model",
+            "ModelProvider",
+            "ProbingModel",
+            "RemoteAgent",
+            "RemoteAgentModel",
+            "SessionBoundModel",
+        ),
+        "_models",
     ),
     **dict.fromkeys(("PresetView", "SourceLayer", "Specialist", "ToolLayer"), "_presets"),
     **dict.fromkeys(

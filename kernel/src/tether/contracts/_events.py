@@ -101,6 +101,9 @@ class AssistantMessage(_Frozen):
     partial: bool = False
     """The turn was cancelled while this answer streamed: ``content`` is what had arrived
     (stored only when true)."""
+    remote_usage: Usage | None = Field(default=None, exclude_if=_is_none)
+    """What the remote agent behind the model reported its work used
+    (:attr:`ModelResponse.remote_usage`); left out of the log when ``None``."""
 
     @model_serializer(mode="wrap")
     def _without_whole(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -108,9 +108,11 @@ class ModelRequest(_Frozen):
     """The agent preset making the request (scripted models may key their steps by it)."""
     session_label: str | None = None
     """The session's label: for a delegated child, the task's short description."""
-    purpose: Literal["turn", "compaction"] = "turn"
+    purpose: Literal["turn", "compaction", "sampling"] = "turn"
     """``compaction``: the request asks for a summary of the conversation (its last message
-    says so, docs/compaction.md); ``turn``: an ordinary step."""
+    says so, docs/compaction.md); ``sampling``: a request a tool's MCP server asked the agent's
+    model to answer (``sampling/createMessage``, docs/mcp.md), with the server's messages and
+    no tools; ``turn``: an ordinary step."""
     earlier_answers: int = 0
     """How many answers of the session a compaction summary replaced: they are not among
     ``messages`` (a scripted model counts them to keep its place)."""
@@ -122,4 +124,10 @@ class ModelResponse(_Frozen):
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Field(default_factory=Usage)
+    """The tokens this request cost as the provider reported them; all zero when it reported
+    none (a remote agent's model: the request is a message, not an inference)."""
     finish_reason: FinishReason = "stop"
+    remote_usage: Usage | None = None
+    """What the remote agent behind the model (an A2A or ACP agent) reported its own work on
+    this request used, when it reported it: its models' tokens, not what tether sent it.
+    Kept apart from ``usage`` (budgets and cache statistics count what tether sent)."""

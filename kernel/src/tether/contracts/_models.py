@@ -16,6 +16,8 @@ __all__ = (
     "Model",
     "ModelProvider",
     "ProbingModel",
+    "RemoteAgent",
+    "RemoteAgentModel",
     "SessionBoundModel",
 )
 
@@ -90,6 +92,34 @@ class SessionBoundModel(Protocol):
 
     async def detach(self, agent: Agent) -> None:
         """The agent left its session: close or keep warm what :meth:`attach` bound."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteAgent:
+    """The agent behind a model that stands for one (:class:`RemoteAgentModel`): what a
+    tracer names the child's spans after and says it was called over."""
+
+    name: str
+    """The agent's name, as the profile names it (``[[plugin.a2a.agents]] name``)."""
+    protocol: str
+    """What tether speaks to it: ``a2a``, ``acp``."""
+    address: str | None = None
+    """The host it is reached at (an A2A agent's URL's); ``None`` for a local process."""
+    port: int | None = None
+    """The port it is reached at, with ``address``."""
+
+
+@runtime_checkable
+class RemoteAgentModel(Protocol):
+    """A model that is another agent (tether-a2a's, tether-acp's): each request is a message
+    to that agent, which runs its own models and tools. A tracer makes its requests client
+    ``invoke_agent`` spans named after it, not ``chat`` spans; the usage the agent reports
+    comes as :attr:`~tether.models.ModelResponse.remote_usage`."""
+
+    @property
+    def remote_agent(self) -> RemoteAgent:
+        """Who answers."""
         ...
 
 

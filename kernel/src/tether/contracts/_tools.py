@@ -66,6 +66,15 @@ class ToolContext:
 
     agent: Agent
     call_id: str
+    tool: str = ""
+    """The name of the tool called (as the model called it)."""
+
+    def progress(self, text: str) -> None:
+        """Tell whoever watches the agent how the call is going (``3/5 indexing``): a
+        ``tool_progress`` delta (:class:`tether.models.ModelDelta`) to the agent's delta
+        listeners (``tether run`` prints it on standard error); nothing when nobody listens.
+        Never stored, never shown to the model. Call it on the event loop (any task)."""
+        self.agent.loop.tool_progress(self.call_id, self.tool, text)
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,18 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
-from ..contracts import SessionBoundModel
+from ..contracts import RemoteAgentModel, SessionBoundModel
 from ..errors import ErrorCode, ModelError
 from ..ground import implements
 
 if TYPE_CHECKING:
-    from ..contracts import Model, ModelProvider
+    from ..contracts import Model, ModelProvider, RemoteAgent
 
 __all__ = (
     "FIRST_PARTY_MODEL_PREFIXES",
     "find_model_provider",
     "is_session_bound",
+    "remote_agent_of",
     "resolve_model",
     "unknown_prefix_remedy",
 )
@@ -43,6 +44,12 @@ def is_session_bound(model: object) -> TypeGuard[SessionBoundModel]:
     """``isinstance(model, SessionBoundModel)``, answered once per class (an agent asks on
     every enter and leave; the members are methods of the model's class)."""
     return implements(model, SessionBoundModel)
+
+
+def remote_agent_of(model: object) -> RemoteAgent | None:
+    """The remote agent ``model`` stands for (:class:`~tether.models.RemoteAgentModel`), or
+    ``None`` for a model that is not one; the protocol is asked once per class."""
+    return model.remote_agent if implements(model, RemoteAgentModel) else None
 
 
 def resolve_model(

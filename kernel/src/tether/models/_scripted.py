@@ -31,6 +31,10 @@ A compaction's summary request (``purpose = "compaction"``) is answered by the n
 count and the start of the last user messages); answers a compaction replaced still count for
 "step *i*" (``ModelRequest.earlier_answers``).
 
+A request an MCP server asked for (``purpose = "sampling"``) is answered by the next
+``[[samplings]]`` step, or, without one, by ``Scripted sampling answer to: `` and the start of
+its last message; it never counts as a step of the script.
+
 Streamed (a listener is attached, :meth:`ScriptedModel.stream`), a step yields its
 ``reasoning`` and then its ``text`` in ``chunks`` pieces each, ``chunk_delay`` seconds apart,
 then one argument piece per tool call, then the answer.
@@ -90,6 +94,7 @@ class _Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
     steps: list[ScriptStep] = Field(default_factory=list[ScriptStep])
     summaries: list[ScriptStep] = Field(default_factory=list[ScriptStep])
+    samplings: list[ScriptStep] = Field(default_factory=list[ScriptStep])
     agents: dict[str, _AgentScript] = Field(default_factory=dict)
     tasks: dict[str, _AgentScript] = Field(default_factory=dict)
 
@@ -104,11 +109,14 @@ class ScriptedModel:
         agents: Mapping[str, list[ScriptStep]] | None = None,
         tasks: Mapping[str, list[ScriptStep]] | None = None,
         summaries: list[ScriptStep] | None = None,
+        samplings: list[ScriptStep] | None = None,
         name: str = "scripted:inline",
     ) -> None:
         self.name = name
         self._summaries = list(summaries or [])
         self._summarized = 0
+        self._samplings = list(samplings or [])
+        self._sampled = 0
         self._tasks = {label: list(steps) for label, steps in (tasks or {}).items()}
         self._task_calls: dict[str, int] = {}
         self._steps: dict[str | None, list[ScriptStep]] = {None: list(steps or [])}
@@ -143,7 +151,14 @@ class ScriptedModel:
             ) from exc
         agents = {agent: table.steps for agent, table in script.agents.items()}
         tasks = {label: table.steps for label, table in script.tasks.items()}
-        return cls(script.steps, agents=agents, tasks=tasks, summaries=script.summaries, name=name)
+        return cls(
+            script.steps,
+            agents=agents,
+            tasks=tasks,
+            summaries=script.summaries,
+            samplings=script.samplings,
+            name=name,
+        )
 
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedModel:
@@ -232,6 +247,8 @@ class ScriptedModel:
     def _answer(self, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
         if request.purpose == "compaction":
             return self._summary(request)
+        if request.purpose == "sampling":
+            return self._sampling(request)
         label = request.session_label
         if label is not None and label in self._tasks:
             return self._task_step(label, request)
@@ -303,6 +320,16 @@ class ScriptedModel:
             if asked:
                 text += " Last asked: " + " | ".join(asked[-3:])
             step = ScriptStep(text=text)
+        return step, ModelResponse(text=step.text, usage=step.usage or _usage(request, step))
+
+    def _sampling(self, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:
+        """A request an MCP server asked for: the next ``[[samplings]]`` step, else an echo."""
+        if self._sampled < len(self._samplings):
+            step = self._samplings[self._sampled]
+            self._sampled += 1
+        else:
+            last = request.messages[-1].content if request.messages else ""
+            step = ScriptStep(text="Scripted sampling answer to: " + " ".join(last.split())[:80])
         return step, ModelResponse(text=step.text, usage=step.usage or _usage(request, step))
 
     def _task_step(self, label: str, request: ModelRequest) -> tuple[ScriptStep, ModelResponse]:

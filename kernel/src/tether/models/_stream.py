@@ -20,7 +20,7 @@ from ..errors import ErrorCode, ModelError
 
 __all__ = ("DeltaKind", "ModelDelta", "StreamingModel", "stream_answer", "streamed")
 
-DeltaKind = Literal["text", "reasoning", "tool_call", "retry"]
+DeltaKind = Literal["text", "reasoning", "tool_call", "retry", "tool_progress"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +29,11 @@ class ModelDelta:
 
     kind: DeltaKind
     """``text`` (of the answer), ``reasoning`` (DeepSeek's ``reasoning_content``),
-    ``tool_call`` (a piece of a call's argument text), or ``retry``: the step's request failed
+    ``tool_call`` (a piece of a call's argument text), ``retry``: the step's request failed
     recoverably and is sent again after a pause (what arrived before is not part of the
-    answer)."""
+    answer), or ``tool_progress``: not a piece of an answer but how a running tool call is
+    going (:meth:`tether.agents.ToolContext.progress`; ``text`` says it, ``name`` is the
+    tool, ``call_id`` the call)."""
     text: str = ""
     """The new text; for ``retry``, why the attempt failed (one line, the model's name left
     out; may be empty)."""
@@ -46,6 +48,9 @@ class ModelDelta:
     relayed from an agent elsewhere)."""
     retries: int = 0
     """For ``retry``: the most retries the step may make (``AgentLimits.model_retries``)."""
+    call_id: str = ""
+    """For ``tool_progress``: the id of the call (empty when not known, e.g. relayed from
+    another process)."""
 
 
 @runtime_checkable

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 import tether
 from tether.agents import PreStep, ToolSource
 
-from ._connection import Connection, ServerUnavailable
+from ._capabilities import SAMPLING_DESCRIPTOR, ClientFeatures, record_sampling
+from ._connection import LOG_LEVELS, Connection, ServerUnavailable
 from ._results import render_result
-from ._settings import SEPARATOR, ServerSettings, Settings
+from ._settings import SEPARATOR, RootsSettings, SamplingSettings, ServerSettings, Settings
 
 if TYPE_CHECKING:
     import click
@@ -35,12 +36,18 @@ from ._source import (
 )
 
 __all__ = (
+    "LOG_LEVELS",
     "NOTICE",
+    "SAMPLING_DESCRIPTOR",
+    "SAMPLING_USAGE",
     "SEPARATOR",
     "SERVERS",
+    "ClientFeatures",
     "Connection",
     "McpPlugin",
+    "RootsSettings",
     "RuntimeServers",
+    "SamplingSettings",
     "ServerSettings",
     "ServerSource",
     "ServerUnavailable",
@@ -48,6 +55,7 @@ __all__ = (
     "announce_changes",
     "connection_for",
     "connections",
+    "record_sampling",
     "render_result",
     "sources_for",
     "tool_name",
@@ -57,6 +65,9 @@ __all__ = (
 #: runs it once): it finds the servers an agent uses in its tools, and keeps what the agent saw
 #: in the agent's runtime (:data:`SERVERS`), so it holds nothing itself.
 NOTICE = PreStep("mcp-tool-changes", announce_changes)
+#: Records the usage of the sampling requests an agent's calls answered (``mcp/sampling``
+#: descriptors in its log, written before its next step).
+SAMPLING_USAGE = PreStep("mcp-sampling", record_sampling)
 
 
 class McpPlugin(tether.Plugin[Settings]):
@@ -78,7 +89,7 @@ class McpPlugin(tether.Plugin[Settings]):
 
     @tether.hookimpl
     def tether_pre_step(self) -> list[PreStep]:
-        return [NOTICE] if self.settings.servers else []
+        return [NOTICE, SAMPLING_USAGE] if self.settings.servers else []
 
     @staticmethod
     @tether.hookimpl

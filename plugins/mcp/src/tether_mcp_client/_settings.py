@@ -11,12 +11,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 import tether
 
 __all__ = (
+    "DEFAULT_MAX_CALL_SECONDS",
     "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_MAX_SAMPLING_TOKENS",
     "DEFAULT_STARTUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "SEPARATOR",
+    "RootsSettings",
+    "SamplingSettings",
     "ServerSettings",
     "Settings",
     "expand",
@@ -26,8 +30,12 @@ __all__ = (
 SEPARATOR = "__"
 #: Seconds a server has to start and answer the handshake and its first tool listing.
 DEFAULT_STARTUP_TIMEOUT = 30.0
-#: Seconds one request (a tool call, a listing) may take.
+#: Seconds one request (a listing) may take, and a tool call without a sign of life (a call
+#: the server reports progress on waits up to ``max_call_seconds``).
 DEFAULT_TIMEOUT = 60.0
+#: Seconds a tool call may take at most, however often the server reports progress (and a
+#: task-augmented call at most, however its polls are answered).
+DEFAULT_MAX_CALL_SECONDS = 600.0
 #: A tool result reaches the model cut after this many characters, with a note.
 DEFAULT_MAX_RESULT_CHARS = 40_000
 #: An image a tool returns reaches the model up to this size (decoded), else a note.
@@ -36,6 +44,9 @@ DEFAULT_MAX_IMAGE_BYTES = 5_000_000
 #: one is refused as it streams in (the call fails at once, naming the setting). 16 MiB holds
 #: the largest image tether passes on (5 MB, base64) several times over.
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+#: A server's sampling request gets at most this many output tokens (its ``maxTokens``, capped).
+DEFAULT_MAX_SAMPLING_TOKENS = 4_096
 
 #: A server's name: letters, digits, ``-`` and single ``_`` (``__`` separates it from its tools).
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
@@ -53,6 +64,38 @@ def expand(value: str, where: str) -> str:
         return os.environ[name]
 
     return _VARIABLE.sub(one, value)
+
+
+def _switch(value: object) -> object:
+    """``true``/``false`` for a capability table: ``{enabled = ...}``."""
+    return {"enabled": value} if isinstance(value, bool) else value
+
+
+class SamplingSettings(BaseModel):
+    """``sampling``: may the server ask for a model answer (``sampling/createMessage``)?
+    ``sampling = false`` is ``{enabled = false}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    """Offer sampling (declared to the server at the handshake)."""
+    model: str | None = None
+    """The model spec that answers (``provider:name``); unset: the model of the agent whose
+    tool call is running (a request outside a call is then refused)."""
+    max_tokens: int = Field(default=DEFAULT_MAX_SAMPLING_TOKENS, ge=1, le=1_000_000)
+    """The output tokens one request may use at most (the server's ``maxTokens``, capped)."""
+
+
+class RootsSettings(BaseModel):
+    """``roots``: the folders the server is told about (``roots/list``). ``roots = false`` is
+    ``{enabled = false}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    """Offer roots (declared to the server at the handshake)."""
+    paths: tuple[tether.ProfilePath, ...] = ()
+    """More folders, after the agents' working folders (relative to the profile's folder)."""
 
 
 class ServerSettings(BaseModel):
@@ -95,7 +138,20 @@ class ServerSettings(BaseModel):
     runtime opens, and connected to by ``tether check``."""
     startup_timeout: float = Field(default=DEFAULT_STARTUP_TIMEOUT, gt=0, le=600)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=3600)
-    """Seconds one tool call may take; then it fails (and the server is told to cancel)."""
+    """Seconds one request may wait for its answer; a tool call, for its answer or a sign of
+    progress (each ``notifications/progress`` starts the wait again, up to
+    ``max_call_seconds``). Then it fails (and the server is told to cancel)."""
+    max_call_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    """Seconds one tool call may take at most, however often the server reports progress
+    (a task-augmented call: however its polls are answered). Unset: 600, or ``timeout``
+    when that is longer."""
+    log_level: (
+        Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+        | None
+    ) = None
+    """The least level of the server's log messages it is asked to send
+    (``logging/setLevel`` after the handshake, when it offers logging); unset: its own
+    default. Its messages go to tether's log either way (logger ``tether.mcp.NAME``)."""
     max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=1_000)
     max_image_bytes: int = Field(default=DEFAULT_MAX_IMAGE_BYTES, ge=0)
     """An image larger than this (decoded) is a note, not an image; ``0``: images are always
@@ -104,6 +160,17 @@ class ServerSettings(BaseModel):
     """Bytes of one message from the server read at most (as it streams in, not after): a
     larger tool result fails its call at once (a tool error naming this setting) and the
     rest of it is skipped unread."""
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    """The server may ask the agent's model for an answer (see docs/mcp.md, Sampling)."""
+    elicitation: bool = True
+    """The server may ask the person for information, through the permission host."""
+    roots: RootsSettings = Field(default_factory=RootsSettings)
+    """The server may ask for the agents' working folders (``file://`` roots)."""
+
+    @field_validator("sampling", "roots", mode="before")
+    @classmethod
+    def _table_or_switch(cls, value: object) -> object:
+        return _switch(value)
 
     @field_validator("name")
     @classmethod
@@ -132,7 +199,19 @@ class ServerSettings(BaseModel):
             raise ValueError(f'server "{self.name}": args, env and cwd are for command servers')
         if self.command is not None and self.headers:
             raise ValueError(f'server "{self.name}": headers are for url servers')
+        if self.max_call_seconds is not None and self.max_call_seconds < self.timeout:
+            raise ValueError(
+                f'server "{self.name}": max_call_seconds ({self.max_call_seconds:g}) is shorter '
+                f"than timeout ({self.timeout:g}), the wait for one sign of progress"
+            )
         return self
+
+    @property
+    def call_cap(self) -> float:
+        """Seconds one tool call may take at most (``max_call_seconds``, or its default)."""
+        if self.max_call_seconds is not None:
+            return self.max_call_seconds
+        return max(DEFAULT_MAX_CALL_SECONDS, self.timeout)
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -145,9 +224,9 @@ class ServerSettings(BaseModel):
         return tool in self.needs_approval
 
     def connection_key(self) -> tuple[object, ...]:
-        """What makes two entries one server process: its name, how it is started or reached
-        and the cap its messages are read with (not its filters, approvals or the limits of
-        what the model is shown)."""
+        """What makes two entries one server process: its name, how it is started or reached,
+        the cap its messages are read with and the capabilities it is offered (not its filters,
+        approvals or the limits of what the model is shown)."""
         return (
             self.name,
             self.expand_variables,
@@ -158,6 +237,10 @@ class ServerSettings(BaseModel):
             self.url,
             tuple(sorted(self.headers.items())),
             self.max_message_bytes,
+            # Declared at the handshake, and answered by the connection: part of it.
+            self.sampling,
+            self.elicitation,
+            self.roots,
         )
 
 

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.types import Tool as McpTool
 
-from tether.agents import StepContext, Tool, ToolContext, ToolSource
+from tether.agents import StepContext, Tool, ToolContext, ToolError, ToolSource
 from tether.errors import AgentError, ErrorCode, TetherError
 from tether.models import Message
 from tether.runtime import StateKey
 
+from ._capabilities import Sampled
 from ._connection import Connection, ServerUnavailable
 from ._results import render_result
 from ._settings import SEPARATOR, ServerSettings
@@ -61,12 +62,16 @@ class RuntimeServers:
             weakref.WeakKeyDictionary()
         )
         """Per agent (held weakly: it goes with the agent), its servers as it last saw them."""
+        self.sampled: weakref.WeakKeyDictionary[Agent, list[Sampled]] = weakref.WeakKeyDictionary()
+        """Per agent, the sampling requests its calls answered that its log does not hold yet
+        (:func:`record_sampling` writes them at its next step)."""
 
     async def aclose(self) -> None:
         """Mark every connection stopped (their owner tasks, in the runtime's task group,
-        have stopped the servers by now)."""
+        have stopped the servers by now), and release the models they sampled with."""
         for connection in self.connections.values():
             connection.close()
+            await connection.features.aclose()
 
 
 #: Where the runtime keeps tether-mcp-client's state.
@@ -79,7 +84,13 @@ def connection_for(runtime: Runtime, config: ServerSettings) -> Connection:
     """The runtime's connection to the server ``config`` starts or reaches: one per distinct
     way of starting it, shared by every entry (in any layer) that starts it the same way."""
     pool = runtime.state(SERVERS).connections
-    key = (*config.connection_key(), config.startup_timeout, config.timeout)
+    key = (
+        *config.connection_key(),
+        config.startup_timeout,
+        config.timeout,
+        config.call_cap,
+        config.log_level,
+    )
     connection = pool.get(key)
     if connection is None:
         connection = pool[key] = Connection(config, runtime)
@@ -111,13 +122,32 @@ class McpCall:
     listing: tuple[McpTool, ...] = field(repr=False)
     """The server's listing the tool was built from (what the change notice compares)."""
     version: int = 0
+    as_task: bool = False
+    """The server requires the tool to run as a task (``execution.taskSupport: required``)."""
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         """The tool's function (a coroutine function, so tether awaits it on the loop)."""
-        result = await self.connection.call(self.tool, arguments)
-        return render_result(
-            result, max_chars=self.max_chars, label=self.label, max_image_bytes=self.max_image_bytes
+        refused: list[str] = []
+        result = await self.connection.call(
+            self.tool,
+            arguments,
+            context.agent,
+            refused=refused,
+            on_progress=context.progress,
+            as_task=self.as_task,
         )
+        try:
+            return render_result(
+                result,
+                max_chars=self.max_chars,
+                label=self.label,
+                max_image_bytes=self.max_image_bytes,
+            )
+        except ToolError as exc:
+            if not refused:
+                raise
+            # The server's words, then what tether refused it (why the tool failed).
+            raise ToolError(f"{exc} [tether refused the server {'; '.join(refused)}]") from None
 
 
 class ServerSource:
@@ -206,6 +236,8 @@ def build_tools(
             max_image_bytes=config.max_image_bytes,
             listing=listing,
             version=connection.version,
+            # "optional" is called plainly (the answer comes at once, as from any tool).
+            as_task=remote.execution is not None and remote.execution.task_support == "required",
         )
         try:
             tool = Tool(

@@ -5,7 +5,10 @@ Spans (names and attributes from the OpenTelemetry GenAI semantic conventions; d
 lists them all):
 
 - ``invoke_agent {agent}`` (INTERNAL), one per turn, in the agent's task;
-- ``chat {model}`` (CLIENT), one per model request of a step, retries included;
+- ``chat {model}`` (CLIENT), one per model request of a step, retries included; for a child
+  whose model is a remote agent (:class:`tether.models.RemoteAgentModel`: an A2A or ACP
+  agent), ``invoke_agent {remote}`` (CLIENT) instead, the conventions' client span of an agent
+  invoked over a remote service, and the child's turn is named after that agent too;
 - ``execute_tool {tool}`` (INTERNAL), one per tool call, in the task that runs it. A delegation
   (``subagent``, a specialist, an ACP child) runs its child inside the call, so the child's
   turns are child spans of the call's span: one trace holds the whole tree.
@@ -33,7 +36,15 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from tether.agents import Agent, TurnStart
-from tether.models import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from tether.models import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    RemoteAgent,
+    ToolCall,
+    Usage,
+    remote_agent_of,
+)
 from tether.store import ToolResult, TurnEnded
 
 if TYPE_CHECKING:
@@ -177,10 +188,15 @@ class OtelTracer:
     def turn(self, agent: Agent, start: TurnStart) -> _Scope:
         if self.metrics:
             self._watch(agent.runtime)
-        name = agent.name
+        remote = remote_agent_of(agent.model)
+        # A remote agent's mirror is that agent, as far as the trace is concerned.
+        name = agent.name if remote is None else remote.name
         session = agent.header
+        spec = _spec_of(agent)
+        provider, model = provider_name(spec)
         attributes: Attributes = {
             "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": provider,
             "gen_ai.conversation.id": session.id,
             "tether.turn": start.turn,
             "tether.message.id": start.message_id,
@@ -188,9 +204,8 @@ class OtelTracer:
         }
         if name is not None:
             attributes["gen_ai.agent.name"] = name
-        spec = _spec_of(agent)
-        if spec:
-            attributes["gen_ai.request.model"] = provider_name(spec)[1]
+        if spec and remote is None:  # a remote agent's models are its own
+            attributes["gen_ai.request.model"] = model
         if session.parent_session is not None:
             attributes["tether.session.parent"] = session.parent_session
             attributes["tether.delegation.depth"] = session.delegation_depth
@@ -226,7 +241,7 @@ class OtelTracer:
                 {
                     "tether.turn.stop_reason": end.stop_reason,
                     "tether.turn.steps": end.steps,
-                    **_usage(usage),
+                    **_usage(usage),  # none when no step reported any
                 }
             )
             if end.stop_reason == "error":
@@ -246,6 +261,9 @@ class OtelTracer:
 
     def model_request(self, agent: Agent, step: int, request: ModelRequest) -> _Scope:
         provider, model = provider_name(_spec_of(agent))
+        remote = remote_agent_of(agent.model)
+        if remote is not None:
+            return self._remote_request(agent, step, request, provider, remote)
         attributes: Attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider,
@@ -277,17 +295,56 @@ class OtelTracer:
                     "gen_ai.provider.name": provider,
                     "gen_ai.request.model": model,
                 }
-                self._duration.record(time.perf_counter() - began, metric)
-                usage = response.usage
-                if usage.input_tokens or usage.output_tokens:
-                    self._tokens.record(
-                        usage.input_tokens, {**metric, "gen_ai.token.type": "input"}
-                    )
-                    self._tokens.record(
-                        usage.output_tokens, {**metric, "gen_ai.token.type": "output"}
-                    )
+                self._measured(metric, began, response.usage)
 
         return _Scope(span, answered)
+
+    def _remote_request(
+        self, agent: Agent, step: int, request: ModelRequest, provider: str, remote: RemoteAgent
+    ) -> _Scope:
+        """A request to a remote agent: the conventions' ``invoke_agent`` CLIENT span, named
+        after the agent; its usage is what the agent reported (left out when it did not)."""
+        attributes: Attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": provider,
+            "gen_ai.agent.name": remote.name,
+            "gen_ai.conversation.id": agent.header.id,
+            "tether.remote.protocol": remote.protocol,
+            "tether.step": step,
+        }
+        if remote.address is not None:
+            attributes["server.address"] = remote.address
+            if remote.port is not None:
+                attributes["server.port"] = remote.port
+        if self.capture_content:
+            attributes.update(_request_content(request))
+        span = self.tracer.start_span(
+            f"invoke_agent {remote.name}", kind=SpanKind.CLIENT, attributes=attributes
+        )
+        began = time.perf_counter()
+
+        def answered(response: ModelResponse) -> None:
+            usage = response.remote_usage or response.usage
+            span.set_attributes(
+                {"gen_ai.response.finish_reasons": (response.finish_reason,), **_usage(usage)}
+            )
+            if self.capture_content:
+                span.set_attribute("gen_ai.output.messages", _output_content(response))
+            if self.metrics:
+                metric: Attributes = {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.provider.name": provider,
+                }
+                self._measured(metric, began, usage)
+
+        return _Scope(span, answered)
+
+    def _measured(self, metric: Attributes, began: float, usage: Usage) -> None:
+        """Record an operation's duration, and its tokens when they were reported."""
+        self._duration.record(time.perf_counter() - began, metric)
+        if usage.input_tokens or usage.output_tokens:
+            self._tokens.record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
+            self._tokens.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
 
     # ------------------------------------------------------------------ tool calls
 
@@ -350,6 +407,10 @@ def _text(text: str) -> str:
 
 
 def _usage(usage: Usage) -> Attributes:
+    """The usage attributes; none when nothing was reported (no input and no output tokens:
+    a request always has input, so zero means the model did not say), rather than zeros."""
+    if not (usage.input_tokens or usage.output_tokens):
+        return {}
     found: Attributes = {
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,

@@ -27,8 +27,16 @@ from tether.models import ModelProvider
 from tether.subagents import ContinuablePlan, SubagentCapabilities, SubagentStartRequest
 from tether.subagents.local import LocalChildRun, start_local_child
 
-from ._model import CONTEXT_DESCRIPTOR, A2aModel, fetch_card
-from ._settings import A2aAgentSettings, ServeSettings, Settings, headers_of, url_of
+from ._identity import IdentityMismatch, check_identity, pinned_mismatch
+from ._model import CONTEXT_DESCRIPTOR, A2aModel, client_for, fetch_card
+from ._settings import (
+    A2aAgentSettings,
+    IdentitySettings,
+    ServeSettings,
+    Settings,
+    headers_of,
+    url_of,
+)
 
 if TYPE_CHECKING:
     import click
@@ -43,6 +51,7 @@ __all__ = (
     "A2aAgentSettings",
     "A2aModel",
     "A2aProvider",
+    "IdentitySettings",
     "ServeSettings",
     "Settings",
 )
@@ -69,11 +78,23 @@ class A2aProvider:
         ``tether check`` (which reads the card over the network); a child's first turn reads
         it too and ends ``error`` with the same reason."""
         spec = self.spec
-        headers = headers_of(spec)
+        headers_of(spec)  # a variable that is not set is said first
         url = url_of(spec)
         try:
-            card = anyio.run(_read_card, spec, headers)
+            card = anyio.run(_read_card, spec)
+        except IdentityMismatch as exc:
+            raise self._invalid(
+                f"A2A agent {spec.name!r} at {url} is not the pinned agent: {exc}",
+                "point url at the agent you meant, or update identity if the agent changed",
+            ) from exc
         except Exception as exc:
+            pin = pinned_mismatch(exc)
+            if pin is not None:
+                raise self._invalid(
+                    f"A2A agent {spec.name!r} at {url} is not the pinned agent: {pin}",
+                    "point url at the agent you meant, or update identity.tls_sha256 if its "
+                    "certificate changed",
+                ) from exc
             raise self._invalid(
                 f"the card of A2A agent {spec.name!r} could not be read from {url}: "
                 f"{str(exc)[:500] or type(exc).__name__}",
@@ -109,11 +130,12 @@ class A2aProvider:
         )
 
 
-async def _read_card(spec: A2aAgentSettings, headers: dict[str, str]) -> Any:
-    import httpx
-
-    async with httpx.AsyncClient(headers=headers, timeout=spec.connect_timeout) as http:
-        return await fetch_card(spec, http)
+async def _read_card(spec: A2aAgentSettings) -> Any:
+    """``spec``'s card, read as a child's first turn reads it, its identity checked."""
+    async with client_for(spec, spec.connect_timeout) as http:
+        card = await fetch_card(spec, http)
+        await check_identity(spec, card, http)
+        return card
 
 
 @tether.hookimpl

@@ -439,6 +439,8 @@ def rpc_problem(
 def rest_problem(body: bytes) -> str | None:
     """What is wrong with the HTTP+JSON body ``body`` (not a UTF-8 JSON object), or
     ``None``; the SDK checks the rest (its own 400s)."""
+    if not body.strip():
+        return None  # a POST that names all it needs in its path (:cancel, :subscribe)
     data, problem = _json(body)
     if problem is None and not isinstance(data, dict):
         problem = "the body is not a JSON object"

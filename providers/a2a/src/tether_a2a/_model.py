@@ -16,6 +16,11 @@ authentication ends the turn with stop reason ``error`` and the agent's reason.
 
 The request's trace context (:func:`tether.agents.current_trace`) is sent as HTTP headers
 (``traceparent``...), so a remote agent that reads them continues the caller's trace.
+
+The model is a :class:`tether.models.RemoteAgentModel`: a tracer names the child's spans after
+the agent. Its answers report no usage of their own (nothing is billed here); what the agent
+says its work used comes as ``remote_usage``, read from the task's metadata
+(:func:`reported_usage`: tether's ``usage``, the ADK's ``adk_usage_metadata``).
 """
 
 from __future__ import annotations
@@ -24,17 +29,25 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from tether.agents import current_trace
-from tether.errors import ErrorCode, ModelError
-from tether.models import ModelDelta, ModelRequest, ModelResponse, streamed
+from tether.errors import ErrorCode, ModelError, PluginError
+from tether.models import (
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    RemoteAgent,
+    Usage,
+    streamed,
+)
 from tether.store import DescriptorEvent
 from tether.subagents.notices import remote_text
 
-from ._settings import A2aAgentSettings, card_url, headers_of
+from ._identity import IdentityMismatch, check_identity, pinned_mismatch
+from ._settings import A2aAgentSettings, card_url, headers_of, url_of
 
 if TYPE_CHECKING:
     import httpx
@@ -43,12 +56,18 @@ if TYPE_CHECKING:
 
     from tether.agents import Agent
 
-__all__ = ("CONTEXT_DESCRIPTOR", "A2aModel", "fetch_card")
+__all__ = ("CONTEXT_DESCRIPTOR", "USAGE_KEY", "A2aModel", "fetch_card", "reported_usage")
 
 #: The descriptor kind a mirror session records its A2A context (and open task) in.
 CONTEXT_DESCRIPTOR = "a2a/context"
 #: The most characters of a remote error kept in a diagnostic.
 ERROR_CHARS = 2000
+#: The metadata key a task's usage is reported under (tether's server writes it on the task's
+#: final status): ``{"input_tokens", "output_tokens", "cached_input_tokens",
+#: "cache_write_input_tokens"}``, the last two when not zero.
+USAGE_KEY = "usage"
+#: The Agent Development Kit's key: each of its events' GenAI ``usage_metadata``.
+ADK_USAGE_KEY = "adk_usage_metadata"
 
 
 class A2aModel:
@@ -72,6 +91,24 @@ class A2aModel:
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
         self._context: dict[str, str] | None = None  # context_id, and task_id while it waits
+        self._remote: RemoteAgent | None = None
+
+    @property
+    def remote_agent(self) -> RemoteAgent:
+        """The agent, by the name the profile gives it, and the host and port of its URL."""
+        if self._remote is None:
+            from urllib.parse import urlsplit
+
+            address: str | None = None
+            port: int | None = None
+            try:
+                parts = urlsplit(url_of(self.spec))
+                address = parts.hostname
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+            except Exception:  # a variable not set (the request says so) or a bad port
+                address = port = None
+            self._remote = RemoteAgent(self.spec.name, "a2a", address, port if address else None)
+        return self._remote
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -99,12 +136,10 @@ class A2aModel:
         from a2a.client import ClientConfig, ClientFactory
 
         spec = self.spec
-        http = httpx.AsyncClient(
-            headers=headers_of(spec),
-            timeout=httpx.Timeout(spec.request_timeout, connect=spec.connect_timeout),
-        )
+        http = client_for(spec, httpx.Timeout(spec.request_timeout, connect=spec.connect_timeout))
         try:
             card = await fetch_card(spec, http)
+            await check_identity(spec, card, http)
             config = ClientConfig(streaming=spec.streaming, httpx_client=http)
             client = ClientFactory(config).create(card)
         except BaseException:
@@ -129,7 +164,7 @@ class A2aModel:
     async def _ask(
         self, request: ModelRequest, on_delta: Callable[[ModelDelta], None] | None
     ) -> ModelResponse:
-        from a2a.client import A2AClientError, ClientCallContext
+        from a2a.client import ClientCallContext
         from a2a.types import Message, Part, Role, SendMessageRequest
 
         context = self._context if self._context is not None else await self._recorded()
@@ -153,6 +188,7 @@ class A2aModel:
                 finally:
                     with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                         await events.aclose()  # type: ignore[attr-defined]
+                await self._follow(client, turn, call)
         except anyio.get_cancelled_exc_class():
             await self._cancel(turn.task_id)
             raise
@@ -161,14 +197,31 @@ class A2aModel:
             raise self._failed(
                 f"no answer within request_timeout ({self.spec.request_timeout:g} s)"
             ) from None
-        except (A2AClientError, OSError) as exc:
-            raise self._failed(_reason(exc)) from exc
-        except Exception as exc:  # the SDK's protocol errors (a2a.utils.errors)
-            if type(exc).__module__.startswith(("a2a.", "httpx")):
-                raise self._failed(_reason(exc)) from exc
+        except ModelError:
             raise
+        except Exception as exc:
+            # Whatever the SDK, httpx or protobuf raised (a transport error, an error the
+            # agent answered, an answer that does not parse): a tether error naming the agent.
+            pin = pinned_mismatch(exc)
+            if pin is not None:
+                raise self._failed(f"not the pinned agent, nothing was sent: {pin}") from exc
+            raise self._failed(_reason(exc)) from exc
         await self._remember(turn)
         return turn.answer(self._failed)
+
+    async def _follow(self, client: Client, turn: _Turn, call: Any) -> None:
+        """Poll ``GetTask`` while the task the agent answered with has not ended nor asked:
+        an agent that answers ``SendMessage`` at once (fasta2a answers ``submitted``, ignoring
+        that A2A 1.0's ``SendMessage`` waits unless told ``returnImmediately``), or a stream
+        that ended early. Every 0.1 s at first, then at most every second, within
+        ``request_timeout`` (the caller's scope)."""
+        from a2a.types import GetTaskRequest
+
+        pause = 0.1
+        while turn.task_id and turn.pending:
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            turn.hear_task(await client.get_task(GetTaskRequest(id=turn.task_id), context=call))
 
     def _text_for(self, request: ModelRequest, context: Mapping[str, str]) -> str:
         text = remote_text(request)
@@ -180,18 +233,17 @@ class A2aModel:
         return text
 
     async def _connect_or_fail(self) -> Client:
-        from a2a.client import A2AClientError
-
         try:
             return await self._connect()
-        except ModelError:
+        except IdentityMismatch as exc:
+            raise self._failed(f"not the pinned agent, nothing was sent: {exc}") from exc
+        except (ModelError, PluginError):
             raise
-        except (A2AClientError, OSError) as exc:
-            raise self._failed(f"its card could not be read: {_reason(exc)}") from exc
         except Exception as exc:
-            if type(exc).__module__.startswith(("a2a.", "httpx", "google.protobuf")):
-                raise self._failed(f"its card could not be read: {_reason(exc)}") from exc
-            raise
+            pin = pinned_mismatch(exc)
+            if pin is not None:
+                raise self._failed(f"not the pinned agent, nothing was sent: {pin}") from exc
+            raise self._failed(f"its card could not be read: {_reason(exc)}") from exc
 
     async def _cancel(self, task_id: str | None) -> None:
         """Ask the agent to cancel ``task_id`` (bounded, shielded; failures ignored)."""
@@ -253,6 +305,32 @@ class _Turn:
         self.status_text = ""
         self.reply: str | None = None  # a Message-only answer
         self.artifacts: dict[str, list[str]] = {}
+        self.usage: Usage | None = None  # the task's, as its metadata said last
+        self.pieces: dict[tuple[str, str], Usage] = {}  # the ADK's, per artifact or message
+
+    @property
+    def remote_usage(self) -> Usage | None:
+        """What the agent reported its work used: the task's ``usage``, else the sum of the
+        ADK's per-event usage (each artifact's and status message's latest)."""
+        if self.usage is not None:
+            return self.usage
+        if not self.pieces:
+            return None
+        return sum(self.pieces.values(), Usage())
+
+    def _metadata(self, metadata: Any, where: tuple[str, str] | None = None) -> None:
+        """Read the usage in a task's, update's, artifact's or message's ``metadata``."""
+        if not metadata or not metadata.fields:
+            return
+        from google.protobuf.json_format import MessageToDict
+
+        found = MessageToDict(metadata)
+        usage = reported_usage(found.get(USAGE_KEY))
+        if usage is not None:
+            self.usage = usage
+        adk = _adk_usage(found.get(ADK_USAGE_KEY))
+        if adk is not None and where is not None:
+            self.pieces[where] = adk
 
     @property
     def waiting(self) -> bool:
@@ -260,22 +338,39 @@ class _Turn:
 
         return self.state in (TaskState.TASK_STATE_INPUT_REQUIRED,)
 
+    @property
+    def pending(self) -> bool:
+        """Whether the task has neither ended nor asked for anything (submitted, working)."""
+        from a2a.types import TaskState
+
+        return self.state in (
+            TaskState.TASK_STATE_UNSPECIFIED,
+            TaskState.TASK_STATE_SUBMITTED,
+            TaskState.TASK_STATE_WORKING,
+        )
+
+    def hear_task(self, task: Any) -> None:
+        self.task_id, self.context_id = task.id or None, task.context_id or None
+        self._metadata(task.metadata)
+        self._status(task.status)
+        for artifact in task.artifacts:
+            self._artifact(artifact, append=False)
+
     def hear(self, event: Any) -> None:
         kind = event.WhichOneof("payload")
         if kind == "task":
-            task = event.task
-            self.task_id, self.context_id = task.id or None, task.context_id or None
-            self._status(task.status)
-            for artifact in task.artifacts:
-                self._artifact(artifact, append=False)
+            self.hear_task(event.task)
         elif kind == "message":
-            self.context_id = event.message.context_id or self.context_id
-            self.reply = _text(event.message.parts)
+            message = event.message
+            self.context_id = message.context_id or self.context_id
+            self._metadata(message.metadata, ("message", message.message_id))
+            self.reply = _text(message.parts)
             self._say(self.reply)
         elif kind == "status_update":
             update = event.status_update
             self.task_id = update.task_id or self.task_id
             self.context_id = update.context_id or self.context_id
+            self._metadata(update.metadata)
             self._status(update.status)
         elif kind == "artifact_update":
             update = event.artifact_update
@@ -284,9 +379,12 @@ class _Turn:
     def _status(self, status: Any) -> None:
         self.state = status.state
         if status.HasField("message"):
-            self.status_text = _text(status.message.parts)
+            message = status.message
+            self._metadata(message.metadata, ("message", message.message_id))
+            self.status_text = _text(message.parts)
 
     def _artifact(self, artifact: Any, *, append: bool) -> None:
+        self._metadata(artifact.metadata, ("artifact", artifact.artifact_id))
         text = _text(artifact.parts)
         pieces = self.artifacts.setdefault(artifact.artifact_id, [])
         if append:
@@ -308,11 +406,14 @@ class _Turn:
         from a2a.types import TaskState
 
         text = "\n\n".join("".join(pieces) for pieces in self.artifacts.values() if pieces)
+        used = self.remote_usage
         if self.reply is not None and not self.task_id:
-            return ModelResponse(text=self.reply, finish_reason="stop")
+            return ModelResponse(text=self.reply, finish_reason="stop", remote_usage=used)
         state = self.state
         if state == TaskState.TASK_STATE_COMPLETED:
-            return ModelResponse(text=text or self.status_text, finish_reason="stop")
+            return ModelResponse(
+                text=text or self.status_text, finish_reason="stop", remote_usage=used
+            )
         if state in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED):
             if state == TaskState.TASK_STATE_AUTH_REQUIRED:
                 raise failed(
@@ -320,7 +421,7 @@ class _Turn:
                     + (self.status_text or "no reason given")
                 )
             question = self.status_text or text or "(the agent asked for input)"
-            return ModelResponse(text=question, finish_reason="stop")
+            return ModelResponse(text=question, finish_reason="stop", remote_usage=used)
         name = TaskState.Name(state) if state else "no state"
         reason = self.status_text or text or "no reason given"
         raise failed(f"the task ended {name.removeprefix('TASK_STATE_').lower()}: {reason}")
@@ -342,9 +443,85 @@ def _text(parts: Any) -> str:
     return "".join(texts)
 
 
+#: Names peers give each count (tether's and OpenAI's snake case, ACP's camel case).
+_INPUT = ("input_tokens", "prompt_tokens", "inputTokens", "promptTokens")
+_OUTPUT = ("output_tokens", "completion_tokens", "outputTokens", "completionTokens")
+_CACHED = ("cached_input_tokens", "cache_read_input_tokens", "cachedReadTokens")
+_WRITTEN = ("cache_write_input_tokens", "cache_creation_input_tokens", "cachedWriteTokens")
+
+
+def _count(found: Mapping[str, Any], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = found.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+    return None
+
+
+def reported_usage(value: object) -> Usage | None:
+    """The usage a peer reported in ``value`` (a metadata entry): input and output tokens by
+    the names tether, OpenAI or ACP give them, and the cached ones; ``None`` when it holds no
+    count (a peer's metadata is never trusted to be well formed)."""
+    if not isinstance(value, Mapping):
+        return None
+    found = cast("Mapping[str, Any]", value)
+    counts = [_count(found, names) for names in (_INPUT, _OUTPUT, _CACHED, _WRITTEN)]
+    if counts[0] is None and counts[1] is None:
+        return None
+    inputs, outputs, cached, written = (count or 0 for count in counts)
+    return Usage(
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cached_input_tokens=min(cached, inputs),
+        cache_write_input_tokens=min(written, inputs),
+    )
+
+
+def _adk_usage(value: object) -> Usage | None:
+    """An ADK event's usage (the GenAI ``UsageMetadata``, by its JSON names): prompt and
+    tool-use prompt tokens in, candidates and thoughts out, cached content."""
+    if not isinstance(value, Mapping):
+        return None
+    found = cast("Mapping[str, Any]", value)
+    prompt = _count(found, ("promptTokenCount", "prompt_token_count"))
+    candidates = _count(found, ("candidatesTokenCount", "candidates_token_count"))
+    if prompt is None and candidates is None:
+        return None
+    tools = _count(found, ("toolUsePromptTokenCount", "tool_use_prompt_token_count")) or 0
+    thoughts = _count(found, ("thoughtsTokenCount", "thoughts_token_count")) or 0
+    cached = _count(found, ("cachedContentTokenCount", "cached_content_token_count")) or 0
+    inputs = (prompt or 0) + tools
+    return Usage(
+        input_tokens=inputs,
+        output_tokens=(candidates or 0) + thoughts,
+        cached_input_tokens=min(cached, inputs),
+    )
+
+
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    """``exc`` in one line: its message, with its type when that says more (a parse error,
+    a connection refused), and never empty."""
+    text = " ".join(str(exc).split())
+    name = type(exc).__name__
+    if not text:
+        text = name
+    elif not type(exc).__module__.startswith("a2a."):  # the SDK's own errors say what they are
+        text = f"{name}: {text}"
     return text[:ERROR_CHARS]
+
+
+def client_for(spec: A2aAgentSettings, timeout: httpx.Timeout | float) -> httpx.AsyncClient:
+    """The HTTP client for ``spec``'s agent: its headers, its timeouts, answers mended of
+    agents' quirks (:class:`~tether_a2a._quirks.Forgiving`) and, with ``identity.tls_sha256``,
+    every TLS connection checked against the pinned certificate before a request is sent."""
+    import httpx
+
+    from ._identity import pinned_tls_context
+    from ._quirks import Forgiving
+
+    context = pinned_tls_context(spec)
+    inner = httpx.AsyncHTTPTransport(verify=context) if context else httpx.AsyncHTTPTransport()
+    return httpx.AsyncClient(headers=headers_of(spec), timeout=timeout, transport=Forgiving(inner))
 
 
 async def fetch_card(spec: A2aAgentSettings, http: httpx.AsyncClient) -> AgentCard:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import hashlib
 import importlib
 import inspect
 import json
@@ -109,10 +110,11 @@ from tether.agents import (
     trace_from,
 )
 from tether.errors import ErrorCode, PluginError, TetherError
-from tether.models import ModelDelta
+from tether.models import ModelDelta, Usage
 from tether.runtime import Runtime
 from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
 
+from ._dialect import Fasta2aDialect
 from ._http import (
     BACKLOG,
     HEADER_LIMIT,
@@ -127,6 +129,7 @@ from ._http import (
     refuse,
     too_large,
 )
+from ._model import USAGE_KEY
 from ._settings import CARD_PATH, ServeSettings
 
 if TYPE_CHECKING:
@@ -170,6 +173,9 @@ REST_PATH = "/rest"
 CARD_CACHE = "public, max-age=300"
 #: Media types of raw parts taken as UTF-8 text (besides ``text/*``).
 TEXT_MEDIA = frozenset({"application/json", "application/xml", "application/yaml"})
+#: The media types a served agent takes, and answers in (its card's modes).
+INPUT_MODES = ("text/plain", "application/json")
+OUTPUT_MODES = ("text/plain",)
 #: The states a task ends in.
 _TERMINAL = frozenset(
     {
@@ -278,7 +284,10 @@ class Contexts(RequestContextBuilder):
         """The permission host: a question of a served agent (or of a child below it) goes
         to the client as the running task's ``input-required`` status; the next message on
         the task answers it (:func:`choice`). ``None`` (refused) when no task runs there, one
-        question is open already, or the task is cancelled."""
+        question is open already, or the task is cancelled; also for a question that asks for
+        information (an MCP server's elicitation), which is not forwarded yet (declined)."""
+        if question.elicitation is not None:
+            return None
         root = await asking_root(self.store, question.session, self._open)
         opened = self._open.get(root) if root is not None else None
         running = opened.running if opened is not None else None
@@ -933,8 +942,11 @@ class _Answer:
         if event.stop_reason == "aborted":
             await updater.cancel()
             return
+        # The turn's usage, on the final status (the SDK merges it into the task's metadata).
+        used = usage_metadata(event.usage)
         if event.stop_reason == "error":
-            await updater.failed(_says(updater, event.error or "the turn failed"))
+            reason = _says(updater, event.error or "the turn failed")
+            await updater.update_status(TaskState.TASK_STATE_FAILED, reason, metadata=used)
             return
         # The whole answer replaces the pieces (``append`` false): the task keeps it as one
         # part, and a client that streamed sees the pieces were this answer.
@@ -947,9 +959,23 @@ class _Answer:
             last_chunk=True,
         )
         if event.stop_reason == "refusal":
-            await updater.reject(_says(updater, answer or "the agent refused"))
+            refused = _says(updater, answer or "the agent refused")
+            await updater.update_status(TaskState.TASK_STATE_REJECTED, refused, metadata=used)
         else:
-            await updater.complete()
+            await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata=used)
+
+
+def usage_metadata(usage: Usage) -> dict[str, Any] | None:
+    """A task's ``usage`` metadata (:data:`tether_a2a._model.USAGE_KEY`): the turn's tokens,
+    as its model reported them; ``None`` when it reported none."""
+    if not (usage.input_tokens or usage.output_tokens):
+        return None
+    counts = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    if usage.cached_input_tokens:
+        counts["cached_input_tokens"] = usage.cached_input_tokens
+    if usage.cache_write_input_tokens:
+        counts["cache_write_input_tokens"] = usage.cache_write_input_tokens
+    return {USAGE_KEY: counts}
 
 
 # -------------------------------------------------------------------- card and auth
@@ -969,15 +995,22 @@ async def agent_card(
     )
     scope = kernel.agent_scope(name) if name is not None else None
     catalog = await runtime.skills.list(scope=scope)
+    # Each skill says its modes (the card's own): optional in the spec, required by fasta2a's
+    # card schema (pydantic-ai's A2A client).
+    modes: dict[str, Any] = {"input_modes": INPUT_MODES, "output_modes": OUTPUT_MODES}
     skills = [
-        AgentSkill(id=s.name, name=s.name, description=s.description, tags=["skill"])
+        AgentSkill(id=s.name, name=s.name, description=s.description, tags=["skill"], **modes)
         for s in catalog.summaries
         if s.invocation.model_invocable
     ]
     if not skills:  # the card needs one: the agent itself
         skills = [
             AgentSkill(
-                id=name or "agent", name=name or "agent", description=description, tags=["agent"]
+                id=name or "agent",
+                name=name or "agent",
+                description=description,
+                tags=["agent"],
+                **modes,
             )
         ]
     card = AgentCard(
@@ -991,10 +1024,19 @@ async def agent_card(
                 protocol_binding="HTTP+JSON",
                 protocol_version="1.0",
             ),
+            # The same endpoints speak A2A 0.3 (the a2a-sdk's compatibility layer): these two
+            # make the card's 0.3 fields (url, preferredTransport, protocolVersion,
+            # additionalInterfaces), which 0.3 clients (strands, fasta2a) need.
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+            AgentInterface(
+                url=url.rstrip("/") + REST_PATH,
+                protocol_binding="HTTP+JSON",
+                protocol_version="0.3",
+            ),
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-        default_input_modes=["text/plain", "application/json"],
-        default_output_modes=["text/plain"],
+        default_input_modes=INPUT_MODES,
+        default_output_modes=OUTPUT_MODES,
         skills=skills,
     )
     if settings.authenticates:
@@ -1007,7 +1049,157 @@ async def agent_card(
     return card
 
 
+def card_routes(card: AgentCard) -> list[Any]:
+    """The route of the card (``/.well-known/agent-card.json``), in two forms:
+
+    * to a caller that says ``A2A-Version: 1.x``, the A2A 1.0 card as the spec's schema has it
+      (its interfaces list the 0.3 ones too, as interfaces);
+    * to any other caller (A2A 0.3 sends no version header), the same card with 0.3's fields
+      beside 1.0's (``url``, ``preferredTransport``, ``protocolVersion``,
+      ``additionalInterfaces``: the a2a-sdk's merged card), which 0.3 clients need (strands'
+      a2a-sdk 0.3 requires ``url``). A 1.0 client that sends no version reads them as unknown
+      fields; the conformance kit's 1.0 card schema refuses them, and it says its version.
+
+    Each with the a2a-sdk's weak ``ETag`` (a matching ``If-None-Match`` gets 304), cached
+    5 minutes, ``Vary: A2A-Version``."""
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    forms: dict[bool, dict[str, Any]] = {
+        True: json_format.MessageToDict(card),
+        False: agent_card_to_dict(card),
+    }
+    tags = {current: _card_tag(form) for current, form in forms.items()}
+
+    async def answer(request: Request) -> Response:
+        current = request.headers.get("a2a-version", "").strip().startswith("1.")
+        headers = {"ETag": tags[current], "Cache-Control": CARD_CACHE, "Vary": "A2A-Version"}
+        asked = [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]
+        # RFC 9110 8.2.2: weak comparison (W/"x" matches "x"), and * matches any.
+        if "*" in asked or tags[current].removeprefix("W/") in [
+            tag.removeprefix("W/") for tag in asked if tag
+        ]:
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(forms[current], headers=headers)
+
+    return [Route(CARD_PATH, answer, methods=["GET"])]
+
+
+def _card_tag(card: Mapping[str, Any]) -> str:
+    """A weak ETag of a card: the SHA-256 of its JSON with sorted keys, without its
+    ``signatures`` (as the a2a-sdk's own card route makes it: a card signed anew per request
+    is the same card)."""
+    unsigned = {key: value for key, value in card.items() if key != "signatures"}
+    body = json.dumps(unsigned, sort_keys=True, separators=(",", ":"))
+    return f'W/"{hashlib.sha256(body.encode()).hexdigest()}"'
+
+
 Authenticator = Callable[[Mapping[str, str]], "str | Awaitable[str | None] | None"]
+
+#: The media types a JSON-RPC request may have (A2A 1.0, 9: "Content-Type: application/json
+#: for requests and responses").
+RPC_MEDIA = frozenset({"application/json"})
+#: ... and an HTTP+JSON one: 11.1's ``application/json``, and the type 14.1 registers "for
+#: the HTTP+JSON/REST binding" (``application/a2a+json``, which clients such as the a2a-sdk's
+#: send).
+REST_MEDIA = frozenset({"application/json", "application/a2a+json"})
+
+
+def _is_rest(path: str) -> bool:
+    return path == REST_PATH or path.startswith(REST_PATH + "/")
+
+
+def _unsupported_media(rest: bool, media: str) -> Mapping[str, object]:
+    """The binding's ContentTypeNotSupportedError for a request body of type ``media``
+    (HTTP 415 either way: A2A 1.0, 5.4)."""
+    shown = media[:100] or "none"
+    if rest:
+        from a2a.utils.error_handlers import build_rest_error_payload
+
+        payload = build_rest_error_payload(
+            ContentTypeNotSupportedError(
+                message=f"HTTP+JSON requests are application/json (the body's type: {shown})"
+            )
+        )
+        payload["error"]["code"] = 415  # the SDK's table says 400; 5.4 says 415
+        return payload
+    error = {
+        "code": -32005,
+        "message": f"A2A JSON-RPC requests are application/json (the body's type: {shown})",
+    }
+    return {"jsonrpc": "2.0", "id": None, "error": error}
+
+
+#: The HTTP status of each A2A error in the HTTP+JSON binding, by its ErrorInfo reason (A2A
+#: 1.0, 5.4), where the a2a-sdk's differs: it answers 400 for ContentTypeNotSupportedError
+#: and TaskNotCancelableError, 500 for InvalidAgentResponseError.
+REST_STATUS = {
+    "CONTENT_TYPE_NOT_SUPPORTED": 415,
+    "TASK_NOT_CANCELABLE": 409,
+    "INVALID_AGENT_RESPONSE": 502,
+}
+
+
+def _rest_answer(send: Any) -> Any:
+    """``send`` for an HTTP+JSON answer, made as A2A 1.0 says (the a2a-sdk's differ):
+
+    * ``Content-Type: application/json``, 11.1's "application/json for requests and
+      responses" (the SDK says ``application/a2a+json`` for its successes, ``application/json``
+      for its errors);
+    * an A2A error's HTTP status as the table of 5.4 maps it (:data:`REST_STATUS`), in the
+      status line and the AIP-193 body's ``error.code``.
+    """
+    held: dict[str, Any] | None = None
+    body: list[bytes] = []
+
+    async def answer(message: Any) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start":
+            headers = [
+                (key, b"application/json")
+                if key.lower() == b"content-type" and value.startswith(b"application/a2a+json")
+                else (key, value)
+                for key, value in message.get("headers", ())
+            ]
+            message = {**message, "headers": headers}
+            if message.get("status", 200) >= 400:
+                held = message  # its status may change: sent with the body
+                return
+        elif message["type"] == "http.response.body" and held is not None:
+            body.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            start, whole = _rest_status(held, b"".join(body))
+            held = None
+            await send(start)
+            await send({"type": "http.response.body", "body": whole})
+            return
+        await send(message)
+
+    return answer
+
+
+def _rest_status(start: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """``start`` and ``body`` of an HTTP+JSON error with the status 5.4 gives its reason."""
+    try:
+        data: Any = json.loads(body)
+        error = cast("dict[str, Any]", data["error"])
+        details = cast("list[Any]", error.get("details") or [])
+    except (ValueError, KeyError, TypeError):
+        return start, body
+    reasons = [cast("dict[str, Any]", d).get("reason") for d in details if isinstance(d, dict)]
+    status = next(
+        (REST_STATUS[r] for r in reasons if isinstance(r, str) and r in REST_STATUS), None
+    )
+    if status is None or status == start.get("status"):
+        return start, body
+    error["code"] = status
+    whole = json.dumps(data).encode()
+    headers = [(k, v) for k, v in start.get("headers", ()) if k.lower() != b"content-length"]
+    headers.append((b"content-length", str(len(whole)).encode()))
+    return {**start, "status": status, "headers": headers}, whole
 
 
 def load_authenticator(spec: str) -> Authenticator:
@@ -1072,11 +1264,12 @@ class Guard:
         if scope.get("method") == "POST" and int(length) > self.max_body:
             await refuse(send, 413, too_large(self.max_body))
             return
-        if scope.get("method") == "POST" and media != "application/json":
-            # A JSON-RPC error too (ContentTypeNotSupportedError), for clients that read one.
-            error = {"code": -32005, "message": "A2A JSON-RPC requests are application/json"}
-            await refuse(send, 415, {"jsonrpc": "2.0", "id": None, "error": error})
+        rest = _is_rest(scope.get("path", ""))
+        if scope.get("method") == "POST" and media not in (REST_MEDIA if rest else RPC_MEDIA):
+            await refuse(send, 415, _unsupported_media(rest, media))
             return
+        if rest:
+            send = _rest_answer(send)
         if self.open:
             await self.app(scope, receive, send)
             return
@@ -1131,7 +1324,6 @@ async def serve(
     import uvicorn
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import (
-        create_agent_card_routes,
         create_jsonrpc_routes,
         create_rest_routes,
     )
@@ -1204,13 +1396,13 @@ async def serve(
                 request_context_builder=contexts,
             )
             routes = [
-                *create_agent_card_routes(card, cache_control=CARD_CACHE),
-                *create_jsonrpc_routes(handler, rpc_url="/"),
-                *create_rest_routes(handler, path_prefix=REST_PATH),
+                *card_routes(card),
+                *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+                *create_rest_routes(handler, path_prefix=REST_PATH, enable_v0_3_compat=True),
             ]
             callers = {token: name for name, token in tokens.items()}
             reader = BodyReader(
-                Starlette(routes=routes),
+                Fasta2aDialect(Starlette(routes=routes), rpc_path="/"),
                 limits,
                 notes,
                 rpc_path="/",

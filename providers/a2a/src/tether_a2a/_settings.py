@@ -10,10 +10,63 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 import tether
 
-__all__ = ("A2aAgentSettings", "ServeSettings", "Settings", "card_url", "url_of")
+__all__ = (
+    "A2aAgentSettings",
+    "IdentitySettings",
+    "ServeSettings",
+    "Settings",
+    "card_url",
+    "url_of",
+)
 
 #: Where an A2A 1.0 agent serves its card, under its base URL.
 CARD_PATH = "/.well-known/agent-card.json"
+
+
+class IdentitySettings(BaseModel):
+    """``identity``: who the agent at ``url`` must be. Each pin given is checked when the card
+    is read (``tether check``, a child's first turn), before any message is sent; a mismatch
+    fails, saying what was expected and what was found."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    card_name: str | None = Field(default=None, min_length=1)
+    """The ``name`` its card must give."""
+    card_key_sha256: str | None = None
+    """The SHA-256 JWK thumbprint (RFC 7638, base64url or hex) of a key that signs its card:
+    the card must carry a signature (JWS, A2A's ``signatures``) by that key that verifies. The
+    key comes from the signature's protected header (``jwk``, or ``jku`` and ``kid``)."""
+    tls_sha256: str | None = None
+    """The SHA-256 of its TLS certificate (DER; hex, colons allowed: ``openssl x509
+    -fingerprint -sha256``). Every connection to it is checked before a request is sent; the
+    URL must be ``https``. The certificate must still be trusted (a CA, or
+    ``SSL_CERT_FILE``)."""
+
+    @field_validator("card_key_sha256")
+    @classmethod
+    def _thumbprint(cls, value: str | None) -> str | None:
+        if value is not None and not (_hex_sha256(value) or _b64_sha256(value)):
+            raise ValueError(
+                "card_key_sha256 must be a SHA-256 thumbprint: 43 base64url characters, or 64 "
+                "hex digits"
+            )
+        return value
+
+    @field_validator("tls_sha256")
+    @classmethod
+    def _fingerprint(cls, value: str | None) -> str | None:
+        if value is not None and not _hex_sha256(value):
+            raise ValueError("tls_sha256 must be a SHA-256 fingerprint: 64 hex digits")
+        return value
+
+
+def _hex_sha256(value: str) -> bool:
+    digits = value.replace(":", "").lower()
+    return len(digits) == 64 and all(c in "0123456789abcdef" for c in digits)
+
+
+def _b64_sha256(value: str) -> bool:
+    return len(value) == 43 and all(c.isalnum() or c in "-_" for c in value)
 
 
 class A2aAgentSettings(BaseModel):
@@ -46,6 +99,9 @@ class A2aAgentSettings(BaseModel):
     """Seconds one turn (one message and the task it starts) may take."""
     cancel_grace: float = Field(default=5.0, ge=0)
     """Seconds a ``CancelTask`` for a cancelled turn may take before tether stops waiting."""
+    identity: IdentitySettings | None = None
+    """Who the agent must be (its card's name, the key that signs its card, its TLS
+    certificate): checked before any message is sent. None: whoever answers at ``url``."""
 
     @field_validator("url")
     @classmethod
@@ -61,6 +117,13 @@ class A2aAgentSettings(BaseModel):
                 "give the agent's address as url, or as url_env (the environment variable "
                 "holding it), not both and not neither"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _tls_needs_https(self) -> A2aAgentSettings:
+        pinned = self.identity is not None and self.identity.tls_sha256 is not None
+        if pinned and self.url is not None and urlsplit(self.url).scheme != "https":
+            raise ValueError("identity.tls_sha256 pins a TLS certificate: url must be https")
         return self
 
     @field_validator("headers", "headers_env")

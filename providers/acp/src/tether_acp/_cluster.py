@@ -52,6 +52,7 @@ from ._protocol import (
     stop_reason,
     working_directory,
 )
+from ._usage import prompt_usage
 
 __all__ = ("ClusterAcpAgent",)
 
@@ -253,7 +254,8 @@ class ClusterAcpAgent:
                 if isinstance(item, TurnEnded):
                     try:
                         outcome = PromptResponse(
-                            stop_reason=stop_reason(session.id, self.max_steps, item)
+                            stop_reason=stop_reason(session.id, self.max_steps, item),
+                            usage=prompt_usage(item.usage),
                         )
                     except acp.RequestError as exc:
                         outcome = exc

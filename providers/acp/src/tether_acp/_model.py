@@ -44,13 +44,21 @@ import anyio
 
 from tether.agents import current_trace
 from tether.errors import ErrorCode, ModelError
-from tether.models import FinishReason, ModelDelta, ModelRequest, ModelResponse, streamed
+from tether.models import (
+    FinishReason,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    RemoteAgent,
+    streamed,
+)
 from tether.runtime import StateKey
 from tether.store import DescriptorEvent
 from tether.subagents.notices import remote_text
 
 from ._client import ChildClient
 from ._settings import command_problem
+from ._usage import reported_usage
 
 if TYPE_CHECKING:
     from acp import RequestError
@@ -144,6 +152,11 @@ class AcpModel:
         self._stderr = _StderrTail()
         self._guard: asyncio.subprocess.Process | None = None
         self._reclaimed: anyio.Event | None = None
+
+    @property
+    def remote_agent(self) -> RemoteAgent:
+        """The agent, by the name the profile gives it (a local process: no address)."""
+        return RemoteAgent(self.spec.name, "acp")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -607,7 +620,11 @@ class AcpModel:
                     f"{self.name}: the ACP agent cancelled the turn itself",
                 )
             await self._record_turn(client)
-            return ModelResponse(text=client.text(), finish_reason=FINISH.get(stop, "error"))
+            return ModelResponse(
+                text=client.text(),
+                finish_reason=FINISH.get(stop, "error"),
+                remote_usage=reported_usage(answer.usage),
+            )
         await self._record_turn(client, unfinished="error")
         await self.close()  # the process is gone or broken: a later turn starts anew
         if answer is None:

@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import acp
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
     AgentThoughtChunk,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
     Implementation,
     InitializeResponse,
     McpCapabilities,
@@ -29,7 +32,7 @@ from acp.schema import (
 
 from tether import __version__
 from tether.errors import ErrorCode, TetherError
-from tether.models import ModelDelta
+from tether.models import ModelDelta, ToolCall
 from tether.store import AssistantMessage, Event, ToolResult, TurnEnded, TurnStarted, UserMessage
 
 from ._client import RETRY_META
@@ -40,6 +43,7 @@ __all__ = (
     "PROTOCOL_VERSION",
     "RETRY_MARKER",
     "SESSION_NOT_FOUND",
+    "CallFate",
     "LiveAnswer",
     "MessageIds",
     "Update",
@@ -66,7 +70,15 @@ came before it in the message is not part of the answer (see :mod:`tether_acp._s
 _PERSON = frozenset({"user", "followup", "steer"})
 
 #: The ``session/update`` payloads this server sends.
-Update = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+Update = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+)
 
 #: Where derived message ids live (``uuid5`` of the session, turn and place).
 _MESSAGE_IDS = uuid.UUID("5b0f4f5e-8d0e-4a8e-9c7c-7e7468657468")
@@ -169,16 +181,42 @@ class MessageIds:
         return str(uuid.uuid5(_MESSAGE_IDS, f"{self._session}/{self._turn}/{place}"))
 
 
+CallFate = Literal["runs", "asks", "refused"]
+"""What the kernel will do with a tool call when it reaches it: run it at once (``runs``), ask
+the permission host first (``asks``: the server sends ``in_progress`` once it is allowed), or
+refuse it without running it (``refused``: no tool of that name, arguments that are not JSON).
+Each fate comes with whether the tool is ``safe`` (consecutive safe calls run together)."""
+
+
+def _unknown_fate(call: ToolCall) -> tuple[CallFate, bool]:
+    """The fate of a call whose tools are not known here (a cluster's worker runs them)."""
+    return "runs", False
+
+
 class LiveAnswer:
     """What one prompt streams: the pieces of the answer arriving now as chunks at once, and
-    the events the agent logs; of a logged answer, only what its pieces did not carry."""
+    the events the agent logs; of a logged answer, only what its pieces did not carry.
 
-    def __init__(self, ids: MessageIds) -> None:
+    Tool calls go out ``pending`` with their answer, and each becomes ``in_progress`` when the
+    kernel reaches it (calls run in order; a run of consecutive safe calls together), unless it
+    waits for approval (``fate``: the server marks it once allowed) or will be refused; its
+    result closes it ``completed`` or ``failed``. So a call's status never goes backwards."""
+
+    def __init__(
+        self,
+        ids: MessageIds,
+        fate: Callable[[ToolCall], tuple[CallFate, bool]] = _unknown_fate,
+    ) -> None:
         self._ids = ids
+        self._fate = fate
         self._text: list[str] = []
         """The text of the answer arriving now that went out (since its step's last retry)."""
         self._thought = False
         """Whether some of its reasoning went out (since the last retry)."""
+        self._calls: list[tuple[ToolCall, CallFate, bool]] = []
+        """The tool calls of the answer logged last: each with its fate and whether it is safe."""
+        self._started: set[str] = set()
+        self._done: set[str] = set()
 
     def delta(self, delta: ModelDelta) -> list[Update]:
         match delta.kind:
@@ -208,7 +246,36 @@ class LiveAnswer:
         if isinstance(event, TurnStarted | AssistantMessage):
             self._text.clear()  # an answer is whole now, or a new turn began
             self._thought = False
-        return _updates(event, self._ids, streamed)
+        updates = _updates(event, self._ids, streamed)
+        match event:
+            case AssistantMessage(tool_calls=calls) if calls:
+                self._calls = [(call, *self._fate(call)) for call in calls]
+                self._started.clear()
+                self._done.clear()
+                updates += self._advance()
+            case ToolResult(tool_call_id=call_id):
+                self._done.add(call_id)
+                updates += self._advance()
+            case _:
+                pass
+        return updates
+
+    def _advance(self) -> list[Update]:
+        """``in_progress`` for the calls the kernel runs now: the first call without a result,
+        and when it is safe, the safe calls that follow it (they run as one batch)."""
+        running: list[tuple[ToolCall, CallFate, bool]] = []
+        for call, fate, safe in self._calls:
+            if not running and call.id in self._done:
+                continue
+            if running and not (safe and running[0][2]):
+                break
+            running.append((call, fate, safe))
+        marks: list[Update] = []
+        for call, fate, _ in running:
+            if fate == "runs" and call.id not in self._started | self._done:
+                self._started.add(call.id)
+                marks.append(acp.update_tool_call(call.id, status="in_progress"))
+        return marks
 
     def _message_chunk(self, text: str) -> AgentMessageChunk:
         chunk = acp.update_agent_message_text(text)
@@ -222,19 +289,25 @@ class LiveAnswer:
 
 
 def _tool_calls(message: AssistantMessage) -> list[ToolCallStart]:
+    # Pending: not running yet (the calls before it run first, or approval is asked).
     return [
-        acp.start_tool_call(
-            call.id, call.name, status="in_progress", raw_input=dict(call.arguments)
-        )
+        acp.start_tool_call(call.id, call.name, status="pending", raw_input=dict(call.arguments))
         for call in message.tool_calls
     ]
 
 
 def _tool_result(result: ToolResult) -> ToolCallProgress:
+    """A call's result: its text, then its images as image content blocks (ACP's content blocks
+    are MCP's, so an MCP tool's image goes on as it came); the text keeps its note of each
+    image (``[image: image/png, 4,033 bytes]``) for a client that shows no images."""
+    content = [acp.tool_content(acp.text_block(result.content))]
+    content += [
+        acp.tool_content(acp.image_block(image.data, image.mime_type)) for image in result.images
+    ]
     return acp.update_tool_call(
         result.tool_call_id,
         status="failed" if result.is_error else "completed",
-        content=[acp.tool_content(acp.text_block(result.content))],
+        content=content,
     )
 
 

@@ -27,9 +27,11 @@ the profile's agents over the Agent Client Protocol, version 1:
   ``messageId`` the answer gets in the log (its reasoning with an id of its own, derived from
   the answer's). When the answer is logged, only what its pieces did not carry is sent (all of
   it for a model that cannot stream, none when they carried it all). Tool-call argument
-  pieces are not sent: each tool call goes out whole, as ``tool_call`` (``in_progress``), once
-  logged; its result as ``tool_call_update``, ``completed`` or ``failed`` with the result
-  text. Prompts to one session run one after another.
+  pieces are not sent: each tool call goes out whole, as ``tool_call`` (``pending``), once
+  logged; ``in_progress`` when the kernel runs it (a tool that needs approval: once allowed);
+  its result as ``tool_call_update``, ``completed`` or ``failed`` with the result text and its
+  images (image content blocks). A status never goes back. Prompts to one session run one
+  after another.
 
   A step whose request is sent again after some pieces went out (a ``retry`` delta) cannot
   take them back (ACP has no retraction): one more chunk says so, :data:`RETRY_MARKER` with
@@ -43,6 +45,13 @@ the profile's agents over the Agent Client Protocol, version 1:
   answers ``cancelled``, tool calls that did not finish get ``failed``. A prompt cancelled
   before its turn began is not run later: what waited in the agent's inbox is discarded
   (``inbox/discarded`` in the log).
+
+* ``session/set_mode`` and ``session/set_config_option``: the session's mode (how this
+  server, the permission host, decides its questions: ``ask`` the client, ``allow`` or ``deny``
+  without asking; offered when the agent's approval is ``ask``; recorded as an ``acp/mode``
+  descriptor) and model (one of the profile's agents' model specs, offered when there are two or
+  more; the agent is composed again on it before the session's next turn, and the kernel
+  records it in the header). ``session/new`` and ``session/load`` answer with both.
 
 Stop reasons: ``completed`` -> ``end_turn``; ``max-tokens`` -> ``max_tokens``, or
 ``max_turn_requests`` when the turn used all its model requests (``max_steps``); ``refusal`` ->
@@ -79,7 +88,8 @@ go to this connection's client as ``session/request_permission`` on the session 
 the asker's chain, and the answer comes back down; a client that fails to answer refuses.
 
 Not done: ``sse`` and ``acp`` MCP server entries (skipped with a warning), ``session/list``,
-and the unstable ``session/close`` / ``resume`` / ``fork``.
+the unstable ``session/close`` / ``resume`` / ``fork``, and ``session/set_model`` (removed from
+ACP for ``session/set_config_option``).
 """
 
 from __future__ import annotations
@@ -93,21 +103,29 @@ import os
 import stat
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import acp
 import anyio
 import pydantic
+from acp.helpers import update_current_mode
 from acp.schema import (
     CancelNotification,
+    ConfigOptionUpdate,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOptionKind,
     PromptResponse,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionMode,
+    SessionModeState,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     ToolKind,
 )
 from anyio.abc import TaskGroup, TaskStatus
@@ -119,6 +137,7 @@ from tether.models import ModelDelta, ToolCall
 from tether.runtime import Runtime
 from tether.store import (
     AssistantMessage,
+    DescriptorEvent,
     Event,
     SessionStore,
     TurnEnded,
@@ -127,9 +146,11 @@ from tether.store import (
 
 from ._mcp import client_tool_sources, mcp_available
 from ._protocol import (
+    INVALID_PARAMS,
     PROTOCOL_VERSION,
     RETRY_MARKER,
     SESSION_NOT_FOUND,
+    CallFate,
     LiveAnswer,
     MessageIds,
     Update,
@@ -142,9 +163,11 @@ from ._protocol import (
     working_directory,
 )
 from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
+from ._usage import prompt_usage
 
 if TYPE_CHECKING:
     from tether.agents import Agent
+    from tether.contracts import ToolSource
     from tether.loading import Kernel
 
 __all__ = ("PROTOCOL_VERSION", "RETRY_MARKER", "TetherAcpAgent", "serve")
@@ -158,6 +181,18 @@ STDIO_LIMIT = LINE_LIMIT
 
 #: The notifications a client may send, and their parameters.
 _NOTIFICATIONS = {"session/cancel": CancelNotification}
+
+MODE_DESCRIPTOR = "acp/mode"
+"""The descriptor a session's log records a mode change with: ``{"mode": ID}``."""
+
+#: The session modes: how this server, the permission host, answers the questions of a
+#: session whose agent asks (``approval = "ask"``). No mode loosens an agent whose own policy
+#: is ``deny``: the kernel never asks for it.
+MODES: tuple[tuple[str, str, str], ...] = (
+    ("ask", "Ask", "Tools that need approval ask you first"),
+    ("allow", "Allow", "Tools that need approval run without asking"),
+    ("deny", "Deny", "Tools that need approval are refused without asking"),
+)
 
 
 class _Signal:
@@ -189,8 +224,18 @@ class _Session:
     """An ACP session: a tether agent held open by a host task until ``release`` is set."""
 
     agent: Agent
+    cwd: Path
+    sources: Sequence[ToolSource] = ()
+    """The tool sources of the client's MCP servers (kept to compose the agent again)."""
     release: anyio.Event = field(default_factory=anyio.Event)
     left: anyio.Event = field(default_factory=anyio.Event)
+    mode: str = "ask"
+    """The session mode (:data:`MODES`), when the session offers modes."""
+    wanted_model: str | None = None
+    """A model the client chose that the session does not run yet (it will from its next
+    turn)."""
+    switching: bool = False
+    """The agent is being replaced (a model switch): its hold ends, the session goes on."""
     turns: anyio.Lock = field(default_factory=anyio.Lock)
     """Held by the prompt whose turn runs: one prompt at a time."""
     prompts: set[_Prompt] = field(default_factory=lambda: set[_Prompt]())
@@ -302,7 +347,11 @@ class TetherAcpAgent:
         """Forward a permission question to this connection's client, on the ACP session at
         the root of the asking session's chain: a served agent's tool that needs approval, or a
         descendant ACP child with ``permission = "ask"``. The option the client picked, or
-        ``None`` when it cancelled, failed to answer, or no session is found."""
+        ``None`` when it cancelled, failed to answer, or no session is found. A question that
+        asks for information (an MCP server's elicitation) is not forwarded yet: ``None``, which
+        the asker reads as declined."""
+        if question.elicitation is not None:
+            return None
         root = await asking_root(self.store, question.session, self._sessions)
         session = self._sessions.get(root) if root is not None else None
         if session is None or self._client is None:
@@ -336,10 +385,11 @@ class TetherAcpAgent:
                 )
                 await self._notify(session.id, start)
             choice = await self._request(session, question, call.id)
-            if not streamed:
-                allowed = choice is not None and _allows(question, choice)
-                status = "in_progress" if allowed else "failed"
-                await self._notify(session.id, acp.update_tool_call(call.id, status=status))
+            allowed = choice is not None and _allows(question, choice)
+            if allowed:  # it runs now: pending -> in_progress (its result closes it)
+                await self._notify(session.id, acp.update_tool_call(call.id, status="in_progress"))
+            elif not streamed:  # refused, and no prompt streams its result
+                await self._notify(session.id, acp.update_tool_call(call.id, status="failed"))
             return choice
         finally:
             session.asking.discard(call.id)
@@ -375,6 +425,9 @@ class TetherAcpAgent:
     ) -> str | None:
         from acp.schema import PermissionOption, ToolCallUpdate
 
+        if session.mode != "ask":  # the session's mode answers: allow or deny without asking
+            wanted = "allow" if session.mode == "allow" else "reject"
+            return next((o for o, _, kind in question.options if kind.startswith(wanted)), None)
         response = await self._client.request_permission(
             session_id=session.id,
             tool_call=ToolCallUpdate(
@@ -443,7 +496,11 @@ class TetherAcpAgent:
     ) -> NewSessionResponse:
         directory = working_directory(cwd)
         session = await self._open(None, directory, mcp_servers)
-        return NewSessionResponse(session_id=session.id)
+        return NewSessionResponse(
+            session_id=session.id,
+            modes=self._modes(session),
+            config_options=self._config_options(session),
+        )
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
@@ -464,25 +521,37 @@ class TetherAcpAgent:
             raise request_error(exc) from None
         ids = MessageIds(session.id, turn=0)
         for stored in events:
-            for update in replay(stored.event, ids):
+            event = stored.event
+            if _records_mode(event):
+                session.mode = str(event.data["mode"])  # the last one recorded holds
+            for update in replay(event, ids):
                 await self._notify(session.id, update)
-        return LoadSessionResponse()
+        return LoadSessionResponse(
+            modes=self._modes(session), config_options=self._config_options(session)
+        )
 
     async def _open(self, session_id: str | None, cwd: Path, mcp_servers: Any = None) -> _Session:
         """Compose and hold the agent of ``session_id`` (``None``: a new session), with the
         MCP servers the client names as tool sources of its own (:mod:`tether_acp._mcp`)."""
         sources = client_tool_sources(mcp_servers, cwd)  # invalid params: nothing started
+        model = self.model_spec
         try:
+            if session_id is not None and model is not None:
+                # A stored session keeps the model it records (the one a client chose);
+                # --model is the model of the sessions that record none.
+                header = await self.store.header(session_id)
+                if header.model is not None:
+                    model = None
             agent = await self.runtime.compose(
                 agent=self.agent_name,
-                model=self.model_spec,
+                model=model,
                 session_id=session_id,
                 tool_sources=sources,
                 cwd=cwd,  # the directory its tools act in
             )
         except TetherError as exc:
             raise request_error(exc) from None
-        session = _Session(agent)
+        session = _Session(agent, cwd, sources)
         try:
             await self._host.start(self._hold, session, session_id is not None)
         except TetherError as exc:
@@ -494,8 +563,11 @@ class TetherAcpAgent:
     ) -> None:
         """Hold ``session``'s agent open until it is released (a task of the host group):
         :meth:`Runtime.hold` restores its log (a turn a crash left open is closed), recovers
-        its children after a crash (``restored``) and closes its model on leaving."""
+        its children after a crash (``restored``) and closes its model on leaving. A model
+        switch (``session.switching``) releases one agent and holds the next: the session
+        stays open."""
         agent = session.agent
+        release, left = session.release, session.left
         started = False
         unlisten = agent.listen(session.heard)
         try:
@@ -504,19 +576,223 @@ class TetherAcpAgent:
                 started = True
                 task_status.started()
                 if self._closing:
-                    session.release.set()
-                await session.release.wait()
+                    release.set()
+                await release.wait()
         except Exception:
             if not started:
                 raise  # the session/new or session/load that opened it fails
             log.exception("session %s: leaving the agent failed", session.id)
         finally:
             unlisten()
-            if self._sessions.get(session.id) is session:
-                del self._sessions[session.id]
-            session.left.set()
-            for prompt in [*session.prompts]:
-                prompt.send(_LEFT)
+            left.set()
+            if not session.switching:
+                if self._sessions.get(session.id) is session:
+                    del self._sessions[session.id]
+                for prompt in [*session.prompts]:
+                    prompt.send(_LEFT)
+
+    # ---------------------------------------------------------------- modes and models
+
+    def _modes(self, session: _Session) -> SessionModeState | None:
+        """The session's modes: offered when its agent asks before a tool that needs approval
+        (``approval = "ask"``), the only agents whose questions reach this server's client."""
+        if session.agent.spec.approval != "ask":
+            return None
+        return SessionModeState(
+            current_mode_id=session.mode,
+            available_modes=[
+                SessionMode(id=mode, name=name, description=description)
+                for mode, name, description in MODES
+            ],
+        )
+
+    def _models(self, session: _Session) -> dict[str, str]:
+        """The models a session may run, ``{spec: description}``: the model of each agent of
+        the profile, ``--model``'s, and the one the session runs."""
+        models: dict[str, list[str]] = {}
+        current = self._current_model(session)
+        if current is not None:
+            models.setdefault(current, [])
+        if self.model_spec is not None:
+            models.setdefault(self.model_spec, []).append("tether acp --model")
+        for name in self.kernel.agents:
+            table = self.kernel.profile.agent.get(name)
+            if table is not None and table.model is not None:
+                models.setdefault(table.model, []).append(f"agent {name}")
+        return {
+            spec: f"the model of {', '.join(owners)}" if owners else "the model the session runs"
+            for spec, owners in models.items()
+        }
+
+    def _current_model(self, session: _Session) -> str | None:
+        """The spec the session runs (or will from its next turn): the client's last choice,
+        else the one its header records, else its agent's profile model."""
+        if session.wanted_model is not None:
+            return session.wanted_model
+        agent = session.agent
+        return agent.header.model or agent.spec.model_spec or self._profile_model(agent.name)
+
+    def _profile_model(self, agent: str | None) -> str | None:
+        table = self.kernel.profile.agent.get(agent) if agent is not None else None
+        return table.model if table is not None else None
+
+    def _config_options(self, session: _Session) -> list[Any] | None:
+        """The session's config options: its mode (when it has modes) and its model (when
+        there is more than one to choose from), as ACP's select options."""
+        options: list[Any] = []
+        modes = self._modes(session)
+        if modes is not None:
+            options.append(
+                SessionConfigOptionSelect(
+                    id="mode",
+                    name="Mode",
+                    description="How tools that need approval are decided",
+                    category="mode",
+                    type="select",
+                    current_value=modes.current_mode_id,
+                    options=[
+                        SessionConfigSelectOption(
+                            value=m.id, name=m.name, description=m.description
+                        )
+                        for m in modes.available_modes
+                    ],
+                )
+            )
+        models = self._models(session)
+        current = self._current_model(session)
+        if len(models) > 1 and current is not None:
+            options.append(
+                SessionConfigOptionSelect(
+                    id="model",
+                    name="Model",
+                    description="The model that answers, from the session's next turn",
+                    category="model",
+                    type="select",
+                    current_value=current,
+                    options=[
+                        SessionConfigSelectOption(value=spec, name=spec, description=description)
+                        for spec, description in models.items()
+                    ],
+                )
+            )
+        return options or None
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        session = self._session(session_id)
+        await self._set_mode(session, mode_id)
+        options = self._config_options(session)
+        if options:  # the mode is one of them: keep a client that shows them in step
+            update = ConfigOptionUpdate(
+                session_update="config_option_update", config_options=options
+            )
+            await self._notify(session.id, update)
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        if config_id == "mode" and isinstance(value, str):
+            await self._set_mode(session, value)
+            await self._notify(session.id, update_current_mode(session.mode))
+        elif config_id == "model" and isinstance(value, str):
+            await self._set_model(session, value)
+        else:
+            offered = [o.id for o in self._config_options(session) or []]
+            raise acp.RequestError(
+                INVALID_PARAMS,
+                f"no config option {json.dumps(config_id)[:200]} takes {json.dumps(value)[:200]}"
+                f" here; the options of this session: {', '.join(offered) or 'none'}",
+                {"configId": config_id[:200]},
+            )
+        return SetSessionConfigOptionResponse(config_options=self._config_options(session) or [])
+
+    async def _set_mode(self, session: _Session, mode_id: str) -> None:
+        """Make ``mode_id`` the session's mode, recorded in its log (a ``session/load`` keeps
+        it); it decides the questions asked from now on."""
+        modes = self._modes(session)
+        known = [m.id for m in modes.available_modes] if modes is not None else []
+        if mode_id not in known:
+            offered = ", ".join(known) if known else "none (its agent's approval is not ask)"
+            raise acp.RequestError(
+                INVALID_PARAMS,
+                f"no mode {json.dumps(mode_id)[:200]} here; the modes of this session: {offered}",
+                {"modeId": mode_id[:200]},
+            )
+        if mode_id == session.mode:
+            return
+        session.mode = mode_id
+        try:
+            await session.agent.lease.record(
+                DescriptorEvent(kind=MODE_DESCRIPTOR, data={"mode": mode_id})
+            )
+        except TetherError as exc:
+            raise request_error(exc) from None
+
+    async def _set_model(self, session: _Session, spec: str) -> None:
+        """Make ``spec`` the model of the session from its next turn: at once when no turn
+        runs, else before the next prompt's turn. The agent is composed again on the model
+        (the kernel records it in the session's header, with a ``model`` descriptor)."""
+        models = self._models(session)
+        if spec not in models or len(models) < 2:
+            offered = ", ".join(models) if len(models) > 1 else "none (one model only)"
+            raise acp.RequestError(
+                INVALID_PARAMS,
+                f"no model {json.dumps(spec)[:200]} here; the models of this session: {offered}",
+                {"value": spec[:200]},
+            )
+        session.wanted_model = spec
+        if not session.turns.locked() and session.agent.status == "idle":
+            async with session.turns:
+                await self._switch_model(session)
+
+    async def _switch_model(self, session: _Session) -> None:
+        """Run the session on the model the client chose (with ``session.turns`` held): once
+        the session is quiet, its agent is left and composed again on that model; what fails
+        leaves it on the model it had."""
+        spec = session.wanted_model
+        old = session.agent
+        current = old.header.model or old.spec.model_spec or self._profile_model(old.name)
+        if spec is None or spec == current:
+            session.wanted_model = None
+            return
+        await self.runtime.settle(old)  # its children and tasks end first: nothing is lost
+        try:
+            agent = await self.runtime.compose(
+                agent=self.agent_name,
+                model=spec,
+                session_id=session.id,
+                tool_sources=session.sources,
+                cwd=session.cwd,
+            )
+        except TetherError as exc:
+            session.wanted_model = None
+            raise request_error(exc) from None
+        session.wanted_model = None
+        await self._replace(session, agent)
+        log.info("session %s: model %s -> %s (the client's choice)", session.id, current, spec)
+
+    async def _replace(self, session: _Session, agent: Agent) -> None:
+        """Leave ``session``'s agent and hold ``agent`` on the same session instead."""
+        session.switching = True
+        try:
+            session.release.set()
+            await session.left.wait()
+            session.agent = agent
+            session.release, session.left = anyio.Event(), anyio.Event()
+            if self._closing:
+                session.release.set()
+            try:
+                await self._host.start(self._hold, session, True)
+            except TetherError as exc:
+                session.left.set()
+                if self._sessions.get(session.id) is session:
+                    del self._sessions[session.id]
+                raise request_error(exc) from None
+        finally:
+            session.switching = False
 
     # ---------------------------------------------------------------- turns
 
@@ -536,6 +812,8 @@ class TetherAcpAgent:
                 async with session.turns:
                     if state.cancelled or session.left.is_set() or self._input_ended:
                         return PromptResponse(stop_reason="cancelled")
+                    if session.wanted_model is not None:  # chosen while a turn ran
+                        await self._switch_model(session)
                     return await self._turn(session, state, text, receive, trace_from(kwargs))
         finally:
             session.prompts.discard(state)
@@ -552,7 +830,7 @@ class TetherAcpAgent:
         ends; ``trace``: the client's trace context (the prompt's ``_meta``)."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
-        live = LiveAnswer(MessageIds(session.id))
+        live = LiveAnswer(MessageIds(session.id), _fates(agent))
 
         def idle() -> None:
             if armed:
@@ -598,7 +876,8 @@ class TetherAcpAgent:
                     session.sent(call.id for call in event.tool_calls)
                 if isinstance(event, TurnEnded) and event.turn == turn:
                     return PromptResponse(
-                        stop_reason=stop_reason(session.id, agent.spec.limits.max_steps, event)
+                        stop_reason=stop_reason(session.id, agent.spec.limits.max_steps, event),
+                        usage=prompt_usage(event.usage),
                     )
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:
@@ -633,6 +912,36 @@ class TetherAcpAgent:
 
 
 # -------------------------------------------------------------------- approvals
+
+
+def _records_mode(event: Event) -> TypeGuard[DescriptorEvent]:
+    """Whether ``event`` records a mode change (:data:`MODE_DESCRIPTOR`) to a known mode."""
+    return (
+        isinstance(event, DescriptorEvent)
+        and event.kind == MODE_DESCRIPTOR
+        and any(event.data.get("mode") == mode for mode, _, _ in MODES)
+    )
+
+
+def _fates(agent: Agent) -> Callable[[ToolCall], tuple[CallFate, bool]]:
+    """What the kernel will do with each of ``agent``'s tool calls (see :data:`CallFate`),
+    and whether its tool is safe: the order of :func:`tether.agents.run_tool`'s checks."""
+
+    def fate(call: ToolCall) -> tuple[CallFate, bool]:
+        tool = agent.tools.get(call.name, agent)
+        if tool is None or call.invalid_arguments is not None:
+            return "refused", False
+        policy = agent.spec.tool_policy
+        if policy is not None and not policy.permits(call.name) and not tool.keep_on_restrict:
+            return "refused", tool.safe
+        if tool.needs_approval and agent.spec.approval != "allow":
+            host = agent.runtime.permission_host if agent.runtime is not None else None
+            if agent.spec.approval == "deny" or host is None:
+                return "refused", tool.safe
+            return "asks", tool.safe
+        return "runs", tool.safe
+
+    return fate
 
 
 def _approval_title(call: ToolCall) -> str:
