@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -60,6 +61,7 @@ __all__ = [
     "filesystem_server",
     "git_server",
     "in_ci",
+    "install_once",
     "time_server",
     "unavailable",
 ]
@@ -106,6 +108,30 @@ def cache_dir() -> Path:
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".cache" / "tether-tests"
+
+
+def install_once(
+    prefix: Path, installed: Callable[[], bool], install: Callable[[], str | None]
+) -> str | None:
+    """Run ``install`` for ``prefix`` unless ``installed()`` says it is done, under an ``flock``
+    on ``<prefix>.lock`` so two pytest processes never install at once (the second waits, then
+    finds the install done). ``None`` when the install is there, else why it is not."""
+    try:
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        with open(prefix.with_name(f"{prefix.name}.lock"), "w") as lock:
+            deadline = time.monotonic() + INSTALL_TIMEOUT + 10
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        return f"another process held {lock.name} (installing?) for too long"
+                    time.sleep(0.2)
+            # Another process may have finished the install while this one waited.
+            return None if installed() else install()
+    except OSError as error:
+        return f"cannot install in {prefix}: {error}"
 
 
 def _entry(prefix: Path, package: str) -> Path:
@@ -197,25 +223,9 @@ def _npm_servers() -> tuple[str, Path] | str:
     npm = shutil.which("npm")
     if npm is None:
         return f"`npm` is not on PATH: it is needed once, to install the MCP servers in {prefix}"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / f"{key}.lock", "w") as lock:
-            deadline = time.monotonic() + INSTALL_TIMEOUT + 10
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        return f"another process held {lock.name} (installing?) for too long"
-                    time.sleep(0.2)
-            # Another process may have finished the install while this one waited.
-            if not _installed(prefix):
-                failure = _install(npm, prefix)
-                if failure is not None:
-                    return failure
-    except OSError as error:
-        return f"cannot install the MCP test servers in {prefix}: {error}"
+    failure = install_once(prefix, lambda: _installed(prefix), lambda: _install(npm, prefix))
+    if failure is not None:
+        return f"cannot install the MCP test servers: {failure}"
     return node, prefix
 
 

@@ -10,10 +10,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tether.agents import Elicitation, PermissionQuestion
-from tether.models import FunctionModel, ModelRequest, ScriptedModel, ScriptStep
+from tether.models import (
+    FunctionModel,
+    ModelRequest,
+    ModelResponse,
+    ScriptedModel,
+    ScriptStep,
+    ToolCall,
+)
 from tether.runtime import Runtime
 from tether.store import DescriptorEvent
 from tether_mcp_client import SAMPLING_DESCRIPTOR
@@ -210,15 +218,36 @@ async def test_the_filesystem_server_works_in_the_roots_tether_gives_it(
     # process's folder, then roots.paths), which it reads once started.
     entry = stdio("files", filesystem(), roots={"paths": [str(work)]})
     kernel, store = load(write(tmp_path, entry))
-    model = sampling_model(
-        calls(call("files__read_text_file", path=str(work / "notes.md"))),
-        calls(call("files__read_text_file", path=str(outside))),
-        says("ok"),
-    )
+    reads = [
+        ToolCall(
+            id="inside", name="files__read_text_file", arguments={"path": str(work / "notes.md")}
+        ),
+        ToolCall(id="outside", name="files__read_text_file", arguments={"path": str(outside)}),
+    ]
+    asked = 0
+    ready = False
+
+    async def model_function(request: ModelRequest) -> ModelResponse:
+        # The server asks for the roots after its handshake, concurrently with the first call:
+        # list its allowed folders until the roots have arrived, as a model would, then read.
+        nonlocal asked, ready
+        last = request.messages[-1]
+        ready = ready or (asked > 0 and str(work.resolve()) in last.content)
+        if not ready:
+            assert asked < 100, f"the server never listed {work}: {last.content}"
+            if asked:
+                await anyio.sleep(0.05)
+            asked += 1
+            listing = ToolCall(id=f"list-{asked}", name="files__list_allowed_directories")
+            return ModelResponse(tool_calls=(listing,), finish_reason="tool_calls")
+        if reads:
+            return ModelResponse(tool_calls=(reads.pop(0),), finish_reason="tool_calls")
+        return ModelResponse(text="ok")
+
     async with Runtime.open(kernel, store) as runtime:
-        agent = await runtime.compose(agent="main", model=model)
+        agent = await runtime.compose(agent="main", model=FunctionModel(model_function))
         await runtime.run_session(agent, ["read"])
-    inside, refused = tool_messages(agent)
+    inside, refused = tool_messages(agent)[asked:]
     assert inside.content == "from the root\n"
     assert refused.is_error
     assert "outside allowed directories" in refused.content

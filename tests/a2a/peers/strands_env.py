@@ -12,19 +12,17 @@ reason, and fails under CI (``CI=true``), as the MCP tests' npm servers do
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tether.testing import scaled
 
-from ...mcp.servers import cache_dir, unavailable
+from ...mcp.servers import cache_dir, install_once, unavailable
 
 __all__ = ["STRANDS_PINS", "strands_python"]
 
@@ -99,24 +97,9 @@ def _environment() -> Path | str:
     prefix = root / key
     if _installed(prefix):
         return _python(prefix)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / f"{key}.lock", "w") as lock:
-            deadline = time.monotonic() + INSTALL_TIMEOUT + 10
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        return f"another process held {lock.name} (installing?) for too long"
-                    time.sleep(0.2)
-            if not _installed(prefix):
-                failure = _install(prefix)
-                if failure is not None:
-                    return failure
-    except OSError as error:
-        return f"cannot install strands in {prefix}: {error}"
+    failure = install_once(prefix, lambda: _installed(prefix), lambda: _install(prefix))
+    if failure is not None:
+        return failure
     return _python(prefix)
 
 
