@@ -41,6 +41,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("tether.hookspecs",),
     ("tether.models",),
     ("tether.store",),
+    ("tether.budgets",),
     ("tether.loading",),
     ("tether.skills",),
     ("tether.agents",),

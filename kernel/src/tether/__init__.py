@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .contracts import Offer, Requirement
     from .errors import (
         AgentError,
+        BudgetError,
         CapabilityError,
         ErrorCode,
         HostError,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "AgentError",
+    "BudgetError",
     "CapabilityError",
     "ErrorCode",
     "HostError",
@@ -74,6 +76,7 @@ _LAZY = {
     "Offer": "contracts",
     "Requirement": "contracts",
     "AgentError": "errors",
+    "BudgetError": "errors",
     "CapabilityError": "errors",
     "HostError": "errors",
     "ModelError": "errors",

@@ -18,8 +18,10 @@
     ├── AgentError        an agent that cannot be composed: instructions, tools, filters,
     │                     a tool source (an MCP server) that cannot list its tools
     ├── SkillError        a skill or skill provider that breaks the contract
-    └── SubagentError     a delegation that cannot start or a child that cannot be addressed:
-                          provider, depth, schema, authority, persistence
+    ├── SubagentError     a delegation that cannot start or a child that cannot be addressed:
+    │                     provider, depth, schema, authority, persistence
+    └── BudgetError       a tree budget that cannot be set (a limit it cannot count) or that
+                          a request or a child start would pass
 
 Every code belongs to exactly one class (the table in ``docs/errors.md`` says which), so
 ``except StoreError`` catches the store's codes and nothing else. Every class is exported from
@@ -41,6 +43,7 @@ from typing import TypedDict, Unpack
 
 __all__ = (
     "AgentError",
+    "BudgetError",
     "CapabilityError",
     "ErrorCode",
     "ModelError",
@@ -121,6 +124,8 @@ class ErrorCode(StrEnum):
     UNEXPECTED_ERROR = "UNEXPECTED_ERROR"
     PLUGIN_UNEXPECTED_ERROR = "PLUGIN_UNEXPECTED_ERROR"
     HOST_UNAVAILABLE = "HOST_UNAVAILABLE"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    BUDGET_INVALID = "BUDGET_INVALID"
 
 
 class TetherError(Exception):
@@ -265,3 +270,8 @@ class HostError(TetherError):
 
 class SubagentError(TetherError):
     """A delegation cannot start (a child's own failure resolves with a stop reason instead)."""
+
+
+class BudgetError(TetherError):
+    """A tree budget cannot be set, or a model request or a child start would pass it
+    (docs/budgets.md)."""

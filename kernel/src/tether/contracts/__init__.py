@@ -40,6 +40,18 @@ from typing import TYPE_CHECKING
 from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from ._budgets import (
+        LIMIT_KINDS,
+        Budget,
+        BudgetLedger,
+        LedgerClaim,
+        LedgerReserve,
+        LimitKind,
+        Price,
+        Spend,
+        format_amount,
+        within,
+    )
     from ._capabilities import (
         Offer,
         Requirement,
@@ -164,10 +176,13 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CAPABILITIES",
+    "LIMIT_KINDS",
     "SKILL_NAME_MAX",
     "SKILL_NAME_PATTERN",
     "AgentOptions",
     "AssistantMessage",
+    "Budget",
+    "BudgetLedger",
     "BundledFiles",
     "CancelSignal",
     "Capability",
@@ -189,6 +204,9 @@ __all__ = (
     "InstructionContext",
     "InstructionEvent",
     "InvocationPolicy",
+    "LedgerClaim",
+    "LedgerReserve",
+    "LimitKind",
     "Message",
     "MessageSource",
     "Model",
@@ -201,6 +219,7 @@ __all__ = (
     "PreStep",
     "PreStepFunction",
     "PresetView",
+    "Price",
     "ProbingModel",
     "RemoteAgent",
     "RemoteAgentModel",
@@ -227,6 +246,7 @@ __all__ = (
     "SkippedSkill",
     "SourceLayer",
     "Specialist",
+    "Spend",
     "StepContext",
     "StopReason",
     "StoreProvider",
@@ -257,7 +277,9 @@ __all__ = (
     "UserMessage",
     "check_provider_offer",
     "declared_capabilities",
+    "format_amount",
     "is_skill_name",
+    "within",
 )
 
 _LAZY: dict[str, str] = {
@@ -309,6 +331,21 @@ _LAZY: dict[str, str] = {
             "SessionBoundModel",
         ),
         "_models",
+    ),
+    **dict.fromkeys(
+        (
+            "LIMIT_KINDS",
+            "Budget",
+            "BudgetLedger",
+            "LedgerClaim",
+            "LedgerReserve",
+            "LimitKind",
+            "Price",
+            "Spend",
+            "format_amount",
+            "within",
+        ),
+        "_budgets",
     ),
     **dict.fromkeys(("PresetView", "SourceLayer", "Specialist", "ToolLayer"), "_presets"),
     **dict.fromkeys(

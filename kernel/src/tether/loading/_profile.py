@@ -160,6 +160,34 @@ class TetherTable(BaseModel):
     """Paths (and everything below them) that the files of this profile may name outside their
     own folders; honoured only in the profile the user runs, never in a file it extends or in
     an agent folder (see docs/trust.md)."""
+    budget: BudgetTable | None = None
+    """The budget of every root session (its whole delegation tree), docs/budgets.md."""
+
+
+def _check_budget(value: dict[str, Any]) -> dict[str, Any]:
+    from ..contracts import Budget
+
+    Budget.from_data(value, where="budget")  # a ValueError names the limit
+    return value
+
+
+BudgetTable = Annotated[dict[str, int | float | str], AfterValidator(_check_budget)]
+"""``budget = { output = "200k", cost = 2.5, time = "10m", requests = 40, children = 5,
+live = 3, warn_at = 0.8 }``: :class:`tether.budgets.Budget`'s limits (docs/budgets.md)."""
+
+
+class PriceTable(BaseModel):
+    """``[prices.NAME]``: what a model's tokens cost, in US dollars per million tokens; NAME
+    is a model spec (``deepseek:deepseek-chat``) or the start of model names (``gpt-5``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    """Prompt-cache reads (default: ``input``)."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """Prompt-cache writes (default: ``input``)."""
 
 
 def _check_tool_name(value: str) -> str:
@@ -241,6 +269,9 @@ class AgentTable(BaseModel):
     plugin_dirs: tuple[ProfilePath, ...] = ()
     """Folders of local plugins of this agent's layer: their ``NAME.py`` files are loaded
     before the installed plugins of that name (an agent folder's ``tools/``)."""
+    budget: BudgetTable | None = None
+    """The budget of this agent's sessions and their subtrees: as a root (within ``[tether]
+    budget``), and as a declared subagent (within what its parent has left), docs/budgets.md."""
 
 
 class _ProfileDocument(BaseModel):
@@ -250,6 +281,7 @@ class _ProfileDocument(BaseModel):
     tether: TetherTable = Field(default_factory=TetherTable)
     plugin: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     agent: dict[AgentName, AgentTable] = Field(default_factory=dict)
+    prices: dict[str, PriceTable] = Field(default_factory=dict)
 
 
 class Profile(BaseModel):
@@ -264,6 +296,9 @@ class Profile(BaseModel):
     tether: TetherTable = Field(default_factory=TetherTable)
     plugin: dict[str, dict[str, Any]] = Field(default_factory=dict)
     agent: dict[str, AgentTable] = Field(default_factory=dict)
+    prices: dict[str, PriceTable] = Field(default_factory=dict)
+    """Model prices the profile sets, by model spec or model-name prefix (over tether's own
+    table, ``tether.models.BUILTIN_PRICES``)."""
     origins: dict[tuple[str, ...], Path] = Field(default_factory=dict[tuple[str, ...], Path])
     """Key path (``("agent", "main", "model")``) -> the file that set it (for a key an agent
     folder set, its ``agent.toml``, whether that file exists or not)."""
@@ -631,6 +666,7 @@ def profile_from_dict(
         tether=parsed.tether,
         plugin=parsed.plugin,
         agent=agents,
+        prices=parsed.prices,
         origins=origins,
         agent_folders=agent_folders,
         boundary=boundary,

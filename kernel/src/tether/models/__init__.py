@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ._plugin import (
         BUILTIN_MODEL_PROVIDERS,
     )
+    from ._prices import BUILTIN_PRICES, price_for
     from ._protocol import (
         FIRST_PARTY_MODEL_PREFIXES,
         find_model_provider,
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "BUILTIN_MODEL_PROVIDERS",
+    "BUILTIN_PRICES",
     "BUILTIN_WINDOWS",
     "FIRST_PARTY_MODEL_PREFIXES",
     "MAX_RETRY_AFTER",
@@ -106,6 +108,7 @@ __all__ = (
     "is_session_bound",
     "message_tokens",
     "messages_tokens",
+    "price_for",
     "remote_agent_of",
     "resolve_model",
     "retry_after_seconds",
@@ -120,7 +123,9 @@ __all__ = (
 # A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "BUILTIN_MODEL_PROVIDERS": "_plugin",
+    "BUILTIN_PRICES": "_prices",
     "BUILTIN_WINDOWS": "_windows",
+    "price_for": "_prices",
     "MAX_RETRY_AFTER": "_retry",
     "FIRST_PARTY_MODEL_PREFIXES": "_protocol",
     "ContextWindow": "_windows",
