@@ -293,12 +293,13 @@ class Agent:
         loop.closing = False
         stack = AsyncExitStack()
         try:
-            if is_session_bound(spec.model):  # a remote agent's model opens its connection
-                await spec.model.attach(self)
-            loop.group = await stack.enter_async_context(anyio.create_task_group())
+            # Before the task group: a budget that cannot be counted fails the entry alone.
             self.spending, records = await open_spending(self, self._budget_record, fresh=fresh)
             if records:
                 lease.defer(*records)  # stored with the first step's answer
+            if is_session_bound(spec.model):  # a remote agent's model opens its connection
+                await spec.model.attach(self)
+            loop.group = await stack.enter_async_context(anyio.create_task_group())
             if lease.keeps_sessions():
                 lease.keep()
             if self.inbox.queued:

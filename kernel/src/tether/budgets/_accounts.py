@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -95,6 +95,10 @@ class Account:
     """Set while the account changes from exclusive to shared: store calls wait for it."""
     settled: anyio.Event | None = None
     """Set (and replaced) whenever a charge settles: a waiting charge looks again."""
+    base: Spend = field(default_factory=Spend)
+    """The subtree's spend when the budget was set (its record's ``base``)."""
+    recount: Callable[[], Awaitable[Spend]] | None = None
+    """Counts the holder's spend from the logs (when the ledger lost it)."""
 
     @property
     def deadline(self) -> float | None:
@@ -135,17 +139,22 @@ class Overrun:
         """The error a turn ends with and a parent reads (``BUDGET_EXCEEDED``)."""
         used = format_amount(self.limit, self.used)
         allowed = format_amount(self.limit, self.allowed)
-        label = self.limit.replace("_", " ")
         if self.limit == "wall_seconds":
-            what = f"its wall time ran out ({used} of {allowed})"
+            what = f"its wall time ran out: {used} of {allowed}"
         elif self.limit == "live_children":
             what = f"{used} of {allowed} children are working already"
+        elif self.limit in ("input_tokens", "output_tokens"):
+            label = self.limit.replace("_", " ")
+            what = (
+                f"{label}: {int(self.used):,} of {int(self.allowed):,} used, and this needs "
+                f"{int(self.need):,} more"
+            )
         else:
             more = format_amount(self.limit, self.need)
-            what = f"{label}: {used} of {allowed} used, and this needs {more} more"
+            what = f"{self.limit}: {used} of {allowed} used, and this needs {more} more"
         return BudgetError(
             ErrorCode.BUDGET_EXCEEDED,
-            f"budget exceeded: the budget of session {self.holder} stopped this ({what})",
+            f"budget exceeded: the budget set on session {self.holder} stops this ({what})",
             remedy="nothing more can be spent under it: answer with what you have, or ask "
             "for a larger budget",
         )
@@ -232,7 +241,12 @@ class Accounts:
         ledger: BudgetLedger | None = None
         if implements(store, BudgetLedger):
             ledger = store
-        account = Account(holder, key, budget, started, ledger=ledger)
+        account = Account(holder, key, budget, started, ledger=ledger, base=base)
+
+        async def recount() -> Spend:
+            return await count_tree(self.store, holder, price_of, since=started) - base
+
+        account.recount = recount
         spent: Spend | None = Spend() if new else None
         if ledger is not None:
             asked = time.monotonic()
@@ -420,7 +434,7 @@ async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overru
         return Overrun(account.holder, kind, limit, used.amount(kind), need.amount(kind))
     answer = await ledger.budget_reserve(account.key, need, budget)
     if answer.claim is not None:
-        await _exclusive_again(account, answer.claim)
+        await _claimed(account, answer.claim)
         return await _take(account, need)
     if answer.granted:
         account.inflight = account.inflight + need
@@ -433,11 +447,26 @@ async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overru
     return Overrun(account.holder, kind, limit or 0, answer.used.amount(kind), need.amount(kind))
 
 
-async def _exclusive_again(account: Account, claim: LedgerClaim) -> None:
-    account.exclusive = True
-    account.valid_until = time.monotonic() + claim.valid_for
+async def _claimed(account: Account, claim: LedgerClaim, unlogged: Spend = _NOTHING) -> None:
+    """The ledger handed the holder back to this process (``claim.exclusive``), or lost its
+    spend while others share it (a process that counted it in memory died): counted again
+    from the logs and written back, with ``unlogged`` (an answer settled before its log
+    write)."""
+    if claim.exclusive:
+        account.exclusive = True
+        account.valid_until = time.monotonic() + claim.valid_for
+        if claim.spent is not None:
+            account.spent = claim.spent
+            return
     if claim.spent is not None:
         account.spent = claim.spent
+        return
+    assert account.recount is not None
+    spent = await account.recount() + unlogged
+    account.spent = spent
+    if not claim.exclusive and account.ledger is not None:
+        with anyio.CancelScope(shield=True):
+            await account.ledger.budget_share(account.key, spent, account.inflight)
 
 
 async def _give_back(account: Account, need: Spend) -> None:
@@ -475,9 +504,13 @@ async def settle(done: Charge, actual: Spend) -> None:
         else:
             answer = await _settle_shared(account, need, actual)
             if answer.claim is not None:
-                await _exclusive_again(account, answer.claim)
-                if answer.claim.spent is None:
-                    account.spent = account.spent + actual
+                claim = answer.claim
+                if claim.exclusive and claim.spent is not None:
+                    # Settled before the holder came back: ``actual`` is in its spend.
+                    await _claimed(account, claim)
+                else:
+                    # Lost: counted from the logs, which do not hold this answer yet.
+                    await _claimed(account, claim, actual)
             else:
                 account.spent = answer.used - account.inflight
         account.woken()
