@@ -17,10 +17,8 @@ from typing import Any
 
 import anyio
 
-import tether
 import tether_spawn
 import tether_subagent_tools
-from tether.agents import Tool
 from tether.models import (
     FunctionModel,
     Message,
@@ -40,6 +38,8 @@ MODEL_SPEC = "scripted:tree.toml"
 PROFILE = """
 [tether]
 plugins = ["spawn", "subagent", "work"]
+plugin_dirs = ["plugins"]
+{store}
 {tether}
 
 [agent.main]
@@ -52,18 +52,31 @@ output = 10.0
 """
 
 
-class Work:
-    """An inline plugin with one cheap tool the nodes call (``work``)."""
+#: A local plugin (``plugins/work.py``) with one cheap tool the nodes call.
+WORK_PLUGIN = """
+import tether
+from tether.agents import Tool
 
-    @tether.hookimpl
-    def tether_tools(self) -> list[Tool]:
-        return [Tool("work", "Do some work.", lambda args, ctx: "worked", safe=True)]
 
+@tether.hookimpl
+def tether_tools():
+    return [Tool("work", "Do some work.", lambda args, ctx: "worked", safe=True)]
+"""
+
+#: A model module for a process that runs the tree (``function:treemodel:answer``); its
+#: delay per request comes from ``TREE_DELAY``.
+MODEL_MODULE = """
+import os
+
+from tests.budgets.tree import Tree
+
+answer = Tree(delay=float(os.environ.get("TREE_DELAY", "0"))).answer
+"""
+PROCESS_MODEL = "function:treemodel:answer"
 
 PLUGINS: dict[str, object] = {
     "spawn": tether_spawn,
     "subagent": tether_subagent_tools.SubagentToolsPlugin,
-    "work": Work(),
 }
 
 
@@ -126,14 +139,30 @@ class Tree:
         return reply.model_copy(update={"usage": usage})
 
 
-def tree_kernel(folder: Path, *, tether_budget: str = "", agent_budget: str = "") -> Any:
+def tree_profile(
+    folder: Path,
+    *,
+    tether_budget: str = "",
+    agent_budget: str = "",
+    model: str = MODEL_SPEC,
+    store: str | None = None,
+) -> Path:
+    """The tree's profile in ``folder`` (with its local plugin and model module)."""
     text = PROFILE.format(
         tether=f"budget = {{ {tether_budget} }}" if tether_budget else "",
         agent=f"budget = {{ {agent_budget} }}" if agent_budget else "",
-        model=MODEL_SPEC,
+        model=model,
+        store=f'store = "{store}"' if store else "",
     )
     (folder / "tree.toml").write_text("", encoding="utf-8")
-    return make_kernel(write_profile(folder, text), PLUGINS)
+    (folder / "plugins").mkdir(exist_ok=True)
+    (folder / "plugins" / "work.py").write_text(WORK_PLUGIN, encoding="utf-8")
+    (folder / "treemodel.py").write_text(MODEL_MODULE, encoding="utf-8")
+    return write_profile(folder, text)
+
+
+def tree_kernel(folder: Path, **profile: Any) -> Any:
+    return make_kernel(tree_profile(folder, **profile), PLUGINS)
 
 
 def dumps(value: object) -> str:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..agents import Agent
+    from ..contracts import Budget
     from ..models import ModelDelta
     from ..runtime import Runtime
     from ..store import Event, StoredEvent
@@ -75,6 +76,13 @@ def estimate_tokens(text: str) -> int:
     is_flag=True,
     help="Do not show the model's reasoning as it streams (it is never part of the answer).",
 )
+@click.option(
+    "--budget",
+    "budget_text",
+    metavar="LIMITS",
+    help="The session's budget for its whole tree, e.g. output=200k,cost=2.50,time=10m,"
+    "requests=40,children=5,live=3 (instead of the profile's; docs/budgets.md).",
+)
 @click.argument("prompts", nargs=-1, required=True, type=TEXT)
 def run(
     profile: Path | None,
@@ -82,6 +90,7 @@ def run(
     model_spec: str | None,
     session_id: str | None,
     hide_reasoning: bool,
+    budget_text: str | None,
     prompts: tuple[str, ...],
 ) -> None:
     """Run PROMPTS as turns (one turn each, in order) and print what happens.
@@ -96,8 +105,17 @@ def run(
     above it is void; "[cut]" ends an answer cut short by Ctrl-C. Exit status 1 when any turn
     does not complete. Ctrl-C aborts the running turn, keeps the prompts not yet run for the
     next --session run, prints the session id and exits with status 130; a second Ctrl-C
-    exits at once.
+    exits at once. A budget notice is shown as a "[budget: ...]" line; a turn a budget stopped
+    ends "[turn N stopped: error] budget exceeded: ..." ([BUDGET_EXCEEDED]).
     """
+    budget = None
+    if budget_text is not None:
+        from ..contracts import Budget
+
+        try:
+            budget = Budget.parse(budget_text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--budget") from None
     kernel = load(profile)
     stop = run_interruptible(
         _run,
@@ -109,6 +127,7 @@ def run(
         prompts,
         debugging(),
         not hide_reasoning,
+        budget,
     )
     if stop != "completed":
         raise SystemExit(1)
@@ -123,6 +142,7 @@ async def _run(
     prompts: tuple[str, ...],
     debug: bool = False,
     reasoning: bool = True,
+    budget: Budget | None = None,
 ) -> str:
     from ..models import ScriptedModel
     from ..runtime import Runtime, profile_session_host, profile_store
@@ -134,6 +154,11 @@ async def _run(
             raise click.UsageError(
                 f"--model does not reach the sessions {host.name} runs (its workers run the "
                 "profile's model); set model in the profile's agent table"
+            )
+        if budget is not None:
+            raise click.UsageError(
+                f"--budget does not reach the sessions {host.name} runs (its workers hold the "
+                "profile's budget); set budget in the profile's [tether] or agent table"
             )
         return await run_on_host(
             host,
@@ -149,7 +174,9 @@ async def _run(
     try:
         # The runtime keeps the process's sessions (one keeper: leases, posted mail).
         async with Runtime.open(kernel, store) as runtime:
-            agent = await runtime.compose(agent=agent_name, model=model_spec, session_id=session_id)
+            agent = await runtime.compose(
+                agent=agent_name, model=model_spec, session_id=session_id, budget=budget
+            )
             terminal = Terminal(live=sys.stdout.isatty())
             answer = StreamedAnswer(terminal, reasoning=reasoning)
             agent.listen(printer(agent, terminal, debug=debug, stream=answer))
@@ -729,6 +756,7 @@ def printer(
     With ``stream`` (which hears the agent's deltas), an answer whose text was shown as it
     streamed is not printed again: its line is ended, then its tool calls printed."""
     from ..agents._step import REPEAT_ORIGIN
+    from ..budgets import BUDGET_ORIGIN
     from ..store import (
         AssistantMessage,
         CompactionEvent,
@@ -771,6 +799,8 @@ def printer(
                 echo(f"<- {name}{' failed' if is_error else ''}: {first}{more}")
             case ContextMessage(origin=origin) if origin == REPEAT_ORIGIN:
                 echo(REPEAT_NOTICE_LINE)
+            case ContextMessage(origin=origin, content=content) if origin == BUDGET_ORIGIN:
+                echo(f"[budget: {content.removeprefix('Budget notice: ')}]")
             case CompactionEvent(replaced=replaced, tokens_before=before, tokens_after=after):
                 # Inside a turn, a stream has not started yet: nothing to end.
                 echo(
