@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         format_amount,
         within,
     )
+    from ._prices import format_cost, profile_prices, request_spend
     from ._records import (
         BUDGET_DESCRIPTOR,
         BUDGET_EXCEEDED_DESCRIPTOR,
@@ -45,6 +46,9 @@ __all__ = (
     "Price",
     "Spend",
     "format_amount",
+    "format_cost",
+    "profile_prices",
+    "request_spend",
     "within",
 )
 
@@ -73,6 +77,7 @@ _LAZY: dict[str, str] = {
         ),
         "_records",
     ),
+    **dict.fromkeys(("format_cost", "profile_prices", "request_spend"), "_prices"),
 }
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)
