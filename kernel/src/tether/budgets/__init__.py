@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         format_amount,
         within,
     )
-    from ._prices import format_cost, profile_prices, request_spend
+    from ._prices import LogSpend, format_cost, log_spend, profile_prices, request_spend
     from ._records import (
         BUDGET_DESCRIPTOR,
         BUDGET_EXCEEDED_DESCRIPTOR,
@@ -43,10 +43,12 @@ __all__ = (
     "LedgerClaim",
     "LedgerReserve",
     "LimitKind",
+    "LogSpend",
     "Price",
     "Spend",
     "format_amount",
     "format_cost",
+    "log_spend",
     "profile_prices",
     "request_spend",
     "within",
@@ -77,7 +79,9 @@ _LAZY: dict[str, str] = {
         ),
         "_records",
     ),
-    **dict.fromkeys(("format_cost", "profile_prices", "request_spend"), "_prices"),
+    **dict.fromkeys(
+        ("LogSpend", "format_cost", "log_spend", "profile_prices", "request_spend"), "_prices"
+    ),
 }
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)

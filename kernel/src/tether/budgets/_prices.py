@@ -7,16 +7,17 @@ one to :attr:`Spend.unpriced`, never zero dollars; whoever shows a cost says "un
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..contracts import Price, Spend
 
 if TYPE_CHECKING:
-    from ..contracts import Usage
+    from ..contracts import Event, Usage
     from ..loading import Profile
 
-__all__ = ("format_cost", "profile_prices", "request_spend")
+__all__ = ("LogSpend", "format_cost", "log_spend", "profile_prices", "request_spend")
 
 _NO_PRICES: Mapping[str, Price] = {}
 
@@ -61,3 +62,58 @@ def format_cost(cost: float | None, unpriced: int = 0, *, requests: int | None =
         plural = "s" if unpriced != 1 else ""
         return f"{shown} + unknown ({unpriced} unpriced request{plural})"
     return shown
+
+
+#: The descriptor that logs a session's change of model (``tether.agents``'s ``model``).
+_MODEL_CHANGE = "model"
+
+
+@dataclass(frozen=True, slots=True)
+class LogSpend:
+    """What a stretch of one session's log spent (:func:`log_spend`)."""
+
+    spend: Spend
+    models: tuple[str | None, ...]
+    """The models that made its requests, in the order they first did."""
+    unpriced_models: tuple[str | None, ...]
+    """Those of them without a price."""
+
+
+def log_spend(
+    events: Iterable[Event], *, model: str | None, prices: Mapping[str, Price] | None = None
+) -> LogSpend:
+    """What ``events`` (a stretch of one session's log) spent: each answer's usage (a remote
+    agent's: what it reported) and each compaction's summary request, priced by the model
+    that made it. ``model``: the session's model after the stretch (its header's); the log's
+    ``model`` descriptors say which one ran before each change."""
+    from ..contracts import AssistantMessage, CompactionEvent, DescriptorEvent
+    from ..models import price_for
+
+    listed = list(events)
+    changes = [e for e in listed if isinstance(e, DescriptorEvent) and e.kind == _MODEL_CHANGE]
+    if changes and isinstance(first := changes[0].data.get("old"), str):
+        model = first
+    found: dict[str | None, Price | None] = {}
+    total = Spend()
+    for event in listed:
+        if isinstance(event, DescriptorEvent):
+            new = event.data.get("new")
+            if event.kind == _MODEL_CHANGE and isinstance(new, str):
+                model = new
+            continue
+        if isinstance(event, AssistantMessage):
+            usage = event.remote_usage if event.remote_usage is not None else event.usage
+        elif isinstance(event, CompactionEvent) and (
+            event.strategy == "summary" or event.usage.input_tokens
+        ):
+            usage = event.usage
+        else:
+            continue
+        if model not in found:
+            found[model] = price_for(model, None, prices)
+        total += request_spend(usage, found[model])
+    return LogSpend(
+        total,
+        tuple(found),
+        tuple(spec for spec, price in found.items() if price is None),
+    )

@@ -169,6 +169,8 @@ async def _run(
                     stops.append(event.stop_reason)
 
             agent.listen(record)
+            # What the tree had logged before this run: the end-of-run line counts the rest.
+            logged = await _logged(store, agent.session_id) if session_id is not None else {}
             # Ctrl-C aborts the turn and parks the queued prompts; leaving `async with agent`
             # then records the turn's end and ends the children it hosts, without waiting for them.
             interruption.on_interrupt(agent.interrupt)
@@ -194,10 +196,84 @@ async def _run(
                     f"prompt: --session {agent.session_id} continues this session",
                     err=True,
                 )
+            line = await cost_line(runtime, store, agent.session_id, logged)
+            if line is not None:
+                click.echo(line)
             click.echo(f"session {agent.session_id}")
         return stop
     finally:
         await store.aclose()
+
+
+#: Model spec prefixes of tether's test models: never priced, so a run of only them prints
+#: no cost line (an unknown cost there says nothing).
+_TEST_MODELS = ("scripted:", "function:")
+
+
+async def _tree(store: Any, root: str) -> list[Any]:
+    """The headers of ``root``'s tree, root first (each once)."""
+    headers = [await store.header(root)]
+    seen = {root}
+    index = 0
+    while index < len(headers):
+        for child in await store.sessions(parent=headers[index].id):
+            if child.id not in seen:
+                seen.add(child.id)
+                headers.append(child)
+        index += 1
+    return headers
+
+
+async def _logged(store: Any, root: str) -> dict[str, int]:
+    """How many events each session of ``root``'s tree has logged."""
+    logged: dict[str, int] = {}
+    for header in await _tree(store, root):
+        events = await store.events(header.id)
+        logged[header.id] = events[-1].seq if events else 0
+    return logged
+
+
+async def cost_line(runtime: Any, store: Any, root: str, logged: dict[str, int]) -> str | None:
+    """The end-of-run line: what the tree's requests since ``logged`` cost, with their
+    tokens (``cost unknown`` when a model has no price, never $0). ``None`` when the run made
+    no request, or when only test models (``scripted:``, ``function:``) made them and the
+    profile sets no prices (an offline example's cost says nothing)."""
+    from ..budgets import Spend, format_cost, log_spend, profile_prices
+    from ..errors import TetherError
+
+    prices = profile_prices(runtime.kernel.profile)
+    total, sessions, unpriced = Spend(), 0, set[str | None]()
+    for header in await _tree(store, root):
+        # Not a fork's seed: its parent's requests, copied.
+        after = max(logged.get(header.id, 0), header.seed_length)
+        events = await store.events(header.id, after=after)
+        model = header.model
+        if model is None:
+            try:
+                model = runtime.preset(header.agent).model_spec
+            except TetherError:
+                model = None
+        spent = log_spend((e.event for e in events), model=model, prices=prices)
+        if spent.spend.requests:
+            sessions += 1
+            total += spent.spend
+            unpriced.update(spent.unpriced_models)
+    if not total.requests:
+        return None
+    if (
+        not prices
+        and total.unpriced == total.requests
+        and all(spec is not None and spec.startswith(_TEST_MODELS) for spec in unpriced)
+    ):
+        return None
+    cost = format_cost(total.cost, total.unpriced, requests=total.requests)
+    share = total.cached_input_tokens / total.input_tokens if total.input_tokens else 0.0
+    plural = "s" if total.requests != 1 else ""
+    line = (
+        f"cost {cost}: {total.requests} request{plural}, {total.input_tokens:,} input tokens"
+        f" ({share:.0%} cached), {total.output_tokens:,} output tokens"
+    )
+    return line + (f", {sessions} sessions" if sessions > 1 else "")
 
 
 async def run_on_host(
