@@ -388,5 +388,8 @@ def test_tree_breaks_the_cost_down_per_child_and_says_which_budget_stopped_one(
         line.startswith(f"  {child}") and "output 50 tokens (used 48 tokens) of " + root in line
         for line in table
     )
-    assert table[-1].startswith("total")
-    assert f"${totals['cost']:.6f}" in table[-1] or f"${totals['cost']:.4f}" in table[-1]
+    end = table.index("")  # the tree's line follows the breakdown, last as before
+    assert table[end - 1].startswith("total")
+    assert f"${totals['cost']:.4f}" in table[end - 1]
+    assert lines[-1].startswith(f"tree {root}: ")
+    assert lines[-1].endswith(f"cost ${totals['cost']:.4f}")

@@ -71,10 +71,11 @@ def session_stats(
     for session in document["sessions"]:
         _print_session(session)
     if tree:
-        click.echo("")
-        click.echo(f"tree {document['session']}: " + _totals_line(document["totals"]))
+        # The breakdown per session, then the tree's totals: the last line, as before.
         click.echo("")
         _print_breakdown(document["breakdown"], document["totals"])
+        click.echo("")
+        click.echo(f"tree {document['session']}: " + _totals_line(document["totals"]))
 
 
 #: What ``sessions stats`` and ``context`` do not ask plugins: no MCP server is started.
