@@ -84,3 +84,43 @@ def test_a_model_without_a_price_says_cost_unknown_never_zero(quickstart):
     line = result.stdout.splitlines()[-2]
     assert line.startswith("cost unknown: ")
     assert "$" not in line
+
+
+def test_each_childs_end_line_says_what_it_cost(tmp_path, monkeypatch):
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    shutil.copytree(
+        ROOT / "examples" / "delegation",
+        tmp_path / "delegation",
+        ignore=shutil.ignore_patterns(".tether"),
+    )
+    monkeypatch.chdir(tmp_path)
+    profile = tmp_path / "delegation" / "tether.toml"
+    profile.write_text(profile.read_text() + "\n[prices.script]\ninput = 2.0\noutput = 8.0\n")
+    result = invoke(
+        "run",
+        "--profile",
+        str(profile),
+        "We launch on Thursday 10 December; Priya owns it.",
+        "Plan the launch announcement.",
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    root = lines[-1].split()[1]
+    import json
+
+    stats = invoke("sessions", "stats", root, "--tree", "--profile", str(profile), "--json")
+    breakdown = json.loads(stats.stdout)["breakdown"]
+    ended = {
+        match.group(1): match.group(2)
+        for line in lines
+        if (
+            match := re.fullmatch(
+                r'  \[subagent (ses_\w+) "[^"]+" completed after .*s, (.+)\]', line
+            )
+        )
+    }
+    assert ended == {b["session"]: f"${b['cost']:.4f}" for b in breakdown[1:]}
+    # Every end line comes before the run's cost line and its session line.
+    last_end = max(i for i, line in enumerate(lines) if line.startswith("  [subagent"))
+    assert last_end < len(lines) - 2
+    assert lines[-2].startswith("cost $")

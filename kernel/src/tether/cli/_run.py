@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -154,7 +154,7 @@ async def _run(
             answer = StreamedAnswer(terminal, reasoning=reasoning)
             agent.listen(printer(agent, terminal, debug=debug, stream=answer))
             agent.listen_deltas(answer.hear)
-            show_children(runtime, agent, terminal)
+            written = show_children(runtime, agent, terminal)
             if sys.stdin.isatty():
                 runtime.permission_host = terminal.ask
             stops: list[str] = []
@@ -196,6 +196,7 @@ async def _run(
                     f"prompt: --session {agent.session_id} continues this session",
                     err=True,
                 )
+            await written()  # the children's end lines, before the run's last lines
             line = await cost_line(runtime, store, agent.session_id, logged)
             if line is not None:
                 click.echo(line)
@@ -913,14 +914,60 @@ class LatestLine:
         return "..." + text[3 - CHILD_LINE_LIMIT :]
 
 
-def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
+def show_children(
+    runtime: Runtime, agent: Agent, terminal: Terminal
+) -> Callable[[], Coroutine[Any, Any, None]]:
     """Show delegated children as they start and end.
 
     Plain lines (indented by depth, with label, status and elapsed time) always; on a terminal
     also a status line that is rewritten in place: running children with their elapsed time
     and the latest line of the text each streams (``label 1.2s "latest line"``).
+
+    A child's end line also says what its session cost (``, $0.0123`` or ``, cost unknown``)
+    when costs mean something here: the profile sets ``[prices]`` or the root's model is not a
+    test model. That line waits for a read of the child's log; the function returned waits
+    for the lines still being written (call it before the run's last lines).
     """
     import time
+
+    import anyio
+
+    from ..budgets import profile_prices
+
+    prices = profile_prices(runtime.kernel.profile)
+    root_model = agent.spec.model_spec or agent.header.model
+    priced_view = bool(prices) or (
+        root_model is not None and not root_model.startswith(_TEST_MODELS)
+    )
+    writing: set[anyio.Event] = set()  # end lines waiting for their child's cost
+
+    async def drain() -> None:
+        while writing:
+            await next(iter(writing)).wait()
+
+    def end_line(text: str, child_id: str) -> None:
+        """``text`` ended with the child's cost, once its log is read (shielded: a line
+        started is a line written, even when the run is being left)."""
+        done = anyio.Event()
+
+        async def write() -> None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    cost = await _session_cost(runtime, child_id, prices)
+                except Exception:  # the line is still shown, without a cost
+                    cost = None
+                try:
+                    terminal.line(text + (f", {cost}]" if cost is not None else "]"))
+                finally:
+                    done.set()
+                    writing.discard(done)
+
+        writing.add(done)
+        try:
+            runtime.start_soon(write)
+        except RuntimeError:  # no runtime task group: the line without a cost
+            writing.discard(done)
+            terminal.line(text + "]")
 
     started: dict[str, tuple[float, Any]] = {}
     latest: dict[str, LatestLine] = {}  # by the child's session id
@@ -998,12 +1045,39 @@ def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
             latest.pop(event.child_id, None)
             retrying.pop(event.child_id, None)
             status()
-            terminal.line(
+            text = (
                 f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "
-                f"{time.monotonic() - since:.1f}s]"
+                f"{time.monotonic() - since:.1f}s"
             )
+            if priced_view:
+                end_line(text, event.child_id)
+            else:
+                terminal.line(text + "]")
 
     if runtime.delegates:
         runtime.subagents.on_event(show)
         if terminal.live:  # every agent of the runtime streams while this listens
             runtime.listen_deltas(hear)
+    return drain
+
+
+async def _session_cost(runtime: Any, session_id: str, prices: Any) -> str | None:
+    """What a session's own requests cost so far (a fork's seed left out), for people;
+    ``None`` when it made none."""
+    from ..budgets import format_cost, log_spend
+    from ..errors import TetherError
+
+    store = runtime.store
+    header = await store.header(session_id)
+    events = await store.events(session_id, after=header.seed_length)
+    model = header.model
+    if model is None:
+        try:
+            model = runtime.preset(header.agent).model_spec
+        except TetherError:
+            model = None
+    spend = log_spend((e.event for e in events), model=model, prices=prices).spend
+    if not spend.requests:
+        return None
+    cost = format_cost(spend.cost, spend.unpriced, requests=spend.requests)
+    return f"cost {cost}" if cost.startswith("unknown") else cost
