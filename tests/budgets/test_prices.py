@@ -148,3 +148,36 @@ def test_format_cost_never_shows_an_unknown_cost_as_zero():
     assert format_cost(12.3456) == "$12.35"
     assert format_cost(0.5, 1, requests=3) == "$0.5000 + unknown (1 unpriced request)"
     assert format_cost(0.0) == "$0.0000"
+
+
+def test_a_log_is_priced_by_the_model_of_each_request():
+    from tether.budgets import log_spend
+    from tether.store import AssistantMessage, CompactionEvent, DescriptorEvent, UserMessage
+
+    events = [
+        UserMessage(message_id="m1", content="hi"),
+        AssistantMessage(content="a", usage=Usage(input_tokens=1_000_000, output_tokens=0)),
+        # The session recorded no model before: it ran its agent's profile model.
+        DescriptorEvent(kind="model", data={"old": None, "new": "openai:gpt-4o-mini"}),
+        AssistantMessage(content="b", usage=Usage(input_tokens=1_000_000, output_tokens=0)),
+        CompactionEvent(summary="s", usage=Usage(input_tokens=1_000_000, output_tokens=0)),
+        DescriptorEvent(kind="model", data={"old": "openai:gpt-4o-mini", "new": "local:x"}),
+        AssistantMessage(content="c", usage=Usage(input_tokens=10, output_tokens=1)),
+    ]
+    spent = log_spend(events, model="local:x", default="openai:gpt-4o")
+    assert spent.models == ("openai:gpt-4o", "openai:gpt-4o-mini", "local:x")
+    assert spent.unpriced_models == ("local:x",)
+    assert spent.spend.requests == 4
+    assert spent.spend.unpriced == 1
+    assert spent.spend.cost == pytest.approx(2.5 + 0.15 + 0.15)
+    assert spent.spend.input_tokens == 3_000_010
+
+    # A remote agent's answer counts what it reported; only a profile prices it.
+    remote = AssistantMessage(
+        content="r", usage=Usage(), remote_usage=Usage(input_tokens=2_000_000, output_tokens=0)
+    )
+    prices = {"a2a:researcher": Price(input=1.0, output=1.0)}
+    assert log_spend([remote], model="a2a:researcher").spend.unpriced == 1
+    priced = log_spend([remote], model="a2a:researcher", prices=prices).spend
+    assert priced.cost == pytest.approx(2.0)
+    assert priced.input_tokens == 2_000_000

@@ -80,19 +80,27 @@ class LogSpend:
 
 
 def log_spend(
-    events: Iterable[Event], *, model: str | None, prices: Mapping[str, Price] | None = None
+    events: Iterable[Event],
+    *,
+    model: str | None,
+    prices: Mapping[str, Price] | None = None,
+    default: str | None = None,
 ) -> LogSpend:
     """What ``events`` (a stretch of one session's log) spent: each answer's usage (a remote
     agent's: what it reported) and each compaction's summary request, priced by the model
     that made it. ``model``: the session's model after the stretch (its header's); the log's
-    ``model`` descriptors say which one ran before each change."""
+    ``model`` descriptors say which one ran before each change. ``default``: the model of a
+    session that recorded none (its agent's profile model)."""
     from ..contracts import AssistantMessage, CompactionEvent, DescriptorEvent
     from ..models import price_for
 
     listed = list(events)
     changes = [e for e in listed if isinstance(e, DescriptorEvent) and e.kind == _MODEL_CHANGE]
-    if changes and isinstance(first := changes[0].data.get("old"), str):
-        model = first
+    if changes:
+        first = changes[0].data.get("old")
+        model = first if isinstance(first, str) else None
+    if model is None:
+        model = default
     found: dict[str | None, Price | None] = {}
     total = Spend()
     for event in listed:

@@ -248,13 +248,13 @@ async def cost_line(runtime: Any, store: Any, root: str, logged: dict[str, int])
         # Not a fork's seed: its parent's requests, copied.
         after = max(logged.get(header.id, 0), header.seed_length)
         events = await store.events(header.id, after=after)
-        model = header.model
-        if model is None:
-            try:
-                model = runtime.preset(header.agent).model_spec
-            except TetherError:
-                model = None
-        spent = log_spend((e.event for e in events), model=model, prices=prices)
+        try:
+            default = runtime.preset(header.agent).model_spec
+        except TetherError:
+            default = None
+        spent = log_spend(
+            (e.event for e in events), model=header.model, prices=prices, default=default
+        )
         if spent.spend.requests:
             sessions += 1
             total += spent.spend
@@ -1070,13 +1070,13 @@ async def _session_cost(runtime: Any, session_id: str, prices: Any) -> str | Non
     store = runtime.store
     header = await store.header(session_id)
     events = await store.events(session_id, after=header.seed_length)
-    model = header.model
-    if model is None:
-        try:
-            model = runtime.preset(header.agent).model_spec
-        except TetherError:
-            model = None
-    spend = log_spend((e.event for e in events), model=model, prices=prices).spend
+    try:
+        default = runtime.preset(header.agent).model_spec
+    except TetherError:
+        default = None
+    spend = log_spend(
+        (e.event for e in events), model=header.model, prices=prices, default=default
+    ).spend
     if not spend.requests:
         return None
     cost = format_cost(spend.cost, spend.unpriced, requests=spend.requests)
