@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from ..contracts import Budget, DescriptorEvent
 from ..errors import AgentError, ErrorCode, StoreError, TetherError
 from ..ground import leaves
 from ..models import Message, Model, ModelDelta, is_session_bound
@@ -49,6 +50,7 @@ from ._instructions import DynamicInstruction
 from ._lease import TEARDOWN_TIMEOUT, SessionLease
 from ._loop import TurnLoop
 from ._spec import AgentSpec
+from ._spending import Spending, open_spending
 from ._step import AgentLimits, PreStep
 from ._tools import ToolFilter, ToolRegistry
 from ._tracing import Tracer, carry_trace
@@ -69,6 +71,7 @@ class Agent:
     # Slots: thousands of live children each hold one agent, and an instance dict costs more.
     __slots__ = (
         "__weakref__",
+        "_budget_record",
         "_cwd",
         "_jobs",
         "_new_session",
@@ -81,6 +84,7 @@ class Agent:
         "lease",
         "loop",
         "spec",
+        "spending",
     )
 
     def __init__(
@@ -103,6 +107,7 @@ class Agent:
         tool_policy: ToolFilter | None = None,
         compaction: CompactionPolicy | None = None,
         compaction_strategy: CompactionStrategy | None = None,
+        budget: Budget | None = None,
         new_session: bool = False,
     ) -> None:
         """An agent on the session ``header``, made of the parts :class:`AgentSpec` describes
@@ -127,6 +132,7 @@ class Agent:
             tool_policy=tool_policy,
             compaction=compaction or CompactionPolicy(),
             compaction_strategy=compaction_strategy,
+            budget=budget,
         )
         """What the agent is made of; a restore only narrows it to what its log pins."""
         # The process's working directory now, as a string: a Path is made on first use.
@@ -144,6 +150,10 @@ class Agent:
         self._stack: AsyncExitStack | None = None
         self._restored = False
         self._new_session = new_session
+        self._budget_record: DescriptorEvent | None = None
+        self.spending: Spending | None = None
+        """The budgets its requests and children are charged to while it is entered
+        (``None``: it spends under none)."""
 
     # ---------------------------------------------------------------- what it is
 
@@ -247,6 +257,7 @@ class Agent:
         if pins is not None:
             self.spec = self.spec.pinned(pins)
         lease.log_length = folded.length
+        self._budget_record = folded.budget
         self.budget.restored(folded)
         self.loop.turns = folded.turns
         self.inbox.restored(folded.unclaimed)
@@ -282,6 +293,10 @@ class Agent:
         loop.closing = False
         stack = AsyncExitStack()
         try:
+            # Before the task group: a budget that cannot be counted fails the entry alone.
+            self.spending, records = await open_spending(self, self._budget_record, fresh=fresh)
+            if records:
+                lease.defer(*records)  # stored with the first step's answer
             if is_session_bound(spec.model):  # a remote agent's model opens its connection
                 await spec.model.attach(self)
             loop.group = await stack.enter_async_context(anyio.create_task_group())
@@ -349,6 +364,10 @@ class Agent:
         loop.group = None
         loop.running = False
         loop.set_idle()
+        spending, self.spending = self.spending, None
+        if spending is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+                await spending.close()
         if self.lease.leased:
             await self.lease.leave()
         if is_session_bound(spec.model):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import agents as _package
 from ..contracts import (
+    Budget,
     CompactionStrategy,
     DynamicInstruction,
     Model,
@@ -83,6 +84,12 @@ class AgentPreset:
     tracer: Tracer | None = None
     """What the global layer's plugins offer through ``tether_tracers``, as one (``None``:
     none)."""
+    budget: Budget | None = None
+    """The agent's own budget (``[agent.NAME] budget``): of its root sessions (within
+    ``[tether] budget``) and, as a declared subagent, of its subtree (within what its parent
+    has left)."""
+    root_budget: Budget | None = None
+    """What a root session of the agent holds: ``budget`` within ``[tether] budget``."""
 
     @property
     def has_tool_sources(self) -> bool:
@@ -105,6 +112,7 @@ class AgentPreset:
         scope: Scope | None = None,
         tool_policy: ToolFilter | None = None,
         approval: ApprovalPolicy | None = None,
+        budget: Budget | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
@@ -114,8 +122,9 @@ class AgentPreset:
         entering the agent reads nothing back. ``tools``: the list the runtime composed from
         the preset's tools and tool sources (default: the preset's tools). A delegated child
         gives its own ``scope`` (default: the preset's), the ``tool_policy`` of its delegation
-        and its ``approval`` (default: the preset's, else ``ask``). The agent is built whole:
-        nothing is set on it afterwards."""
+        and its ``approval`` (default: the preset's, else ``ask``). ``budget``: the budget its
+        session holds (docs/budgets.md). The agent is built whole: nothing is set on it
+        afterwards."""
         # Read from the package, which imports ``_agent`` on first use and keeps it: a
         # function-level import would resolve the module again on every agent made.
         return _package.Agent(
@@ -137,6 +146,7 @@ class AgentPreset:
             tool_policy=tool_policy,
             compaction=self.compaction,
             compaction_strategy=self.compaction_strategy,
+            budget=budget,
         )
 
 
@@ -204,6 +214,9 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         limits = AgentLimits(**given, context_window=table.context_window)
     compaction = _compaction(table)
     strategy = _strategy(visible, agent, compaction)
+    budget = Budget.from_data(table.budget) if table is not None and table.budget else None
+    tether_budget = kernel.profile.tether.budget
+    root_budget = Budget.from_data(tether_budget).within(budget) if tether_budget else budget
     # Tracing is the process's, not an agent's: only the global layer's plugins offer tracers.
     tracers = [t for _, t in _collect(kernel.global_scope.plugins, "tether_tracers", Tracer)]
     return AgentPreset(
@@ -224,6 +237,8 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         compaction=compaction,
         compaction_strategy=strategy,
         tracer=tracer_of(tracers),
+        budget=budget,
+        root_budget=root_budget,
     )
 
 

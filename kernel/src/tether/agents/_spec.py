@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contracts import Budget
 from ..models import Model
 from ..store import SessionStore
 from ._approvals import ApprovalPolicy, stricter
@@ -74,6 +75,10 @@ class AgentSpec:
     """When and how the history is compacted (``[agent.NAME] compaction``)."""
     compaction_strategy: CompactionStrategy | None = None
     """The plugin strategy that writes summaries; ``None``: the agent's model does."""
+    budget: Budget | None = None
+    """The budget its session holds for its whole subtree (docs/budgets.md): set when the
+    session is entered unless its log holds the same one already; ``None``: the log's, if any
+    (a delegated child's is written when it is created)."""
 
     def pinned(self, pins: DelegationPins) -> AgentSpec:
         """This spec narrowed to what a delegation allowed: never a tool it was not made with,

@@ -12,12 +12,15 @@ its end, shielded and bounded.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 
+from ..budgets._accounts import Charge, Overrun, charge, charge_now, settle
+from ..contracts import Spend
 from ..errors import ErrorCode, ModelError, TetherError
 from ..models import Message, ModelResponse, ToolCall, Usage
 from ..store import (
@@ -62,6 +65,15 @@ UNFINISHED_CALL = (
     "error: interrupted: the turn ended before this tool finished; it may or may not have run"
 )
 _NO_USAGE = Usage()
+_NO_SPEND = Spend()
+
+
+class BudgetStop(Exception):
+    """A budget refused the step's request (or its wall time ran out during it)."""
+
+    def __init__(self, overrun: Overrun) -> None:
+        super().__init__(str(overrun.error()))
+        self.overrun = overrun
 
 
 def _storable_result(result: ToolResult) -> ToolResult:
@@ -148,6 +160,7 @@ class Turn:
         # Steps in a row that make the same calls (a small model may loop on one call); made
         # at the first step that makes calls.
         repeats: RepeatWatch | None = None
+        overrun: Overrun | None = None
         scope = anyio.CancelScope()
         outer: BaseException | None = None
         try:
@@ -203,6 +216,8 @@ class Turn:
                         if response.usage.input_tokens:  # the provider counted this much
                             counted = response.usage
                             agent.budget.counted(counted.input_tokens + counted.output_tokens)
+                        if agent.spending is not None:
+                            self._notices()
                         over_budget = (
                             limits.max_output_tokens is not None
                             and usage.output_tokens >= limits.max_output_tokens
@@ -246,6 +261,10 @@ class Turn:
                             break
                 except ModelError as exc:
                     stop, error = "error", str(exc)
+                except BudgetStop as exc:
+                    stop, error, overrun = "error", str(exc), exc.overrun
+                    if self.step is not None and loop.stream is not None:
+                        loop.stream.end()  # what a cut request streamed is not the answer
                 except Exception as exc:
                     # A plugin's instruction resolver, pre-step hook or tool runner failed
                     # outside a tool call: the turn ends with "error" and says why; the agent
@@ -266,6 +285,8 @@ class Turn:
                 history.append(Message(role="assistant", content=text))
                 final = AssistantMessage(content=text, partial=True)
         closing = self._closing_events(claimed, final, pending_calls)
+        if overrun is not None:
+            closing.append(overrun.descriptor())
         self.ended = TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
         closing.append(self.ended)
         loop.last_stop_reason = stop
@@ -350,15 +371,72 @@ class Turn:
             agent.lease.defer(*events)  # stored with the step's answer
 
     async def _request(self, step: int, usage: Usage) -> ModelResponse:
-        """The model's answer for this step: the budget makes the request fit, the tracer is
-        told, the answer streams while anyone listens (one frame: a waiting child's turn
-        costs as little as it can)."""
+        """The model's answer for this step: the budget makes the request fit, the tree's
+        budgets are charged (a request they refuse is never sent), the tracer is told, the
+        answer streams while anyone listens (one frame: a waiting child's turn costs as
+        little as it can)."""
         agent = self._agent
         budget, spec = agent.budget, agent.spec
         allowed = spec.limits.max_output_tokens
         remaining = None if allowed is None else max(allowed - usage.output_tokens, 1)
         if budget.window is not None:  # unknown: no budget is kept, nothing to fit
             await budget.fit(remaining)
+        spending = agent.spending
+        if spending is None:
+            return await self._ask(step, remaining)
+        tokens = budget.context_tokens() if spending.counts_input else 0
+        need, remaining = spending.need(tokens, remaining)
+        done = charge_now(spending.chain, need) or await charge(spending.chain, need)
+        if isinstance(done, Overrun):
+            raise BudgetStop(done)
+        return await self._charged(step, remaining, done)
+
+    async def _charged(self, step: int, remaining: int | None, done: Charge) -> ModelResponse:
+        """The step's request, charged as ``done``: within the chain's first deadline, and
+        settled with what it spent (nothing, when it failed or was cut)."""
+        spending = self._agent.spending
+        assert spending is not None
+        spent = _NO_SPEND
+        try:
+            deadline = spending.deadline
+            response: ModelResponse | None = None
+            if deadline is None:
+                response = await self._ask(step, remaining)
+            else:
+                with anyio.move_on_after(deadline[0] - time.time()):
+                    response = await self._ask(step, remaining)
+                if response is None:
+                    account = deadline[1]
+                    wall = account.budget.wall_seconds
+                    assert wall is not None
+                    used = time.time() - account.started
+                    raise BudgetStop(Overrun(account.holder, "wall_seconds", wall, used, 0))
+            spent = spending.spent(response)
+            return response
+        finally:
+            with anyio.CancelScope(shield=True):
+                await settle(done, spent)
+
+    def _notices(self) -> None:
+        """The budget notices of the limits passed their warning share: appended (stored with
+        the next step's answer, or the turn's end), read by the model from its next request."""
+        agent = self._agent
+        spending = agent.spending
+        assert spending is not None
+        events = spending.notices()
+        if not events:
+            return
+        history = agent.budget.history
+        for event in events:
+            if isinstance(event, ContextMessage):
+                history.append(Message(role=event.role, content=event.content))
+        agent.lease.defer(*events)
+
+    async def _ask(self, step: int, remaining: int | None) -> ModelResponse:
+        """One model request for this step (compacting once when the provider says it did not
+        fit), told to the tracer, streamed while anyone listens."""
+        agent = self._agent
+        budget, spec = agent.budget, agent.spec
         stream = agent.loop.stream
         runtime = spec.runtime
         if stream is None and runtime is not None and runtime.delta_listeners:

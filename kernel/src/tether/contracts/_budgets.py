@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from ._messages import Usage
@@ -130,7 +130,7 @@ class Budget:
                 raise _invalid(f"budget {kind}: {value!r} is not a number")
             if not math.isfinite(value) or value < 0:
                 raise _invalid(f"budget {kind}: {value!r} must be a number >= 0")
-        warn = self.warn_at
+        warn = cast("object", self.warn_at)
         if isinstance(warn, bool) or not isinstance(warn, int | float) or not 0 < warn <= 1:
             raise _invalid(f"budget warn_at: {warn!r} must be a share above 0 and at most 1")
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._budgets import Budget
 from ._turns import StopReason
 
 if TYPE_CHECKING:
@@ -164,6 +165,10 @@ class SubagentStartRequest:
     tool: str | None = None
     """The tool that started the child, when it is a task (its receipt and ``<task_result>``
     name it, and a ``taskId`` continues it only through that tool)."""
+    budget: Budget | None = None
+    """The budget the child's subtree holds (docs/budgets.md), within what the parent's
+    budgets have left; ``None``: its declared agent's own, if any. Either way every budget
+    above the child still counts what it spends."""
 
     def needs(self) -> tuple[Capability, ...]:
         """The capabilities this request relies on."""

@@ -93,7 +93,10 @@ def price_for(
     """The price of the model ``spec`` names (``model``: the model object, when made):
     the profile's ``prices`` (a whole spec first, then the longest name prefix), the model's
     ``price`` attribute, or the built-in table; ``None`` when nobody knows it."""
-    name = _name(spec if spec is not None else getattr(model, "name", None))
+    if spec is None:
+        named = getattr(model, "name", None)
+        spec = named if isinstance(named, str) else None
+    name = _name(spec)
     if prices:
         if spec is not None and spec in prices:
             return prices[spec]

@@ -17,7 +17,7 @@ needs. ``open`` adds the task group background work runs in, and closes what it 
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ..agents._agent import Agent
     from ..agents._approvals import PermissionHost
     from ..agents._limits import AgentLimits
+    from ..contracts import Budget, Price
     from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
@@ -103,6 +104,27 @@ class Runtime:
         self._state = RuntimeState()
         self.delta_listeners: list[Callable[[Agent, ModelDelta], None]] = []
         """Listeners of every agent's deltas (:meth:`listen_deltas`)."""
+        self._prices: Mapping[str, Price] | None = None
+
+    @property
+    def prices(self) -> Mapping[str, Price]:
+        """The model prices the profile sets (``[prices.NAME]``), over tether's own table
+        (:func:`tether.models.price_for` looks here first)."""
+        prices = self._prices
+        if prices is None:
+            from ..contracts import Price
+
+            tables = self.kernel.profile.prices
+            prices = self._prices = {
+                name: Price(
+                    input=table.input,
+                    output=table.output,
+                    cached_input=table.cached_input,
+                    cache_write=table.cache_write,
+                )
+                for name, table in tables.items()
+            }
+        return prices
 
     # ------------------------------------------------------------------ lifetime
 
@@ -266,10 +288,15 @@ class Runtime:
         model_spec: str | None = None,
         new_session: bool = False,
         tools: ToolRegistry | None = None,
+        budget: Budget | None = None,
     ) -> Agent:
         """An agent of ``preset`` on the session ``header``, living in this runtime
         (``new_session``: the store just created ``header``; see ``AgentPreset.agent``;
-        ``tools``: what :meth:`tools` composed, default the preset's own)."""
+        ``tools``: what :meth:`tools` composed, default the preset's own). ``budget``: what
+        the session holds (docs/budgets.md); default for a root session, the profile's
+        (``preset.root_budget``)."""
+        if budget is None and header.parent_session is None:
+            budget = preset.root_budget
         return preset.agent(
             header,
             store,
@@ -280,6 +307,7 @@ class Runtime:
             runtime=self,
             new_session=new_session,
             tools=tools,
+            budget=budget,
         )
 
     async def compose(
@@ -294,6 +322,7 @@ class Runtime:
         store: SessionStore | None = None,
         tool_sources: Sequence[ToolSource] = (),
         cwd: Path | None = None,
+        budget: Budget | None = None,
     ) -> Agent:
         """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
         ``store`` (default: the runtime's). Use the result as ``async with agent:``.
@@ -308,6 +337,11 @@ class Runtime:
         (header ``model`` None) keeps using the profile's model until one is given explicitly.
         ``record_model=False`` uses ``model`` on a stored session without recording it (an
         agent that only hosts others, as ``tether sessions send``'s).
+
+        ``budget``: the budget the session holds for its whole tree (docs/budgets.md); default
+        for a root session, the profile's (``[agent.NAME] budget`` within ``[tether]
+        budget``). A budget its log holds already is kept (its clock goes on); a different
+        one starts from now.
         """
         store = store or self.store
         if store is None:
@@ -374,6 +408,7 @@ class Runtime:
             model_spec=spec,
             new_session=created,
             tools=tools,
+            budget=budget,
         )
 
     # ------------------------------------------------------------------ sessions

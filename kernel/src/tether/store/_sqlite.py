@@ -25,6 +25,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import ValidationError
 
+from ..contracts import Budget, LedgerClaim, LedgerReserve, Spend
 from ..errors import ErrorCode, StoreError
 from ._events import (
     Event,
@@ -37,6 +38,7 @@ from ._events import (
 )
 from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
 from ._rules import check_depth, check_mail, session_not_found
+from ._sqlite_budgets import SQLiteLedger
 from ._sqlite_faults import check_location
 from ._sqlite_leases import RELEASE, SQLiteLeases, session_exists
 from ._sqlite_locks import DEFAULT_BUSY_TIMEOUT, Transaction, raise_failure, retry, waitable
@@ -107,6 +109,10 @@ class SQLiteStore:
         )
         #: What other processes post to this file's sessions (the ``mailbox`` table).
         self.mailbox_table = SQLiteMailbox(self._db, path=self.path)
+        #: Who spends under which budget holder, and what it spent (``budget_*`` tables).
+        self.ledger = SQLiteLedger(
+            self._db, self.owner, ttl=lease_ttl, relaxed=synchronous == "FULL"
+        )
         # At FULL a commit is an fsync: worth gathering the appends of one moment into one.
         self._group_commit = synchronous == "FULL"
         # The batch whose leader is letting this moment's other writes join it, if any.
@@ -448,8 +454,18 @@ class SQLiteStore:
             await self._run(lambda: self.leases.release(session_id))
 
     async def renew(self) -> None:
-        if self.leases.taken:
-            await self._run(self.leases.renew)
+        """Push the expiry of this store's leases and budget claims (one transaction)."""
+        if self.leases.taken or self.ledger.claimed:
+            await self._run(self._renew)
+
+    def _renew(self) -> None:
+        if not self.ledger.claimed:
+            self.leases.renew()
+            return
+        with self._transaction():
+            if self.leases.taken:
+                self.leases.renew()
+            self.ledger.renew()
 
     async def holder(self, session_id: str) -> LeaseOwner | None:
         lease = await self._run(lambda: self.leases.get_or_missing(session_id))
@@ -496,6 +512,30 @@ class SQLiteStore:
         self._next_seq[session_id] = first + len(rows)
         return messages
 
+    # -- the budget ledger (``self.ledger``; tether.contracts.BudgetLedger) -------------------
+
+    async def budget_claim(self, holder: str) -> LedgerClaim:
+        return await self._run(lambda: self.ledger.claim(holder))
+
+    async def budget_contended(self) -> tuple[list[str], float]:
+        return await self._run(self.ledger.contended)
+
+    async def budget_share(self, holder: str, spent: Spend, reserved: Spend) -> None:
+        await self._run(lambda: self.ledger.share(holder, spent, reserved))
+
+    async def budget_reserve(
+        self,
+        holder: str,
+        need: Spend,
+        budget: Budget,
+        *,
+        settle: tuple[Spend, Spend] | None = None,
+    ) -> LedgerReserve:
+        return await self._run(lambda: self.ledger.reserve(holder, need, budget, settle))
+
+    async def budget_release(self, holder: str, spent: Spend | None) -> None:
+        await self._run(lambda: self.ledger.release(holder, spent))
+
     # -- closing ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -506,11 +546,20 @@ class SQLiteStore:
             # Shielded but bounded: a cancelled close still gives its sessions back.
             with anyio.CancelScope(shield=True):
                 budget = min(self.busy_timeout, CLOSE_TIMEOUT)
-                await retry(self.leases.drop, path=self.path, budget=budget)
+                await retry(self._drop, path=self.path, budget=budget)
         except (StoreError, sqlite3.Error) as exc:
             log.warning("could not release the leases of %s: %s", self.path, exc)
         finally:
             self._db.close()
+
+    def _drop(self) -> None:
+        """Give back every lease and budget claim this store holds (one transaction)."""
+        if not self.ledger.claimed:
+            self.leases.drop()
+            return
+        with self._transaction():
+            self.leases.drop()
+            self.ledger.drop()
 
 
 class _Pending:
@@ -581,6 +630,8 @@ _SESSION_ROWS = (
     ("events", "session_id"),
     ("mailbox", "session_id"),
     ("leases", "session_id"),
+    ("budget_claims", "holder"),
+    ("budget_ledger", "holder"),
     ("sessions", "id"),
 )
 

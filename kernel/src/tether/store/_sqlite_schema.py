@@ -69,6 +69,28 @@ MIGRATIONS: tuple[str, ...] = (
     """
     DROP INDEX leases_by_token;
     """,
+    # 5: the budget ledger (tether.contracts.BudgetLedger): each budget holder's settled spend
+    # (spent: Spend JSON, NULL while unknown: the next claimant counts it from the logs) and
+    # the claims of the owners spending under it (the owner as a lease names it, its expiry,
+    # whether it counts alone in memory, what its requests in flight reserved).
+    """
+    CREATE TABLE budget_ledger (
+        holder TEXT PRIMARY KEY,
+        spent TEXT,
+        known INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE TABLE budget_claims (
+        holder TEXT NOT NULL,
+        token TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started REAL,
+        expires_at REAL NOT NULL,
+        exclusive INTEGER NOT NULL,
+        reserved TEXT NOT NULL,
+        PRIMARY KEY (holder, token)
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -143,6 +165,8 @@ _COLUMNS: dict[str, str] = {
     "events": "session_id, seq, type, data",
     "leases": "session_id, host, pid, started, token, expires_at",
     "mailbox": "id, session_id, message_id, data",
+    "budget_ledger": "holder, spent, known",
+    "budget_claims": "holder, token, host, pid, started, expires_at, exclusive, reserved",
 }
 
 

@@ -131,6 +131,8 @@ class SessionFold:
     delegation_note: Message | None = None
     """A delegated child's delegation note (the ``delegation`` context message of its setup
     window): what it was told about its task, which a compaction restates."""
+    budget: DescriptorEvent | None = None
+    """The last ``budget`` record of the log (the budget the session holds, docs/budgets.md)."""
     counted: tuple[int, int] | None = None
     """``(n, tokens)``: the provider counted ``tokens`` for the first ``n`` messages of
     ``history`` (the input and output of the last answer that reported usage), if no
@@ -204,6 +206,8 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 open_calls.pop(call_id, None)
             case InstructionEvent(slug=slug, content=content):
                 result.instructions[slug] = content
+            case DescriptorEvent(kind="budget"):
+                result.budget = event
             case _:
                 pass
     result.unclaimed = [item for mid, item in accepted.items() if mid not in claimed]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,9 @@ from ..agents import (
     stricter,
 )
 from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
-from ..contracts import SubagentStartRequest
+from ..agents._spending import child_budget
+from ..budgets._accounts import Overrun, budget_descriptor, charge, charge_now, settle
+from ..contracts import Spend, SubagentStartRequest
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..store import (
     ContextMessage,
@@ -316,12 +319,15 @@ async def create_child_session(
     parent = request.parent
     depth = child_depth(parent, request.max_depth)
     options = request.agent_options
+    wanted = request.budget
     if model_route is None and options is not None:
         model_route = options.model
     if request.agent is not None:
         # A declared subagent: its own preset, tools, model and limits; nothing of the parent's.
         runtime = parent.runtime
         preset = runtime.preset(request.agent) if runtime is not None else None
+        if preset is not None and preset.budget is not None:
+            wanted = preset.budget if wanted is None else wanted.within(preset.budget)
         spec = ChildSpec.of(
             parent,
             request.agent,
@@ -367,10 +373,30 @@ async def create_child_session(
             origin="delegation",
         )
     )
+    spending = parent.spending
+    chain = spending.chain if spending is not None else ()
+    own = child_budget(wanted, chain)
+    if own is not None:
+        setup.append(budget_descriptor(own, time.time(), Spend()))
     if first_prompt is not None:
         setup.append(first_prompt)  # accepted with the session: one durable step
-    # The session and its setup window are created together: never half a child.
-    await parent.store.create(header, setup)
+    if not chain:
+        # The session and its setup window are created together: never half a child.
+        await parent.store.create(header, setup)
+        return spec, header, setup
+    # Every budget above the child counts it first (children in all, and working at once).
+    done = charge_now(chain, _ONE_CHILD) or await charge(chain, _ONE_CHILD)
+    if isinstance(done, Overrun):
+        raise done.error()
+    try:
+        await parent.store.create(header, setup)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await settle(done, Spend())
+        raise
+    await settle(done, _ONE_CHILD)
+    assert spending is not None
+    spending.accounts.child_started(header.id, chain)
     return spec, header, setup
 
 
@@ -432,6 +458,8 @@ def _delegated_tools(
             tools = ToolRegistry([*tools, *kept])
     return dataclasses.replace(spec, tools=tools, policy=policy)
 
+
+_ONE_CHILD = Spend(children=1)
 
 _PLAIN_NOTES = {approval: DELEGATION_NOTE + text for approval, text in APPROVAL_NOTES.items()}
 

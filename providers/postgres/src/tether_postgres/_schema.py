@@ -54,6 +54,27 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX tether_mailbox_by_session ON tether_mailbox (session_id, id);
     """,
+    # 2: the budget ledger (tether.contracts.BudgetLedger): each budget holder's settled spend
+    # (Spend JSON, NULL while unknown) and the claims of the owners spending under it.
+    """
+    CREATE TABLE tether_budget_ledger (
+        holder text PRIMARY KEY,
+        spent text,
+        known boolean NOT NULL DEFAULT false
+    );
+    CREATE TABLE tether_budget_claims (
+        holder text NOT NULL,
+        token text NOT NULL,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        started double precision,
+        expires_at double precision NOT NULL,
+        exclusive boolean NOT NULL,
+        reserved text NOT NULL,
+        PRIMARY KEY (holder, token)
+    );
+    CREATE INDEX tether_budget_claims_by_token ON tether_budget_claims (token);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -39,12 +39,15 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
+from tether.contracts import Budget, LedgerClaim, LedgerReserve, Spend
 from tether.errors import ErrorCode, StoreError
 from tether.models import DeltaKind, ModelDelta
 from tether.store import (
     DEFAULT_LEASE_TTL,
+    ClaimRow,
     DeltaBatch,
     Event,
+    HolderLedger,
     InboxAccepted,
     LeaseOwner,
     SessionHeader,
@@ -52,6 +55,8 @@ from tether.store import (
     check_depth,
     check_mail,
     dump_event,
+    dump_spend,
+    load_spend,
     parse_event,
     replace_surrogates,
     session_busy,
@@ -135,7 +140,40 @@ _SESSION_ROWS = (
     ("tether_events", "session_id"),
     ("tether_mailbox", "session_id"),
     ("tether_leases", "session_id"),
+    ("tether_budget_claims", "holder"),
+    ("tether_budget_ledger", "holder"),
     ("tether_sessions", "id"),
+)
+#: The holder's ledger row, locked: every ledger call on one holder waits for the one before.
+_LEDGER_ROW = f"SELECT spent, known, {_NOW} FROM tether_budget_ledger WHERE holder = %s FOR UPDATE"
+_LEDGER_CLAIMS = (
+    "SELECT token, host, pid, started, expires_at, exclusive, reserved "
+    "FROM tether_budget_claims WHERE holder = %s"
+)
+#: One statement writes what a ledger call changed: the dead claims go, this owner's claim is
+#: upserted (or goes too, released), the row takes its new spend. A budget write is not worth
+#: a WAL flush of its own (the logs hold the truth): its commit does not wait for one.
+_LEDGER_WRITE = (
+    "WITH dropped AS (DELETE FROM tether_budget_claims WHERE holder = %(holder)s "
+    "AND token = ANY(%(dropped)s::text[])), "
+    "mine AS (INSERT INTO tether_budget_claims (holder, token, host, pid, started, expires_at, "
+    "exclusive, reserved) SELECT %(holder)s::text, %(token)s::text, %(host)s::text, "
+    "%(pid)s::integer, %(started)s::double precision, %(expires_at)s::double precision, "
+    "%(exclusive)s::boolean, %(reserved)s::text WHERE %(keep)s::boolean "
+    "ON CONFLICT (holder, token) DO UPDATE SET expires_at = excluded.expires_at, "
+    "exclusive = excluded.exclusive, reserved = excluded.reserved), "
+    "row AS (UPDATE tether_budget_ledger SET spent = %(spent)s::text, known = %(known)s::boolean "
+    "WHERE holder = %(holder)s AND %(row_changed)s::boolean) "
+    "SELECT set_config('synchronous_commit', 'off', true)"
+)
+#: The holders this owner claims exclusively and the other claims on them (a LEFT JOIN: one
+#: row even when there are none), with this owner's earliest claim expiry and the server's clock.
+_CONTENDED = (
+    "SELECT m.earliest, m.now, c.holder, o.host, o.pid, o.started, o.token, o.expires_at "
+    "FROM (SELECT min(expires_at) AS earliest, "
+    f"{_NOW} AS now FROM tether_budget_claims WHERE token = %(token)s) AS m "
+    "LEFT JOIN (tether_budget_claims AS c JOIN tether_budget_claims AS o "
+    "ON o.holder = c.holder AND o.token <> c.token) ON c.token = %(token)s AND c.exclusive"
 )
 
 Connection = AsyncConnection[tuple[Any, ...]]
@@ -219,6 +257,7 @@ class PostgresStore:
         # The batch of appends whose leader lets this moment's other appends join it, if any.
         self._gathering: _Batch | None = None
         self._notified = 0  # delta notifications sent (numbers them: none is a duplicate)
+        self._claimed = False  # whether it ever wrote a budget claim (renew and close push them)
 
     @property
     def answer_timeout(self) -> float:
@@ -832,13 +871,17 @@ class PostgresStore:
             del self._writing[session_id]
 
     async def renew(self) -> None:
+        """Push the expiry of this store's leases (and budget claims: in the same statement)."""
         if not self._connected:
             return  # never connected: no lease to renew
-        async with self._connection() as db:
-            await db.execute(
-                f"UPDATE tether_leases SET expires_at = {_NOW} + %s WHERE token = %s",
-                (self.lease_ttl, self.owner.token),
+        leases = f"UPDATE tether_leases SET expires_at = {_NOW} + %(ttl)s WHERE token = %(token)s"
+        if self._claimed:
+            leases = (
+                f"WITH claims AS (UPDATE tether_budget_claims SET expires_at = {_NOW} + %(ttl)s "
+                f"WHERE token = %(token)s) {leases}"
             )
+        async with self._connection() as db:
+            await db.execute(leases.encode(), {"ttl": self.lease_ttl, "token": self.owner.token})
 
     async def holder(self, session_id: str) -> LeaseOwner | None:
         async with self._connection() as db:
@@ -851,6 +894,104 @@ class PostgresStore:
         if owner.token == self.owner.token or owner.alive(expires_at, now=now):
             return owner
         return None
+
+    # -- the budget ledger (tether.contracts.BudgetLedger) -----------------------------------
+
+    @asynccontextmanager
+    async def _holder(self, holder: str) -> AsyncGenerator[HolderLedger]:
+        """One transaction on ``holder``: its row locked and read, with its claims; what the
+        block changed in the ``HolderLedger`` is written before the commit."""
+        async with self._transaction() as db:
+            row = await (await db.execute(_LEDGER_ROW, (holder,))).fetchone()
+            if row is None:
+                await db.execute(
+                    "INSERT INTO tether_budget_ledger (holder) VALUES (%s) "
+                    "ON CONFLICT (holder) DO NOTHING",
+                    (holder,),
+                )
+                row = await (await db.execute(_LEDGER_ROW, (holder,))).fetchone()
+            assert row is not None
+            spent, known, now = row
+            claims: dict[str, ClaimRow] = {}
+            for token, host, pid, started, expires_at, exclusive, reserved in await (
+                await db.execute(_LEDGER_CLAIMS, (holder,))
+            ).fetchall():
+                owner = LeaseOwner(host=host, pid=pid, started=started, token=token)
+                claims[token] = ClaimRow(
+                    owner, float(expires_at), bool(exclusive), load_spend(reserved)
+                )
+            ledger = HolderLedger(
+                holder,
+                self.owner,
+                load_spend(spent) if known else None,
+                claims,
+                now=float(now),
+                ttl=self.lease_ttl,
+            )
+            yield ledger
+            dropped, mine, spent_now, row_changed = ledger.changes()
+            me = self.owner
+            await db.execute(
+                _LEDGER_WRITE,
+                {
+                    "holder": holder,
+                    "dropped": dropped,
+                    "token": me.token,
+                    "host": me.host,
+                    "pid": me.pid,
+                    "started": me.started,
+                    "expires_at": 0.0 if mine is None else mine.expires_at,
+                    "exclusive": mine is not None and mine.exclusive,
+                    "reserved": dump_spend(Spend() if mine is None else mine.reserved),
+                    "keep": mine is not None,
+                    "spent": None if spent_now is None else dump_spend(spent_now),
+                    "known": spent_now is not None,
+                    "row_changed": row_changed,
+                },
+            )
+            if mine is not None:
+                self._claimed = True
+
+    async def budget_claim(self, holder: str) -> LedgerClaim:
+        async with self._holder(holder) as ledger:
+            return ledger.claim()
+
+    async def budget_contended(self) -> tuple[list[str], float]:
+        if not self._claimed:
+            return [], self.lease_ttl
+        async with self._connection() as db:
+            rows = await (await db.execute(_CONTENDED, {"token": self.owner.token})).fetchall()
+        holders: list[str] = []
+        earliest, now = rows[0][0], float(rows[0][1])
+        for _, _, holder, host, pid, started, token, expires_at in rows:
+            if holder is None or holder in holders:
+                continue
+            owner = LeaseOwner(host=host, pid=pid, started=started, token=token)
+            if owner.alive(float(expires_at), now=now):
+                holders.append(holder)
+        valid_for = self.lease_ttl if earliest is None else max(float(earliest) - now, 0.0)
+        return holders, valid_for
+
+    async def budget_share(self, holder: str, spent: Spend, reserved: Spend) -> None:
+        async with self._holder(holder) as ledger:
+            ledger.share(spent, reserved)
+
+    async def budget_reserve(
+        self,
+        holder: str,
+        need: Spend,
+        budget: Budget,
+        *,
+        settle: tuple[Spend, Spend] | None = None,
+    ) -> LedgerReserve:
+        async with self._holder(holder) as ledger:
+            return ledger.reserve(need, budget, settle)
+
+    async def budget_release(self, holder: str, spent: Spend | None) -> None:
+        if not self._claimed:
+            return
+        async with self._holder(holder) as ledger:
+            ledger.release(spent)
 
     # -- the mailbox ------------------------------------------------------------------------
 
@@ -996,7 +1137,20 @@ class PostgresStore:
             pool, self._pool = self._pool, None
         if not self._connected:
             return  # never connected: no lease to give back
-        release = "DELETE FROM tether_leases WHERE token = %s", (self.owner.token,)
+        token = self.owner.token
+        release: tuple[bytes, tuple[str, ...]] = (
+            b"DELETE FROM tether_leases WHERE token = %s",
+            (token,),
+        )
+        if self._claimed:  # its budget claims too; an exclusive one's holder is forgotten
+            release = (
+                b"WITH forgotten AS (UPDATE tether_budget_ledger SET spent = NULL, known = false "
+                b"WHERE holder IN (SELECT holder FROM tether_budget_claims "
+                b"WHERE token = %s AND exclusive)), "
+                b"claims AS (DELETE FROM tether_budget_claims WHERE token = %s) "
+                b"DELETE FROM tether_leases WHERE token = %s",
+                (token, token, token),
+            )
         try:
             # Shielded: a cancelled close still gives its sessions back; bounded in time.
             with anyio.CancelScope(shield=True):

@@ -1,0 +1,608 @@
+"""Counting budgets in one process: an account per budget holder, charges before each model
+request and child start, settling after (docs/budgets.md, "How a budget is counted").
+
+Every store object has its :class:`Accounts`: one :class:`Account` per budget holder that a
+session open here spends under, shared by all of them. An agent's *chain* is the accounts of
+every holder above it (its own last, when it holds one); a request is charged to all of them at
+once, or to none.
+
+An account is **exclusive** while this process is the only one spending under its holder (always,
+on a store without a :class:`~tether.budgets.BudgetLedger`): it is counted in memory, a charge is
+a few additions. Once another process claims the holder, the keeper of this store sees it
+(:meth:`Accounts.poll`) and the account **shares**: from then on each charge and each settle is
+one store transaction, until this process is alone again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from ..contracts import (
+    LIMIT_KINDS,
+    Budget,
+    BudgetLedger,
+    DescriptorEvent,
+    LedgerClaim,
+    LedgerReserve,
+    LimitKind,
+    SessionStore,
+    Spend,
+    format_amount,
+    within,
+)
+from ..errors import BudgetError, ErrorCode
+from ..ground import implements
+from ._counting import PriceOf, count_tree
+from ._records import BUDGET_DESCRIPTOR, BUDGET_EXCEEDED_DESCRIPTOR, BUDGET_WARNING_DESCRIPTOR
+
+__all__ = (
+    "Account",
+    "Accounts",
+    "Charge",
+    "Overrun",
+    "budget_descriptor",
+    "charge",
+    "charge_now",
+    "read_descriptor",
+    "remainder",
+    "settle",
+    "warning_descriptor",
+    "warning_text",
+    "warnings",
+)
+
+_NOTHING = Spend()
+#: How long a charge that waits on other processes' reservations sleeps between asks.
+_SHARED_WAIT = 0.05
+#: How often (seconds) the keeper asks the store whether another process wants a holder.
+POLL_EVERY = 0.25
+
+
+@dataclass(slots=True, eq=False)
+class Account:
+    """One budget holder, as this process counts it."""
+
+    holder: str
+    """The session the budget is set on."""
+    key: str
+    """The holder and the budget's start: what the ledger keys it by (a new budget on the
+    same session is a new account)."""
+    budget: Budget
+    started: float
+    """When the budget was set (wall clock)."""
+    spent: Spend = field(default_factory=Spend)
+    """Settled since the budget was set (while shared: as the store last said)."""
+    inflight: Spend = field(default_factory=Spend)
+    """Reserved by this process's requests in flight."""
+    live: int = 0
+    """Children working under the holder in this process."""
+    warned: set[str] = field(default_factory=lambda: set[str]())
+    """The limits whose warning share was passed (the notice is read once)."""
+    ledger: BudgetLedger | None = None
+    exclusive: bool = True
+    valid_until: float = math.inf
+    """Monotonic time until which an exclusive account may trust its memory."""
+    users: int = 0
+    """Agents of this process whose chain holds it."""
+    sharing: anyio.Event | None = None
+    """Set while the account changes from exclusive to shared: store calls wait for it."""
+    settled: anyio.Event | None = None
+    """Set (and replaced) whenever a charge settles: a waiting charge looks again."""
+    base: Spend = field(default_factory=Spend)
+    """The subtree's spend when the budget was set (its record's ``base``)."""
+    recount: Callable[[], Awaitable[Spend]] | None = None
+    """Counts the holder's spend from the logs (when the ledger lost it)."""
+
+    @property
+    def deadline(self) -> float | None:
+        """The wall-clock time its wall-time limit passes, if it has one."""
+        wall = self.budget.wall_seconds
+        return None if wall is None else self.started + wall
+
+    def used(self, kind: LimitKind) -> float:
+        """What counts against ``kind`` now (settled, in flight, elapsed, live)."""
+        if kind == "wall_seconds":
+            return max(time.time() - self.started, 0.0)
+        if kind == "live_children":
+            return self.live
+        return self.spent.amount(kind) + self.inflight.amount(kind)
+
+    def left(self, kind: LimitKind) -> float | None:
+        """What is left of ``kind`` (``None``: no limit)."""
+        limit = self.budget.limit(kind)
+        return None if limit is None else max(limit - self.used(kind), 0)
+
+    def woken(self) -> None:
+        event, self.settled = self.settled, None
+        if event is not None:
+            event.set()
+
+
+@dataclass(frozen=True, slots=True)
+class Overrun:
+    """A request or a child start that a budget refused: which limit of which holder."""
+
+    holder: str
+    limit: LimitKind
+    allowed: float
+    used: float
+    need: float
+
+    def error(self) -> BudgetError:
+        """The error a turn ends with and a parent reads (``BUDGET_EXCEEDED``)."""
+        used = format_amount(self.limit, self.used)
+        allowed = format_amount(self.limit, self.allowed)
+        if self.limit == "wall_seconds":
+            what = f"its wall time ran out: {used} of {allowed}"
+        elif self.limit == "live_children":
+            what = f"{used} of {allowed} children are working already"
+        elif self.limit in ("input_tokens", "output_tokens"):
+            label = self.limit.replace("_", " ")
+            what = (
+                f"{label}: {int(self.used):,} of {int(self.allowed):,} used, and this needs "
+                f"{int(self.need):,} more"
+            )
+        else:
+            more = format_amount(self.limit, self.need)
+            what = f"{self.limit}: {used} of {allowed} used, and this needs {more} more"
+        return BudgetError(
+            ErrorCode.BUDGET_EXCEEDED,
+            f"budget exceeded: the budget set on session {self.holder} stops this ({what})",
+            remedy="nothing more can be spent under it: answer with what you have, or ask "
+            "for a larger budget",
+        )
+
+    def descriptor(self) -> DescriptorEvent:
+        """The ``budget-exceeded`` record the refused session's log keeps."""
+        return DescriptorEvent(
+            kind=BUDGET_EXCEEDED_DESCRIPTOR,
+            data={
+                "holder": self.holder,
+                "limit": self.limit,
+                "allowed": self.allowed,
+                "used": self.used,
+                "need": self.need,
+            },
+        )
+
+
+@dataclass(slots=True, eq=False)
+class Charge:
+    """What one request (or child start) reserved of each account of its chain."""
+
+    accounts: tuple[Account, ...]
+    need: Spend
+
+
+class Accounts:
+    """The accounts of one store object (one process's view of its budget holders)."""
+
+    __slots__ = ("__weakref__", "by_key", "chains", "live", "store")
+
+    _of: weakref.WeakKeyDictionary[object, Accounts] = weakref.WeakKeyDictionary()
+    _by_id: dict[int, Accounts] = {}
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.by_key: dict[str, Account] = {}
+        self.chains: dict[str, tuple[Account, ...]] = {}
+        """The chain of each session open here that spends under a budget."""
+        self.live: dict[str, tuple[Account, ...]] = {}
+        """Children counted as working, by session id: the accounts they count in."""
+
+    @classmethod
+    def of(cls, store: SessionStore) -> Accounts:
+        """The accounts of ``store`` (made on first use)."""
+        try:
+            found = cls._of.get(store)
+        except TypeError:  # a store that cannot be weakly referenced
+            found = cls._by_id.get(id(store))
+            if found is None:
+                found = cls._by_id[id(store)] = Accounts(store)
+            return found
+        if found is None:
+            found = cls._of[store] = Accounts(store)
+        return found
+
+    @classmethod
+    def find(cls, store: SessionStore) -> Accounts | None:
+        """The accounts of ``store`` when it has any."""
+        try:
+            return cls._of.get(store)
+        except TypeError:
+            return cls._by_id.get(id(store))
+
+    async def open(
+        self,
+        holder: str,
+        budget: Budget,
+        started: float,
+        base: Spend,
+        price_of: PriceOf,
+        *,
+        new: bool = False,
+    ) -> Account:
+        """The account of the budget ``holder`` set at ``started`` (opened once per process:
+        claimed in the ledger, its spend read from it or counted from the logs). ``new``: the
+        budget was set just now on a subtree that spent nothing since (no counting)."""
+        key = f"{holder}@{started!r}"
+        account = self.by_key.get(key)
+        if account is not None:
+            account.users += 1
+            return account
+        store = self.store
+        ledger: BudgetLedger | None = None
+        if implements(store, BudgetLedger):
+            ledger = store
+        account = Account(holder, key, budget, started, ledger=ledger, base=base)
+
+        async def recount() -> Spend:
+            return await count_tree(self.store, holder, price_of, since=started) - base
+
+        account.recount = recount
+        spent: Spend | None = Spend() if new else None
+        if ledger is not None:
+            asked = time.monotonic()
+            claim = await ledger.budget_claim(key)
+            account.exclusive = claim.exclusive
+            account.valid_until = asked + claim.valid_for
+            if claim.spent is not None:
+                spent = claim.spent
+        if spent is None and (account.exclusive or ledger is None):
+            spent = await count_tree(self.store, holder, price_of, since=started) - base
+        account.spent = spent or Spend()
+        # A limit whose warning share was passed before (another process, before a crash) is
+        # not announced again.
+        for kind in LIMIT_KINDS:
+            limit = budget.limit(kind)
+            if limit and kind != "live_children" and account.used(kind) >= limit * budget.warn_at:
+                account.warned.add(kind)
+        existing = self.by_key.get(key)  # opened by another agent while this one counted
+        if existing is not None:
+            existing.users += 1
+            return existing
+        account.users = 1
+        self.by_key[key] = account
+        return account
+
+    async def close(self, account: Account) -> None:
+        """One agent fewer uses ``account``; the last one releases its claim."""
+        account.users -= 1
+        if account.users > 0 or self.by_key.get(account.key) is not account:
+            return
+        del self.by_key[account.key]
+        if account.ledger is not None:
+            await _until_shared(account)
+            spent = account.spent if account.exclusive else None
+            with anyio.CancelScope(shield=True):
+                await account.ledger.budget_release(account.key, spent)
+
+    def child_started(self, session_id: str, chain: tuple[Account, ...]) -> None:
+        """A child of ``chain``'s session works now (counted in every account of the chain)."""
+        if session_id in self.live or not chain:
+            return
+        self.live[session_id] = chain
+        for account in chain:
+            account.live += 1
+
+    def child_left(self, session_id: str) -> None:
+        """A child that worked here left (its agent closed)."""
+        chain = self.live.pop(session_id, ())
+        for account in chain:
+            account.live -= 1
+
+    @property
+    def exclusive_shared(self) -> bool:
+        """Whether an account here counts in memory a holder other processes may claim."""
+        return any(a.exclusive and a.ledger is not None for a in self.by_key.values())
+
+    async def poll(self) -> None:
+        """Share the exclusive accounts another process claimed too, and refresh how long the
+        others may trust their memory (the keeper calls this about every quarter second)."""
+        accounts = [a for a in self.by_key.values() if a.exclusive and a.ledger is not None]
+        if not accounts:
+            return
+        ledger = accounts[0].ledger
+        assert ledger is not None
+        asked = time.monotonic()
+        contended, valid_for = await ledger.budget_contended()
+        for account in accounts:
+            account.valid_until = asked + valid_for
+        for key in contended:
+            account = self.by_key.get(key)
+            if account is not None and account.exclusive:
+                await _share(account)
+
+
+async def _share(account: Account) -> None:
+    """Hand an exclusive account to the ledger: from now on it is counted there."""
+    ledger = account.ledger
+    assert ledger is not None
+    if account.sharing is not None:
+        return
+    account.sharing = anyio.Event()
+    account.exclusive = False
+    try:
+        with anyio.CancelScope(shield=True):
+            await ledger.budget_share(account.key, account.spent, account.inflight)
+    finally:
+        done, account.sharing = account.sharing, None
+        done.set()
+
+
+async def _until_shared(account: Account) -> None:
+    sharing = account.sharing
+    if sharing is not None:
+        await sharing.wait()
+
+
+def charge_now(chain: Sequence[Account], need: Spend) -> Charge | Overrun | None:
+    """Charge ``need`` to every account of ``chain`` in memory, when all of them are exclusive
+    and can trust their memory: the charge, or the first limit it would pass. ``None``: a store
+    call or a wait is needed (:func:`charge`)."""
+    now = time.monotonic()
+    for account in chain:
+        if not account.exclusive or now >= account.valid_until:
+            return None
+    wall = time.time()
+    for account in chain:
+        budget = account.budget
+        if budget.wall_seconds is not None and wall >= account.started + budget.wall_seconds:
+            return Overrun(
+                account.holder, "wall_seconds", budget.wall_seconds, wall - account.started, 0
+            )
+        inflight = account.inflight
+        used = account.spent if inflight is _NOTHING else account.spent + inflight
+        kind = within(budget, used, need)
+        if kind is not None:
+            if inflight.amount(kind):
+                return None  # what is in flight may leave room when it settles: wait
+            limit = budget.limit(kind)
+            assert limit is not None
+            return Overrun(account.holder, kind, limit, used.amount(kind), need.amount(kind))
+        if need.children:
+            live = budget.live_children
+            if live is not None and account.live + 1 > live:
+                return Overrun(account.holder, "live_children", live, account.live, 1)
+    for account in chain:
+        inflight = account.inflight
+        account.inflight = need if inflight is _NOTHING else inflight + need
+    return Charge(tuple(chain), need)
+
+
+async def charge(chain: Sequence[Account], need: Spend) -> Charge | Overrun:
+    """Charge ``need`` to every account of ``chain``, or to none: the charge, or the limit it
+    would pass. Waits while the only obstacle is what other requests reserved and have not
+    settled (here, or in another process)."""
+    while True:
+        done = charge_now(chain, need)
+        if done is not None:
+            return done
+        taken: list[Account] = []
+        outcome: Overrun | Literal["wait"] | None = None
+        for account in chain:
+            result = await _take(account, need)
+            if result is True:
+                taken.append(account)
+                continue
+            outcome = result
+            break
+        if outcome is None:
+            return Charge(tuple(chain), need)
+        for account in taken:
+            await _give_back(account, need)
+        if isinstance(outcome, Overrun):
+            return outcome
+        await _wait(chain)
+
+
+async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overrun:
+    """Reserve ``need`` of one account (a store call when shared)."""
+    await _until_shared(account)
+    budget, ledger = account.budget, account.ledger
+    deadline = account.deadline
+    if deadline is not None and time.time() >= deadline:
+        wall = budget.wall_seconds
+        assert wall is not None
+        return Overrun(account.holder, "wall_seconds", wall, time.time() - account.started, 0)
+    if need.children and budget.live_children is not None and account.live >= budget.live_children:
+        return Overrun(account.holder, "live_children", budget.live_children, account.live, 1)
+    if account.exclusive and ledger is not None and time.monotonic() >= account.valid_until:
+        # Not sure the others still count this process alive: ask before trusting memory.
+        asked = time.monotonic()
+        claim = await ledger.budget_claim(account.key)
+        account.valid_until = asked + claim.valid_for
+        if not claim.exclusive:
+            await _share(account)
+    if account.exclusive or ledger is None:
+        used = account.spent + account.inflight
+        kind = within(budget, used, need)
+        if kind is None:
+            account.inflight = account.inflight + need
+            return True
+        if account.inflight.amount(kind):
+            return "wait"
+        limit = budget.limit(kind)
+        assert limit is not None
+        return Overrun(account.holder, kind, limit, used.amount(kind), need.amount(kind))
+    answer = await ledger.budget_reserve(account.key, need, budget)
+    if answer.claim is not None:
+        await _claimed(account, answer.claim)
+        return await _take(account, need)
+    if answer.granted:
+        account.inflight = account.inflight + need
+        account.spent = answer.used - account.inflight
+        return True
+    if answer.waiting:
+        return "wait"
+    kind = within(budget, answer.used, need) or "output_tokens"
+    limit = budget.limit(kind)
+    return Overrun(account.holder, kind, limit or 0, answer.used.amount(kind), need.amount(kind))
+
+
+async def _claimed(account: Account, claim: LedgerClaim, unlogged: Spend = _NOTHING) -> None:
+    """The ledger handed the holder back to this process (``claim.exclusive``), or lost its
+    spend while others share it (a process that counted it in memory died): counted again
+    from the logs and written back, with ``unlogged`` (an answer settled before its log
+    write)."""
+    if claim.exclusive:
+        account.exclusive = True
+        account.valid_until = time.monotonic() + claim.valid_for
+        if claim.spent is not None:
+            account.spent = claim.spent
+            return
+    if claim.spent is not None:
+        account.spent = claim.spent
+        return
+    assert account.recount is not None
+    spent = await account.recount() + unlogged
+    account.spent = spent
+    if not claim.exclusive and account.ledger is not None:
+        with anyio.CancelScope(shield=True):
+            await account.ledger.budget_share(account.key, spent, account.inflight)
+
+
+async def _give_back(account: Account, need: Spend) -> None:
+    """Undo a reservation of ``need`` that the rest of its chain refused."""
+    account.inflight = account.inflight - need
+    if not account.exclusive and account.ledger is not None:
+        with anyio.CancelScope(shield=True):
+            await account.ledger.budget_reserve(
+                account.key, _NOTHING, account.budget, settle=(need, _NOTHING)
+            )
+    account.woken()
+
+
+async def _wait(chain: Sequence[Account]) -> None:
+    """Until a charge of ``chain`` settles here (a shared account: a short pause)."""
+    if any(not a.exclusive for a in chain):
+        await anyio.sleep(_SHARED_WAIT)
+        return
+    account = next((a for a in chain if a.inflight != _NOTHING), chain[0])
+    if account.settled is None:
+        account.settled = anyio.Event()
+    with anyio.move_on_after(1.0):  # a settle in another account of the chain: look again
+        await account.settled.wait()
+
+
+async def settle(done: Charge, actual: Spend) -> None:
+    """The charge ``done`` is over: what it reserved goes, what it spent (``actual``) stays."""
+    need = done.need
+    for account in done.accounts:
+        if account.sharing is not None:
+            await account.sharing.wait()
+        account.inflight = account.inflight - need
+        if account.exclusive or account.ledger is None:
+            account.spent = account.spent + actual
+        else:
+            answer = await _settle_shared(account, need, actual)
+            if answer.claim is not None:
+                claim = answer.claim
+                if claim.exclusive and claim.spent is not None:
+                    # Settled before the holder came back: ``actual`` is in its spend.
+                    await _claimed(account, claim)
+                else:
+                    # Lost: counted from the logs, which do not hold this answer yet.
+                    await _claimed(account, claim, actual)
+            else:
+                account.spent = answer.used - account.inflight
+        account.woken()
+
+
+async def _settle_shared(account: Account, need: Spend, actual: Spend) -> LedgerReserve:
+    ledger = account.ledger
+    assert ledger is not None
+    with anyio.CancelScope(shield=True):
+        return await ledger.budget_reserve(
+            account.key, _NOTHING, account.budget, settle=(need, actual)
+        )
+    raise AssertionError("unreachable")  # a shielded scope is never cancelled
+
+
+def warnings(chain: Sequence[Account]) -> list[tuple[Account, LimitKind]]:
+    """The limits of ``chain`` whose warning share was passed just now (each once)."""
+    found: list[tuple[Account, LimitKind]] = []
+    for account in chain:
+        budget = account.budget
+        for kind in LIMIT_KINDS:
+            if kind == "live_children" or kind in account.warned:
+                continue
+            limit = budget.limit(kind)
+            if limit and account.used(kind) >= limit * budget.warn_at:
+                account.warned.add(kind)
+                found.append((account, kind))
+    return found
+
+
+def remainder(chain: Sequence[Account]) -> Budget | None:
+    """What is left of every limit of ``chain`` (the tightest of each): the most a
+    delegation below it may be given. ``None`` when nothing limits it."""
+    if not chain:
+        return None
+    left: dict[str, float] = {}
+    warn = 1.0
+    for account in chain:
+        warn = min(warn, account.budget.warn_at)
+        for kind in LIMIT_KINDS:
+            value = account.left(kind)
+            if value is None:
+                continue
+            if kind in ("input_tokens", "output_tokens", "requests", "children", "live_children"):
+                value = int(value)
+            if kind not in left or value < left[kind]:
+                left[kind] = value
+    return Budget(**left, warn_at=warn)  # type: ignore[arg-type]
+
+
+def budget_descriptor(budget: Budget, started: float, base: Spend) -> DescriptorEvent:
+    """The ``budget`` record a holder's log keeps."""
+    return DescriptorEvent(
+        kind=BUDGET_DESCRIPTOR,
+        data={"limits": budget.as_data(), "started": started, "base": base.as_data()},
+    )
+
+
+def read_descriptor(event: DescriptorEvent) -> tuple[Budget, float, Spend]:
+    """A ``budget`` record's budget, start and base (``SESSION_CORRUPT``-worthy data raises a
+    ``BudgetError`` naming it)."""
+    data = event.data
+    try:
+        limits = data["limits"]
+        started = float(data["started"])
+        base = Spend.from_data(data.get("base") or {})
+        return Budget.from_data(limits, where="budget record"), started, base
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BudgetError(
+            ErrorCode.BUDGET_INVALID,
+            f"a budget record in the log cannot be read: {exc}",
+            remedy="the log was written by another program; set the budget again",
+        ) from None
+
+
+def warning_text(account: Account, kind: LimitKind) -> str:
+    """The notice a model reads when a limit passes its warning share."""
+    limit = account.budget.limit(kind)
+    assert limit is not None
+    used = account.used(kind)
+    share = int(used / limit * 100) if limit else 100
+    return (
+        f"Budget notice: {share}% of the {kind.replace('_', ' ')} limit of the budget you work "
+        f"under is used ({format_amount(kind, used)} of {format_amount(kind, limit)}; set on "
+        f"session {account.holder}). When it runs out, requests stop with BUDGET_EXCEEDED: "
+        "plan to wrap up with what you have."
+    )
+
+
+def warning_descriptor(account: Account, kind: LimitKind) -> DescriptorEvent:
+    limit = account.budget.limit(kind) or 0
+    return DescriptorEvent(
+        kind=BUDGET_WARNING_DESCRIPTOR,
+        data={"holder": account.holder, "limit": kind, "share": account.used(kind) / limit},
+    )
