@@ -393,3 +393,37 @@ def test_tree_breaks_the_cost_down_per_child_and_says_which_budget_stopped_one(
     assert f"${totals['cost']:.4f}" in table[end - 1]
     assert lines[-1].startswith(f"tree {root}: ")
     assert lines[-1].endswith(f"cost ${totals['cost']:.4f}")
+
+
+def test_the_breakdown_names_the_budget_a_real_run_was_stopped_by(tmp_path, monkeypatch):
+    """The delegation example under a profile budget of three requests: the requests past it
+    are refused by the budget's check, which logs which limit stopped whom; the breakdown
+    reads it."""
+    shutil.copytree(ROOT / "examples" / "delegation", tmp_path / "delegation", ignore=IGNORED)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    profile = tmp_path / "delegation" / "tether.toml"
+    text = profile.read_text().replace(
+        'store = "sqlite:.tether/sessions.db"',
+        'store = "sqlite:.tether/sessions.db"\nbudget = { requests = 3 }',
+    )
+    profile.write_text(text + "\n[prices.script]\ninput = 2.0\noutput = 8.0\n")
+    result = _invoke(
+        "run",
+        "--profile",
+        str(profile),
+        "We launch on Thursday 10 December; Priya owns it.",
+        "Plan the launch announcement.",
+    )
+    (root,) = re.findall(r"^session (ses_\w+)$", result.stdout, re.M)
+    document = _stats(profile, root, "--tree")
+    totals = document["totals"]
+    assert totals["requests"] == 3  # the budget's limit, not one more
+    stopped = [b for b in document["breakdown"] if b["stopped_by"] is not None]
+    assert stopped
+    for b in stopped:
+        assert b["stopped_by"]["holder"] == root
+        assert b["stopped_by"]["limit"] == "requests"
+        assert b["stopped_by"]["allowed"] == 3
+    assert totals["stopped"] == len(stopped)
+    assert totals["cost"] == pytest.approx(sum(b["cost"] for b in document["breakdown"]))

@@ -185,6 +185,8 @@ def _print_breakdown(breakdown: list[dict[str, Any]], totals: dict[str, Any]) ->
         name = "  " * b["depth"] + b["session"]
         share = "-" if b["cached_share"] is None else f"{b['cached_share']:.0%}"
         cost = "unknown" if b["cost"] is None else _request_cost(b["cost"])
+        if not b["requests"]:
+            cost = "-"
         if b["cost"] is None and b["priced_cost"] and b["unpriced_requests"] < b["requests"]:
             cost = _request_cost(b["priced_cost"]) + "+?"
         wall = "-" if b["wall_seconds"] is None else _amount("wall_seconds", b["wall_seconds"])
@@ -367,6 +369,7 @@ async def _session(
         seeded = index < header.seed_length  # a fork's copy of its parent's turns
         if isinstance(event, TurnStarted):
             turn, step = event.turn, 0
+            stopped = None  # what stopped an earlier turn no longer stops the session
             continue
         if isinstance(event, DescriptorEvent):
             if event.kind == _MODEL_CHANGE and isinstance(event.data.get("new"), str):
