@@ -210,3 +210,220 @@ def test_an_unknown_session_is_an_error_line(tmp_path, monkeypatch):
     result = _invoke("sessions", "stats", "ses_nope", "--profile", "tether.toml")
     assert result.exit_code == 2
     assert "SESSION_NOT_FOUND" in result.output
+
+
+# -- cost -----------------------------------------------------------------------------------
+
+#: What the script's three requests cost at $1 in, $0.10 cached, $2 out per million tokens:
+#: (400 plain + 5 out), (46 plain + 384 cached + 2 out), (30 plain + 420 cached + 2 out).
+PRICED = """
+[prices."scripted:script.toml"]
+input = 1.0
+cached_input = 0.1
+output = 2.0
+"""
+COSTS = [
+    (400 + 5 * 2) / 1e6,
+    (46 + 384 * 0.1 + 2 * 2) / 1e6,
+    (30 + 420 * 0.1 + 2 * 2) / 1e6,
+]
+
+
+def test_a_model_without_a_price_costs_unknown_never_zero(session):
+    profile, session_id = session
+    stats = _stats(profile, session_id)["sessions"][0]
+    assert [row["cost"] for row in stats["requests"]] == [None, None, None]
+    assert [row["model"] for row in stats["requests"]] == ["scripted:script.toml"] * 3
+    assert [row["output_tokens"] for row in stats["requests"]] == [5, 2, 2]
+    totals = stats["totals"]
+    assert totals["cost"] is None
+    assert totals["unpriced_requests"] == 3
+    assert totals["output_tokens"] == 9
+    result = _invoke("sessions", "stats", session_id, "--project-code", "--profile", str(profile))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].endswith(", cost unknown")
+    assert "$0.00" not in result.stdout
+
+
+def test_each_request_is_priced_by_the_profiles_prices(session):
+    profile, session_id = session
+    profile.write_text(profile.read_text() + PRICED)
+    stats = _stats(profile, session_id)["sessions"][0]
+    assert [row["cost"] for row in stats["requests"]] == pytest.approx(COSTS)
+    totals = stats["totals"]
+    assert totals["cost"] == pytest.approx(sum(COSTS))
+    assert totals["unpriced_requests"] == 0
+    result = _invoke("sessions", "stats", session_id, "--project-code", "--profile", str(profile))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].endswith(f", cost ${sum(COSTS):.4f}")
+    assert f"${COSTS[0]:.6f}" in result.stdout  # the first request's row
+
+
+def test_a_change_of_model_prices_the_later_requests_by_the_new_one(session):
+    """A session continued on another model (``--model``, a ``model`` descriptor in its log)
+    prices each request by the model that made it; one unpriced request makes the total
+    unknown, shown with what the priced ones cost."""
+    profile, session_id = session
+    folder = profile.parent
+    # A script answers by the session's request number: the first three are the session's.
+    (folder / "other.toml").write_text(
+        '[[steps]]\ntext = "-"\n' * 3
+        + '[[steps]]\ntext = "Later."\n'
+        + "usage = { input_tokens = 1000, output_tokens = 10, cached_input_tokens = 0 }\n"
+    )
+    profile.write_text(profile.read_text() + PRICED)
+    result = _invoke(
+        "run",
+        "--profile",
+        str(profile),
+        "--session",
+        session_id,
+        "--model",
+        "scripted:other.toml",
+        "And later?",
+    )
+    assert result.exit_code == 0, result.output
+    stats = _stats(profile, session_id)["sessions"][0]
+    rows = stats["requests"]
+    assert [row["model"] for row in rows] == ["scripted:script.toml"] * 3 + ["scripted:other.toml"]
+    assert stats["models"] == ["scripted:script.toml", "scripted:other.toml"]
+    assert [row["cost"] for row in rows[:3]] == pytest.approx(COSTS)
+    assert rows[3]["cost"] is None
+    totals = stats["totals"]
+    assert totals["cost"] is None
+    assert totals["priced_cost"] == pytest.approx(sum(COSTS))
+    assert totals["unpriced_requests"] == 1
+    text = _invoke("sessions", "stats", session_id, "--project-code", "--profile", str(profile))
+    assert f"cost ${sum(COSTS):.4f} + unknown (1 unpriced request)" in text.stdout
+
+    # Priced by prefix too: the profile's "script" prices every scripted: model whose name
+    # starts with it, the whole spec still winning for script.toml.
+    profile.write_text(profile.read_text() + "\n[prices.other]\ninput = 10.0\noutput = 10.0\n")
+    rows = _stats(profile, session_id)["sessions"][0]["requests"]
+    assert rows[3]["cost"] == pytest.approx((1000 * 10 + 10 * 10) / 1e6)
+
+
+def _append(database: Path, session_id: str, *events: Any) -> None:
+    import anyio
+
+    from tether.store import SQLiteStore
+
+    async def write() -> None:
+        store = SQLiteStore(database)
+        try:
+            await store.append(session_id, list(events))
+        finally:
+            await store.aclose()
+
+    anyio.run(write)
+
+
+def test_tree_breaks_the_cost_down_per_child_and_says_which_budget_stopped_one(
+    tmp_path, monkeypatch
+):
+    from tether.store import DescriptorEvent
+
+    shutil.copytree(ROOT / "examples" / "delegation", tmp_path / "delegation", ignore=IGNORED)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    profile = tmp_path / "delegation" / "tether.toml"
+    result = _invoke(
+        "run",
+        "--profile",
+        str(profile),
+        "We launch on Thursday 10 December; Priya owns it.",
+        "Plan the launch announcement.",
+    )
+    assert result.exit_code == 0, result.output
+    (root,) = re.findall(r"^session (ses_\w+)$", result.stdout, re.M)
+    unpriced = _stats(profile, root, "--tree")
+    assert unpriced["totals"]["cost"] is None
+    assert unpriced["totals"]["unpriced_requests"] == unpriced["totals"]["requests"]
+
+    # Price the script, and stop one child by a budget (as the budget's check logs it).
+    profile.write_text(profile.read_text() + "\n[prices.script]\ninput = 2.0\noutput = 8.0\n")
+    child = unpriced["sessions"][1]["session"]
+    _append(
+        tmp_path / "delegation" / ".tether" / "sessions.db",
+        child,
+        DescriptorEvent(
+            kind="budget-exceeded",
+            data={"holder": root, "limit": "output_tokens", "allowed": 50, "used": 48, "need": 8},
+        ),
+    )
+    document = _stats(profile, root, "--tree")
+    sessions, breakdown = document["sessions"], document["breakdown"]
+    assert [b["session"] for b in breakdown] == [s["session"] for s in sessions]
+    assert [b["depth"] for b in breakdown] == [0, 1, 1, 1]
+    assert breakdown[0]["children"] == 3
+    assert all(b["children"] == 0 for b in breakdown[1:])
+    for b, s in zip(breakdown, sessions, strict=True):
+        assert b["requests"] == s["totals"]["requests"]
+        assert b["input_tokens"] == s["totals"]["input_tokens"]
+        assert b["output_tokens"] == s["totals"]["output_tokens"]
+        assert b["cost"] == pytest.approx(
+            sum((r["input_tokens"] or 0) * 2.0 + r["output_tokens"] * 8.0 for r in s["requests"])
+            / 1e6
+        )
+        assert b["started"] == pytest.approx(b["started"])  # a time, from the header
+        assert b["wall_seconds"] is None  # the store keeps no time per event
+    stopped = {b["session"]: b["stopped_by"] for b in breakdown if b["stopped_by"]}
+    assert stopped == {child: {"holder": root, "limit": "output_tokens", "allowed": 50, "used": 48}}
+    totals = document["totals"]
+    assert totals["cost"] == pytest.approx(sum(b["cost"] for b in breakdown))
+    assert totals["unpriced_requests"] == 0
+    assert totals["sessions"] == 4
+    assert totals["children"] == 3
+    assert totals["stopped"] == 1
+    assert totals["output_tokens"] == sum(b["output_tokens"] for b in breakdown)
+
+    text = _invoke("sessions", "stats", root, "--tree", "--profile", str(profile)).stdout
+    lines = text.splitlines()
+    head = next(
+        i for i, line in enumerate(lines) if line.startswith("session ") and "stopped by" in line
+    )
+    table = lines[head + 1 :]
+    assert table[0].startswith(root)
+    assert any(
+        line.startswith(f"  {child}") and "output 50 tokens (used 48 tokens) of " + root in line
+        for line in table
+    )
+    end = table.index("")  # the tree's line follows the breakdown, last as before
+    assert table[end - 1].startswith("total")
+    assert f"${totals['cost']:.4f}" in table[end - 1]
+    assert lines[-1].startswith(f"tree {root}: ")
+    assert lines[-1].endswith(f"cost ${totals['cost']:.4f}")
+
+
+def test_the_breakdown_names_the_budget_a_real_run_was_stopped_by(tmp_path, monkeypatch):
+    """The delegation example under a profile budget of three requests: the requests past it
+    are refused by the budget's check, which logs which limit stopped whom; the breakdown
+    reads it."""
+    shutil.copytree(ROOT / "examples" / "delegation", tmp_path / "delegation", ignore=IGNORED)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TETHER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    profile = tmp_path / "delegation" / "tether.toml"
+    text = profile.read_text().replace(
+        'store = "sqlite:.tether/sessions.db"',
+        'store = "sqlite:.tether/sessions.db"\nbudget = { requests = 3 }',
+    )
+    profile.write_text(text + "\n[prices.script]\ninput = 2.0\noutput = 8.0\n")
+    result = _invoke(
+        "run",
+        "--profile",
+        str(profile),
+        "We launch on Thursday 10 December; Priya owns it.",
+        "Plan the launch announcement.",
+    )
+    (root,) = re.findall(r"^session (ses_\w+)$", result.stdout, re.M)
+    document = _stats(profile, root, "--tree")
+    totals = document["totals"]
+    assert totals["requests"] == 3  # the budget's limit, not one more
+    stopped = [b for b in document["breakdown"] if b["stopped_by"] is not None]
+    assert stopped
+    for b in stopped:
+        assert b["stopped_by"]["holder"] == root
+        assert b["stopped_by"]["limit"] == "requests"
+        assert b["stopped_by"]["allowed"] == 3
+    assert totals["stopped"] == len(stopped)
+    assert totals["cost"] == pytest.approx(sum(b["cost"] for b in document["breakdown"]))

@@ -479,3 +479,43 @@ async def test_captured_messages_keep_the_latest_that_fit_as_valid_json(
     assert len(messages) < 5  # the oldest were left out
     first = json.loads(str(dict(chats[0].attributes or {})["gen_ai.input.messages"]))
     assert [m["role"] for m in first] == ["user"]
+
+
+#: The script's model priced by the profile: $2 in, $0.20 cached, $2.50 written, $10 out.
+PRICED = """
+[prices."scripted:script.toml"]
+input = 2.0
+cached_input = 0.2
+cache_write = 2.5
+output = 10.0
+"""
+
+
+async def test_a_chat_span_says_what_its_request_cost_when_the_price_is_known(
+    tether_kernel, tmp_path, recorded: Recorded
+):
+    await _run(tether_kernel, tmp_path, "When do we launch?", otel=PRICED)
+    chats = recorded.named("chat")
+    costs = [dict(chat.attributes or {})[tether_otel.COST_ATTRIBUTE] for chat in chats]
+    # 5 plain, 100 cached, 15 written, 8 out; then 150 in, 3 out.
+    first = (5 * 2.0 + 100 * 0.2 + 15 * 2.5 + 8 * 10.0) / 1e6
+    second = (150 * 2.0 + 3 * 10.0) / 1e6
+    assert costs == [pytest.approx(first), pytest.approx(second)]
+    ((attributes, total),) = recorded.metrics()["tether.cost"]
+    assert total == pytest.approx(first + second)
+    assert attributes == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "tether.scripted",
+        "gen_ai.request.model": "script.toml",
+    }
+
+
+async def test_an_unknown_price_leaves_the_cost_out_rather_than_zero(
+    tether_kernel, tmp_path, recorded: Recorded
+):
+    await _run(tether_kernel, tmp_path, "When do we launch?")
+    chats = recorded.named("chat")
+    assert len(chats) == 2
+    for chat in chats:
+        assert tether_otel.COST_ATTRIBUTE not in dict(chat.attributes or {})
+    assert "tether.cost" not in recorded.metrics()

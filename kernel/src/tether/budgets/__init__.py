@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         format_amount,
         within,
     )
+    from ._prices import LogSpend, format_cost, log_spend, profile_prices, request_spend
     from ._records import (
         BUDGET_DESCRIPTOR,
         BUDGET_EXCEEDED_DESCRIPTOR,
@@ -42,9 +43,14 @@ __all__ = (
     "LedgerClaim",
     "LedgerReserve",
     "LimitKind",
+    "LogSpend",
     "Price",
     "Spend",
     "format_amount",
+    "format_cost",
+    "log_spend",
+    "profile_prices",
+    "request_spend",
     "within",
 )
 
@@ -72,6 +78,9 @@ _LAZY: dict[str, str] = {
             "BUDGET_WARNING_DESCRIPTOR",
         ),
         "_records",
+    ),
+    **dict.fromkeys(
+        ("LogSpend", "format_cost", "log_spend", "profile_prices", "request_spend"), "_prices"
     ),
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -181,7 +181,7 @@ async def _run(
             answer = StreamedAnswer(terminal, reasoning=reasoning)
             agent.listen(printer(agent, terminal, debug=debug, stream=answer))
             agent.listen_deltas(answer.hear)
-            show_children(runtime, agent, terminal)
+            written = show_children(runtime, agent, terminal)
             if sys.stdin.isatty():
                 runtime.permission_host = terminal.ask
             stops: list[str] = []
@@ -196,6 +196,8 @@ async def _run(
                     stops.append(event.stop_reason)
 
             agent.listen(record)
+            # What the tree had logged before this run: the end-of-run line counts the rest.
+            logged = await _logged(store, agent.session_id) if session_id is not None else {}
             # Ctrl-C aborts the turn and parks the queued prompts; leaving `async with agent`
             # then records the turn's end and ends the children it hosts, without waiting for them.
             interruption.on_interrupt(agent.interrupt)
@@ -221,10 +223,85 @@ async def _run(
                     f"prompt: --session {agent.session_id} continues this session",
                     err=True,
                 )
+            await written()  # the children's end lines, before the run's last lines
+            line = await cost_line(runtime, store, agent.session_id, logged)
+            if line is not None:
+                click.echo(line)
             click.echo(f"session {agent.session_id}")
         return stop
     finally:
         await store.aclose()
+
+
+#: Model spec prefixes of tether's test models: never priced, so a run of only them prints
+#: no cost line (an unknown cost there says nothing).
+_TEST_MODELS = ("scripted:", "function:")
+
+
+async def _tree(store: Any, root: str) -> list[Any]:
+    """The headers of ``root``'s tree, root first (each once)."""
+    headers = [await store.header(root)]
+    seen = {root}
+    index = 0
+    while index < len(headers):
+        for child in await store.sessions(parent=headers[index].id):
+            if child.id not in seen:
+                seen.add(child.id)
+                headers.append(child)
+        index += 1
+    return headers
+
+
+async def _logged(store: Any, root: str) -> dict[str, int]:
+    """How many events each session of ``root``'s tree has logged."""
+    logged: dict[str, int] = {}
+    for header in await _tree(store, root):
+        events = await store.events(header.id)
+        logged[header.id] = events[-1].seq if events else 0
+    return logged
+
+
+async def cost_line(runtime: Any, store: Any, root: str, logged: dict[str, int]) -> str | None:
+    """The end-of-run line: what the tree's requests since ``logged`` cost, with their
+    tokens (``cost unknown`` when a model has no price, never $0). ``None`` when the run made
+    no request, or when only test models (``scripted:``, ``function:``) made them and the
+    profile sets no prices (an offline example's cost says nothing)."""
+    from ..budgets import Spend, format_cost, log_spend, profile_prices
+    from ..errors import TetherError
+
+    prices = profile_prices(runtime.kernel.profile)
+    total, sessions, unpriced = Spend(), 0, set[str | None]()
+    for header in await _tree(store, root):
+        # Not a fork's seed: its parent's requests, copied.
+        after = max(logged.get(header.id, 0), header.seed_length)
+        events = await store.events(header.id, after=after)
+        try:
+            default = runtime.preset(header.agent).model_spec
+        except TetherError:
+            default = None
+        spent = log_spend(
+            (e.event for e in events), model=header.model, prices=prices, default=default
+        )
+        if spent.spend.requests:
+            sessions += 1
+            total += spent.spend
+            unpriced.update(spent.unpriced_models)
+    if not total.requests:
+        return None
+    if (
+        not prices
+        and total.unpriced == total.requests
+        and all(spec is not None and spec.startswith(_TEST_MODELS) for spec in unpriced)
+    ):
+        return None
+    cost = format_cost(total.cost, total.unpriced, requests=total.requests)
+    share = total.cached_input_tokens / total.input_tokens if total.input_tokens else 0.0
+    plural = "s" if total.requests != 1 else ""
+    line = (
+        f"cost {cost}: {total.requests} request{plural}, {total.input_tokens:,} input tokens"
+        f" ({share:.0%} cached), {total.output_tokens:,} output tokens"
+    )
+    return line + (f", {sessions} sessions" if sessions > 1 else "")
 
 
 async def run_on_host(
@@ -867,14 +944,60 @@ class LatestLine:
         return "..." + text[3 - CHILD_LINE_LIMIT :]
 
 
-def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
+def show_children(
+    runtime: Runtime, agent: Agent, terminal: Terminal
+) -> Callable[[], Coroutine[Any, Any, None]]:
     """Show delegated children as they start and end.
 
     Plain lines (indented by depth, with label, status and elapsed time) always; on a terminal
     also a status line that is rewritten in place: running children with their elapsed time
     and the latest line of the text each streams (``label 1.2s "latest line"``).
+
+    A child's end line also says what its session cost (``, $0.0123`` or ``, cost unknown``)
+    when costs mean something here: the profile sets ``[prices]`` or the root's model is not a
+    test model. That line waits for a read of the child's log; the function returned waits
+    for the lines still being written (call it before the run's last lines).
     """
     import time
+
+    import anyio
+
+    from ..budgets import profile_prices
+
+    prices = profile_prices(runtime.kernel.profile)
+    root_model = agent.spec.model_spec or agent.header.model
+    priced_view = bool(prices) or (
+        root_model is not None and not root_model.startswith(_TEST_MODELS)
+    )
+    writing: set[anyio.Event] = set()  # end lines waiting for their child's cost
+
+    async def drain() -> None:
+        while writing:
+            await next(iter(writing)).wait()
+
+    def end_line(text: str, child_id: str) -> None:
+        """``text`` ended with the child's cost, once its log is read (shielded: a line
+        started is a line written, even when the run is being left)."""
+        done = anyio.Event()
+
+        async def write() -> None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    cost = await _session_cost(runtime, child_id, prices)
+                except Exception:  # the line is still shown, without a cost
+                    cost = None
+                try:
+                    terminal.line(text + (f", {cost}]" if cost is not None else "]"))
+                finally:
+                    done.set()
+                    writing.discard(done)
+
+        writing.add(done)
+        try:
+            runtime.start_soon(write)
+        except RuntimeError:  # no runtime task group: the line without a cost
+            writing.discard(done)
+            terminal.line(text + "]")
 
     started: dict[str, tuple[float, Any]] = {}
     latest: dict[str, LatestLine] = {}  # by the child's session id
@@ -952,12 +1075,39 @@ def show_children(runtime: Runtime, agent: Agent, terminal: Terminal) -> None:
             latest.pop(event.child_id, None)
             retrying.pop(event.child_id, None)
             status()
-            terminal.line(
+            text = (
                 f"{indent}[subagent {event.child_id}{label} {event.stop_reason} after "
-                f"{time.monotonic() - since:.1f}s]"
+                f"{time.monotonic() - since:.1f}s"
             )
+            if priced_view:
+                end_line(text, event.child_id)
+            else:
+                terminal.line(text + "]")
 
     if runtime.delegates:
         runtime.subagents.on_event(show)
         if terminal.live:  # every agent of the runtime streams while this listens
             runtime.listen_deltas(hear)
+    return drain
+
+
+async def _session_cost(runtime: Any, session_id: str, prices: Any) -> str | None:
+    """What a session's own requests cost so far (a fork's seed left out), for people;
+    ``None`` when it made none."""
+    from ..budgets import format_cost, log_spend
+    from ..errors import TetherError
+
+    store = runtime.store
+    header = await store.header(session_id)
+    events = await store.events(session_id, after=header.seed_length)
+    try:
+        default = runtime.preset(header.agent).model_spec
+    except TetherError:
+        default = None
+    spend = log_spend(
+        (e.event for e in events), model=header.model, prices=prices, default=default
+    ).spend
+    if not spend.requests:
+        return None
+    cost = format_cost(spend.cost, spend.unpriced, requests=spend.requests)
+    return f"cost {cost}" if cost.startswith("unknown") else cost

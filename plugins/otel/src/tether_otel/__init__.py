@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from ._setup import flush
     from ._tracer import OtelTracer
 
-__all__ = ("OtelPlugin", "OtelTracer", "Settings", "flush")
+__all__ = ("COST_ATTRIBUTE", "OtelPlugin", "OtelTracer", "Settings", "flush")
+
+#: The span attribute of a model request's cost in US dollars (the GenAI conventions define
+#: none): on a ``chat`` span (and a remote agent's ``invoke_agent`` span) when its model's price
+#: is known (docs/budgets.md), left out when not, never 0 for an unknown price.
+COST_ATTRIBUTE = "tether.cost.usd"
 
 
 def __getattr__(name: str) -> object:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
-from weakref import WeakSet
+from weakref import WeakKeyDictionary, WeakSet
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -36,6 +36,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from tether.agents import Agent, TurnStart
+from tether.budgets import Price, profile_prices
 from tether.models import (
     Message,
     ModelRequest,
@@ -43,9 +44,12 @@ from tether.models import (
     RemoteAgent,
     ToolCall,
     Usage,
+    price_for,
     remote_agent_of,
 )
 from tether.store import ToolResult, TurnEnded
+
+from . import COST_ATTRIBUTE
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime
@@ -137,6 +141,11 @@ class OtelTracer:
         self.tracer = tracer
         self.capture_content = capture_content
         self._runtimes: WeakSet[Runtime] = WeakSet()
+        # Per runtime: its profile's prices, and the price of each model spec asked about.
+        self._prices: WeakKeyDictionary[
+            Runtime, tuple[Mapping[str, Price], dict[str, Price | None]]
+        ] = WeakKeyDictionary()
+        self._bare: dict[str, Price | None] = {}  # the same for agents outside a runtime
         self.metrics = meter is not None
         if meter is None:
             return
@@ -172,6 +181,11 @@ class OtelTracer:
             "tether.compactions",
             unit="{compaction}",
             description="Compactions of a session's history, by agent.",
+        )
+        self._cost = meter.create_counter(
+            "tether.cost",
+            unit="USD",
+            description="What model requests cost, of the requests whose model has a price.",
         )
 
     # ------------------------------------------------------------------ carrying
@@ -287,6 +301,9 @@ class OtelTracer:
                     **_usage(response.usage),
                 }
             )
+            cost = self._cost_of(agent, response.usage)
+            if cost is not None:
+                span.set_attribute(COST_ATTRIBUTE, cost)
             if self.capture_content:
                 span.set_attribute("gen_ai.output.messages", _output_content(response))
             if self.metrics:
@@ -295,7 +312,7 @@ class OtelTracer:
                     "gen_ai.provider.name": provider,
                     "gen_ai.request.model": model,
                 }
-                self._measured(metric, began, response.usage)
+                self._measured(metric, began, response.usage, cost)
 
         return _Scope(span, answered)
 
@@ -328,6 +345,10 @@ class OtelTracer:
             span.set_attributes(
                 {"gen_ai.response.finish_reasons": (response.finish_reason,), **_usage(usage)}
             )
+            # Only a profile prices a remote agent (its spec names no model of tether's table).
+            cost = self._cost_of(agent, usage) if response.remote_usage is not None else None
+            if cost is not None:
+                span.set_attribute(COST_ATTRIBUTE, cost)
             if self.capture_content:
                 span.set_attribute("gen_ai.output.messages", _output_content(response))
             if self.metrics:
@@ -335,16 +356,44 @@ class OtelTracer:
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.provider.name": provider,
                 }
-                self._measured(metric, began, usage)
+                self._measured(metric, began, usage, cost)
 
         return _Scope(span, answered)
 
-    def _measured(self, metric: Attributes, began: float, usage: Usage) -> None:
-        """Record an operation's duration, and its tokens when they were reported."""
+    def _measured(
+        self, metric: Attributes, began: float, usage: Usage, cost: float | None = None
+    ) -> None:
+        """Record an operation's duration, its tokens when they were reported, and its cost
+        when its price is known."""
         self._duration.record(time.perf_counter() - began, metric)
         if usage.input_tokens or usage.output_tokens:
             self._tokens.record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
             self._tokens.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
+            if cost is not None:
+                self._cost.add(cost, metric)
+
+    def _cost_of(self, agent: Agent, usage: Usage) -> float | None:
+        """What ``usage`` cost at the agent's model's price (the profile's ``[prices]`` over
+        tether's table); ``None`` when the price is unknown or nothing was reported."""
+        if not (usage.input_tokens or usage.output_tokens):
+            return None
+        spec = _spec_of(agent)
+        runtime = agent.runtime
+        if runtime is None:
+            prices: Mapping[str, Price] = {}
+            known = self._bare
+        else:
+            cached = self._prices.get(runtime)
+            if cached is None:
+                cached = self._prices[runtime] = (profile_prices(runtime.kernel.profile), {})
+            prices, known = cached
+        if spec is None:  # a model object's own name or price: not kept
+            price = price_for(None, agent.model, prices)
+        else:
+            if spec not in known:
+                known[spec] = price_for(spec, agent.model, prices)
+            price = known[spec]
+        return None if price is None else price.cost(usage)
 
     # ------------------------------------------------------------------ tool calls
 
