@@ -143,7 +143,7 @@ def test_run_and_sessions_send_spend_one_root_budget(tmp_path):
                 )
             )
         said = [send.communicate(timeout=scaled(120))[0] for send in sends]
-        out, err = run.communicate(timeout=scaled(120))
+        out, _ = run.communicate(timeout=scaled(120))
     finally:
         for process in (run, *sends):
             process.kill()
