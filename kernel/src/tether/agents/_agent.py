@@ -50,7 +50,7 @@ from ._instructions import DynamicInstruction
 from ._lease import TEARDOWN_TIMEOUT, SessionLease
 from ._loop import TurnLoop
 from ._spec import AgentSpec
-from ._spending import Spending, open_spending
+from ._spending import Spending, enter_spending, leave_spending
 from ._step import AgentLimits, PreStep
 from ._tools import ToolFilter, ToolRegistry
 from ._tracing import Tracer, carry_trace
@@ -294,9 +294,7 @@ class Agent:
         stack = AsyncExitStack()
         try:
             # Before the task group: a budget that cannot be counted fails the entry alone.
-            self.spending, records = await open_spending(self, self._budget_record, fresh=fresh)
-            if records:
-                lease.defer(*records)  # stored with the first step's answer
+            await enter_spending(self, self._budget_record, fresh=fresh)
             if is_session_bound(spec.model):  # a remote agent's model opens its connection
                 await spec.model.attach(self)
             loop.group = await stack.enter_async_context(anyio.create_task_group())
@@ -364,10 +362,7 @@ class Agent:
         loop.group = None
         loop.running = False
         loop.set_idle()
-        spending, self.spending = self.spending, None
-        if spending is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
-                await spending.close()
+        await leave_spending(self)
         if self.lease.leased:
             await self.lease.leave()
         if is_session_bound(spec.model):

@@ -386,7 +386,8 @@ async def _model_summary(budget: ContextBudget, task: CompactionInput) -> tuple[
     oldest dropped, the longest cut, until they fit) and :data:`SUMMARY_INSTRUCTION`. An
     answer longer than ``task.max_tokens`` is asked for once more, the limit said
     (:data:`SUMMARY_AGAIN`); both requests' usage counts."""
-    from ._step import build_request, request_with_retries
+    from ._spending import charged_request
+    from ._step import build_request
 
     agent, window = budget.agent, budget.window
     instruction = Message(role="user", content=SUMMARY_INSTRUCTION)
@@ -402,7 +403,7 @@ async def _model_summary(budget: ContextBudget, task: CompactionInput) -> tuple[
                 messages = list(_fit(tuple(messages), max(room, 1)))
                 break
     request = build_request(agent, [*messages, instruction], task.max_tokens, purpose="compaction")
-    response = await request_with_retries(agent.model, request, agent.spec.limits)
+    response = await charged_request(agent, request)
     written = estimate_tokens(response.text.strip())
     if written <= task.max_tokens:
         return response.text, response.usage
@@ -412,5 +413,5 @@ async def _model_summary(budget: ContextBudget, task: CompactionInput) -> tuple[
         + SUMMARY_AGAIN.format(written=written, bound=task.max_tokens, chars=task.max_tokens * 4),
     )
     request = build_request(agent, [*messages, again], task.max_tokens, purpose="compaction")
-    second = await request_with_retries(agent.model, request, agent.spec.limits)
+    second = await charged_request(agent, request)
     return second.text, response.usage + second.usage

@@ -14,43 +14,71 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import anyio
+
 from ..budgets._accounts import (
+    FIELDS,
+    NOTHING,
     Account,
     Accounts,
+    Vector,
     budget_descriptor,
     read_descriptor,
     warning_descriptor,
     warning_text,
     warnings,
 )
-from ..budgets._counting import count_tree, spend_of
+from ..budgets._counting import count_tree
 from ..budgets._records import BUDGET_DESCRIPTOR, BUDGET_ORIGIN
 from ..contracts import (
     Budget,
     ContextMessage,
     DescriptorEvent,
     Event,
+    ModelRequest,
     ModelResponse,
     Price,
     RemoteAgentModel,
     SessionHeader,
-    SessionStore,
     Spend,
 )
 from ..errors import BudgetError, ErrorCode
 from ..ground import implements
 from ..models import price_for
+from ._lease import TEARDOWN_TIMEOUT
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ("Spending", "open_spending", "priced")
+_OUTPUT = FIELDS.index("output_tokens")
+_COST = FIELDS.index("cost")
+
+__all__ = (
+    "Spending",
+    "charged_request",
+    "child_budget",
+    "enter_spending",
+    "leave_spending",
+    "open_spending",
+    "priced",
+)
 
 
 class Spending:
     """What an agent spends under: its chain of accounts (outermost holder first)."""
 
-    __slots__ = ("accounts", "chain", "counts_input", "own", "price", "session_id")
+    __slots__ = (
+        "_rates",
+        "accounts",
+        "bounds_output",
+        "chain",
+        "counts_cost",
+        "counts_input",
+        "deadline",
+        "own",
+        "price",
+        "session_id",
+    )
 
     def __init__(
         self,
@@ -72,42 +100,73 @@ class Spending:
             a.budget.input_tokens is not None or a.budget.cost is not None for a in chain
         )
         """Whether a request's input is estimated before it is sent (an input or cost limit)."""
+        self.counts_cost = any(a.budget.cost is not None for a in chain)
+        """Whether a request's cost is bounded before it is sent (a cost limit)."""
+        self.bounds_output = self.counts_cost or any(
+            a.budget.output_tokens is not None for a in chain
+        )
+        """Whether a limit bounds what a request may answer (an output or a cost limit)."""
+        deadline: tuple[float, Account] | None = None
+        for account in chain:
+            if account.deadline is not None and (
+                deadline is None or account.deadline < deadline[0]
+            ):
+                deadline = (account.deadline, account)
+        self.deadline = deadline
+        """The first wall-clock deadline of the chain, and whose it is."""
+        self._rates = (
+            None
+            if price is None
+            else (
+                price.input,
+                price.input if price.cached_input is None else price.cached_input,
+                price.input if price.cache_write is None else price.cache_write,
+                price.output,
+            )
+        )
 
-    def need(self, input_tokens: int, output_room: int | None) -> tuple[Spend, int | None]:
-        """What a request with ``input_tokens`` in needs, and the most it may answer: the
-        turn's own room (``output_room``) within what every output and cost limit leaves."""
-        price = self.price
+    def need(self, input_tokens: int, output_room: int | None) -> tuple[Vector, int | None]:
+        """What a request with ``input_tokens`` in needs (by :data:`FIELDS`), and the most it
+        may answer: the turn's own room (``output_room``) within what every output and cost
+        limit leaves (``None``: no limit on it)."""
+        if not self.bounds_output:
+            return (input_tokens, 0, 0, 0.0, 0, 1, 0), output_room
+        rates = self._rates
+        # The most the input can cost (no cache hits; cache writes at their rate, if dearer).
+        input_cost = 0.0 if rates is None else input_tokens * max(rates[0], rates[2]) / 1e6
         room = output_room
         for account in self.chain:
             budget = account.budget
+            spent, held = account.sv, account.hv
             if budget.output_tokens is not None:
-                left = budget.output_tokens - int(account.used("output_tokens"))
-                room = left if room is None else min(room, left)
-            if budget.cost is not None and price is not None and price.output > 0:
-                left_cost = budget.cost - account.used("cost") - price.bound(input_tokens, 0)
-                left = int(left_cost * 1_000_000 / price.output)
-                room = left if room is None else min(room, left)
+                left = int(budget.output_tokens - spent[_OUTPUT] - held[_OUTPUT])
+                room = left if room is None or left < room else room
+            if budget.cost is not None and rates is not None and rates[3] > 0:
+                left_cost = budget.cost - spent[_COST] - held[_COST] - input_cost
+                left = int(left_cost * 1e6 / rates[3])
+                room = left if room is None or left < room else room
         output = 0 if room is None else max(room, 1)
         cost = 0.0
-        if price is not None and any(a.budget.cost is not None for a in self.chain):
-            cost = price.bound(input_tokens, output)
-        return Spend(input_tokens=input_tokens, output_tokens=output, cost=cost, requests=1), (
-            None if room is None else output
-        )
+        if self.counts_cost and rates is not None:
+            cost = input_cost + output * rates[3] / 1e6
+        return (input_tokens, output, 0, cost, 0, 1, 0), (None if room is None else output)
 
-    def spent(self, response: ModelResponse) -> Spend:
-        """What an answer spent."""
-        return spend_of(response.usage, self.price, response.remote_usage)
-
-    @property
-    def deadline(self) -> tuple[float, Account] | None:
-        """The first wall-clock deadline of the chain, and whose it is."""
-        found: tuple[float, Account] | None = None
-        for account in self.chain:
-            deadline = account.deadline
-            if deadline is not None and (found is None or deadline < found[0]):
-                found = (deadline, account)
-        return found
+    def spent(self, response: ModelResponse) -> Vector:
+        """What an answer spent (a remote agent's: what it reported of its own work)."""
+        remote = response.remote_usage
+        usage = response.usage if remote is None else remote
+        rates = self._rates
+        if rates is None:
+            return (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, 0, 1, 1, 0)
+        cached, written = usage.cached_input_tokens, usage.cache_write_input_tokens
+        plain = max(usage.input_tokens - cached - written, 0)
+        cost = (
+            plain * rates[0]
+            + cached * rates[1]
+            + written * rates[2]
+            + usage.output_tokens * rates[3]
+        ) / 1_000_000
+        return (usage.input_tokens, usage.output_tokens, cached, cost, 0, 1, 0)
 
     def notices(self) -> list[Event]:
         """The notices (and their records) of the limits that passed their warning share."""
@@ -127,6 +186,33 @@ class Spending:
         for account in self.chain:
             await self.accounts.close(account)
         self.accounts.chains.pop(self.session_id, None)
+
+
+async def charged_request(agent: Agent, request: ModelRequest) -> ModelResponse:
+    """``request`` sent on behalf of ``agent`` outside a turn's step (a compaction's summary),
+    charged to its budgets first: refused (``BUDGET_EXCEEDED``) when they would pass."""
+    from ..budgets._accounts import Overrun, charge, charge_now, settle
+    from ..models import messages_tokens, schema_tokens
+    from ._step import request_with_retries
+
+    spending, limits = agent.spending, agent.spec.limits
+    if spending is None:
+        return await request_with_retries(agent.model, request, limits)
+    tokens = schema_tokens(request.system, request.tools) + messages_tokens(request.messages)
+    need, room = spending.need(tokens, request.max_output_tokens)
+    done = charge_now(spending.chain, need) or await charge(spending.chain, need)
+    if isinstance(done, Overrun):
+        raise done.error()
+    if room != request.max_output_tokens:
+        request = request.model_copy(update={"max_output_tokens": room})
+    spent = NOTHING
+    try:
+        response = await request_with_retries(agent.model, request, limits)
+        spent = spending.spent(response)
+        return response
+    finally:
+        with anyio.CancelScope(shield=True):
+            await settle(done, spent)
 
 
 def priced(agent: Agent) -> Price | None:
@@ -156,21 +242,20 @@ async def open_spending(
             above = runtime.live_agents.get(parent) if runtime is not None else None
             if above is not None:  # open here, under no budget
                 found = above.spending.chain if above.spending is not None else ()
-        ancestors = found if found is not None else await _ancestors(accounts, store, header)
+        ancestors = found if found is not None else await _ancestors(agent, accounts, header)
     wanted = agent.spec.budget
     events: list[Event] = []
     if record is None and not ancestors and wanted is None:
         return None, events
     price = priced(agent)
-
-    def price_of(other: SessionHeader) -> Price | None:
-        return _price_of(agent, other, price)
+    runtime = agent.spec.runtime
+    prices = runtime.prices if runtime is not None else None
 
     if wanted is not None:
         current = read_descriptor(record) if record is not None else None
         if current is None or current[0] != wanted:
             started = time.time()
-            base = Spend() if fresh else await count_tree(store, header.id, price_of, since=started)
+            base = Spend() if fresh else await count_tree(store, header.id, prices, since=started)
             record = budget_descriptor(wanted, started, base)
             events.append(record)
     own: Account | None = None
@@ -178,7 +263,7 @@ async def open_spending(
     if record is not None:
         budget, started, base = read_descriptor(record)
         new = fresh or bool(events)
-        own = await accounts.open(header.id, budget, started, base, price_of, new=new)
+        own = await accounts.open(header.id, budget, started, base, prices, new=new)
         chain = (*ancestors, own)
     for account in ancestors:
         account.users += 1
@@ -207,19 +292,13 @@ async def _close_all(accounts: Accounts, chain: Sequence[Account]) -> None:
         await accounts.close(account)
 
 
-def _price_of(agent: Agent, header: SessionHeader, price: Price | None) -> Price | None:
-    """The price of another session of the tree (its header's model), for counting."""
-    if header.id == agent.header.id:
-        return price
-    runtime = agent.spec.runtime
-    return price_for(header.model, None, runtime.prices if runtime is not None else None)
-
-
 async def _ancestors(
-    accounts: Accounts, store: SessionStore, header: SessionHeader
+    agent: Agent, accounts: Accounts, header: SessionHeader
 ) -> tuple[Account, ...]:
     """The accounts of the holders above ``header``'s session when its parent is not open in
     this process (a child another process started): read from the store, root first."""
+    store, runtime = agent.spec.store, agent.spec.runtime
+    prices = runtime.prices if runtime is not None else None
     records: list[tuple[SessionHeader, DescriptorEvent]] = []
     parent = header.parent_session
     while parent is not None:
@@ -235,14 +314,26 @@ async def _ancestors(
     chain: list[Account] = []
     for above, record in reversed(records):
         budget, started, base = read_descriptor(record)
-        account = await accounts.open(above.id, budget, started, base, _header_price)
+        account = await accounts.open(above.id, budget, started, base, prices)
         account.users -= 1  # counted as a user by the agent that enters (open_spending)
         chain.append(account)
     return tuple(chain)
 
 
-def _header_price(header: SessionHeader) -> Price | None:
-    return price_for(header.model)
+async def enter_spending(agent: Agent, record: DescriptorEvent | None, *, fresh: bool) -> None:
+    """Set ``agent.spending`` as it enters (:func:`open_spending`); a new ``budget`` record
+    is stored with the first step's answer."""
+    agent.spending, records = await open_spending(agent, record, fresh=fresh)
+    if records:
+        agent.lease.defer(*records)
+
+
+async def leave_spending(agent: Agent) -> None:
+    """The agent leaves: its accounts lose a user (shielded and bounded)."""
+    spending, agent.spending = agent.spending, None
+    if spending is not None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT):
+            await spending.close()
 
 
 def child_budget(wanted: Budget | None, chain: Sequence[Account]) -> Budget | None:

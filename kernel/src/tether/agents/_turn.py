@@ -12,6 +12,7 @@ its end, shielded and bounded.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from collections.abc import Awaitable, Sequence
@@ -19,8 +20,16 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..budgets._accounts import Charge, Overrun, charge, charge_now, settle
-from ..contracts import Spend
+from ..budgets._accounts import (
+    NOTHING,
+    Account,
+    Charge,
+    Overrun,
+    charge,
+    charge_now,
+    settle,
+    settle_now,
+)
 from ..errors import ErrorCode, ModelError, TetherError
 from ..models import Message, ModelResponse, ToolCall, Usage
 from ..store import (
@@ -65,7 +74,20 @@ UNFINISHED_CALL = (
     "error: interrupted: the turn ended before this tool finished; it may or may not have run"
 )
 _NO_USAGE = Usage()
-_NO_SPEND = Spend()
+
+
+_NO_DEADLINE = contextlib.nullcontext()
+
+
+def _deadline(wall: float) -> anyio.CancelScope:
+    """A scope that cancels what it runs at the wall-clock time ``wall``."""
+    return anyio.move_on_after(wall - time.time())
+
+
+def _late(account: Account) -> Overrun:
+    wall = account.budget.wall_seconds
+    assert wall is not None
+    return Overrun(account.holder, "wall_seconds", wall, time.time() - account.started, 0)
 
 
 class BudgetStop(Exception):
@@ -372,9 +394,10 @@ class Turn:
 
     async def _request(self, step: int, usage: Usage) -> ModelResponse:
         """The model's answer for this step: the budget makes the request fit, the tree's
-        budgets are charged (a request they refuse is never sent), the tracer is told, the
-        answer streams while anyone listens (one frame: a waiting child's turn costs as
-        little as it can)."""
+        budgets are charged (a request they refuse is never sent; one that passes their first
+        deadline is cut there), the tracer is told, the answer streams while anyone listens,
+        and what it spent is settled (nothing, when it failed or was cut). One frame: a
+        waiting child's turn costs as little as it can."""
         agent = self._agent
         budget, spec = agent.budget, agent.spec
         allowed = spec.limits.max_output_tokens
@@ -382,40 +405,61 @@ class Turn:
         if budget.window is not None:  # unknown: no budget is kept, nothing to fit
             await budget.fit(remaining)
         spending = agent.spending
-        if spending is None:
-            return await self._ask(step, remaining)
-        tokens = budget.context_tokens() if spending.counts_input else 0
-        need, remaining = spending.need(tokens, remaining)
-        done = charge_now(spending.chain, need) or await charge(spending.chain, need)
-        if isinstance(done, Overrun):
-            raise BudgetStop(done)
-        return await self._charged(step, remaining, done)
-
-    async def _charged(self, step: int, remaining: int | None, done: Charge) -> ModelResponse:
-        """The step's request, charged as ``done``: within the chain's first deadline, and
-        settled with what it spent (nothing, when it failed or was cut)."""
-        spending = self._agent.spending
-        assert spending is not None
-        spent = _NO_SPEND
+        done: Charge | None = None
+        deadline: tuple[float, Account] | None = None
+        if spending is not None:
+            tokens = budget.context_tokens() if spending.counts_input else 0
+            need, remaining = spending.need(tokens, remaining)
+            charged = charge_now(spending.chain, need) or await charge(spending.chain, need)
+            if isinstance(charged, Overrun):
+                raise BudgetStop(charged)
+            done, deadline = charged, spending.deadline
+        stream = agent.loop.stream
+        runtime = spec.runtime
+        if stream is None and runtime is not None and runtime.delta_listeners:
+            stream = agent.loop.stream = AnswerStream(agent)
+        hear = stream.hear if stream is not None and stream.wanted else None
+        tracer, compacted = spec.tracer, False
+        spent = NOTHING
         try:
-            deadline = spending.deadline
-            response: ModelResponse | None = None
-            if deadline is None:
-                response = await self._ask(step, remaining)
-            else:
-                with anyio.move_on_after(deadline[0] - time.time()):
-                    response = await self._ask(step, remaining)
-                if response is None:
-                    account = deadline[1]
-                    wall = account.budget.wall_seconds
-                    assert wall is not None
-                    used = time.time() - account.started
-                    raise BudgetStop(Overrun(account.holder, "wall_seconds", wall, used, 0))
-            spent = spending.spent(response)
-            return response
+            while True:
+                request = build_request(agent, budget.history, remaining)
+                if hear is not None:
+                    stream.begin()  # type: ignore[union-attr]
+                timer = _NO_DEADLINE if deadline is None else _deadline(deadline[0])
+                try:
+                    with timer:
+                        if tracer is None:
+                            response = await request_with_retries(
+                                spec.model, request, spec.limits, hear
+                            )
+                        else:
+                            with tracer.model_request(agent, step, request) as answered:
+                                response = await request_with_retries(
+                                    spec.model, request, spec.limits, hear
+                                )
+                                answered(response)
+                except ModelError as exc:
+                    # The provider counted more than the estimate: compact once, and ask again.
+                    overflow = exc.code == ErrorCode.CONTEXT_WINDOW_EXCEEDED
+                    if compacted or not overflow or spec.compaction.mode != "auto":
+                        raise
+                    compacted = True
+                    if await budget.compact("overflow") is None:
+                        raise
+                    continue
+                if timer is not _NO_DEADLINE and timer.cancelled_caught:  # type: ignore[union-attr]
+                    assert deadline is not None
+                    raise BudgetStop(_late(deadline[1]))
+                if hear is not None:
+                    stream.end()  # type: ignore[union-attr]
+                if spending is not None:
+                    spent = spending.spent(response)
+                return response
         finally:
-            with anyio.CancelScope(shield=True):
-                await settle(done, spent)
+            if done is not None and not settle_now(done, spent):
+                with anyio.CancelScope(shield=True):
+                    await settle(done, spent)
 
     def _notices(self) -> None:
         """The budget notices of the limits passed their warning share: appended (stored with
@@ -431,43 +475,6 @@ class Turn:
             if isinstance(event, ContextMessage):
                 history.append(Message(role=event.role, content=event.content))
         agent.lease.defer(*events)
-
-    async def _ask(self, step: int, remaining: int | None) -> ModelResponse:
-        """One model request for this step (compacting once when the provider says it did not
-        fit), told to the tracer, streamed while anyone listens."""
-        agent = self._agent
-        budget, spec = agent.budget, agent.spec
-        stream = agent.loop.stream
-        runtime = spec.runtime
-        if stream is None and runtime is not None and runtime.delta_listeners:
-            stream = agent.loop.stream = AnswerStream(agent)
-        hear = stream.hear if stream is not None and stream.wanted else None
-        tracer, compacted = spec.tracer, False
-        while True:
-            request = build_request(agent, budget.history, remaining)
-            if hear is not None:
-                stream.begin()  # type: ignore[union-attr]
-            try:
-                if tracer is None:
-                    response = await request_with_retries(spec.model, request, spec.limits, hear)
-                else:
-                    with tracer.model_request(agent, step, request) as answered:
-                        response = await request_with_retries(
-                            spec.model, request, spec.limits, hear
-                        )
-                        answered(response)
-            except ModelError as exc:
-                # The provider counted more than the estimate: compact once, and ask again.
-                overflow = exc.code == ErrorCode.CONTEXT_WINDOW_EXCEEDED
-                if compacted or not overflow or spec.compaction.mode != "auto":
-                    raise
-                compacted = True
-                if await budget.compact("overflow") is None:
-                    raise
-                continue
-            if hear is not None:
-                stream.end()  # type: ignore[union-attr]
-            return response
 
     async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
         agent = self._agent

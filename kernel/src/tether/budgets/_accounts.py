@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import anyio
@@ -32,6 +32,7 @@ from ..contracts import (
     LedgerClaim,
     LedgerReserve,
     LimitKind,
+    Price,
     SessionStore,
     Spend,
     format_amount,
@@ -39,26 +40,62 @@ from ..contracts import (
 )
 from ..errors import BudgetError, ErrorCode
 from ..ground import implements
-from ._counting import PriceOf, count_tree
+from ._counting import count_tree
 from ._records import BUDGET_DESCRIPTOR, BUDGET_EXCEEDED_DESCRIPTOR, BUDGET_WARNING_DESCRIPTOR
 
 __all__ = (
+    "FIELDS",
+    "NOTHING",
+    "ONE_CHILD",
+    "WIDTH",
     "Account",
     "Accounts",
     "Charge",
     "Overrun",
+    "Vector",
     "budget_descriptor",
     "charge",
     "charge_now",
     "read_descriptor",
     "remainder",
     "settle",
+    "settle_now",
+    "spend_vector",
     "warning_descriptor",
     "warning_text",
     "warnings",
 )
 
 _NOTHING = Spend()
+#: The fields of :class:`Spend`, in order: what the fast path's counters hold.
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Spend))
+WIDTH = len(FIELDS)
+_INDEX: dict[str, int] = {name: index for index, name in enumerate(FIELDS)}
+_COUNTING: tuple[LimitKind, ...] = ("input_tokens", "output_tokens", "cost", "requests", "children")
+_CHILDREN = FIELDS.index("children")
+_KINDS: dict[int, LimitKind] = {_INDEX[kind]: kind for kind in _COUNTING}
+_WHOLE = frozenset(i for i, name in enumerate(FIELDS) if name != "cost")
+#: A vector of nothing, and of one child started.
+NOTHING: tuple[float, ...] = (0.0,) * WIDTH
+ONE_CHILD: tuple[float, ...] = tuple(1.0 if name == "children" else 0.0 for name in FIELDS)
+Vector = tuple[float, ...]
+
+
+def _vector(spend: Spend) -> list[float]:
+    return [float(getattr(spend, name)) for name in FIELDS]
+
+
+def _spend(vector: Sequence[float]) -> Spend:
+    return Spend(
+        *(value if index not in _WHOLE else round(value) for index, value in enumerate(vector))  # type: ignore[arg-type]
+    )
+
+
+def spend_vector(usage_in: int, usage_out: int, cached: int, cost: float, unpriced: int) -> Vector:
+    """One answer's spend as the fast path counts it (one request)."""
+    return (usage_in, usage_out, cached, cost, unpriced, 1.0, 0.0)
+
+
 #: How long a charge that waits on other processes' reservations sleeps between asks.
 _SHARED_WAIT = 0.05
 #: How often (seconds) the keeper asks the store whether another process wants a holder.
@@ -77,10 +114,11 @@ class Account:
     budget: Budget
     started: float
     """When the budget was set (wall clock)."""
-    spent: Spend = field(default_factory=Spend)
-    """Settled since the budget was set (while shared: as the store last said)."""
-    inflight: Spend = field(default_factory=Spend)
-    """Reserved by this process's requests in flight."""
+    sv: list[float] = field(default_factory=lambda: [0.0] * WIDTH)
+    """What was settled since the budget was set (while shared: as the store last said), by
+    :data:`FIELDS` (the fast path counts in these, not in :class:`Spend` values)."""
+    hv: list[float] = field(default_factory=lambda: [0.0] * WIDTH)
+    """What this process's requests in flight reserved, by :data:`FIELDS`."""
     live: int = 0
     """Children working under the holder in this process."""
     warned: set[str] = field(default_factory=lambda: set[str]())
@@ -100,11 +138,44 @@ class Account:
     recount: Callable[[], Awaitable[Spend]] | None = None
     """Counts the holder's spend from the logs (when the ledger lost it)."""
 
+    deadline: float | None = None
+    """The wall-clock time its wall-time limit passes, if it has one."""
+    checks: tuple[tuple[int, float], ...] = ()
+    """``(index, limit)`` of each counting limit it sets (index into :data:`FIELDS`)."""
+    pending: list[tuple[int, float, LimitKind]] = field(
+        default_factory=lambda: list[tuple[int, float, LimitKind]]()
+    )
+    """``(index, threshold, kind)`` of the limits not warned about yet (their share passed
+    at ``threshold``)."""
+
+    def __post_init__(self) -> None:
+        budget = self.budget
+        wall = budget.wall_seconds
+        self.deadline = None if wall is None else self.started + wall
+        self.checks = tuple(
+            (_INDEX[kind], limit) for kind in _COUNTING if (limit := budget.limit(kind)) is not None
+        )
+        self.pending = [
+            (index, limit * budget.warn_at, _KINDS[index]) for index, limit in self.checks
+        ]
+
     @property
-    def deadline(self) -> float | None:
-        """The wall-clock time its wall-time limit passes, if it has one."""
-        wall = self.budget.wall_seconds
-        return None if wall is None else self.started + wall
+    def spent(self) -> Spend:
+        """Settled since the budget was set (while shared: as the store last said)."""
+        return _spend(self.sv)
+
+    @spent.setter
+    def spent(self, value: Spend) -> None:
+        self.sv = _vector(value)
+
+    @property
+    def inflight(self) -> Spend:
+        """Reserved by this process's requests in flight."""
+        return _spend(self.hv)
+
+    @inflight.setter
+    def inflight(self, value: Spend) -> None:
+        self.hv = _vector(value)
 
     def used(self, kind: LimitKind) -> float:
         """What counts against ``kind`` now (settled, in flight, elapsed, live)."""
@@ -112,7 +183,8 @@ class Account:
             return max(time.time() - self.started, 0.0)
         if kind == "live_children":
             return self.live
-        return self.spent.amount(kind) + self.inflight.amount(kind)
+        index = _INDEX[kind]
+        return self.sv[index] + self.hv[index]
 
     def left(self, kind: LimitKind) -> float | None:
         """What is left of ``kind`` (``None``: no limit)."""
@@ -178,7 +250,8 @@ class Charge:
     """What one request (or child start) reserved of each account of its chain."""
 
     accounts: tuple[Account, ...]
-    need: Spend
+    need: Vector
+    """By :data:`FIELDS`."""
 
 
 class Accounts:
@@ -225,7 +298,7 @@ class Accounts:
         budget: Budget,
         started: float,
         base: Spend,
-        price_of: PriceOf,
+        prices: Mapping[str, Price] | None,
         *,
         new: bool = False,
     ) -> Account:
@@ -244,7 +317,7 @@ class Accounts:
         account = Account(holder, key, budget, started, ledger=ledger, base=base)
 
         async def recount() -> Spend:
-            return await count_tree(self.store, holder, price_of, since=started) - base
+            return await count_tree(self.store, holder, prices, since=started) - base
 
         account.recount = recount
         spent: Spend | None = Spend() if new else None
@@ -256,7 +329,7 @@ class Accounts:
             if claim.spent is not None:
                 spent = claim.spent
         if spent is None and (account.exclusive or ledger is None):
-            spent = await count_tree(self.store, holder, price_of, since=started) - base
+            spent = await count_tree(self.store, holder, prices, since=started) - base
         account.spent = spent or Spend()
         # A limit whose warning share was passed before (another process, before a crash) is
         # not announced again.
@@ -264,6 +337,7 @@ class Accounts:
             limit = budget.limit(kind)
             if limit and kind != "live_children" and account.used(kind) >= limit * budget.warn_at:
                 account.warned.add(kind)
+        account.pending = [p for p in account.pending if p[2] not in account.warned]
         existing = self.by_key.get(key)  # opened by another agent while this one counted
         if existing is not None:
             existing.users += 1
@@ -343,41 +417,87 @@ async def _until_shared(account: Account) -> None:
         await sharing.wait()
 
 
-def charge_now(chain: Sequence[Account], need: Spend) -> Charge | Overrun | None:
-    """Charge ``need`` to every account of ``chain`` in memory, when all of them are exclusive
-    and can trust their memory: the charge, or the first limit it would pass. ``None``: a store
-    call or a wait is needed (:func:`charge`)."""
+def charge_now(chain: Sequence[Account], need: Vector) -> Charge | Overrun | None:
+    """Charge ``need`` (by :data:`FIELDS`) to every account of ``chain`` in memory, when all
+    of them are exclusive and can trust their memory: the charge, or the first limit it would
+    pass. ``None``: a store call or a wait is needed (:func:`charge`). The path every request
+    and child start under a budget takes: plain arithmetic on lists."""
     now = time.monotonic()
+    wall = 0.0
     for account in chain:
         if not account.exclusive or now >= account.valid_until:
             return None
-    wall = time.time()
-    for account in chain:
-        budget = account.budget
-        if budget.wall_seconds is not None and wall >= account.started + budget.wall_seconds:
-            return Overrun(
-                account.holder, "wall_seconds", budget.wall_seconds, wall - account.started, 0
-            )
-        inflight = account.inflight
-        used = account.spent if inflight is _NOTHING else account.spent + inflight
-        kind = within(budget, used, need)
-        if kind is not None:
-            if inflight.amount(kind):
-                return None  # what is in flight may leave room when it settles: wait
-            limit = budget.limit(kind)
-            assert limit is not None
-            return Overrun(account.holder, kind, limit, used.amount(kind), need.amount(kind))
-        if need.children:
-            live = budget.live_children
-            if live is not None and account.live + 1 > live:
+        deadline = account.deadline
+        if deadline is not None:
+            wall = wall or time.time()
+            if wall >= deadline:
+                return _late(account, wall)
+        spent, held = account.sv, account.hv
+        for index, limit in account.checks:
+            wanted = need[index]
+            if wanted and spent[index] + held[index] + wanted > limit:
+                if held[index]:
+                    return None  # what is in flight may leave room when it settles: wait
+                used = spent[index] + held[index]
+                return Overrun(account.holder, _KINDS[index], limit, used, wanted)
+        if need[_CHILDREN]:
+            live = account.budget.live_children
+            if live is not None and account.live >= live:
                 return Overrun(account.holder, "live_children", live, account.live, 1)
     for account in chain:
-        inflight = account.inflight
-        account.inflight = need if inflight is _NOTHING else inflight + need
-    return Charge(tuple(chain), need)
+        _plus(account.hv, need)
+    return Charge(chain if isinstance(chain, tuple) else tuple(chain), need)
 
 
-async def charge(chain: Sequence[Account], need: Spend) -> Charge | Overrun:
+def settle_now(done: Charge, actual: Vector) -> bool:
+    """Settle ``done`` in memory when every account of its chain is exclusive (the usual);
+    ``False``: a store call is needed (:func:`settle`)."""
+    accounts = done.accounts
+    for account in accounts:
+        if not account.exclusive or account.sharing is not None:
+            return False
+    need = done.need
+    for account in accounts:
+        _minus(account.hv, need)
+        _plus(account.sv, actual)
+        if account.settled is not None:
+            account.woken()
+    return True
+
+
+def _plus(target: list[float], more: Vector) -> None:
+    """``target += more``, field by field: unrolled, as this runs for every request (the
+    seven fields of :class:`Spend`, checked when the module loads)."""
+    target[0] += more[0]
+    target[1] += more[1]
+    target[2] += more[2]
+    target[3] += more[3]
+    target[4] += more[4]
+    target[5] += more[5]
+    target[6] += more[6]
+
+
+def _minus(target: list[float], less: Vector) -> None:
+    """``target -= less``, field by field (see :func:`_plus`)."""
+    target[0] -= less[0]
+    target[1] -= less[1]
+    target[2] -= less[2]
+    target[3] -= less[3]
+    target[4] -= less[4]
+    target[5] -= less[5]
+    target[6] -= less[6]
+
+
+assert WIDTH == 7, "_plus and _minus add the seven fields of Spend"
+
+
+def _late(account: Account, wall: float) -> Overrun:
+    limit = account.budget.wall_seconds
+    assert limit is not None
+    return Overrun(account.holder, "wall_seconds", limit, wall - account.started, 0)
+
+
+async def charge(chain: Sequence[Account], need: Vector) -> Charge | Overrun:
     """Charge ``need`` to every account of ``chain``, or to none: the charge, or the limit it
     would pass. Waits while the only obstacle is what other requests reserved and have not
     settled (here, or in another process)."""
@@ -403,17 +523,22 @@ async def charge(chain: Sequence[Account], need: Spend) -> Charge | Overrun:
         await _wait(chain)
 
 
-async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overrun:
+def _add(vector: list[float], other: Vector, sign: float = 1.0) -> None:
+    for index, value in enumerate(other):
+        if value:
+            vector[index] += sign * value
+
+
+async def _take(account: Account, need: Vector) -> Literal[True, "wait"] | Overrun:
     """Reserve ``need`` of one account (a store call when shared)."""
     await _until_shared(account)
     budget, ledger = account.budget, account.ledger
     deadline = account.deadline
     if deadline is not None and time.time() >= deadline:
-        wall = budget.wall_seconds
-        assert wall is not None
-        return Overrun(account.holder, "wall_seconds", wall, time.time() - account.started, 0)
-    if need.children and budget.live_children is not None and account.live >= budget.live_children:
-        return Overrun(account.holder, "live_children", budget.live_children, account.live, 1)
+        return _late(account, time.time())
+    live = budget.live_children
+    if need[_CHILDREN] and live is not None and account.live >= live:
+        return Overrun(account.holder, "live_children", live, account.live, 1)
     if account.exclusive and ledger is not None and time.monotonic() >= account.valid_until:
         # Not sure the others still count this process alive: ask before trusting memory.
         asked = time.monotonic()
@@ -421,30 +546,31 @@ async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overru
         account.valid_until = asked + claim.valid_for
         if not claim.exclusive:
             await _share(account)
+    wanted = _spend(need)
     if account.exclusive or ledger is None:
         used = account.spent + account.inflight
-        kind = within(budget, used, need)
+        kind = within(budget, used, wanted)
         if kind is None:
-            account.inflight = account.inflight + need
+            _add(account.hv, need)
             return True
         if account.inflight.amount(kind):
             return "wait"
         limit = budget.limit(kind)
         assert limit is not None
-        return Overrun(account.holder, kind, limit, used.amount(kind), need.amount(kind))
-    answer = await ledger.budget_reserve(account.key, need, budget)
+        return Overrun(account.holder, kind, limit, used.amount(kind), wanted.amount(kind))
+    answer = await ledger.budget_reserve(account.key, wanted, budget)
     if answer.claim is not None:
         await _claimed(account, answer.claim)
         return await _take(account, need)
     if answer.granted:
-        account.inflight = account.inflight + need
+        _add(account.hv, need)
         account.spent = answer.used - account.inflight
         return True
     if answer.waiting:
         return "wait"
-    kind = within(budget, answer.used, need) or "output_tokens"
+    kind = within(budget, answer.used, wanted) or "output_tokens"
     limit = budget.limit(kind)
-    return Overrun(account.holder, kind, limit or 0, answer.used.amount(kind), need.amount(kind))
+    return Overrun(account.holder, kind, limit or 0, answer.used.amount(kind), wanted.amount(kind))
 
 
 async def _claimed(account: Account, claim: LedgerClaim, unlogged: Spend = _NOTHING) -> None:
@@ -469,13 +595,13 @@ async def _claimed(account: Account, claim: LedgerClaim, unlogged: Spend = _NOTH
             await account.ledger.budget_share(account.key, spent, account.inflight)
 
 
-async def _give_back(account: Account, need: Spend) -> None:
+async def _give_back(account: Account, need: Vector) -> None:
     """Undo a reservation of ``need`` that the rest of its chain refused."""
-    account.inflight = account.inflight - need
+    _add(account.hv, need, -1.0)
     if not account.exclusive and account.ledger is not None:
         with anyio.CancelScope(shield=True):
             await account.ledger.budget_reserve(
-                account.key, _NOTHING, account.budget, settle=(need, _NOTHING)
+                account.key, _NOTHING, account.budget, settle=(_spend(need), _NOTHING)
             )
     account.woken()
 
@@ -485,24 +611,26 @@ async def _wait(chain: Sequence[Account]) -> None:
     if any(not a.exclusive for a in chain):
         await anyio.sleep(_SHARED_WAIT)
         return
-    account = next((a for a in chain if a.inflight != _NOTHING), chain[0])
+    account = next((a for a in chain if any(a.hv)), chain[0])
     if account.settled is None:
         account.settled = anyio.Event()
     with anyio.move_on_after(1.0):  # a settle in another account of the chain: look again
         await account.settled.wait()
 
 
-async def settle(done: Charge, actual: Spend) -> None:
+async def settle(done: Charge, actual: Vector) -> None:
     """The charge ``done`` is over: what it reserved goes, what it spent (``actual``) stays."""
+    if settle_now(done, actual):
+        return
     need = done.need
     for account in done.accounts:
         if account.sharing is not None:
             await account.sharing.wait()
-        account.inflight = account.inflight - need
+        _add(account.hv, need, -1.0)
         if account.exclusive or account.ledger is None:
-            account.spent = account.spent + actual
+            _add(account.sv, actual)
         else:
-            answer = await _settle_shared(account, need, actual)
+            answer = await _settle_shared(account, _spend(need), _spend(actual))
             if answer.claim is not None:
                 claim = answer.claim
                 if claim.exclusive and claim.spent is not None:
@@ -510,7 +638,7 @@ async def settle(done: Charge, actual: Spend) -> None:
                     await _claimed(account, claim)
                 else:
                     # Lost: counted from the logs, which do not hold this answer yet.
-                    await _claimed(account, claim, actual)
+                    await _claimed(account, claim, _spend(actual))
             else:
                 account.spent = answer.used - account.inflight
         account.woken()
@@ -528,17 +656,28 @@ async def _settle_shared(account: Account, need: Spend, actual: Spend) -> Ledger
 
 def warnings(chain: Sequence[Account]) -> list[tuple[Account, LimitKind]]:
     """The limits of ``chain`` whose warning share was passed just now (each once)."""
-    found: list[tuple[Account, LimitKind]] = []
+    found: list[tuple[Account, LimitKind]] | None = None
     for account in chain:
-        budget = account.budget
-        for kind in LIMIT_KINDS:
-            if kind == "live_children" or kind in account.warned:
-                continue
-            limit = budget.limit(kind)
-            if limit and account.used(kind) >= limit * budget.warn_at:
-                account.warned.add(kind)
-                found.append((account, kind))
+        spent = account.sv
+        for entry in account.pending:
+            if spent[entry[0]] >= entry[1]:
+                found = found if found is not None else []
+                found.append((account, entry[2]))
+        if account.deadline is not None and "wall_seconds" not in account.warned:
+            wall = account.budget.wall_seconds
+            assert wall is not None
+            if time.time() >= account.started + wall * account.budget.warn_at:
+                found = found if found is not None else []
+                found.append((account, "wall_seconds"))
+    if found is None:
+        return _NO_WARNINGS
+    for account, kind in found:
+        account.warned.add(kind)
+        account.pending = [entry for entry in account.pending if entry[2] != kind]
     return found
+
+
+_NO_WARNINGS: list[tuple[Account, LimitKind]] = []
 
 
 def remainder(chain: Sequence[Account]) -> Budget | None:

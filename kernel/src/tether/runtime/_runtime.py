@@ -112,18 +112,9 @@ class Runtime:
         (:func:`tether.models.price_for` looks here first)."""
         prices = self._prices
         if prices is None:
-            from ..contracts import Price
+            from ..budgets._prices import profile_prices
 
-            tables = self.kernel.profile.prices
-            prices = self._prices = {
-                name: Price(
-                    input=table.input,
-                    output=table.output,
-                    cached_input=table.cached_input,
-                    cache_write=table.cache_write,
-                )
-                for name, table in tables.items()
-            }
+            prices = self._prices = profile_prices(self.kernel.profile)
         return prices
 
     # ------------------------------------------------------------------ lifetime

@@ -31,7 +31,16 @@ from ..agents import (
 )
 from ..agents._delegation import CONTINUABLE_DESCRIPTOR, DELEGATION_DESCRIPTOR
 from ..agents._spending import child_budget
-from ..budgets._accounts import Overrun, budget_descriptor, charge, charge_now, settle
+from ..budgets._accounts import (
+    NOTHING,
+    ONE_CHILD,
+    Overrun,
+    budget_descriptor,
+    charge,
+    charge_now,
+    settle,
+    settle_now,
+)
 from ..contracts import Spend, SubagentStartRequest
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..store import (
@@ -385,16 +394,17 @@ async def create_child_session(
         await parent.store.create(header, setup)
         return spec, header, setup
     # Every budget above the child counts it first (children in all, and working at once).
-    done = charge_now(chain, _ONE_CHILD) or await charge(chain, _ONE_CHILD)
+    done = charge_now(chain, ONE_CHILD) or await charge(chain, ONE_CHILD)
     if isinstance(done, Overrun):
         raise done.error()
     try:
         await parent.store.create(header, setup)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await settle(done, Spend())
+            await settle(done, NOTHING)
         raise
-    await settle(done, _ONE_CHILD)
+    if not settle_now(done, ONE_CHILD):
+        await settle(done, ONE_CHILD)
     assert spending is not None
     spending.accounts.child_started(header.id, chain)
     return spec, header, setup
@@ -458,8 +468,6 @@ def _delegated_tools(
             tools = ToolRegistry([*tools, *kept])
     return dataclasses.replace(spec, tools=tools, policy=policy)
 
-
-_ONE_CHILD = Spend(children=1)
 
 _PLAIN_NOTES = {approval: DELEGATION_NOTE + text for approval, text in APPROVAL_NOTES.items()}
 
