@@ -239,3 +239,28 @@ async def test_a_delegation_gets_at_most_what_is_left(tmp_path):
     assert result.stop_reason == "error"
     assert "[BUDGET_EXCEEDED]" in (result.diagnostic or "")
     assert spent(logs, "output") == 5
+
+
+async def test_a_declared_subagent_sets_its_own_budget_within_what_is_left(tmp_path):
+    from tether.contracts import SubagentStartRequest
+
+    (tmp_path / "extra.toml").write_text(
+        '[agent.helper]\ndescription = "Helps."\nmodel = "scripted:tree.toml"\nbudget = { requests = 50, output = 7 }\n',
+        encoding="utf-8",
+    )
+    kernel = tree_kernel(tmp_path, agent_budget='subagents = ["helper"]\nbudget = { requests = 4 }')
+    tree = Tree()
+    store = MemoryStore()
+    async with Runtime.open(kernel, store) as runtime:
+        agent = await runtime.compose(model=tree.model)
+        async with runtime.hold(agent):
+            request = SubagentStartRequest(prompt="c2", parent=agent, label="c2", agent="helper")
+            run = await runtime.subagents.start("spawn", request)
+            await run.result()
+        (child,) = await store.sessions(parent=agent.session_id)
+        logs = await events_of(store, [child])
+    (record,) = descriptors(logs, "budget")
+    # Its own 50 requests, within the root's 4; its own 7 output tokens (the root sets none).
+    assert record.data["limits"]["requests"] == 4
+    assert record.data["limits"]["output_tokens"] == 7
+    assert child.agent == "helper"

@@ -46,6 +46,8 @@ plugin_dirs = ["plugins"]
 model = "{model}"
 {agent}
 
+{extra}
+
 [prices."{model}"]
 input = 1.0
 output = 10.0
@@ -150,9 +152,14 @@ def tree_profile(
     """The tree's profile in ``folder`` (with its local plugin and model module)."""
     text = PROFILE.format(
         tether=f"budget = {{ {tether_budget} }}" if tether_budget else "",
-        agent=f"budget = {{ {agent_budget} }}" if agent_budget else "",
+        agent=agent_budget
+        if "=" in agent_budget and "{" in agent_budget
+        else (f"budget = {{ {agent_budget} }}" if agent_budget else ""),
         model=model,
         store=f'store = "{store}"' if store else "",
+        extra=(folder / "extra.toml").read_text(encoding="utf-8")
+        if (folder / "extra.toml").exists()
+        else "",
     )
     (folder / "tree.toml").write_text("", encoding="utf-8")
     (folder / "plugins").mkdir(exist_ok=True)
