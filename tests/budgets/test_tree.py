@@ -245,7 +245,8 @@ async def test_a_declared_subagent_sets_its_own_budget_within_what_is_left(tmp_p
     from tether.contracts import SubagentStartRequest
 
     (tmp_path / "extra.toml").write_text(
-        '[agent.helper]\ndescription = "Helps."\nmodel = "scripted:tree.toml"\nbudget = { requests = 50, output = 7 }\n',
+        '[agent.helper]\ndescription = "Helps."\nmodel = "scripted:tree.toml"\n'
+        "budget = { requests = 50, output = 7 }\n",
         encoding="utf-8",
     )
     kernel = tree_kernel(tmp_path, agent_budget='subagents = ["helper"]\nbudget = { requests = 4 }')
