@@ -292,6 +292,12 @@ class Accounts:
         for account in chain:
             account.live += 1
 
+    def child_counted(self, session_id: str, chain: tuple[Account, ...]) -> None:
+        """A child whose start was charged to ``chain`` (which counted it as working then:
+        concurrent starts see each other) works now; :meth:`child_left` ends that."""
+        if chain:
+            self.live[session_id] = chain
+
     def child_left(self, session_id: str) -> None:
         """A child that worked here left (its agent closed)."""
         chain = self.live.pop(session_id, ())
@@ -374,6 +380,8 @@ def charge_now(chain: Sequence[Account], need: Spend) -> Charge | Overrun | None
     for account in chain:
         inflight = account.inflight
         account.inflight = need if inflight is _NOTHING else inflight + need
+        if need.children:
+            account.live += 1  # working from its charge (:meth:`Accounts.child_counted`)
     return Charge(tuple(chain), need)
 
 
@@ -406,14 +414,31 @@ async def charge(chain: Sequence[Account], need: Spend) -> Charge | Overrun:
 async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overrun:
     """Reserve ``need`` of one account (a store call when shared)."""
     await _until_shared(account)
-    budget, ledger = account.budget, account.ledger
+    budget = account.budget
     deadline = account.deadline
     if deadline is not None and time.time() >= deadline:
         wall = budget.wall_seconds
         assert wall is not None
         return Overrun(account.holder, "wall_seconds", wall, time.time() - account.started, 0)
-    if need.children and budget.live_children is not None and account.live >= budget.live_children:
+    if not need.children:
+        return await _reserve(account, need)
+    if budget.live_children is not None and account.live >= budget.live_children:
         return Overrun(account.holder, "live_children", budget.live_children, account.live, 1)
+    # The child counts as working from now: a start charged meanwhile (while this one waits
+    # on the store) sees it. Undone when the charge is refused or given back.
+    account.live += 1
+    taken: Literal[True, "wait"] | Overrun = "wait"
+    try:
+        taken = await _reserve(account, need)
+    finally:
+        if taken is not True:
+            account.live -= 1
+    return taken
+
+
+async def _reserve(account: Account, need: Spend) -> Literal[True, "wait"] | Overrun:
+    """:func:`_take` past the wall-time and live-children checks."""
+    budget, ledger = account.budget, account.ledger
     if account.exclusive and ledger is not None and time.monotonic() >= account.valid_until:
         # Not sure the others still count this process alive: ask before trusting memory.
         asked = time.monotonic()
@@ -435,7 +460,7 @@ async def _take(account: Account, need: Spend) -> Literal[True, "wait"] | Overru
     answer = await ledger.budget_reserve(account.key, need, budget)
     if answer.claim is not None:
         await _claimed(account, answer.claim)
-        return await _take(account, need)
+        return await _reserve(account, need)
     if answer.granted:
         account.inflight = account.inflight + need
         account.spent = answer.used - account.inflight
@@ -472,6 +497,8 @@ async def _claimed(account: Account, claim: LedgerClaim, unlogged: Spend = _NOTH
 async def _give_back(account: Account, need: Spend) -> None:
     """Undo a reservation of ``need`` that the rest of its chain refused."""
     account.inflight = account.inflight - need
+    if need.children:
+        account.live -= 1
     if not account.exclusive and account.ledger is not None:
         with anyio.CancelScope(shield=True):
             await account.ledger.budget_reserve(
