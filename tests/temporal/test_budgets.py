@@ -1,11 +1,14 @@
 """Tree budgets on the cluster (docs/budgets.md): a root under a profile budget runs on one
 ``tether worker`` and its children on others (each child's workflow on the task queue); a
 worker that drives a child reads the root's ``budget`` record from the store and spends under
-it through the store's ledger (PostgreSQL's ``BudgetLedger``), so the tree's requests, in
-every process, are charged to the root's one budget and the tree stops at its limit."""
+it through the store's ledger (``BudgetLedger``: PostgreSQL, or a SQLite file the workers
+share), so the tree's requests, in every process, are charged to the root's one budget and the
+tree stops at its limit. A ``live_children`` limit counts a child from its start until its
+task ends on whichever worker ran it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -108,8 +111,35 @@ def refused(logs: dict[str, list[Any]]) -> dict[str, dict[str, Any]]:
     }
 
 
+class SQLiteCluster(Cluster):
+    """A cluster whose workers share a SQLite file (one machine) instead of PostgreSQL."""
+
+    def store(self):
+        from tether.store import SQLiteStore
+
+        return SQLiteStore(self.store_url.removeprefix("sqlite:"))
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def stores(request, cluster: Cluster) -> Cluster:
+    """``cluster`` on PostgreSQL, or on a SQLite file in its folder."""
+    if request.param == "postgres":
+        return cluster
+    made = SQLiteCluster(
+        cluster.folder, cluster.address, cluster.queue, f"sqlite:{cluster.folder / 'tree.db'}"
+    )
+    made.workers = cluster.workers  # stopped with the cluster's
+    return made
+
+
 def ledger(cluster: Cluster) -> dict[str, tuple[str | None, bool]]:
     """The store's budget ledger: each holder's key, its spend as written, whether known."""
+    if isinstance(cluster, SQLiteCluster):
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(cluster.store_url.removeprefix("sqlite:"))) as db:
+            rows = db.execute("SELECT holder, spent, known FROM budget_ledger").fetchall()
+        return {holder: (spent, bool(known)) for holder, spent, known in rows}
     import psycopg
 
     with psycopg.connect(cluster.store_url) as db:
@@ -126,14 +156,14 @@ THREE = "child 0\nchild 1\nchild 2"
 
 @pytest.mark.parametrize("limit", [5, 7])
 async def test_children_on_other_workers_spend_the_roots_budget_and_stop_at_its_limit(
-    cluster, limit
+    stores: Cluster, limit: int
 ):
     """The tree asks 8 requests without a budget (the root 2, each child 2). Under 5 the
     children's second requests are refused but one; under 7 every child completes and the
     root's second request is the one refused."""
-    budgeted(cluster, f"requests = {limit}")
-    workers = cluster.start_workers(2)
-    stop, root, logs = await run_tree(cluster, THREE)
+    budgeted(stores, f"requests = {limit}")
+    workers = stores.start_workers(2)
+    stop, root, logs = await run_tree(stores, THREE)
     assert answers(logs) == limit
     assert stop == "error"
     (last,) = [e for e in logs[root] if isinstance(e, TurnEnded)]
@@ -152,7 +182,7 @@ async def test_children_on_other_workers_spend_the_roots_budget_and_stop_at_its_
     assert len(children) == 3
     # Each child's tool ran at most once, on a worker; what the children were answered
     # is what the budget left after the root's first request, wherever they ran.
-    ran = [cluster.runs(f"child {n}.quick") for n in range(3)]
+    ran = [stores.runs(f"child {n}.quick") for n in range(3)]
     assert all(len(pids) <= 1 for pids in ran), ran
     pids = {pid for pids in ran for pid in pids}
     assert pids
@@ -169,7 +199,7 @@ async def test_children_on_other_workers_spend_the_roots_budget_and_stop_at_its_
         assert len(pids) == 2
         assert set(found) == {root}
     # The workers shared the root's budget through the store's ledger: one holder, the root's.
-    rows = ledger(cluster)
+    rows = ledger(stores)
     ((key, (written, known)),) = rows.items()
     assert key.split("@")[0] == root
     assert known
