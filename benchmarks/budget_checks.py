@@ -80,7 +80,7 @@ async def check_path(rounds: int, loops: int, depth: int) -> tuple[float, float]
                     if not settle_now(done, ONE_CHILD):
                         await settle(done, ONE_CHILD)
                     child_budget(None, chain)
-                    accounts.child_started(f"c{index}", chain)
+                    accounts.child_counted(f"c{index}", chain)
                     accounts.child_left(f"c{index}")
                 per_child.append((time.process_time() - begin) / loops * 1e6)
             for account in chain:

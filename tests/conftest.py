@@ -52,6 +52,7 @@ _TEMPORAL_GROUPS = {
     "test_server_restart": "temporal-workers",
     "test_children": "temporal-children",
     "test_cluster_example": "temporal-children",
+    "test_budgets": "temporal-clients",
 }
 
 

@@ -366,6 +366,12 @@ class Accounts:
         for account in chain:
             account.live += 1
 
+    def child_counted(self, session_id: str, chain: tuple[Account, ...]) -> None:
+        """A child whose start was charged to ``chain`` (which counted it as working then:
+        concurrent starts see each other) works now; :meth:`child_left` ends that."""
+        if chain:
+            self.live[session_id] = chain
+
     def child_left(self, session_id: str) -> None:
         """A child that worked here left (its agent closed)."""
         chain = self.live.pop(session_id, ())
@@ -446,6 +452,8 @@ def charge_now(chain: Sequence[Account], need: Vector) -> Charge | Overrun | Non
                 return Overrun(account.holder, "live_children", live, account.live, 1)
     for account in chain:
         _plus(account.hv, need)
+        if need[_CHILDREN]:
+            account.live += 1  # working from its charge (:meth:`Accounts.child_counted`)
     return Charge(chain if isinstance(chain, tuple) else tuple(chain), need)
 
 
@@ -532,13 +540,29 @@ def _add(vector: list[float], other: Vector, sign: float = 1.0) -> None:
 async def _take(account: Account, need: Vector) -> Literal[True, "wait"] | Overrun:
     """Reserve ``need`` of one account (a store call when shared)."""
     await _until_shared(account)
-    budget, ledger = account.budget, account.ledger
+    budget = account.budget
     deadline = account.deadline
     if deadline is not None and time.time() >= deadline:
         return _late(account, time.time())
-    live = budget.live_children
-    if need[_CHILDREN] and live is not None and account.live >= live:
-        return Overrun(account.holder, "live_children", live, account.live, 1)
+    if not need[_CHILDREN]:
+        return await _reserve(account, need)
+    if budget.live_children is not None and account.live >= budget.live_children:
+        return Overrun(account.holder, "live_children", budget.live_children, account.live, 1)
+    # The child counts as working from now: a start charged meanwhile (while this one waits
+    # on the store) sees it. Undone when the charge is refused or given back.
+    account.live += 1
+    taken: Literal[True, "wait"] | Overrun = "wait"
+    try:
+        taken = await _reserve(account, need)
+    finally:
+        if taken is not True:
+            account.live -= 1
+    return taken
+
+
+async def _reserve(account: Account, need: Vector) -> Literal[True, "wait"] | Overrun:
+    """:func:`_take` past the wall-time and live-children checks."""
+    budget, ledger = account.budget, account.ledger
     if account.exclusive and ledger is not None and time.monotonic() >= account.valid_until:
         # Not sure the others still count this process alive: ask before trusting memory.
         asked = time.monotonic()
@@ -561,7 +585,7 @@ async def _take(account: Account, need: Vector) -> Literal[True, "wait"] | Overr
     answer = await ledger.budget_reserve(account.key, wanted, budget)
     if answer.claim is not None:
         await _claimed(account, answer.claim)
-        return await _take(account, need)
+        return await _reserve(account, need)
     if answer.granted:
         _add(account.hv, need)
         account.spent = answer.used - account.inflight
@@ -598,6 +622,8 @@ async def _claimed(account: Account, claim: LedgerClaim, unlogged: Spend = _NOTH
 async def _give_back(account: Account, need: Vector) -> None:
     """Undo a reservation of ``need`` that the rest of its chain refused."""
     _add(account.hv, need, -1.0)
+    if need[_CHILDREN]:
+        account.live -= 1
     if not account.exclusive and account.ledger is not None:
         with anyio.CancelScope(shield=True):
             await account.ledger.budget_reserve(

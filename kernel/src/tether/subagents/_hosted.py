@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..agents import carry_trace
+from ..budgets._accounts import Accounts
 from ..contracts import SubagentResult, SubagentStartRequest
 from ..errors import TetherError
 from ..store import (
@@ -155,6 +156,11 @@ class HostedChildRun:
         async with self._following:  # one reader of the log; later callers get its result
             if self._result is None:
                 self._result = await self._settle()
+                # Its task's turn has ended: it no longer works under the budgets above it
+                # (its agent, on another process, never closes in this one).
+                accounts = Accounts.find(self._request.parent.store)
+                if accounts is not None:
+                    accounts.child_left(self._child_id)
         return self._result
 
     async def dispose(self) -> None:

@@ -394,19 +394,22 @@ async def create_child_session(
         await parent.store.create(header, setup)
         return spec, header, setup
     # Every budget above the child counts it first (children in all, and working at once).
+    # The charge counts it as working at once (before the store write, which other starts
+    # may pass meanwhile), until it leaves: its agent closes here, or a hosted run ends.
     done = charge_now(chain, ONE_CHILD) or await charge(chain, ONE_CHILD)
     if isinstance(done, Overrun):
         raise done.error()
+    assert spending is not None
+    spending.accounts.child_counted(header.id, chain)
     try:
         await parent.store.create(header, setup)
     except BaseException:
+        spending.accounts.child_left(header.id)
         with anyio.CancelScope(shield=True):
             await settle(done, NOTHING)
         raise
     if not settle_now(done, ONE_CHILD):
         await settle(done, ONE_CHILD)
-    assert spending is not None
-    spending.accounts.child_started(header.id, chain)
     return spec, header, setup
 
 
