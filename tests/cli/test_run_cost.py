@@ -44,7 +44,7 @@ def _stats(profile: Path, session: str) -> dict:
 def test_an_offline_example_prints_no_cost_line(quickstart):
     result = invoke("run", "--profile", str(quickstart), *PROMPTS)
     assert result.exit_code == 0, result.output
-    assert not any(line.startswith("cost ") for line in result.stdout.splitlines())
+    assert not any(line.startswith("cost ") for line in result.output.splitlines())
 
 
 def test_the_run_ends_with_what_its_requests_cost(quickstart):
@@ -55,7 +55,8 @@ def test_the_run_ends_with_what_its_requests_cost(quickstart):
     assert re.fullmatch(r"session ses_[0-9a-f]{16}", lines[-1])
     totals = _stats(quickstart, lines[-1].split()[1])["totals"]
     assert totals["cost"] > 0
-    assert lines[-2] == (
+    # On standard error, beside the conversation (standard output holds only the turns).
+    assert result.stderr.splitlines()[-1] == (
         f"cost ${totals['cost']:.4f}: {totals['requests']} requests,"
         f" {totals['input_tokens']:,} input tokens"
         f" ({totals['cached_tokens'] / totals['input_tokens']:.0%} cached),"
@@ -71,7 +72,7 @@ def test_a_continued_session_counts_this_runs_requests_only(quickstart):
     assert again.exit_code == 0, again.output
     rows = _stats(quickstart, session)["sessions"][0]["requests"]
     last = rows[-1]
-    assert again.stdout.splitlines()[-2].startswith(
+    assert again.stderr.splitlines()[-1].startswith(
         f"cost ${last['cost']:.4f}: 1 request, {last['input_tokens']:,} input tokens"
     )
 
@@ -81,7 +82,7 @@ def test_a_model_without_a_price_says_cost_unknown_never_zero(quickstart):
     quickstart.write_text(quickstart.read_text() + "\n[prices.gpt-5]\ninput = 1.0\noutput = 1.0\n")
     result = invoke("run", "--profile", str(quickstart), *PROMPTS)
     assert result.exit_code == 0, result.output
-    line = result.stdout.splitlines()[-2]
+    line = result.stderr.splitlines()[-1]
     assert line.startswith("cost unknown: ")
     assert "$" not in line
 
@@ -120,7 +121,7 @@ def test_each_childs_end_line_says_what_it_cost(tmp_path, monkeypatch):
         )
     }
     assert ended == {b["session"]: f"${b['cost']:.4f}" for b in breakdown[1:]}
-    # Every end line comes before the run's cost line and its session line.
+    # Every end line comes before the run's session line; the cost line is on standard error.
     last_end = max(i for i, line in enumerate(lines) if line.startswith("  [subagent"))
-    assert last_end < len(lines) - 2
-    assert lines[-2].startswith("cost $")
+    assert last_end < len(lines) - 1
+    assert result.stderr.splitlines()[-1].startswith("cost $")

@@ -226,7 +226,7 @@ async def _run(
             await written()  # the children's end lines, before the run's last lines
             line = await cost_line(runtime, store, agent.session_id, logged)
             if line is not None:
-                click.echo(line)
+                click.echo(line, err=True)  # beside the conversation, as retries are
             click.echo(f"session {agent.session_id}")
         return stop
     finally:
