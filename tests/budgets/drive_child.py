@@ -42,4 +42,4 @@ async def main(profile: str, db: str, child: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3])

@@ -133,7 +133,8 @@ def test_run_and_sessions_send_spend_one_root_budget(tmp_path):
     run = tether(tmp_path, "run", "--profile", str(profile), *["go"] * prompts, delay=scaled(0.4))
     sends: list[subprocess.Popen[str]] = []
     try:
-        root = wait_until_sync(lambda: db.exists() and root_of(db), "the root session", 60)
+        found = wait_until_sync(lambda: db.exists() and root_of(db), "the root session", 60)
+        root = str(found)
         # Two people send while the run drives the root: it runs their messages after its own
         # prompts, under the same budget.
         for _ in range(2):

@@ -21,9 +21,13 @@ from ..budgets._accounts import (
     NOTHING,
     Account,
     Accounts,
+    Charge,
+    Overrun,
     Vector,
     budget_descriptor,
+    charge_now,
     read_descriptor,
+    settle_now,
     warning_descriptor,
     warning_text,
     warnings,
@@ -74,6 +78,7 @@ class Spending:
         "chain",
         "counts_cost",
         "counts_input",
+        "crossed",
         "deadline",
         "own",
         "price",
@@ -100,6 +105,8 @@ class Spending:
             a.budget.input_tokens is not None or a.budget.cost is not None for a in chain
         )
         """Whether a request's input is estimated before it is sent (an input or cost limit)."""
+        self.crossed = True
+        """Whether a settle may have passed a warning share since :meth:`notices` looked."""
         self.counts_cost = any(a.budget.cost is not None for a in chain)
         """Whether a request's cost is bounded before it is sent (a cost limit)."""
         self.bounds_output = self.counts_cost or any(
@@ -151,13 +158,39 @@ class Spending:
             cost = input_cost + output * rates[3] / 1e6
         return (input_tokens, output, 0, cost, 0, 1, 0), (None if room is None else output)
 
+    def begin(
+        self, input_tokens: int, output_room: int | None
+    ) -> tuple[Charge | Overrun | None, Vector, int | None]:
+        """Charge a request with ``input_tokens`` in (:meth:`need`, then :func:`charge_now`):
+        the charge (or the limit it would pass, or ``None``: :func:`charge` must wait or ask
+        the store), what it needs and the most it may answer."""
+        need, room = self.need(input_tokens, output_room)
+        return charge_now(self.chain, need), need, room
+
+    def end(self, done: Charge, response: ModelResponse | None) -> bool:
+        """Settle ``done`` with what ``response`` spent (nothing without one) and look for the
+        warning shares it passed (:meth:`notices` then reads them); ``False``: a store call
+        is needed (:func:`settle`, with :meth:`spent`)."""
+        actual = NOTHING if response is None else self.spent(response)
+        if not settle_now(done, actual):
+            return False
+        for account in self.chain:
+            spent = account.sv
+            for entry in account.pending:
+                if spent[entry[0]] >= entry[1]:
+                    self.crossed = True
+        return True
+
     def spent(self, response: ModelResponse) -> Vector:
         """What an answer spent (a remote agent's: what it reported of its own work)."""
         remote = response.remote_usage
         usage = response.usage if remote is None else remote
         rates = self._rates
-        if rates is None:
-            return (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, 0, 1, 1, 0)
+        if rates is None or not self.counts_cost:
+            # Cost counts against a cost limit only (what it was shows from the logs).
+            unpriced = 1 if rates is None else 0
+            cached = usage.cached_input_tokens
+            return (usage.input_tokens, usage.output_tokens, cached, 0, unpriced, 1, 0)
         cached, written = usage.cached_input_tokens, usage.cache_write_input_tokens
         plain = max(usage.input_tokens - cached - written, 0)
         cost = (
@@ -170,6 +203,9 @@ class Spending:
 
     def notices(self) -> list[Event]:
         """The notices (and their records) of the limits that passed their warning share."""
+        if not self.crossed and self.deadline is None:
+            return []  # nothing passed a share since the last look (time has no share)
+        self.crossed = False
         events: list[Event] = []
         for account, kind in warnings(self.chain):
             events.append(

@@ -26,9 +26,7 @@ from ..budgets._accounts import (
     Charge,
     Overrun,
     charge,
-    charge_now,
     settle,
-    settle_now,
 )
 from ..errors import ErrorCode, ModelError, TetherError
 from ..models import Message, ModelResponse, ToolCall, Usage
@@ -409,8 +407,9 @@ class Turn:
         deadline: tuple[float, Account] | None = None
         if spending is not None:
             tokens = budget.context_tokens() if spending.counts_input else 0
-            need, remaining = spending.need(tokens, remaining)
-            charged = charge_now(spending.chain, need) or await charge(spending.chain, need)
+            charged, need, remaining = spending.begin(tokens, remaining)
+            if charged is None:
+                charged = await charge(spending.chain, need)
             if isinstance(charged, Overrun):
                 raise BudgetStop(charged)
             done, deadline = charged, spending.deadline
@@ -420,7 +419,7 @@ class Turn:
             stream = agent.loop.stream = AnswerStream(agent)
         hear = stream.hear if stream is not None and stream.wanted else None
         tracer, compacted = spec.tracer, False
-        spent = NOTHING
+        answer: ModelResponse | None = None
         try:
             while True:
                 request = build_request(agent, budget.history, remaining)
@@ -453,13 +452,15 @@ class Turn:
                     raise BudgetStop(_late(deadline[1]))
                 if hear is not None:
                     stream.end()  # type: ignore[union-attr]
-                if spending is not None:
-                    spent = spending.spent(response)
+                answer = response
                 return response
         finally:
-            if done is not None and not settle_now(done, spent):
-                with anyio.CancelScope(shield=True):
-                    await settle(done, spent)
+            if done is not None:
+                assert spending is not None
+                if not spending.end(done, answer):
+                    spent = NOTHING if answer is None else spending.spent(answer)
+                    with anyio.CancelScope(shield=True):
+                        await settle(done, spent)
 
     def _notices(self) -> None:
         """The budget notices of the limits passed their warning share: appended (stored with

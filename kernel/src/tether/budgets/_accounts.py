@@ -61,6 +61,8 @@ __all__ = (
     "settle",
     "settle_now",
     "spend_vector",
+    "start_child_now",
+    "unstart_child",
     "warning_descriptor",
     "warning_text",
     "warnings",
@@ -372,11 +374,13 @@ class Accounts:
         if chain:
             self.live[session_id] = chain
 
-    def child_left(self, session_id: str) -> None:
-        """A child that worked here left (its agent closed)."""
+    def child_left(self, session_id: str, *, counted: bool = True) -> None:
+        """A child that worked here left (its agent closed). ``counted=False``: forget it
+        without counting it out (:func:`unstart_child` does)."""
         chain = self.live.pop(session_id, ())
-        for account in chain:
-            account.live -= 1
+        if counted:
+            for account in chain:
+                account.live -= 1
 
     @property
     def exclusive_shared(self) -> bool:
@@ -455,6 +459,44 @@ def charge_now(chain: Sequence[Account], need: Vector) -> Charge | Overrun | Non
         if need[_CHILDREN]:
             account.live += 1  # working from its charge (:meth:`Accounts.child_counted`)
     return Charge(chain if isinstance(chain, tuple) else tuple(chain), need)
+
+
+def start_child_now(chain: Sequence[Account]) -> Overrun | bool:
+    """Count one child started under every account of ``chain`` in memory (in all, and
+    working: :meth:`Accounts.child_counted` then keeps it until it leaves), when all of them
+    are exclusive and can trust their memory: ``True``, or the first limit it would pass.
+    ``False``: a store call or a wait is needed (:func:`charge` and :func:`settle` with
+    :data:`ONE_CHILD`). A child start is spent at once: nothing is held for it."""
+    now = time.monotonic()
+    wall = 0.0
+    for account in chain:
+        if not account.exclusive or now >= account.valid_until:
+            return False
+        deadline = account.deadline
+        if deadline is not None:
+            wall = wall or time.time()
+            if wall >= deadline:
+                return _late(account, wall)
+        budget = account.budget
+        limit = budget.children
+        if limit is not None:
+            used = account.sv[_CHILDREN] + account.hv[_CHILDREN]
+            if used + 1 > limit:
+                return Overrun(account.holder, "children", limit, used, 1)
+        live = budget.live_children
+        if live is not None and account.live >= live:
+            return Overrun(account.holder, "live_children", live, account.live, 1)
+    for account in chain:
+        account.sv[_CHILDREN] += 1
+        account.live += 1
+    return True
+
+
+def unstart_child(chain: Sequence[Account]) -> None:
+    """Undo :func:`start_child_now` (the child's session could not be created)."""
+    for account in chain:
+        account.sv[_CHILDREN] -= 1
+        account.live -= 1
 
 
 def settle_now(done: Charge, actual: Vector) -> bool:

@@ -37,9 +37,10 @@ from ..budgets._accounts import (
     Overrun,
     budget_descriptor,
     charge,
-    charge_now,
     settle,
     settle_now,
+    start_child_now,
+    unstart_child,
 )
 from ..contracts import Spend, SubagentStartRequest
 from ..errors import ErrorCode, StoreError, SubagentError
@@ -393,13 +394,25 @@ async def create_child_session(
         # The session and its setup window are created together: never half a child.
         await parent.store.create(header, setup)
         return spec, header, setup
-    # Every budget above the child counts it first (children in all, and working at once).
-    # The charge counts it as working at once (before the store write, which other starts
-    # may pass meanwhile), until it leaves: its agent closes here, or a hosted run ends.
-    done = charge_now(chain, ONE_CHILD) or await charge(chain, ONE_CHILD)
+    # Every budget above the child counts it first (children in all, and working at once),
+    # before the store write, which other starts may pass meanwhile; it works until it
+    # leaves (its agent closes here, or a hosted run ends).
+    assert spending is not None
+    counted = start_child_now(chain)
+    if isinstance(counted, Overrun):
+        raise counted.error()
+    if counted:
+        spending.accounts.child_counted(header.id, chain)
+        try:
+            await parent.store.create(header, setup)
+        except BaseException:
+            spending.accounts.child_left(header.id, counted=False)
+            unstart_child(chain)
+            raise
+        return spec, header, setup
+    done = await charge(chain, ONE_CHILD)
     if isinstance(done, Overrun):
         raise done.error()
-    assert spending is not None
     spending.accounts.child_counted(header.id, chain)
     try:
         await parent.store.create(header, setup)
