@@ -265,3 +265,37 @@ async def test_a_declared_subagent_sets_its_own_budget_within_what_is_left(tmp_p
     assert record.data["limits"]["requests"] == 4
     assert record.data["limits"]["output_tokens"] == 7
     assert child.agent == "helper"
+
+
+async def test_an_unreadable_budget_record_is_named_and_a_new_budget_replaces_it(tmp_path):
+    from tether.store import SQLiteStore
+
+    kernel = tree_kernel(tmp_path)
+    store = SQLiteStore(tmp_path / "sessions.db")
+    try:
+        async with Runtime.open(kernel, store) as runtime:
+            agent = await runtime.compose(model=Tree().model)
+            session = agent.session_id
+            bad = DescriptorEvent(kind="budget", data={"limits": {"bogus": 1}, "started": 1.0})
+            await store.append(session, [bad])
+            await store.release(session)
+            again = await runtime.compose(session_id=session, model=Tree().model)
+            with pytest.raises(BudgetError) as caught:
+                async with runtime.hold(again):
+                    pass
+            assert caught.value.code == ErrorCode.BUDGET_INVALID
+            assert session in str(caught.value)
+            assert "--budget" in (caught.value.remedy or "")
+            # Nothing was lost, and a budget given now replaces the unreadable one.
+            fixed = await runtime.compose(
+                session_id=session, model=Tree().model, budget=Budget(requests=3)
+            )
+            async with runtime.hold(fixed) as held:
+                await held.run(["go"])
+            assert "requests: 3 of 3 used" in (fixed.loop.last_error or "")
+            logs = await events_of(store, [await store.header(session)])
+            records = descriptors(logs, "budget")
+            assert records[0] == bad
+            assert records[-1].data["limits"]["requests"] == 3
+    finally:
+        await store.aclose()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..budgets._accounts import (
+    ANCESTRY_TTL,
     FIELDS,
     NOTHING,
     Account,
@@ -268,8 +269,11 @@ async def open_spending(
     when its spec sets a budget its log does not hold yet. ``record``: the last ``budget``
     record of its log; ``fresh``: its session was created a moment ago (nothing spent)."""
     store, header = agent.spec.store, agent.header
-    accounts = Accounts.of(store)
     parent = header.parent_session
+    wanted = agent.spec.budget
+    if parent is None and record is None and wanted is None:
+        return None, []  # a root under no budget: nothing to look up (every fresh session)
+    accounts = Accounts.of(store)
     ancestors: tuple[Account, ...] = ()
     if parent is not None:
         found = accounts.chains.get(parent)
@@ -279,7 +283,6 @@ async def open_spending(
             if above is not None:  # open here, under no budget
                 found = above.spending.chain if above.spending is not None else ()
         ancestors = found if found is not None else await _ancestors(agent, accounts, header)
-    wanted = agent.spec.budget
     events: list[Event] = []
     if record is None and not ancestors and wanted is None:
         return None, events
@@ -288,7 +291,12 @@ async def open_spending(
     prices = runtime.prices if runtime is not None else None
 
     if wanted is not None:
-        current = read_descriptor(record) if record is not None else None
+        current = None
+        if record is not None:
+            try:
+                current = read_descriptor(record, header.id)
+            except BudgetError:
+                current = None  # unreadable: the budget asked for now replaces it
         if current is None or current[0] != wanted:
             started = time.time()
             base = Spend() if fresh else await count_tree(store, header.id, prices, since=started)
@@ -297,7 +305,7 @@ async def open_spending(
     own: Account | None = None
     chain = ancestors
     if record is not None:
-        budget, started, base = read_descriptor(record)
+        budget, started, base = read_descriptor(record, header.id)
         new = fresh or bool(events)
         own = await accounts.open(header.id, budget, started, base, prices, new=new)
         chain = (*ancestors, own)
@@ -332,25 +340,30 @@ async def _ancestors(
     agent: Agent, accounts: Accounts, header: SessionHeader
 ) -> tuple[Account, ...]:
     """The accounts of the holders above ``header``'s session when its parent is not open in
-    this process (a child another process started): read from the store, root first."""
+    this process (a child another process started): read from the store, root first; what
+    each log above says is kept for :data:`ANCESTRY_TTL` seconds."""
     store, runtime = agent.spec.store, agent.spec.runtime
     prices = runtime.prices if runtime is not None else None
-    records: list[tuple[SessionHeader, DescriptorEvent]] = []
+    records: list[tuple[str, DescriptorEvent]] = []
     parent = header.parent_session
+    now = time.monotonic()
     while parent is not None:
-        above = await store.header(parent)
-        record: DescriptorEvent | None = None
-        for stored in await store.events(above.id):
-            event = stored.event
-            if isinstance(event, DescriptorEvent) and event.kind == BUDGET_DESCRIPTOR:
-                record = event
-        if record is not None:
-            records.append((above, record))
-        parent = above.parent_session
+        known = accounts.above.get(parent)
+        if known is None or now - known[0] > ANCESTRY_TTL:
+            above = await store.header(parent)
+            record: DescriptorEvent | None = None
+            for stored in await store.events(above.id):
+                event = stored.event
+                if isinstance(event, DescriptorEvent) and event.kind == BUDGET_DESCRIPTOR:
+                    record = event
+            known = accounts.above[parent] = (now, above.parent_session, record)
+        if known[2] is not None:
+            records.append((parent, known[2]))
+        parent = known[1]
     chain: list[Account] = []
-    for above, record in reversed(records):
-        budget, started, base = read_descriptor(record)
-        account = await accounts.open(above.id, budget, started, base, prices)
+    for holder, record in reversed(records):
+        budget, started, base = read_descriptor(record, holder)
+        account = await accounts.open(holder, budget, started, base, prices)
         account.users -= 1  # counted as a user by the agent that enters (open_spending)
         chain.append(account)
     return tuple(chain)

@@ -44,6 +44,7 @@ from ._counting import count_tree
 from ._records import BUDGET_DESCRIPTOR, BUDGET_EXCEEDED_DESCRIPTOR, BUDGET_WARNING_DESCRIPTOR
 
 __all__ = (
+    "ANCESTRY_TTL",
     "FIELDS",
     "NOTHING",
     "ONE_CHILD",
@@ -102,6 +103,9 @@ def spend_vector(usage_in: int, usage_out: int, cached: int, cost: float, unpric
 _SHARED_WAIT = 0.05
 #: How often (seconds) the keeper asks the store whether another process wants a holder.
 POLL_EVERY = 0.25
+#: How long (seconds) what a log above a child says of budgets is trusted without reading it
+#: again (children started in a burst on a cluster worker read their ancestors once).
+ANCESTRY_TTL = 10.0
 
 
 @dataclass(slots=True, eq=False)
@@ -259,7 +263,7 @@ class Charge:
 class Accounts:
     """The accounts of one store object (one process's view of its budget holders)."""
 
-    __slots__ = ("__weakref__", "by_key", "chains", "live", "store")
+    __slots__ = ("__weakref__", "above", "by_key", "chains", "live", "store")
 
     _of: weakref.WeakKeyDictionary[object, Accounts] = weakref.WeakKeyDictionary()
     _by_id: dict[int, Accounts] = {}
@@ -271,6 +275,10 @@ class Accounts:
         """The chain of each session open here that spends under a budget."""
         self.live: dict[str, tuple[Account, ...]] = {}
         """Children counted as working, by session id: the accounts they count in."""
+        self.above: dict[str, tuple[float, str | None, DescriptorEvent | None]] = {}
+        """What the store said of a session above a child driven here whose parent is driven
+        elsewhere: when it was read (monotonic), its parent, its last ``budget`` record. Read
+        again after :data:`ANCESTRY_TTL` (a budget set on it meanwhile is seen then)."""
 
     @classmethod
     def of(cls, store: SessionStore) -> Accounts:
@@ -776,9 +784,9 @@ def budget_descriptor(budget: Budget, started: float, base: Spend) -> Descriptor
     )
 
 
-def read_descriptor(event: DescriptorEvent) -> tuple[Budget, float, Spend]:
-    """A ``budget`` record's budget, start and base (``SESSION_CORRUPT``-worthy data raises a
-    ``BudgetError`` naming it)."""
+def read_descriptor(event: DescriptorEvent, holder: str) -> tuple[Budget, float, Spend]:
+    """A ``budget`` record's budget, start and base; ``BUDGET_INVALID`` naming the session
+    ``holder`` when it cannot be read."""
     data = event.data
     try:
         limits = data["limits"]
@@ -788,8 +796,10 @@ def read_descriptor(event: DescriptorEvent) -> tuple[Budget, float, Spend]:
     except (KeyError, TypeError, ValueError) as exc:
         raise BudgetError(
             ErrorCode.BUDGET_INVALID,
-            f"a budget record in the log cannot be read: {exc}",
-            remedy="the log was written by another program; set the budget again",
+            f"the budget record in the log of session {holder} cannot be read: {exc}",
+            where=f"session {holder}",
+            remedy=f"the log was written by another program; set a budget again (tether run "
+            f"--session {holder} --budget ...), which replaces it",
         ) from None
 
 
