@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..contracts import Price, SessionHeader, SessionStore, Spend, Usage
+from ..store._lineage import tree_of
 from ._prices import log_spend, request_spend
 
 __all__ = ("count_session", "count_tree", "spend_of")
@@ -40,16 +41,9 @@ async def count_tree(
 ) -> Spend:
     """Everything the subtree of ``holder`` spent (its own session included), with the
     number of children created at or after ``since`` (all of them when ``None``)."""
-    root = await store.header(holder)
-    spent = await count_session(store, root, prices)
-    frontier = [holder]
-    while frontier:
-        below: list[str] = []
-        for parent in frontier:
-            for child in await store.sessions(parent=parent):
-                spent = spent + await count_session(store, child, prices)
-                if since is None or child.created_at >= since:
-                    spent = spent + Spend(children=1)
-                below.append(child.id)
-        frontier = below
+    spent = Spend()
+    for header in await tree_of(store, holder):
+        spent = spent + await count_session(store, header, prices)
+        if header.id != holder and (since is None or header.created_at >= since):
+            spent = spent + Spend(children=1)
     return spent

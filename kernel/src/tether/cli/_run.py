@@ -238,24 +238,12 @@ async def _run(
 _TEST_MODELS = ("scripted:", "function:")
 
 
-async def _tree(store: Any, root: str) -> list[Any]:
-    """The headers of ``root``'s tree, root first (each once)."""
-    headers = [await store.header(root)]
-    seen = {root}
-    index = 0
-    while index < len(headers):
-        for child in await store.sessions(parent=headers[index].id):
-            if child.id not in seen:
-                seen.add(child.id)
-                headers.append(child)
-        index += 1
-    return headers
-
-
 async def _logged(store: Any, root: str) -> dict[str, int]:
     """How many events each session of ``root``'s tree has logged."""
+    from ..store import tree_of
+
     logged: dict[str, int] = {}
-    for header in await _tree(store, root):
+    for header in await tree_of(store, root):
         events = await store.events(header.id)
         logged[header.id] = events[-1].seq if events else 0
     return logged
@@ -266,12 +254,13 @@ async def cost_line(runtime: Any, store: Any, root: str, logged: dict[str, int])
     tokens (``cost unknown`` when a model has no price, never $0). ``None`` when the run made
     no request, or when only test models (``scripted:``, ``function:``) made them and the
     profile sets no prices (an offline example's cost says nothing)."""
-    from ..budgets import Spend, format_cost, log_spend, profile_prices
+    from ..budgets import Spend, format_cost, log_spend
     from ..errors import TetherError
+    from ..store import tree_of
 
-    prices = profile_prices(runtime.kernel.profile)
+    prices = runtime.prices
     total, sessions, unpriced = Spend(), 0, set[str | None]()
-    for header in await _tree(store, root):
+    for header in await tree_of(store, root):
         # Not a fork's seed: its parent's requests, copied.
         after = max(logged.get(header.id, 0), header.seed_length)
         events = await store.events(header.id, after=after)
@@ -962,9 +951,7 @@ def show_children(
 
     import anyio
 
-    from ..budgets import profile_prices
-
-    prices = profile_prices(runtime.kernel.profile)
+    prices = runtime.prices
     root_model = agent.spec.model_spec or agent.header.model
     priced_view = bool(prices) or (
         root_model is not None and not root_model.startswith(_TEST_MODELS)

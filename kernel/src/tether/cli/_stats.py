@@ -225,12 +225,11 @@ def _amount(kind: str, value: object) -> str:
 
 
 async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
-    from ..budgets import profile_prices
     from ..runtime import Runtime, profile_store
 
     # One runtime for every session: its presets and tool sources are listed once.
     runtime = Runtime(kernel)
-    prices = profile_prices(kernel.profile)
+    prices = runtime.prices
     store = profile_store(kernel)
     try:
         root = await store.header(session_id)

@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, get_args, runtime_checkable
 
 if TYPE_CHECKING:
     from ._messages import Usage
@@ -46,15 +46,7 @@ LimitKind = Literal[
     "live_children",
 ]
 #: Every limit a budget may set, in the order they are checked and shown.
-LIMIT_KINDS: tuple[LimitKind, ...] = (
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "wall_seconds",
-    "requests",
-    "children",
-    "live_children",
-)
+LIMIT_KINDS = cast("tuple[LimitKind, ...]", get_args(LimitKind))
 
 #: The short names ``--budget`` and profiles accept, for each limit.
 _ALIASES: dict[str, LimitKind] = {

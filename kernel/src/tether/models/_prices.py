@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..contracts import Price
+from ._windows import longest_prefix, model_name
 
 __all__ = ("BUILTIN_PRICES", "price_for")
 
@@ -96,31 +97,14 @@ def price_for(
     if spec is None:
         named = getattr(model, "name", None)
         spec = named if isinstance(named, str) else None
-    name = _name(spec)
+    name = model_name(spec)
     if prices:
         if spec is not None and spec in prices:
             return prices[spec]
-        found = _longest(name, prices)
+        found = longest_prefix(name, prices)
         if found is not None:
             return found
     told = getattr(model, "price", None)
     if isinstance(told, Price):
         return told
-    return _longest(name, BUILTIN_PRICES)
-
-
-def _name(spec: object) -> str:
-    if not isinstance(spec, str):
-        return ""
-    name = spec.partition(":")[2] or spec
-    return name.partition("@")[0].lower()  # openai-compatible:MODEL@URL
-
-
-def _longest(name: str, table: Mapping[str, Price]) -> Price | None:
-    if not name:
-        return None
-    best: tuple[int, Price] | None = None
-    for prefix, price in table.items():
-        if name.startswith(prefix.lower()) and (best is None or len(prefix) > best[0]):
-            best = (len(prefix), price)
-    return None if best is None else best[1]
+    return longest_prefix(name, BUILTIN_PRICES)

@@ -15,9 +15,9 @@ estimates only what was appended since (docs/compaction.md, "Counting").
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..contracts import Message, ToolSchema
 
@@ -118,15 +118,32 @@ def _model_output(model: object) -> int | None:
 
 
 def _from_table(spec: object) -> tuple[int, int] | None:
+    return longest_prefix(model_name(spec), BUILTIN_WINDOWS)
+
+
+_T = TypeVar("_T")
+
+
+def model_name(spec: object) -> str:
+    """The model's name in a spec, as the built-in tables match it: the part after the
+    provider, without an ``openai-compatible:MODEL@URL`` spec's URL, in lower case (``""``
+    for no spec)."""
     if not isinstance(spec, str):
-        return None
+        return ""
     name = spec.partition(":")[2] or spec
-    name = name.partition("@")[0].lower()  # openai-compatible:MODEL@URL
-    best: str | None = None
-    for prefix in BUILTIN_WINDOWS:
-        if name.startswith(prefix) and (best is None or len(prefix) > len(best)):
-            best = prefix
-    return None if best is None else BUILTIN_WINDOWS[best]
+    return name.partition("@")[0].lower()
+
+
+def longest_prefix(name: str, table: Mapping[str, _T]) -> _T | None:
+    """The entry of ``table`` whose key (a model-name prefix) is the longest start of
+    ``name``; ``None`` when none is."""
+    if not name:
+        return None
+    best: tuple[int, _T] | None = None
+    for prefix, value in table.items():
+        if name.startswith(prefix.lower()) and (best is None or len(prefix) > best[0]):
+            best = (len(prefix), value)
+    return None if best is None else best[1]
 
 
 def estimate_tokens(text: str) -> int:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         dump_spend,
         load_spend,
     )
+    from ._lineage import tree_of
     from ._memory import (
         MemoryStore,
     )
@@ -134,6 +135,7 @@ __all__ = (
     "session_not_found",
     "split_deltas",
     "split_store_options",
+    "tree_of",
 )
 
 # The names are imported when first used: loading a kernel checks the store spec through
@@ -176,6 +178,7 @@ _LAZY = {
     "TurnStarted": ".contracts",
     "UserMessage": ".contracts",
     "check_depth": "_rules",
+    "tree_of": "_lineage",
     "check_mail": "_rules",
     "choice": "_options",
     "dump_event": "_events",
