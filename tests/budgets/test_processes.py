@@ -24,18 +24,22 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def environment(folder: Path, delay: float) -> dict[str, str]:
+def environment(folder: Path, delay: float, gate: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
     env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT), env.get("PYTHONPATH", "")])
     env["TREE_DELAY"] = str(delay)
+    if gate is not None:
+        env["TREE_GATE"] = str(gate)
     return env
 
 
-def tether(folder: Path, *args: str, delay: float = 0.0, **kwargs) -> subprocess.Popen[str]:
+def tether(
+    folder: Path, *args: str, delay: float = 0.0, gate: Path | None = None, **kwargs
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tether", *args],
         cwd=folder,
-        env=environment(folder, delay),
+        env=environment(folder, delay, gate),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -130,7 +134,10 @@ def test_run_and_sessions_send_spend_one_root_budget(tmp_path):
     profile = tree_profile(
         tmp_path, model=PROCESS_MODEL, store=f"sqlite:{db}", tether_budget=f"requests = {limit}"
     )
-    run = tether(tmp_path, "run", "--profile", str(profile), *["go"] * prompts, delay=scaled(0.4))
+    # The root's later requests wait (a gate file) until both sends are posted: on a busy
+    # machine a sender's process may take longer to start than the run takes to finish.
+    gate = tmp_path / "gate"
+    run = tether(tmp_path, "run", "--profile", str(profile), *["go"] * prompts, gate=gate)
     sends: list[subprocess.Popen[str]] = []
     try:
         found = wait_until_sync(lambda: db.exists() and root_of(db), "the root session", 60)
@@ -143,6 +150,8 @@ def test_run_and_sessions_send_spend_one_root_budget(tmp_path):
                     tmp_path, "sessions", "send", "--wait", "--profile", str(profile), root, "more"
                 )
             )
+        wait_until_sync(lambda: sent(db, root) == 2, "both sends posted", 120)
+        gate.touch()
         said = [send.communicate(timeout=scaled(120))[0] for send in sends]
         out, _ = run.communicate(timeout=scaled(120))
     finally:
@@ -172,7 +181,10 @@ def test_two_processes_driving_one_tree_never_pass_its_limit_together(tmp_path):
     child = next(
         sid for sid, log in logs.items() if sid != root and len(log) and _task_of(log) == "c2"
     )
-    # The root here, its child c2 there, both spending until the budget says no.
+    # The root here, its child c2 there, both spending until the budget says no. The root's
+    # requests wait (a gate file) until the child's process has spent: on a busy machine a
+    # process may take longer to start than the other takes to spend the whole budget.
+    gate = tmp_path / "gate"
     root_process = tether(
         tmp_path,
         "run",
@@ -182,9 +194,8 @@ def test_two_processes_driving_one_tree_never_pass_its_limit_together(tmp_path):
         root,
         *["go"] * 40,
         delay=scaled(0.2),
+        gate=gate,
     )
-    # The child's process starts once the root's spends.
-    wait_until_sync(lambda: answers(tree_logs(db)) > spent, "the root's first answer", 60)
     child_process = subprocess.Popen(
         [
             sys.executable,
@@ -199,7 +210,14 @@ def test_two_processes_driving_one_tree_never_pass_its_limit_together(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    before = answers({child: logs[child]})
     try:
+        try:
+            wait_until_sync(
+                lambda: answers({child: tree_logs(db)[child]}) > before, "the child's answer", 120
+            )
+        finally:
+            gate.touch()  # never leaves the root's process waiting
         child_out, child_err = child_process.communicate(timeout=scaled(180))
         root_out, root_err = root_process.communicate(timeout=scaled(180))
     finally:
@@ -214,6 +232,23 @@ def test_two_processes_driving_one_tree_never_pass_its_limit_together(tmp_path):
     assert answers({child: logs[child]}) > 2
     assert answers({root: logs[root]}) > 2
     assert spent == 10
+
+
+def sent(db: Path, root: str) -> int:
+    """How many ``more`` messages the root's mailbox or log holds."""
+    from tether.store import InboxAccepted
+
+    async def read() -> int:
+        store = SQLiteStore(db)
+        try:
+            posted = await store.mailbox(root)
+            logged = [s.event for s in await store.events(root)]
+        finally:
+            await store.aclose()
+        taken = [e for e in logged if isinstance(e, InboxAccepted)]
+        return sum(m.content == "more" for m in [*posted, *taken])
+
+    return anyio.run(read)
 
 
 def _task_of(log: list) -> str | None:

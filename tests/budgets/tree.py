@@ -66,13 +66,16 @@ def tether_tools():
 """
 
 #: A model module for a process that runs the tree (``function:treemodel:answer``); its
-#: delay per request comes from ``TREE_DELAY``.
+#: delay per request comes from ``TREE_DELAY``; with ``TREE_GATE`` (a path), the root's requests
+#: after its first wait until that file exists.
 MODEL_MODULE = """
 import os
 
 from tests.budgets.tree import Tree
 
-answer = Tree(delay=float(os.environ.get("TREE_DELAY", "0"))).answer
+answer = Tree(
+    delay=float(os.environ.get("TREE_DELAY", "0")), gate=os.environ.get("TREE_GATE")
+).answer
 """
 PROCESS_MODEL = "function:treemodel:answer"
 
@@ -113,8 +116,9 @@ def work(node: str) -> ModelResponse:
 class Tree:
     """The model of every node, with what each asked."""
 
-    def __init__(self, *, delay: float = 0.0) -> None:
+    def __init__(self, *, delay: float = 0.0, gate: str | None = None) -> None:
         self.delay = delay
+        self.gate = None if gate is None else Path(gate)
         self.asked: list[str] = []
         self.model = FunctionModel(self.answer, name=MODEL_SPEC)
 
@@ -124,6 +128,9 @@ class Tree:
         if self.delay:
             await anyio.sleep(self.delay)
         steps = sum(1 for m in request.messages if m.role == "assistant")
+        if self.gate is not None and node == "root" and steps:
+            while not self.gate.exists():  # the test lets the root go on
+                await anyio.sleep(0.02)
         if node == "root":
             reply = delegate("c1", "c2", "c3") if steps == 0 else ModelResponse(text="root done")
         elif node == "c1":

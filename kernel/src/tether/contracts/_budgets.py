@@ -73,19 +73,25 @@ def _invalid(message: str) -> ValueError:
     return ValueError(message)
 
 
-def _count(kind: LimitKind, text: str) -> float:
-    """A number as ``--budget`` writes it: ``200k``, ``1.5M``, ``$2.50``, ``90s``, ``10m``."""
+def _count(kind: str, text: str) -> float:
+    """A number as ``--budget`` writes it: ``200k``, ``1.5M``, ``$2.50``, ``90s``, ``10m``,
+    ``80%`` (a share); a ``ValueError`` says what is wrong with it."""
     match = _NUMBER.match(text.strip().replace("_", "").replace(",", ""))
     if match is None:
-        raise _invalid(f"{kind}: {text!r} is not a number")
+        raise _invalid("not a number")
     value, suffix = float(match.group(1)), match.group(2).lower()
     if kind == "wall_seconds":
         if suffix and suffix not in _DURATIONS:
-            raise _invalid(f"{kind}: {text!r}: write seconds as 90, 90s, 10m or 1h")
+            raise _invalid("write seconds as 90, 90s, 10m or 1h")
         return value * _DURATIONS.get(suffix, 1.0)
+    if kind == "warn_at":
+        if suffix:
+            raise _invalid("write a share as 0.8 or 80%")
+        return value
     if suffix:
         if kind == "cost" or suffix not in _SUFFIXES:
-            raise _invalid(f"{kind}: {text!r}: the unit {suffix!r} is not one tether reads")
+            hint = "US dollars, as 2.50" if kind == "cost" else "a count, as 200000 or 200k"
+            raise _invalid(f"the unit {suffix!r} is not one tether reads: write {hint}")
         value *= _SUFFIXES[suffix]
     return value
 
@@ -119,12 +125,12 @@ class Budget:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise _invalid(f"budget {kind}: {value!r} is not a number")
+                raise _invalid(f"{kind} = {value!r}: not a number")
             if not math.isfinite(value) or value < 0:
-                raise _invalid(f"budget {kind}: {value!r} must be a number >= 0")
+                raise _invalid(f"{kind} = {value!r}: must be a number >= 0")
         warn = cast("object", self.warn_at)
         if isinstance(warn, bool) or not isinstance(warn, int | float) or not 0 < warn <= 1:
-            raise _invalid(f"budget warn_at: {warn!r} must be a share above 0 and at most 1")
+            raise _invalid(f"warn_at = {warn!r}: must be a share above 0 and at most 1")
 
     @property
     def empty(self) -> bool:
@@ -171,8 +177,14 @@ class Budget:
                 known = ", ".join(sorted({*_ALIASES, "warn_at"}))
                 raise _invalid(f"{where}: unknown limit {key!r} (known: {known})")
             if isinstance(raw, str):
-                counted = "input_tokens" if kind_name == "warn_at" else kind_name
-                value = _count(counted, raw)  # type: ignore[arg-type]
+                text = raw.strip()
+                percent = kind_name == "warn_at" and text.endswith("%")
+                try:
+                    value = _count(kind_name, text.removesuffix("%") if percent else text)
+                except ValueError as exc:
+                    raise _invalid(f"{where}: {key} = {raw!r}: {exc}") from None
+                if percent:
+                    value /= 100
             elif isinstance(raw, int | float) and not isinstance(raw, bool):
                 value = raw
             else:
@@ -380,7 +392,11 @@ class LedgerReserve:
     caller may wait and ask again."""
     claim: LedgerClaim | None = None
     """Set when no other live process spends under the holder any more: this process has it
-    exclusively again (``granted`` is then true and nothing was reserved in the store)."""
+    exclusively again (``exclusive`` true; ``granted`` is then true and nothing was reserved
+    in the store). Also set, with ``exclusive`` false and ``spent`` ``None``, when others still
+    share the holder but the ledger lost its spend (an exclusive owner died before sharing):
+    the caller counts the spend from the logs, writes it with :meth:`BudgetLedger.budget_share`
+    and asks again (``granted`` is false)."""
 
 
 @runtime_checkable
@@ -417,7 +433,8 @@ class BudgetLedger(Protocol):
     async def budget_share(self, holder: str, spent: Spend, reserved: Spend) -> None:
         """End this owner's exclusive claim on ``holder``: the ledger's settled spend becomes
         ``spent`` (what this owner counted, authoritative while it was alone) and this owner's
-        reservation ``reserved`` (its requests in flight)."""
+        reservation ``reserved`` (its requests in flight). On a shared claim, the same writes
+        a spend counted again from the logs (:attr:`LedgerReserve.claim`)."""
         ...
 
     async def budget_reserve(
