@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .errors import (
         AgentError,
         BudgetError,
+        CallerError,
         CapabilityError,
         ErrorCode,
         HostError,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         StoreError,
         SubagentError,
         TetherError,
+        WorkspaceError,
     )
     from .hookspecs import hookimpl
     from .loading import (
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = (
     "AgentError",
     "BudgetError",
+    "CallerError",
     "CapabilityError",
     "ErrorCode",
     "HostError",
@@ -66,6 +69,7 @@ __all__ = (
     "StoreError",
     "SubagentError",
     "TetherError",
+    "WorkspaceError",
     "__version__",
     "hookimpl",
     "load_kernel",
@@ -77,6 +81,7 @@ _LAZY = {
     "Requirement": "contracts",
     "AgentError": "errors",
     "BudgetError": "errors",
+    "CallerError": "errors",
     "CapabilityError": "errors",
     "HostError": "errors",
     "ModelError": "errors",
@@ -87,6 +92,7 @@ _LAZY = {
     "PluginError": "errors",
     "ProfileError": "errors",
     "TetherError": "errors",
+    "WorkspaceError": "errors",
     "hookimpl": "hookspecs",
     "Kernel": "loading._kernel",
     "Plugin": "loading._settings",

@@ -20,8 +20,11 @@
     ├── SkillError        a skill or skill provider that breaks the contract
     ├── SubagentError     a delegation that cannot start or a child that cannot be addressed:
     │                     provider, depth, schema, authority, persistence
-    └── BudgetError       a tree budget that cannot be set (a limit it cannot count) or that
-                          a request or a child start would pass
+    ├── BudgetError       a tree budget that cannot be set (a limit it cannot count) or that
+    │                     a request or a child start would pass
+    ├── CallerError       a caller that cannot be read, or that a gate refuses
+    └── WorkspaceError    a workspace that cannot be set up or opened, or a path that leaves
+                          it
 
 Every code belongs to exactly one class (the table in ``docs/errors.md`` says which), so
 ``except StoreError`` catches the store's codes and nothing else. Every class is exported from
@@ -44,6 +47,7 @@ from typing import TypedDict, Unpack
 __all__ = (
     "AgentError",
     "BudgetError",
+    "CallerError",
     "CapabilityError",
     "ErrorCode",
     "ModelError",
@@ -53,6 +57,7 @@ __all__ = (
     "StoreError",
     "SubagentError",
     "TetherError",
+    "WorkspaceError",
 )
 
 
@@ -126,6 +131,12 @@ class ErrorCode(StrEnum):
     HOST_UNAVAILABLE = "HOST_UNAVAILABLE"
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     BUDGET_INVALID = "BUDGET_INVALID"
+    CALLER_INVALID = "CALLER_INVALID"
+    CALLER_REFUSED = "CALLER_REFUSED"
+    SESSION_CLOSED = "SESSION_CLOSED"
+    WORKSPACE_INVALID = "WORKSPACE_INVALID"
+    WORKSPACE_UNAVAILABLE = "WORKSPACE_UNAVAILABLE"
+    PATH_OUTSIDE_WORKSPACE = "PATH_OUTSIDE_WORKSPACE"
 
 
 class TetherError(Exception):
@@ -275,3 +286,12 @@ class SubagentError(TetherError):
 class BudgetError(TetherError):
     """A tree budget cannot be set, or a model request or a child start would pass it
     (docs/budgets.md)."""
+
+
+class CallerError(TetherError):
+    """A caller cannot be read (``--caller``, ``TETHER_CALLER``, a client's ``_meta``), or a
+    caller gate refuses it a session or a message (docs/callers.md)."""
+
+
+class WorkspaceError(TetherError):
+    """A workspace cannot be set up or opened, or a path leaves it (docs/workspaces.md)."""

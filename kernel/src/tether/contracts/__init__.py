@@ -52,6 +52,13 @@ if TYPE_CHECKING:
         format_amount,
         within,
     )
+    from ._callers import (
+        Admission,
+        AdmissionKind,
+        Caller,
+        CallerGate,
+        CallerVia,
+    )
     from ._capabilities import (
         Offer,
         Requirement,
@@ -179,11 +186,16 @@ __all__ = (
     "LIMIT_KINDS",
     "SKILL_NAME_MAX",
     "SKILL_NAME_PATTERN",
+    "Admission",
+    "AdmissionKind",
     "AgentOptions",
     "AssistantMessage",
     "Budget",
     "BudgetLedger",
     "BundledFiles",
+    "Caller",
+    "CallerGate",
+    "CallerVia",
     "CancelSignal",
     "Capability",
     "ClosableModel",
@@ -283,6 +295,9 @@ __all__ = (
 )
 
 _LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("Admission", "AdmissionKind", "Caller", "CallerGate", "CallerVia"), "_callers"
+    ),
     **dict.fromkeys(("Offer", "Requirement"), "_capabilities"),
     **dict.fromkeys(
         (

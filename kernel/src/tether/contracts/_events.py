@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from ._callers import Caller
 from ._messages import FinishReason, ImagePart, Message, ToolCall, Usage
 from ._turns import StopReason
 
@@ -60,6 +61,16 @@ class SessionHeader(_Frozen):
     """The model spec the session runs (``provider:name``), changed only by an explicit
     override (``SessionStore.set_model``, logged as a ``model`` descriptor). ``None`` for a
     session written before tether recorded it: such a session uses its agent's profile model."""
+    caller: Caller | None = None
+    """Who created the session (its *initiator*, docs/callers.md); ``None`` when the surface
+    knew nobody, or for a session written before tether recorded callers. A delegated child's
+    is the caller its parent ran for when it delegated."""
+    detached: bool = False
+    """Whether the session outlives its parent: a child started detached is not closed when
+    its parent's session is closed or deleted (docs/sessions.md)."""
+    closed_at: float | None = None
+    """When the session was closed (``None``: open). A closed session takes no more messages
+    (``SESSION_CLOSED``); it is kept, readable, until it is deleted or pruned."""
 
 
 class MessageSource(_Frozen):
@@ -68,6 +79,9 @@ class MessageSource(_Frozen):
     kind: Literal["user", "followup", "steer", "inject", "notice", "subagent", "system"] = "user"
     sender: str | None = None
     """The session that sent it, when another agent did."""
+    caller: Caller | None = Field(default=None, exclude_if=_is_none)
+    """Who sent it (docs/callers.md); the message runs with this caller's identity. ``None``:
+    the caller of the message before it (or, for the first, the session's initiator)."""
 
 
 class TurnStarted(_Frozen):
