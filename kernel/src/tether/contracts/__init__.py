@@ -180,6 +180,12 @@ if TYPE_CHECKING:
     from ._turns import (
         StopReason,
     )
+    from ._workspaces import (
+        CommandResult,
+        Workspace,
+        WorkspaceBackend,
+        WorkspaceKind,
+    )
 
 __all__ = (
     "CAPABILITIES",
@@ -199,6 +205,7 @@ __all__ = (
     "CancelSignal",
     "Capability",
     "ClosableModel",
+    "CommandResult",
     "CompactionEvent",
     "CompactionInput",
     "CompactionStrategy",
@@ -287,6 +294,9 @@ __all__ = (
     "UrlResources",
     "Usage",
     "UserMessage",
+    "Workspace",
+    "WorkspaceBackend",
+    "WorkspaceKind",
     "check_provider_offer",
     "declared_capabilities",
     "format_amount",
@@ -437,6 +447,9 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("Tracer", "TurnStart"), "_tracing"),
     **dict.fromkeys(("StopReason",), "_turns"),
+    **dict.fromkeys(
+        ("CommandResult", "Workspace", "WorkspaceBackend", "WorkspaceKind"), "_workspaces"
+    ),
 }
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), __all__)
