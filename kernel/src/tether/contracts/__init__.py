@@ -144,6 +144,8 @@ if TYPE_CHECKING:
         StepContext,
     )
     from ._store import (
+        SessionLifecycle,
+        SessionRemoval,
         SessionStore,
         StoreProvider,
     )
@@ -248,6 +250,8 @@ __all__ = (
     "SessionBoundModel",
     "SessionHeader",
     "SessionHost",
+    "SessionLifecycle",
+    "SessionRemoval",
     "SessionStore",
     "SettlingRun",
     "SkillCandidate",
@@ -412,7 +416,9 @@ _LAZY: dict[str, str] = {
         ),
         "_steps",
     ),
-    **dict.fromkeys(("SessionStore", "StoreProvider"), "_store"),
+    **dict.fromkeys(
+        ("SessionLifecycle", "SessionRemoval", "SessionStore", "StoreProvider"), "_store"
+    ),
     **dict.fromkeys(
         (
             "CAPABILITIES",

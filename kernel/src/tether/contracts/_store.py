@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ..store import LeaseOwner
     from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
 
-__all__ = ("SessionStore", "StoreProvider")
+__all__ = ("SessionLifecycle", "SessionRemoval", "SessionStore", "StoreProvider")
 
 _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
 
@@ -28,6 +28,10 @@ class SessionStore(Protocol):
     * One session, one driver: only the holder of a session's **lease** writes its log
       (``SESSION_BUSY`` for anyone else, nothing written); any process may **post** a message
       to a session's mailbox, and the holder moves it into the log (``take_mail``) exactly once.
+    * A **closed** session (``SessionHeader.closed_at`` set, by a store that implements
+      :class:`SessionLifecycle`) takes no more messages: ``post`` and an ``append`` that
+      accepts one (an ``inbox/accepted`` event) raise ``SESSION_CLOSED`` and write nothing.
+      Its lease holder may still append the rest of the turn it is running.
     """
 
     durable: bool
@@ -81,7 +85,9 @@ class SessionStore(Protocol):
     async def delete(self, session_id: str) -> None:
         """Remove a session, its log, its lease and its mail (``SESSION_NOT_FOUND`` if absent;
         ``SESSION_BUSY`` if another live process holds it). Only for rolling back a session
-        nobody was told about, such as a child whose start failed."""
+        nobody was told about, such as a child whose start failed: it leaves the session's
+        children as they are. Ending a session for good is
+        :meth:`SessionLifecycle.delete_session`."""
         ...
 
     async def acquire(self, session_id: str) -> bool:
@@ -108,7 +114,7 @@ class SessionStore(Protocol):
 
     async def post(self, session_id: str, message: InboxAccepted) -> None:
         """Store ``message`` durably in the session's mailbox for its driver; needs no lease
-        (any process may post). ``SESSION_NOT_FOUND``."""
+        (any process may post). ``SESSION_NOT_FOUND``; ``SESSION_CLOSED`` (nothing posted)."""
         ...
 
     async def mail(self) -> list[str]:
@@ -129,6 +135,54 @@ class SessionStore(Protocol):
 
     async def aclose(self) -> None:
         """Release every lease this store holds and its resources; idempotent."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRemoval:
+    """What :meth:`SessionLifecycle.delete_session` did, in one transaction."""
+
+    deleted: tuple[str, ...]
+    """The sessions removed (their headers, logs, leases, mail and budget rows), the one asked
+    for first."""
+    closed: tuple[str, ...]
+    """The sessions closed because a session above them was deleted (those it closed now;
+    ones closed before are not repeated); they stay, readable."""
+
+
+@runtime_checkable
+class SessionLifecycle(Protocol):
+    """The optional part of a :class:`SessionStore` that ends sessions (docs/sessions.md):
+    closing a session with its tree, and deleting one. The built-in stores and
+    tether-postgres implement it; a store without it (checked with
+    :func:`tether.ground.implements`) still loads, and ``tether sessions close|delete|prune``
+    say it cannot.
+
+    A session's **lifetime tree** is the session and every session below it reached through
+    children not started detached (``SessionHeader.detached``): a detached child, and all
+    below it, outlives its parent.
+
+    Each call is one transaction: after a crash either all of it happened or none of it did.
+    """
+
+    async def close_session(self, session_id: str, *, at: float) -> tuple[str, ...]:
+        """Close the session and its lifetime tree at ``at`` (seconds since the epoch): set
+        ``closed_at`` on those still open and drop their untaken mail (a posted message never
+        taken into the log was never accepted). Returns the ids closed now, the session first
+        if it was open; a closed session stays as it is (idempotent). ``SESSION_NOT_FOUND``.
+        A live holder of a closed session is not interrupted: it may finish the turn it runs,
+        and accepts no message after it (``SESSION_CLOSED``)."""
+        ...
+
+    async def delete_session(
+        self, session_id: str, *, at: float, tree: bool = False
+    ) -> SessionRemoval:
+        """Delete the session (its header, log, lease, mail and budget rows) and close the
+        rest of its lifetime tree at ``at`` (those children stay, closed and readable); with
+        ``tree``, delete every session below it as well, detached ones included.
+        ``SESSION_BUSY`` (nothing changed) when another live process holds one of the
+        sessions to delete that is not closed: close it first (its holder then finishes its
+        turn), then delete it. ``SESSION_NOT_FOUND``."""
         ...
 
 

@@ -7,9 +7,11 @@ from typing import Any, cast, get_args
 
 from pydantic import BaseModel
 
+from ..contracts import SessionRemoval
 from ..errors import ErrorCode, StoreError
 from ._events import Event, InboxAccepted, SessionHeader, StoredEvent
 from ._lease import LeaseOwner
+from ._lifecycle import accepts, check_open
 from ._rules import check_depth, check_mail, session_not_found
 
 __all__ = ("MemoryStore",)
@@ -116,6 +118,8 @@ class MemoryStore:
 
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
         log = self._log(session_id)
+        if accepts(event.type for event in events):
+            check_open(self._headers[session_id])
         self._leased.add(session_id)  # a free lease is taken by the first write
         _pack(log, events)
         return len(log)
@@ -146,6 +150,52 @@ class MemoryStore:
         self._leased.discard(session_id)
         self._mail.pop(session_id, None)
 
+    def _tree(self, session_id: str, *, detached: bool) -> list[str]:
+        """``session_id`` and the sessions below it (only through attached children unless
+        ``detached``), the session first, each once."""
+        ids = [session_id]
+        seen = {session_id}
+        index = 0
+        while index < len(ids):
+            parent = ids[index]
+            for header in self._headers.values():
+                if (
+                    header.parent_session == parent
+                    and header.id not in seen
+                    and (detached or not header.detached)
+                ):
+                    seen.add(header.id)
+                    ids.append(header.id)
+            index += 1
+        return ids
+
+    def _close_open(self, ids: Iterable[str], at: float) -> tuple[str, ...]:
+        closed: list[str] = []
+        for sid in ids:
+            header = self._headers[sid]
+            if header.closed_at is None:
+                self._headers[sid] = header.model_copy(update={"closed_at": at})
+                self._mail.pop(sid, None)
+                closed.append(sid)
+        return tuple(closed)
+
+    async def close_session(self, session_id: str, *, at: float) -> tuple[str, ...]:
+        await self.header(session_id)
+        return self._close_open(self._tree(session_id, detached=False), at)
+
+    async def delete_session(
+        self, session_id: str, *, at: float, tree: bool = False
+    ) -> SessionRemoval:
+        # One process owns every lease of this store: nothing to refuse as busy.
+        await self.header(session_id)
+        doomed = self._tree(session_id, detached=True) if tree else [session_id]
+        gone = set(doomed)
+        lifetime = [s for s in self._tree(session_id, detached=False) if s not in gone]
+        closed = self._close_open(lifetime, at)
+        for sid in doomed:
+            await self.delete(sid)
+        return SessionRemoval(deleted=tuple(doomed), closed=closed)
+
     async def acquire(self, session_id: str) -> bool:
         self._log(session_id)
         self._leased.add(session_id)
@@ -163,7 +213,7 @@ class MemoryStore:
 
     async def post(self, session_id: str, message: InboxAccepted) -> None:
         check_mail(message)
-        self._log(session_id)
+        check_open(await self.header(session_id))
         self._mail.setdefault(session_id, []).append(message)
 
     async def mail(self) -> list[str]:

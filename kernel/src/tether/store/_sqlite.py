@@ -25,7 +25,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import ValidationError
 
-from ..contracts import Budget, LedgerClaim, LedgerReserve, Spend
+from ..contracts import Budget, LedgerClaim, LedgerReserve, SessionRemoval, Spend
 from ..errors import ErrorCode, StoreError
 from ._events import (
     Event,
@@ -36,7 +36,9 @@ from ._events import (
     parse_event,
     replace_surrogates,
 )
+from ._headers import HEADER_COLUMNS, dump_caller, header_data
 from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
+from ._lifecycle import accepts, held_open, session_closed
 from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite_budgets import SQLiteLedger
 from ._sqlite_faults import check_location
@@ -55,8 +57,18 @@ T = TypeVar("T")
 #: (the leases then stay until this process exits, when other processes see them as dead).
 CLOSE_TIMEOUT = 5.0
 
-_HEADER_COLUMNS = (
-    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
+_HEADER_COLUMNS = HEADER_COLUMNS
+#: A session's lifetime tree (``SessionLifecycle``): it, and every session below it through
+#: children not started detached, the session first; each once (UNION), even in a cycle.
+_LIFETIME = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id = ? UNION "
+    "SELECT s.id FROM sessions AS s JOIN tree ON s.parent_session = tree.id WHERE NOT s.detached) "
+    "SELECT id FROM tree"
+)
+#: Every session below one, detached or not, the session first.
+_SUBTREE = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id = ? UNION "
+    "SELECT s.id FROM sessions AS s JOIN tree ON s.parent_session = tree.id) SELECT id FROM tree"
 )
 #: Appends of up to this many events are one statement; longer ones (a fork's seed) one
 #: transaction (a statement has at most 999 parameters on older SQLite builds).
@@ -136,7 +148,8 @@ class SQLiteStore:
         try:
             with self._transaction():  # the header, its lease and its first events, or nothing
                 self._db.execute(
-                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     _header_row(header),
                 )
                 self.leases.insert(header.id)
@@ -247,8 +260,11 @@ class SQLiteStore:
         count = len(datas)
         if not count:
             return first - 1
+        # Accepting a message: the transaction below checks, under the write lock, that the
+        # session is still open (a close commits before or after it, never in between).
+        accepting = accepts(kind for kind, _ in datas)
         try:
-            if count <= _ONE_STATEMENT_ROWS:
+            if count <= _ONE_STATEMENT_ROWS and not accepting:
                 # The common case: one statement (one commit), the lease checked inside it.
                 params = [v for n, row in enumerate(datas) for v in (session_id, first + n, *row)]
                 params += (session_id, self.owner.token)
@@ -257,6 +273,8 @@ class SQLiteStore:
                     return first + count - 1
             # Not ours (or not any more): the transaction claims a free lease, or says why not.
             with self._transaction():
+                if accepting:
+                    self._check_open(session_id)
                 if not self.leases.holds(session_id):
                     self.leases.claim(session_id)  # takes a free lease, refuses another owner's
                     first = self._seq(session_id)
@@ -339,6 +357,8 @@ class SQLiteStore:
             if not self.leases.holds(session_id):
                 self.leases.claim(session_id)  # takes a free lease, refuses another owner's
                 nexts.pop(session_id, None)
+            if accepts(kind for kind, _ in member.datas):
+                self._check_open(session_id)
             first = self._batch_seq(session_id, nexts)
             self._db.executemany(
                 "INSERT INTO events VALUES (?, ?, ?, ?)",
@@ -434,6 +454,80 @@ class SQLiteStore:
             for table, column in _SESSION_ROWS:
                 self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
 
+    # -- ending sessions (tether.contracts.SessionLifecycle) ---------------------------------
+
+    def _check_open(self, session_id: str) -> None:
+        """``SESSION_CLOSED`` if the session is closed (``SESSION_NOT_FOUND`` if absent)."""
+        row = self._db.execute(
+            "SELECT closed_at FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise session_not_found(session_id)
+        if row[0] is not None:
+            raise session_closed(session_id, row[0], file=self.path)
+
+    async def close_session(self, session_id: str, *, at: float) -> tuple[str, ...]:
+        return await self._run(lambda: self._close_session(session_id, at))
+
+    def _close_session(self, session_id: str, at: float) -> tuple[str, ...]:
+        with self._transaction():  # every session of the tree closed, its mail dropped, or none
+            if not session_exists(self._db, session_id):
+                raise session_not_found(session_id)
+            return self._close_open(self._ids(_LIFETIME, session_id), at)
+
+    def _ids(self, query: str, session_id: str) -> list[str]:
+        return [sid for (sid,) in self._db.execute(query, (session_id,)).fetchall()]
+
+    def _close_open(self, ids: Sequence[str], at: float) -> tuple[str, ...]:
+        """Inside a transaction: close those of ``ids`` still open and drop their mail."""
+        closed = tuple(
+            sid
+            for sid in ids
+            if self._db.execute(
+                "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", (at, sid)
+            ).rowcount
+        )
+        self._db.executemany("DELETE FROM mailbox WHERE session_id = ?", [(s,) for s in closed])
+        return closed
+
+    async def delete_session(
+        self, session_id: str, *, at: float, tree: bool = False
+    ) -> SessionRemoval:
+        removal = await self._run(lambda: self._delete_session(session_id, at, tree))
+        for sid in removal.deleted:
+            self._next_seq.pop(sid, None)
+        return removal
+
+    def _delete_session(self, session_id: str, at: float, tree: bool) -> SessionRemoval:
+        with self._transaction():  # the whole removal, or nothing of it
+            if not session_exists(self._db, session_id):
+                raise session_not_found(session_id)
+            doomed = self._ids(_SUBTREE, session_id) if tree else [session_id]
+            for sid in doomed:
+                self._refuse_held_open(sid)
+            gone = set(doomed)
+            lifetime = [sid for sid in self._ids(_LIFETIME, session_id) if sid not in gone]
+            closed = self._close_open(lifetime, at)
+            for table, column in _SESSION_ROWS:
+                self._db.executemany(
+                    f"DELETE FROM {table} WHERE {column} = ?", [(sid,) for sid in doomed]
+                )
+        return SessionRemoval(deleted=tuple(doomed), closed=closed)
+
+    def _refuse_held_open(self, session_id: str) -> None:
+        """``SESSION_BUSY`` if another live process holds ``session_id`` and it is open."""
+        lease = self.leases.get(session_id)
+        if lease is None or lease[0].token == self.owner.token:
+            return
+        holder, expires_at = lease
+        if not holder.alive(expires_at):
+            return
+        (closed_at,) = self._db.execute(
+            "SELECT closed_at FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if closed_at is None:
+            raise held_open(session_id, holder, file=self.path)
+
     # -- leases (``self.leases``) and the mailbox (``self.mailbox_table``) ---------------------
 
     async def acquire(self, session_id: str) -> bool:
@@ -477,6 +571,7 @@ class SQLiteStore:
     async def post(self, session_id: str, message: InboxAccepted) -> None:
         check_mail(message)
         if not await self._run(lambda: self.mailbox_table.post(session_id, message)):
+            await self._run(lambda: self._check_open(session_id))  # closed, or not there
             raise session_not_found(session_id)
 
     async def mail(self) -> list[str]:
@@ -650,17 +745,20 @@ def _header_row(header: SessionHeader) -> tuple[object, ...]:
         header.delegation_depth,
         header.seed_length,
         text(header.model),
+        dump_caller(header),
+        int(header.detached),
+        header.closed_at,
     )
 
 
 def _header(row: tuple[object, ...], path: Path) -> SessionHeader:
-    keys = [key.strip() for key in _HEADER_COLUMNS.split(",")]
     try:
-        return SessionHeader.model_validate(dict(zip(keys, row, strict=True)))
-    except ValidationError as exc:
+        return SessionHeader.model_validate(header_data(row))
+    except (ValidationError, ValueError) as exc:
+        reason = validation_reason(exc) if isinstance(exc, ValidationError) else f"caller: {exc}"
         raise StoreError(
             ErrorCode.SESSION_CORRUPT,
-            f"the header of session {str(row[0])[:80]!r} cannot be read: {validation_reason(exc)}",
+            f"the header of session {str(row[0])[:80]!r} cannot be read: {reason}",
             file=path,
             remedy="the sessions table was written by another program or a newer tether; "
             "restore the file from a backup or delete that row (nothing was changed)",

@@ -32,11 +32,11 @@ class SQLiteMailbox:
 
     def post(self, session_id: str, message: InboxAccepted) -> bool:
         """Leave ``message`` for ``session_id``'s driver; ``False`` if there is no such
-        session (nothing was posted)."""
+        session or it is closed (nothing was posted)."""
         row = (session_id, message.message_id, dump_event(message), session_id)
         posted = self._db.execute(
             "INSERT INTO mailbox (session_id, message_id, data) SELECT ?, ?, ? "
-            "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+            "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ? AND closed_at IS NULL)",
             row,
         ).rowcount
         return posted == 1

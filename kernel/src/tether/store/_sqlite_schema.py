@@ -91,6 +91,14 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (holder, token)
     ) WITHOUT ROWID;
     """,
+    # 6: who created a session (its caller, Caller JSON; NULL: nobody known, or written before
+    # callers were recorded), whether it outlives its parent, and when it was closed (NULL:
+    # open). Older rows read as open, attached sessions without a caller.
+    """
+    ALTER TABLE sessions ADD COLUMN caller TEXT;
+    ALTER TABLE sessions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN closed_at REAL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -161,7 +169,7 @@ def _tables(db: sqlite3.Connection) -> list[str]:
 #: The columns each table of the current schema has, in the order the store reads them.
 _COLUMNS: dict[str, str] = {
     "sessions": "id, created_at, label, agent, parent_session, origin, delegation_depth, "
-    "seed_length, model",
+    "seed_length, model, caller, detached, closed_at",
     "events": "session_id, seq, type, data",
     "leases": "session_id, host, pid, started, token, expires_at",
     "mailbox": "id, session_id, message_id, data",

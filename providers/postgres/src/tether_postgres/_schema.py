@@ -75,6 +75,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX tether_budget_claims_by_token ON tether_budget_claims (token);
     """,
+    # 3: who created a session (its caller, Caller JSON; NULL: nobody known, or written before
+    # callers were recorded), whether it outlives its parent, and when it was closed (NULL:
+    # open). Older rows read as open, attached sessions without a caller.
+    """
+    ALTER TABLE tether_sessions ADD COLUMN caller text;
+    ALTER TABLE tether_sessions ADD COLUMN detached boolean NOT NULL DEFAULT false;
+    ALTER TABLE tether_sessions ADD COLUMN closed_at double precision;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

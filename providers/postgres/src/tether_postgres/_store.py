@@ -39,11 +39,12 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
-from tether.contracts import Budget, LedgerClaim, LedgerReserve, Spend
+from tether.contracts import Budget, LedgerClaim, LedgerReserve, SessionRemoval, Spend
 from tether.errors import ErrorCode, StoreError
 from tether.models import DeltaKind, ModelDelta
 from tether.store import (
     DEFAULT_LEASE_TTL,
+    HEADER_COLUMNS,
     ClaimRow,
     DeltaBatch,
     Event,
@@ -52,14 +53,19 @@ from tether.store import (
     LeaseOwner,
     SessionHeader,
     StoredEvent,
+    accepts,
     check_depth,
     check_mail,
+    dump_caller,
     dump_event,
     dump_spend,
+    header_data,
+    held_open,
     load_spend,
     parse_event,
     replace_surrogates,
     session_busy,
+    session_closed,
     session_not_found,
     split_deltas,
 )
@@ -101,8 +107,19 @@ ANSWER_GRACE = 5.0
 _KEEPALIVES = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5"}
 _KEEPALIVE_COUNT = "3"
 
-_HEADER_COLUMNS = (
-    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
+_HEADER_COLUMNS = HEADER_COLUMNS
+#: A session's lifetime tree (``SessionLifecycle``): it, and every session below it through
+#: children not started detached, the session first; each once (UNION), even in a cycle.
+_LIFETIME = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM tether_sessions WHERE id = %s UNION "
+    "SELECT s.id FROM tether_sessions AS s JOIN tree ON s.parent_session = tree.id "
+    "WHERE NOT s.detached) SELECT id FROM tree"
+)
+#: Every session below one, detached or not, the session first.
+_SUBTREE = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM tether_sessions WHERE id = %s UNION "
+    "SELECT s.id FROM tether_sessions AS s JOIN tree ON s.parent_session = tree.id) "
+    "SELECT id FROM tree"
 )
 _NOW = "extract(epoch from clock_timestamp())"
 _LEASE = (
@@ -483,7 +500,7 @@ class PostgresStore:
             async with self._transaction() as db:  # header, lease and first events, or nothing
                 await db.execute(
                     f"INSERT INTO tether_sessions ({_HEADER_COLUMNS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     _header_row(header),
                 )
                 await self._insert_lease(db, header.id)
@@ -580,7 +597,7 @@ class PostgresStore:
         datas = [(event.type, _text(dump_event(event))) for event in events]
         async with self._writer(session_id):
             first = self._next_seq.get(session_id)
-            if first is not None and datas:
+            if first is not None and datas and not accepts(kind for kind, _ in datas):
                 last = await self._grouped(session_id, first, datas)
                 if last is not None:
                     return last
@@ -674,9 +691,12 @@ class PostgresStore:
                 return first - 1
             async with self._connection() as db:
                 return await self._last_seq(db, session_id)
+        # Accepting a message: the transaction below checks that the session is still open,
+        # its row share-locked (a close, which updates it, commits before or after).
+        accepting = accepts(kind for kind, _ in datas)
         try:
             async with self._connection() as db:
-                if first is not None:
+                if first is not None and not accepting:
                     # The common case: one statement, one round trip, the lease checked inside.
                     params = _rows(session_id, first, datas)
                     params["token"] = self.owner.token
@@ -686,6 +706,8 @@ class PostgresStore:
                         return first + len(datas) - 1
                 # Not ours (or not known to be): claim a free lease, or say why not.
                 async with db.transaction():
+                    if accepting:
+                        await self._check_open(db, session_id)
                     if not await self._holds(db, session_id, lock=True):
                         await self._claim(db, session_id)
                     self._next_seq.pop(session_id, None)
@@ -761,6 +783,86 @@ class PostgresStore:
             for table, column in _SESSION_ROWS:
                 await db.execute(f"DELETE FROM {table} WHERE {column} = %s".encode(), (session_id,))
         self._next_seq.pop(session_id, None)
+
+    # -- ending sessions (tether.contracts.SessionLifecycle) ---------------------------------
+
+    async def _check_open(self, db: Connection, session_id: str) -> None:
+        """``SESSION_CLOSED`` if the session is closed (``SESSION_NOT_FOUND`` if absent); its
+        row share-locked until the transaction ends."""
+        cursor = await db.execute(
+            "SELECT closed_at FROM tether_sessions WHERE id = %s FOR SHARE", (session_id,)
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            raise session_not_found(session_id)
+        if row[0] is not None:
+            raise session_closed(session_id, float(row[0]), where=self.where)
+
+    async def _ids(self, db: Connection, query: str, session_id: str) -> list[str]:
+        rows = await (await db.execute(query.encode(), (session_id,))).fetchall()
+        return [str(sid) for (sid,) in rows]
+
+    async def _close_open(self, db: Connection, ids: Sequence[str], at: float) -> tuple[str, ...]:
+        """Inside a transaction: close those of ``ids`` still open and drop their mail."""
+        if not ids:
+            return ()
+        cursor = await db.execute(
+            "UPDATE tether_sessions SET closed_at = %s "
+            "WHERE id = ANY(%s::text[]) AND closed_at IS NULL RETURNING id",
+            (at, list(ids)),
+        )
+        now = {str(sid) for (sid,) in await cursor.fetchall()}
+        closed = tuple(sid for sid in ids if sid in now)
+        await db.execute(
+            "DELETE FROM tether_mailbox WHERE session_id = ANY(%s::text[])", (list(closed),)
+        )
+        return closed
+
+    async def close_session(self, session_id: str, *, at: float) -> tuple[str, ...]:
+        async with self._transaction() as db:  # the whole tree closed, its mail dropped, or none
+            if not await self._exists(db, session_id):
+                raise session_not_found(session_id)
+            return await self._close_open(db, await self._ids(db, _LIFETIME, session_id), at)
+
+    async def delete_session(
+        self, session_id: str, *, at: float, tree: bool = False
+    ) -> SessionRemoval:
+        async with self._transaction() as db:  # the whole removal, or nothing of it
+            if not await self._exists(db, session_id):
+                raise session_not_found(session_id)
+            doomed = await self._ids(db, _SUBTREE, session_id) if tree else [session_id]
+            # Locked in id order (two removals never wait on each other in a cycle).
+            await db.execute(
+                "SELECT id FROM tether_sessions WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE",
+                (doomed,),
+            )
+            for sid in doomed:
+                await self._refuse_held_open(db, sid)
+            gone = set(doomed)
+            lifetime = [s for s in await self._ids(db, _LIFETIME, session_id) if s not in gone]
+            closed = await self._close_open(db, lifetime, at)
+            for table, column in _SESSION_ROWS:
+                await db.execute(
+                    f"DELETE FROM {table} WHERE {column} = ANY(%s::text[])".encode(), (doomed,)
+                )
+        for sid in doomed:
+            self._next_seq.pop(sid, None)
+        return SessionRemoval(deleted=tuple(doomed), closed=closed)
+
+    async def _refuse_held_open(self, db: Connection, session_id: str) -> None:
+        """``SESSION_BUSY`` if another live process holds ``session_id`` and it is open."""
+        lease = await self._lease(db, session_id, lock=True)
+        if lease is None or lease[0].token == self.owner.token:
+            return
+        holder, expires_at, now = lease
+        if not holder.alive(expires_at, now=now):
+            return
+        cursor = await db.execute(
+            "SELECT closed_at FROM tether_sessions WHERE id = %s", (session_id,)
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] is None:
+            raise held_open(session_id, holder, where=self.where)
 
     async def _exists(self, db: Connection, session_id: str) -> bool:
         cursor = await db.execute("SELECT 1 FROM tether_sessions WHERE id = %s", (session_id,))
@@ -998,13 +1100,15 @@ class PostgresStore:
     async def post(self, session_id: str, message: InboxAccepted) -> None:
         check_mail(message)
         async with self._connection() as db:
+            # The session row share-locked: a close in flight commits first, and is seen.
             cursor = await db.execute(
                 "INSERT INTO tether_mailbox (session_id, message_id, data) SELECT %s, %s, %s "
-                "WHERE EXISTS (SELECT 1 FROM tether_sessions WHERE id = %s)",
+                "FROM tether_sessions WHERE id = %s AND closed_at IS NULL FOR SHARE",
                 (session_id, _text(message.message_id), _text(dump_event(message)), session_id),
             )
-        if cursor.rowcount != 1:
-            raise session_not_found(session_id)
+            if cursor.rowcount != 1:
+                await self._check_open(db, session_id)  # closed, or not there
+                raise session_not_found(session_id)
 
     async def mail(self) -> list[str]:
         async with self._connection() as db:
@@ -1175,13 +1279,13 @@ class PostgresStore:
     # -- reading rows -----------------------------------------------------------------------
 
     def _header(self, row: tuple[Any, ...]) -> SessionHeader:
-        keys = [key.strip() for key in _HEADER_COLUMNS.split(",")]
         try:
-            return SessionHeader.model_validate(dict(zip(keys, row, strict=True)))
-        except ValidationError as exc:
+            return SessionHeader.model_validate(header_data(row))
+        except (ValidationError, ValueError) as exc:
+            reason = _reason(exc) if isinstance(exc, ValidationError) else f"caller: {exc}"
             raise StoreError(
                 ErrorCode.SESSION_CORRUPT,
-                f"the header of session {str(row[0])[:80]!r} cannot be read: {_reason(exc)}",
+                f"the header of session {str(row[0])[:80]!r} cannot be read: {reason}",
                 where=self.where,
                 remedy="tether_sessions was written by another program or a newer tether; "
                 "restore it from a backup or delete that row (nothing was changed)",
@@ -1353,6 +1457,9 @@ def _header_row(header: SessionHeader) -> tuple[object, ...]:
         header.delegation_depth,
         header.seed_length,
         text(header.model),
+        dump_caller(header),
+        header.detached,
+        header.closed_at,
     )
 
 
