@@ -40,6 +40,7 @@ from ..store import (
     StopReason,
 )
 from ..store._events import replace_surrogates
+from ..store._lifecycle import check_open
 from ..store.replay import fold
 from ._approvals import ApprovalPolicy
 from ._budget import ContextBudget
@@ -450,6 +451,7 @@ class Agent:
         self.loop.require_open()
         source = source or _INJECT_SOURCE
         if not self.loop.in_turn:
+            check_open(self.header)  # closed: no message (the store checks the other paths)
             item = InboxItem(new_id("msg"), replace_surrogates(content), source)
             await self.lease.append(item.claim())
             self.budget.history.append(Message(role="user", content=item.content))
@@ -471,9 +473,9 @@ class Agent:
             loop.parked = False
             await loop.when_idle()  # the running drain takes it
         else:
-            # Nobody is told the message was accepted before its turn ends, so its acceptance
-            # is stored with the turn's first answer, in the commit that stores its claim: a
-            # crash before that commit loses the call whole, as a crash before it would have.
+            check_open(self.header)  # before a model call whose answer it could not store
+            # Told of no acceptance before its turn ends, it is stored with the turn's first
+            # answer, in its claim's commit: a crash before it loses the call whole.
             item, accepted = acceptance(content, source, "turn", carry_trace(self))
             self.lease.defer(accepted)
             inbox.queued.append(item)
@@ -526,6 +528,7 @@ def new_header(
     delegation_depth: int = 0,
     seed_length: int = 0,
     model: str | None = None,
+    detached: bool = False,
 ) -> SessionHeader:
     """A header for a new session (id ``ses_...`` unless given)."""
     return SessionHeader(
@@ -538,4 +541,5 @@ def new_header(
         delegation_depth=delegation_depth,
         seed_length=seed_length,
         model=model,
+        detached=detached,
     )

@@ -169,6 +169,10 @@ class SubagentStartRequest:
     """The budget the child's subtree holds (docs/budgets.md), within what the parent's
     budgets have left; ``None``: its declared agent's own, if any. Either way every budget
     above the child still counts what it spends."""
+    detached: bool = False
+    """Whether the child's session outlives its parent's: recorded on its header
+    (``SessionHeader.detached``), it is not closed when the parent's session is closed or
+    deleted (docs/sessions.md). It is still the parent's child (lineage, budgets, notices)."""
 
     def needs(self) -> tuple[Capability, ...]:
         """The capabilities this request relies on."""

@@ -37,12 +37,13 @@ from ._events import (
     replace_surrogates,
 )
 from ._headers import HEADER_COLUMNS, dump_caller, header_data
-from ._lease import DEFAULT_LEASE_TTL, LeaseOwner, session_busy
-from ._lifecycle import accepts, held_open, session_closed
+from ._lease import DEFAULT_LEASE_TTL, LeaseOwner
+from ._lifecycle import accepts
 from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite_budgets import SQLiteLedger
 from ._sqlite_faults import check_location
 from ._sqlite_leases import RELEASE, SQLiteLeases, session_exists
+from ._sqlite_lifetimes import SQLiteLifetimes
 from ._sqlite_locks import DEFAULT_BUSY_TIMEOUT, Transaction, raise_failure, retry, waitable
 from ._sqlite_mail import SQLiteMailbox, validation_reason
 from ._sqlite_schema import SCHEMA_VERSION, open_database
@@ -58,18 +59,6 @@ T = TypeVar("T")
 CLOSE_TIMEOUT = 5.0
 
 _HEADER_COLUMNS = HEADER_COLUMNS
-#: A session's lifetime tree (``SessionLifecycle``): it, and every session below it through
-#: children not started detached, the session first; each once (UNION), even in a cycle.
-_LIFETIME = (
-    "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id = ? UNION "
-    "SELECT s.id FROM sessions AS s JOIN tree ON s.parent_session = tree.id WHERE NOT s.detached) "
-    "SELECT id FROM tree"
-)
-#: Every session below one, detached or not, the session first.
-_SUBTREE = (
-    "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id = ? UNION "
-    "SELECT s.id FROM sessions AS s JOIN tree ON s.parent_session = tree.id) SELECT id FROM tree"
-)
 #: Appends of up to this many events are one statement; longer ones (a fork's seed) one
 #: transaction (a statement has at most 999 parameters on older SQLite builds).
 _ONE_STATEMENT_ROWS = 32
@@ -121,6 +110,8 @@ class SQLiteStore:
         )
         #: What other processes post to this file's sessions (the ``mailbox`` table).
         self.mailbox_table = SQLiteMailbox(self._db, path=self.path)
+        #: How its sessions end (closing, deleting: ``SessionLifecycle``).
+        self.lifetimes = SQLiteLifetimes(self._db, self.leases, path=self.path)
         #: Who spends under which budget holder, and what it spent (``budget_*`` tables).
         self.ledger = SQLiteLedger(
             self._db, self.owner, ttl=lease_ttl, relaxed=synchronous == "FULL"
@@ -274,7 +265,7 @@ class SQLiteStore:
             # Not ours (or not any more): the transaction claims a free lease, or says why not.
             with self._transaction():
                 if accepting:
-                    self._check_open(session_id)
+                    self.lifetimes.check_open(session_id)
                 if not self.leases.holds(session_id):
                     self.leases.claim(session_id)  # takes a free lease, refuses another owner's
                     first = self._seq(session_id)
@@ -358,7 +349,7 @@ class SQLiteStore:
                 self.leases.claim(session_id)  # takes a free lease, refuses another owner's
                 nexts.pop(session_id, None)
             if accepts(kind for kind, _ in member.datas):
-                self._check_open(session_id)
+                self.lifetimes.check_open(session_id)
             first = self._batch_seq(session_id, nexts)
             self._db.executemany(
                 "INSERT INTO events VALUES (?, ?, ?, ?)",
@@ -439,94 +430,21 @@ class SQLiteStore:
         return [_header(row, self.path) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        await self._run(lambda: self._delete(session_id))
+        await self._run(lambda: self.lifetimes.roll_back(session_id))
         self._next_seq.pop(session_id, None)
 
-    def _delete(self, session_id: str) -> None:
-        with self._transaction():
-            if not session_exists(self._db, session_id):
-                raise session_not_found(session_id)
-            lease = self.leases.get(session_id)
-            if lease is not None and lease[0].token != self.owner.token:
-                holder, expires_at = lease
-                if holder.alive(expires_at):  # a dead owner's session may be rolled back
-                    raise session_busy(session_id, holder, alive=True, file=self.path)
-            for table, column in _SESSION_ROWS:
-                self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
-
-    # -- ending sessions (tether.contracts.SessionLifecycle) ---------------------------------
-
-    def _check_open(self, session_id: str) -> None:
-        """``SESSION_CLOSED`` if the session is closed (``SESSION_NOT_FOUND`` if absent)."""
-        row = self._db.execute(
-            "SELECT closed_at FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            raise session_not_found(session_id)
-        if row[0] is not None:
-            raise session_closed(session_id, row[0], file=self.path)
+    # -- ending sessions (``self.lifetimes``; tether.contracts.SessionLifecycle) -------------
 
     async def close_session(self, session_id: str, *, at: float) -> tuple[str, ...]:
-        return await self._run(lambda: self._close_session(session_id, at))
-
-    def _close_session(self, session_id: str, at: float) -> tuple[str, ...]:
-        with self._transaction():  # every session of the tree closed, its mail dropped, or none
-            if not session_exists(self._db, session_id):
-                raise session_not_found(session_id)
-            return self._close_open(self._ids(_LIFETIME, session_id), at)
-
-    def _ids(self, query: str, session_id: str) -> list[str]:
-        return [sid for (sid,) in self._db.execute(query, (session_id,)).fetchall()]
-
-    def _close_open(self, ids: Sequence[str], at: float) -> tuple[str, ...]:
-        """Inside a transaction: close those of ``ids`` still open and drop their mail."""
-        closed = tuple(
-            sid
-            for sid in ids
-            if self._db.execute(
-                "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", (at, sid)
-            ).rowcount
-        )
-        self._db.executemany("DELETE FROM mailbox WHERE session_id = ?", [(s,) for s in closed])
-        return closed
+        return await self._run(lambda: self.lifetimes.close(session_id, at))
 
     async def delete_session(
         self, session_id: str, *, at: float, tree: bool = False
     ) -> SessionRemoval:
-        removal = await self._run(lambda: self._delete_session(session_id, at, tree))
+        removal = await self._run(lambda: self.lifetimes.delete(session_id, at, tree))
         for sid in removal.deleted:
             self._next_seq.pop(sid, None)
         return removal
-
-    def _delete_session(self, session_id: str, at: float, tree: bool) -> SessionRemoval:
-        with self._transaction():  # the whole removal, or nothing of it
-            if not session_exists(self._db, session_id):
-                raise session_not_found(session_id)
-            doomed = self._ids(_SUBTREE, session_id) if tree else [session_id]
-            for sid in doomed:
-                self._refuse_held_open(sid)
-            gone = set(doomed)
-            lifetime = [sid for sid in self._ids(_LIFETIME, session_id) if sid not in gone]
-            closed = self._close_open(lifetime, at)
-            for table, column in _SESSION_ROWS:
-                self._db.executemany(
-                    f"DELETE FROM {table} WHERE {column} = ?", [(sid,) for sid in doomed]
-                )
-        return SessionRemoval(deleted=tuple(doomed), closed=closed)
-
-    def _refuse_held_open(self, session_id: str) -> None:
-        """``SESSION_BUSY`` if another live process holds ``session_id`` and it is open."""
-        lease = self.leases.get(session_id)
-        if lease is None or lease[0].token == self.owner.token:
-            return
-        holder, expires_at = lease
-        if not holder.alive(expires_at):
-            return
-        (closed_at,) = self._db.execute(
-            "SELECT closed_at FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        if closed_at is None:
-            raise held_open(session_id, holder, file=self.path)
 
     # -- leases (``self.leases``) and the mailbox (``self.mailbox_table``) ---------------------
 
@@ -571,7 +489,7 @@ class SQLiteStore:
     async def post(self, session_id: str, message: InboxAccepted) -> None:
         check_mail(message)
         if not await self._run(lambda: self.mailbox_table.post(session_id, message)):
-            await self._run(lambda: self._check_open(session_id))  # closed, or not there
+            await self._run(lambda: self.lifetimes.check_open(session_id))  # closed, or not there
             raise session_not_found(session_id)
 
     async def mail(self) -> list[str]:
@@ -718,17 +636,6 @@ async def _follow(batch: _Batch, me: _Pending) -> int:
 def _closed(path: Path) -> sqlite3.ProgrammingError:
     # The type the direct path raises for a closed connection, with the file named.
     return sqlite3.ProgrammingError(f"the session store {path} is closed; nothing was written")
-
-
-#: What ``delete`` removes, children before the session row they refer to.
-_SESSION_ROWS = (
-    ("events", "session_id"),
-    ("mailbox", "session_id"),
-    ("leases", "session_id"),
-    ("budget_claims", "holder"),
-    ("budget_ledger", "holder"),
-    ("sessions", "id"),
-)
 
 
 def _header_row(header: SessionHeader) -> tuple[object, ...]:

@@ -55,7 +55,7 @@ from ..store import (
     dump_event,
 )
 
-__all__ = ("SessionStoreConformance",)
+__all__ = ("SessionLifecycleConformance", "SessionStoreConformance")
 
 
 def _header(session_id: str, **fields: Any) -> SessionHeader:
@@ -98,7 +98,147 @@ async def _family(store: SessionStore) -> None:
 
 
 @pytest.mark.anyio
-class SessionStoreConformance:
+class SessionLifecycleConformance:
+    """What a store keeps of a session's lifetime, and how it ends sessions
+    (``SessionLifecycle``; skipped for a store without it). Part of
+    :class:`SessionStoreConformance`."""
+
+    @pytest.fixture
+    def reopen(self) -> Callable[[], SessionStore] | None:
+        """Override to return a factory for a second store on the same storage."""
+        return None
+
+    async def test_a_header_keeps_its_caller_detachment_and_closing_time(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        caller = Caller(
+            id="os:alice",
+            name="Alice",
+            via="cli",
+            claims={"team": "billing", "plan": {"tier": "enterprise", "seats": 3}},
+        )
+        header = _header("s1", caller=caller, detached=True, closed_at=1_700_000_000.5)
+        await store.create(header)
+        await store.create(_header("plain"))
+        assert await store.header("s1") == header
+        plain = await store.header("plain")
+        assert (plain.caller, plain.detached, plain.closed_at) == (None, False, None)
+        if reopen is None:
+            return
+        await store.aclose()
+        again = reopen()
+        try:
+            assert await again.header("s1") == header
+        finally:
+            await again.aclose()
+
+    async def test_closing_closes_the_lifetime_tree_but_not_detached_children(
+        self, store: SessionStore
+    ) -> None:
+        lifecycle = _lifecycle(store)
+        await _family(store)
+        closed = await lifecycle.close_session("root", at=1000.0)
+        assert closed[0] == "root"
+        assert sorted(closed) == ["a", "a1", "root"]
+        for sid in ("root", "a", "a1"):
+            assert (await store.header(sid)).closed_at == 1000.0
+        for sid in ("d", "d1", "stranger"):
+            assert (await store.header(sid)).closed_at is None
+        assert await lifecycle.close_session("root", at=2000.0) == ()  # idempotent
+        assert (await store.header("a")).closed_at == 1000.0  # the first time is kept
+
+    async def test_a_closed_session_takes_no_message_and_stays_readable(
+        self, store: SessionStore
+    ) -> None:
+        lifecycle = _lifecycle(store)
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        await lifecycle.close_session("s1", at=time.time())
+        with pytest.raises(StoreError) as info:
+            await store.post("s1", _message(1))
+        assert info.value.code is ErrorCode.SESSION_CLOSED
+        assert await store.mailbox("s1") == []
+        for batch in ([_message(2)], [TurnEnded(turn=1, stop_reason="completed"), _message(3)]):
+            with pytest.raises(StoreError) as info:
+                await store.append("s1", batch)
+            assert info.value.code is ErrorCode.SESSION_CLOSED
+        assert [s.seq for s in await store.events("s1")] == [1]  # nothing was written
+        # Its holder may still end the turn it was running.
+        assert await store.append("s1", [TurnEnded(turn=1, stop_reason="completed")]) == 2
+        assert len(await store.events("s1")) == 2
+
+    async def test_closing_drops_the_mail_nobody_took(self, store: SessionStore) -> None:
+        lifecycle = _lifecycle(store)
+        await store.create(_header("s1"))
+        await store.post("s1", _message(1))
+        await lifecycle.close_session("s1", at=time.time())
+        assert await store.mailbox("s1") == []
+        assert await store.mail() == []
+        assert await store.take_mail("s1") == []
+
+    async def test_deleting_closes_the_children_which_stay_readable(
+        self, store: SessionStore
+    ) -> None:
+        lifecycle = _lifecycle(store)
+        await _family(store)
+        await store.append("a1", [TurnStarted(turn=1)])
+        removal = await lifecycle.delete_session("root", at=1000.0)
+        assert removal.deleted == ("root",)
+        assert sorted(removal.closed) == ["a", "a1"]
+        with pytest.raises(StoreError) as info:
+            await store.header("root")
+        assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+        assert (await store.header("a1")).closed_at == 1000.0
+        assert [s.seq for s in await store.events("a1")] == [1]
+        assert (await store.header("d")).closed_at is None  # detached: lives on
+        assert (await store.header("a")).parent_session == "root"  # its lineage is kept
+
+    async def test_deleting_a_tree_removes_every_session_below_it(
+        self, store: SessionStore
+    ) -> None:
+        lifecycle = _lifecycle(store)
+        await _family(store)
+        await store.post("d1", _message(1))
+        removal = await lifecycle.delete_session("root", at=1000.0, tree=True)
+        assert removal.deleted[0] == "root"
+        assert sorted(removal.deleted) == ["a", "a1", "d", "d1", "root"]
+        assert removal.closed == ()
+        assert [h.id for h in await store.sessions()] == ["stranger"]
+        assert await store.mail() == []
+
+    async def test_ending_an_unknown_session_is_not_found(self, store: SessionStore) -> None:
+        lifecycle = _lifecycle(store)
+        for call in (
+            lifecycle.close_session("nope", at=1.0),
+            lifecycle.delete_session("nope", at=1.0),
+            lifecycle.delete_session("nope", at=1.0, tree=True),
+        ):
+            with pytest.raises(StoreError) as info:
+                await call
+            assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+
+    async def test_an_open_session_another_owner_holds_is_deleted_only_once_closed(
+        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
+    ) -> None:
+        _lifecycle(store)
+        await store.create(_header("s1"), [TurnStarted(turn=1)])
+        await store.create(_header("c1", parent_session="s1", origin="subagent"))
+        async with _second(reopen) as other:
+            lifecycle = _lifecycle(other)
+            for tree in (False, True):
+                with pytest.raises(StoreError) as info:
+                    await lifecycle.delete_session("s1", at=1.0, tree=tree)
+                assert info.value.code is ErrorCode.SESSION_BUSY
+                assert (await other.header("c1")).closed_at is None  # nothing changed
+            assert await lifecycle.close_session("s1", at=1.0) == ("s1", "c1")
+            removal = await lifecycle.delete_session("s1", at=2.0, tree=True)
+            assert removal.deleted == ("s1", "c1")
+        with pytest.raises(StoreError) as info:
+            await store.append("s1", [TurnEnded(turn=1, stop_reason="completed")])
+        assert info.value.code is ErrorCode.SESSION_NOT_FOUND
+
+
+@pytest.mark.anyio
+class SessionStoreConformance(SessionLifecycleConformance):
     """Behaviours every ``SessionStore`` must have; one test per behaviour."""
 
     @pytest.fixture
@@ -529,133 +669,3 @@ class SessionStoreConformance:
         assert isinstance(second, InboxAccepted)
         assert {first.content, second.content} <= kept
         assert (await store.header("s1")).label in kept
-
-    # -- the header's caller and lifetime, and ending sessions (SessionLifecycle) ------------
-
-    async def test_a_header_keeps_its_caller_detachment_and_closing_time(
-        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
-    ) -> None:
-        caller = Caller(
-            id="os:alice",
-            name="Alice",
-            via="cli",
-            claims={"team": "billing", "plan": {"tier": "enterprise", "seats": 3}},
-        )
-        header = _header("s1", caller=caller, detached=True, closed_at=1_700_000_000.5)
-        await store.create(header)
-        await store.create(_header("plain"))
-        assert await store.header("s1") == header
-        plain = await store.header("plain")
-        assert (plain.caller, plain.detached, plain.closed_at) == (None, False, None)
-        if reopen is None:
-            return
-        await store.aclose()
-        again = reopen()
-        try:
-            assert await again.header("s1") == header
-        finally:
-            await again.aclose()
-
-    async def test_closing_closes_the_lifetime_tree_but_not_detached_children(
-        self, store: SessionStore
-    ) -> None:
-        lifecycle = _lifecycle(store)
-        await _family(store)
-        closed = await lifecycle.close_session("root", at=1000.0)
-        assert closed[0] == "root"
-        assert sorted(closed) == ["a", "a1", "root"]
-        for sid in ("root", "a", "a1"):
-            assert (await store.header(sid)).closed_at == 1000.0
-        for sid in ("d", "d1", "stranger"):
-            assert (await store.header(sid)).closed_at is None
-        assert await lifecycle.close_session("root", at=2000.0) == ()  # idempotent
-        assert (await store.header("a")).closed_at == 1000.0  # the first time is kept
-
-    async def test_a_closed_session_takes_no_message_and_stays_readable(
-        self, store: SessionStore
-    ) -> None:
-        lifecycle = _lifecycle(store)
-        await store.create(_header("s1"), [TurnStarted(turn=1)])
-        await lifecycle.close_session("s1", at=time.time())
-        with pytest.raises(StoreError) as info:
-            await store.post("s1", _message(1))
-        assert info.value.code is ErrorCode.SESSION_CLOSED
-        assert await store.mailbox("s1") == []
-        for batch in ([_message(2)], [TurnEnded(turn=1, stop_reason="completed"), _message(3)]):
-            with pytest.raises(StoreError) as info:
-                await store.append("s1", batch)
-            assert info.value.code is ErrorCode.SESSION_CLOSED
-        assert [s.seq for s in await store.events("s1")] == [1]  # nothing was written
-        # Its holder may still end the turn it was running.
-        assert await store.append("s1", [TurnEnded(turn=1, stop_reason="completed")]) == 2
-        assert len(await store.events("s1")) == 2
-
-    async def test_closing_drops_the_mail_nobody_took(self, store: SessionStore) -> None:
-        lifecycle = _lifecycle(store)
-        await store.create(_header("s1"))
-        await store.post("s1", _message(1))
-        await lifecycle.close_session("s1", at=time.time())
-        assert await store.mailbox("s1") == []
-        assert await store.mail() == []
-        assert await store.take_mail("s1") == []
-
-    async def test_deleting_closes_the_children_which_stay_readable(
-        self, store: SessionStore
-    ) -> None:
-        lifecycle = _lifecycle(store)
-        await _family(store)
-        await store.append("a1", [TurnStarted(turn=1)])
-        removal = await lifecycle.delete_session("root", at=1000.0)
-        assert removal.deleted == ("root",)
-        assert sorted(removal.closed) == ["a", "a1"]
-        with pytest.raises(StoreError) as info:
-            await store.header("root")
-        assert info.value.code is ErrorCode.SESSION_NOT_FOUND
-        assert (await store.header("a1")).closed_at == 1000.0
-        assert [s.seq for s in await store.events("a1")] == [1]
-        assert (await store.header("d")).closed_at is None  # detached: lives on
-        assert (await store.header("a")).parent_session == "root"  # its lineage is kept
-
-    async def test_deleting_a_tree_removes_every_session_below_it(
-        self, store: SessionStore
-    ) -> None:
-        lifecycle = _lifecycle(store)
-        await _family(store)
-        await store.post("d1", _message(1))
-        removal = await lifecycle.delete_session("root", at=1000.0, tree=True)
-        assert removal.deleted[0] == "root"
-        assert sorted(removal.deleted) == ["a", "a1", "d", "d1", "root"]
-        assert removal.closed == ()
-        assert [h.id for h in await store.sessions()] == ["stranger"]
-        assert await store.mail() == []
-
-    async def test_ending_an_unknown_session_is_not_found(self, store: SessionStore) -> None:
-        lifecycle = _lifecycle(store)
-        for call in (
-            lifecycle.close_session("nope", at=1.0),
-            lifecycle.delete_session("nope", at=1.0),
-            lifecycle.delete_session("nope", at=1.0, tree=True),
-        ):
-            with pytest.raises(StoreError) as info:
-                await call
-            assert info.value.code is ErrorCode.SESSION_NOT_FOUND
-
-    async def test_an_open_session_another_owner_holds_is_deleted_only_once_closed(
-        self, store: SessionStore, reopen: Callable[[], SessionStore] | None
-    ) -> None:
-        _lifecycle(store)
-        await store.create(_header("s1"), [TurnStarted(turn=1)])
-        await store.create(_header("c1", parent_session="s1", origin="subagent"))
-        async with _second(reopen) as other:
-            lifecycle = _lifecycle(other)
-            for tree in (False, True):
-                with pytest.raises(StoreError) as info:
-                    await lifecycle.delete_session("s1", at=1.0, tree=tree)
-                assert info.value.code is ErrorCode.SESSION_BUSY
-                assert (await other.header("c1")).closed_at is None  # nothing changed
-            assert await lifecycle.close_session("s1", at=1.0) == ("s1", "c1")
-            removal = await lifecycle.delete_session("s1", at=2.0, tree=True)
-            assert removal.deleted == ("s1", "c1")
-        with pytest.raises(StoreError) as info:
-            await store.append("s1", [TurnEnded(turn=1, stop_reason="completed")])
-        assert info.value.code is ErrorCode.SESSION_NOT_FOUND

@@ -67,6 +67,9 @@ class ToolSettings(tether.PluginSettings):
     root_only: bool = False
     """Offer the tool only to root sessions (hidden at depth > 0, refused if called there):
     eve's built-in ``agent``, a copy of the calling agent that cannot copy itself again."""
+    detached: bool = False
+    """Start the children detached: their sessions outlive the caller's (not closed when it
+    is closed or deleted; docs/sessions.md). The profile decides, never the model."""
 
     @field_validator("tool_filter")
     @classmethod

@@ -71,6 +71,7 @@ def delegation_tool(settings: ToolSettings) -> Tool:
             output_schema=settings.output_schema,
             label=arguments["description"],
             tool=settings.tool_name if task else None,
+            detached=settings.detached,
         )
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> str:
