@@ -16,6 +16,7 @@ from __future__ import annotations
 
 # Each of these registers its commands on import (``X as X``: imported for that alone).
 from . import _context as _context
+from . import _lifecycle as _lifecycle
 from . import _plugins as _plugins
 from . import _run as _run
 from . import _sessions as _sessions

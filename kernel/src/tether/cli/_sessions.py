@@ -31,11 +31,17 @@ def sessions() -> None:
     show_default=True,
     help="Print at most N sessions.",
 )
+@click.option(
+    "--closed/--open",
+    "closed",
+    default=None,
+    help="List only closed sessions, or only open ones (default: both).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
-    """List sessions, newest first."""
+def list_sessions(profile: Path | None, limit: int, closed: bool | None, as_json: bool) -> None:
+    """List sessions, newest first; a closed one says when it was closed."""
     kernel = load(profile, project_code=False)  # reads the store only: docs/trust.md
-    headers = run_async(_headers, kernel, limit)
+    headers = run_async(_headers, kernel, limit, closed)
     if as_json:
         click.echo(json.dumps([h.model_dump() for h in headers], indent=2))
         return
@@ -47,15 +53,26 @@ def list_sessions(profile: Path | None, limit: int, as_json: bool) -> None:
         lineage = f"  parent={header.parent_session}" if header.parent_session else ""
         label = f"  {header.label}" if header.label else ""
         model = f"  model={header.model}" if header.model else ""
-        click.echo(f"{header.id}  {when}  agent={header.agent or '-'}{model}{lineage}{label}")
+        ended = header.closed_at
+        state = (
+            f"  closed={time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(ended))}" if ended else ""
+        )
+        state += "  detached" if header.detached else ""
+        click.echo(
+            f"{header.id}  {when}  agent={header.agent or '-'}{model}{lineage}{state}{label}"
+        )
 
 
-async def _headers(kernel: Any, limit: int) -> list[Any]:
+async def _headers(kernel: Any, limit: int, closed: bool | None = None) -> list[Any]:
     from ..runtime import profile_store
 
     store = profile_store(kernel)
     try:
-        return await store.sessions(limit=limit)
+        if closed is None:
+            return await store.sessions(limit=limit)
+        # Filtered here: the store protocol lists by parent only.
+        wanted = [h for h in await store.sessions() if (h.closed_at is not None) is closed]
+        return wanted[:limit]
     finally:
         await store.aclose()
 

@@ -68,6 +68,7 @@ __all__ = (
     "LimitsTable",
     "Profile",
     "ProfilePath",
+    "SessionsTable",
     "TetherTable",
     "find_profile",
     "input_loc",
@@ -138,6 +139,30 @@ Name = Annotated[str, AfterValidator(_check_name)]
 AgentName = Annotated[str, AfterValidator(_check_agent_name)]
 
 
+def _check_retention(value: str) -> str:
+    from ..store import parse_age
+
+    parse_age(value, where="retention")  # a ValueError says how to write an age
+    return value
+
+
+class SessionsTable(BaseModel):
+    """``[tether.sessions]``: the stored sessions' retention."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retention: Annotated[str, AfterValidator(_check_retention)] = "30d"
+    """The age past which ``tether sessions prune`` removes a session unless ``--older-than``
+    says otherwise: ``"30d"``, ``"12h"``, ``"2w"`` (docs/sessions.md)."""
+
+    @property
+    def retention_seconds(self) -> float:
+        """``retention`` in seconds."""
+        from ..store import parse_age
+
+        return parse_age(self.retention, where="retention")
+
+
 class TetherTable(BaseModel):
     """The ``[tether]`` table: the global layer and kernel-wide settings."""
 
@@ -162,6 +187,8 @@ class TetherTable(BaseModel):
     an agent folder (see docs/trust.md)."""
     budget: BudgetTable | None = None
     """The budget of every root session (its whole delegation tree), docs/budgets.md."""
+    sessions: SessionsTable = Field(default_factory=lambda: SessionsTable())
+    """``[tether.sessions]``: how long stored sessions are kept (docs/sessions.md)."""
 
 
 def _check_budget(value: dict[str, Any]) -> dict[str, Any]:
@@ -388,7 +415,9 @@ def _profile_key(loc: tuple[int | str, ...]) -> str:
     """``[agent.main] plugins[0]``: split a profile location into its table and key."""
     parts = list(loc)
     table: list[str] = []
-    if parts and parts[0] in ("tether", "extends"):
+    if parts[:2] == ["tether", "sessions"] and len(parts) > 2:
+        table, parts = ["tether", "sessions"], parts[2:]  # a table of its own: [tether.sessions]
+    elif parts and parts[0] in ("tether", "extends"):
         table = [str(parts.pop(0))] if parts[0] == "tether" and len(parts) > 1 else []
     elif parts and parts[0] in ("plugin", "agent"):
         depth = 2
