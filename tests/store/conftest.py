@@ -23,9 +23,9 @@ TIMEOUT = scaled(60.0)
 class Worker:
     """One ``store_worker.py`` process; its output lines arrive through a queue."""
 
-    def __init__(self, *args: object) -> None:
+    def __init__(self, *args: object, script: Path = WORKER) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), *map(str, args)],
+            [sys.executable, str(script), *map(str, args)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
