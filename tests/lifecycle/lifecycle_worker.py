@@ -18,7 +18,8 @@ import time
 
 import anyio
 
-from tether.store import SessionStore, SQLiteStore
+from tether.store import SQLiteStore
+from tether_postgres import PostgresStore
 
 #: Where each removal stops: at its last statement, everything before it done, uncommitted.
 _LAST = {"close": "DELETE FROM mailbox", "delete": "DELETE FROM sessions"}
@@ -37,10 +38,8 @@ def stall_at(last: str):
     return stall
 
 
-def open_store(db: str, mode: str) -> SessionStore:
+def open_store(db: str, mode: str) -> SQLiteStore | PostgresStore:
     if db.startswith("postgresql"):
-        from tether_postgres import PostgresStore
-
         return PostgresStore(db)
     store = SQLiteStore(db)
     last = _LAST["close" if mode == "close" else "delete"]
@@ -52,14 +51,13 @@ async def main(mode: str, db: str, session_id: str) -> None:
     store = open_store(db, mode)
     say("READY")
     if mode == "close":
-        await store.close_session(session_id, at=time.time())  # type: ignore[attr-defined]
+        await store.close_session(session_id, at=time.time())
     else:
-        await store.delete_session(  # type: ignore[attr-defined]
-            session_id, at=time.time(), tree=mode == "delete-tree"
-        )
+        await store.delete_session(session_id, at=time.time(), tree=mode == "delete-tree")
     await store.aclose()
     say("done")
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    mode, db, session_id = sys.argv[1:4]
+    anyio.run(main, mode, db, session_id)

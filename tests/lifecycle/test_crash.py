@@ -7,24 +7,25 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
-from tether.store import InboxAccepted, SessionHeader, SessionStore, SQLiteStore, TurnStarted
+from tether.store import InboxAccepted, SessionHeader, SQLiteStore, TurnStarted
 from tether.store._sqlite_schema import MIGRATIONS
 from tether.testing import wait_until
+from tether_postgres import PostgresStore
 
 pytestmark = pytest.mark.anyio
 
 FAMILY = ("root", "a", "a1", "d", "d1", "stranger")
 
 
-def open_store(where: object) -> SessionStore:
+def open_store(where: object) -> SQLiteStore | PostgresStore:
     if isinstance(where, str) and where.startswith("postgresql"):
-        from tether_postgres import PostgresStore
-
         return PostgresStore(where)
-    return SQLiteStore(where)  # type: ignore[arg-type]
+    assert isinstance(where, Path)
+    return SQLiteStore(where)
 
 
 async def build(where: object) -> dict[str, list[object]]:
