@@ -5,14 +5,12 @@ removal does it whole."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
 from tether.store import InboxAccepted, SessionHeader, SQLiteStore, TurnStarted
-from tether.store._sqlite_schema import MIGRATIONS
 from tether.testing import wait_until
 from tether_postgres import PostgresStore
 
@@ -92,28 +90,6 @@ async def again_whole(where: object) -> None:
         removal = await store.delete_session("root", at=time.time(), tree=True)
         assert sorted(removal.deleted) == ["a", "a1", "d", "d1", "root"]
         assert [h.id for h in await store.sessions()] == ["stranger"]
-    finally:
-        await store.aclose()
-
-
-async def test_a_file_of_schema_5_is_migrated_and_reads_as_open_attached_and_callerless(
-    tmp_path,
-):
-    path = tmp_path / "old.db"
-    db = sqlite3.connect(path)
-    db.executescript(";".join(MIGRATIONS[:5]) + "; PRAGMA user_version = 5;")
-    db.execute(
-        "INSERT INTO sessions VALUES ('old', 12.5, 'kept', 'main', NULL, 'user', 0, 0, 'a:b')"
-    )
-    db.commit()
-    db.close()
-    store = SQLiteStore(path)
-    try:
-        header = await store.header("old")
-        assert (header.label, header.model, header.created_at) == ("kept", "a:b", 12.5)
-        assert (header.caller, header.detached, header.closed_at) == (None, False, None)
-        assert await store.close_session("old", at=99.0) == ("old",)
-        assert (await store.header("old")).closed_at == 99.0
     finally:
         await store.aclose()
 
