@@ -135,6 +135,9 @@ def test_closing_a_root_closes_its_child_and_neither_takes_a_message(project):
     followup = tether("run", "--session", root, "and again")
     one_error_line(followup, ErrorCode.SESSION_CLOSED)
     assert {sid: log(project, sid) for sid in (root, child)} == logs  # nothing was written
+    tree = tether("sessions", "tree", root).stdout.splitlines()
+    assert "depth=0  closed" in tree[0]
+    assert "depth=1  closed  research" in tree[1]
     shown = tether("sessions", "show", child)  # still readable
     assert shown.exit_code == 0, shown.output
     assert "closed_at: " in shown.stdout

@@ -331,7 +331,10 @@ async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]
 
 def _describe_header(header: Any) -> str:
     label = f"  {header.label}" if header.label else ""
-    return f"{header.id}  agent={header.agent or '-'} depth={header.delegation_depth}{label}"
+    state = ("  closed" if header.closed_at is not None else "") + (
+        "  detached" if header.detached else ""
+    )
+    return f"{header.id}  agent={header.agent or '-'} depth={header.delegation_depth}{state}{label}"
 
 
 def _walk(root: Any, children: dict[str, list[Any]]) -> list[tuple[Any, int, str]]:
