@@ -393,8 +393,6 @@ async def create_child_session(
         model=None if remote else (spec.model_route or _model_spec(parent)),
     )
     setup: list[Event] = [*seed, spec.delegation_descriptor(request)]
-    share = shares_workspace(request, provider)
-    setup.append(child_plan(parent.workspace, header.id, share=share).descriptor())
     if continuable:
         setup.append(spec.continuable_descriptor(request))
     setup.append(
@@ -404,6 +402,9 @@ async def create_child_session(
             origin="delegation",
         )
     )
+    # Where it works: its parent's workspace or one of its own, decided once (docs/workspaces.md).
+    share = shares_workspace(request, provider)
+    setup.append(child_plan(parent.workspace, header.id, share=share).descriptor())
     spending = parent.spending
     chain = spending.chain if spending is not None else ()
     own = child_budget(wanted, chain)

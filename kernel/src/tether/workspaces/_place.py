@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,12 +140,20 @@ class AgentWorkspace:
     """An agent's workspace (``agent.workspace``): decided from its log's record, or from its
     profile for a new root session (then recorded), and opened as the agent enters."""
 
-    __slots__ = ("_agent", "_plan", "_workspace")
+    __slots__ = ("_owner", "_plan", "_workspace")
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._owner = weakref.ref(agent)
         self._plan: WorkspacePlan | None = None
         self._workspace: Workspace | None = None
+
+    @property
+    def _agent(self) -> Agent:
+        """The agent, held weakly (as its other collaborators hold it): no reference cycle
+        leaves a finished agent to the cyclic collector."""
+        agent = self._owner()
+        assert agent is not None, "the agent was collected"
+        return agent
 
     def restored(self, record: DescriptorEvent | None) -> None:
         """The session's log was read: its ``workspace`` record, if it has one."""
