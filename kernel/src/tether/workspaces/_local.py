@@ -10,10 +10,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import anyio
-
 from ..contracts import CommandResult, Workspace
-from ._process import run_process
 
 __all__ = ("LocalBackend", "make_folder", "remove_folder")
 
@@ -84,6 +81,8 @@ class LocalBackend:
         output_limit: int = 100_000,
     ) -> CommandResult:
         """Run ``argv`` in the workspace's folder (see the class docstring)."""
+        from ._process import run_process  # loading a profile imports no process machinery
+
         merged = {**os.environ, **env} if env else None
         return await run_process(
             argv,
@@ -96,4 +95,6 @@ class LocalBackend:
 
     async def remove(self, workspace: Workspace) -> None:
         """Delete the workspace's folder (idempotent)."""
+        import anyio.to_thread
+
         await anyio.to_thread.run_sync(remove_folder, workspace.root)
