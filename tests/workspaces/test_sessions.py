@@ -17,7 +17,13 @@ from tether.runtime import Runtime
 from tether.store import DescriptorEvent, MemoryStore
 from tether.subagents import SubagentStartRequest
 from tether.testing import make_kernel, write_profile
-from tether.workspaces import WORKSPACE_DESCRIPTOR, recorded_plan, remove_workspaces
+from tether.workspaces import (
+    WORKSPACE_DESCRIPTOR,
+    Workspace,
+    child_plan,
+    recorded_plan,
+    remove_workspaces,
+)
 
 from .conftest import call, delegate, parent, two_sided
 
@@ -205,7 +211,7 @@ async def test_the_root_only_copy_shares_and_a_plain_spawn_tool_does_not(build):
         assert (said["root"] == str(root.workspace.root)) is shares, settings
 
 
-async def test_a_child_of_a_sharing_child_shares_the_same_owner(build):
+async def test_a_forks_record_names_its_parent_and_the_owner(build):
     runtime = build()
     root = await runtime.compose(agent="main", model=two_sided(lambda r: "root"))
     async with root:
@@ -218,7 +224,24 @@ async def test_a_child_of_a_sharing_child_shares_the_same_owner(build):
         (child_header,) = await runtime.store.sessions(parent=root.session_id)
         plan = await recorded_plan(runtime.store, child_header.id)
     assert plan is not None
-    assert (plan.owner, plan.shared_from) == (root.session_id, root.session_id)
+    assert (plan.kind, plan.owner, plan.shared_from) == (
+        "session",
+        root.session_id,
+        root.session_id,
+    )
+    assert plan.root is None  # found again from its owner, as the owner finds it
+
+
+def test_a_child_of_a_sharing_child_keeps_the_first_owner(tmp_path):
+    first = Workspace(root=tmp_path, backend="local", owner="ses_root")
+    child = child_plan(first, "ses_a", share=True, parent_id="ses_root")
+    shared = Workspace(
+        root=tmp_path, backend="local", owner=child.owner, shared_from=child.shared_from
+    )
+    grandchild = child_plan(shared, "ses_b", share=True, parent_id="ses_a")
+    assert (grandchild.owner, grandchild.shared_from) == ("ses_root", "ses_a")
+    own = child_plan(shared, "ses_c", share=False, parent_id="ses_a")
+    assert (own.kind, own.owner, own.shared_from) == ("session", "ses_c", None)
 
 
 # ------------------------------------------------------------------ removal

@@ -404,7 +404,8 @@ async def create_child_session(
     )
     # Where it works: its parent's workspace or one of its own, decided once (docs/workspaces.md).
     share = shares_workspace(request, provider)
-    setup.append(child_plan(parent.workspace, header.id, share=share).descriptor())
+    plan = child_plan(parent.workspace, header.id, share=share, parent_id=parent.session_id)
+    setup.append(plan.descriptor())
     spending = parent.spending
     chain = spending.chain if spending is not None else ()
     own = child_budget(wanted, chain)

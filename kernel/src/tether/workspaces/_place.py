@@ -53,7 +53,8 @@ class WorkspacePlan:
     owner: str
     """The session whose workspace it is (removed with that session, when ``session``)."""
     shared_from: str | None = None
-    """The session (the parent) it was shared from; ``None``: the session's own."""
+    """The session (the parent) it was shared from; ``None``: the session's own (``owner``
+    says whose it is, the first session of a chain of sharing children)."""
     root: str | None = None
     """The folder, when it was given rather than derived (an explicit working folder)."""
 
@@ -112,16 +113,22 @@ def profile_plan(runtime: Runtime, session_id: str, cwd: Path | None = None) -> 
     )
 
 
-def child_plan(parent: Workspace, child_id: str, *, share: bool) -> WorkspacePlan:
-    """A child's workspace: its parent's (``share``), else a folder of its own on the parent's
-    backend (a ``project`` parent's child gets a ``session`` folder of its own too)."""
+def child_plan(
+    parent: Workspace, child_id: str, *, share: bool, parent_id: str | None = None
+) -> WorkspacePlan:
+    """A child's workspace: its parent's (``share``; ``shared_from`` names the parent session
+    ``parent_id``, default the workspace's owner), else a folder of its own on the parent's
+    backend (a ``project`` parent's child gets a ``session`` folder of its own too).
+
+    A shared ``session`` workspace is found again from its owner, as its owner finds it; a
+    shared ``project`` one records its folder."""
     if share:
         return WorkspacePlan(
             parent.kind,
             parent.backend,
             parent.owner,
-            shared_from=parent.shared_from or parent.owner,
-            root=str(parent.root),
+            shared_from=parent_id or parent.owner,
+            root=str(parent.root) if parent.kind == "project" else None,
         )
     return WorkspacePlan("session", parent.backend, _check_owner(child_id))
 
