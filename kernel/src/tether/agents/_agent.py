@@ -192,8 +192,8 @@ class Agent:
 
     @property
     def cwd(self) -> Path:
-        """The working directory its tools and skill providers act in (the process's when the
-        agent was made, unless it was given one)."""
+        """The folder it was started from, where skill providers look (the process's when the
+        agent was made, unless it was given one); its files live in :attr:`workspace`."""
         cwd = self._cwd
         if isinstance(cwd, str):
             cwd = self._cwd = Path(cwd)
