@@ -18,7 +18,6 @@ prompt and tool list never change within a session.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -73,7 +72,6 @@ class Agent:
     __slots__ = (
         "__weakref__",
         "_budget_record",
-        "_cwd",
         "_jobs",
         "_new_session",
         "_on_teardown",
@@ -137,8 +135,6 @@ class Agent:
             budget=budget,
         )
         """What the agent is made of; a restore only narrows it to what its log pins."""
-        # The process's working directory now, as a string: a Path is made on first use.
-        self._cwd: Path | str = cwd if cwd is not None else os.getcwd()
         self.lease = SessionLease(self)
         """The session's lease, the log the agent writes, its mail."""
         self.inbox = Inbox(self)
@@ -192,12 +188,8 @@ class Agent:
 
     @property
     def cwd(self) -> Path:
-        """The folder it was started from, where skill providers look (the process's when the
-        agent was made, unless it was given one); its files live in :attr:`workspace`."""
-        cwd = self._cwd
-        if isinstance(cwd, str):
-            cwd = self._cwd = Path(cwd)
-        return cwd
+        """The folder it started from (the process's, or the one given): skills are found there."""
+        return self._workspace.cwd
 
     @property
     def workspace(self) -> Workspace:

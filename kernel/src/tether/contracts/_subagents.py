@@ -172,7 +172,8 @@ class SubagentStartRequest:
     share_workspace: bool | None = None
     """Whether the child works in its parent's workspace (docs/workspaces.md); ``None``: as
     its provider and definition say (a fork and ``[agent.NAME] workspace = { share = true }``
-    share, the others get a workspace of their own)."""
+    share, the others get a workspace of their own). A provider of local children fills in its
+    default here when it starts the child."""
 
     def needs(self) -> tuple[Capability, ...]:
         """The capabilities this request relies on."""

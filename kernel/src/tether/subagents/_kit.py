@@ -265,22 +265,18 @@ class ChildSpec:
         )
 
 
-def shares_workspace(request: SubagentStartRequest, provider: str) -> bool:
+def shares_workspace(request: SubagentStartRequest) -> bool:
     """Whether the child works in its parent's workspace (docs/workspaces.md): as its request
-    says, else as its declared agent's ``[agent.NAME] workspace = { share = ... }`` says, else
-    as its provider does (a fork shares, the others do not)."""
+    says (a provider fills in its own default: a fork shares,
+    :meth:`LocalChildProvider.fill_workspace_default`), else as its declared agent's
+    ``[agent.NAME] workspace = { share = ... }`` says; by default it gets its own."""
     if request.share_workspace is not None:
         return request.share_workspace
     runtime = request.parent.runtime
-    if runtime is None:
+    if runtime is None or request.agent is None:
         return False
-    if request.agent is not None:
-        table = runtime.kernel.profile.agent.get(request.agent)
-        return table is not None and table.workspace is not None and table.workspace.share
-    from ._provider import LocalChildProvider
-
-    found = runtime.subagents.get(provider)
-    return isinstance(found, LocalChildProvider) and found.shares_workspace
+    table = runtime.kernel.profile.agent.get(request.agent)
+    return table is not None and table.workspace is not None and table.workspace.share
 
 
 def _model_spec(agent: Agent) -> str | None:
@@ -403,7 +399,7 @@ async def create_child_session(
         )
     )
     # Where it works: its parent's workspace or one of its own, decided once (docs/workspaces.md).
-    share = shares_workspace(request, provider)
+    share = shares_workspace(request)
     plan = child_plan(parent.workspace, header.id, share=share, parent_id=parent.session_id)
     setup.append(plan.descriptor())
     spending = parent.spending

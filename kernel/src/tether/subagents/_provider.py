@@ -49,6 +49,12 @@ class LocalChildProvider:
     """A child works in its parent's workspace unless its request says otherwise (a fork);
     by default it gets a workspace of its own (docs/workspaces.md)."""
 
+    def fill_workspace_default(self, request: SubagentStartRequest) -> None:
+        """A request that says nothing of the workspace gets this provider's default
+        (:attr:`shares_workspace`), which the child's setup window then records."""
+        if request.share_workspace is None and self.shares_workspace:
+            request.share_workspace = True
+
     def __init__(self) -> None:
         if not isinstance(getattr(self, "name", None), str):
             raise TypeError(
@@ -64,6 +70,7 @@ class LocalChildProvider:
         """Start a one-shot child where the parent's runtime runs children."""
         from ._hosted import start_child
 
+        self.fill_workspace_default(request)
         seed = await self.seed(request)
         return await start_child(
             request, provider=self.name, seed=seed, keep_tool_list=self.keep_tool_list
@@ -71,4 +78,5 @@ class LocalChildProvider:
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         """What a continuable child is composed with: the same seed and tool list."""
+        self.fill_workspace_default(request)
         return ContinuablePlan(seed=await self.seed(request), keep_tool_list=self.keep_tool_list)

@@ -145,15 +145,28 @@ def root_of(plan: WorkspacePlan, runtime: Runtime, store: SessionStore | None = 
 
 
 class AgentWorkspace:
-    """An agent's workspace (``agent.workspace``): decided from its log's record, or from its
-    profile for a new root session (then recorded), and opened as the agent enters."""
+    """Where an agent works: the folder it was started from (``agent.cwd``) and its workspace
+    (``agent.workspace``), decided from its log's record, or from its profile for a new root
+    session (then recorded), and opened as the agent enters."""
 
-    __slots__ = ("_owner", "_plan", "_workspace")
+    __slots__ = ("_cwd", "_owner", "_plan", "_workspace")
 
     def __init__(self, agent: Agent) -> None:
         self._owner = weakref.ref(agent)
         self._plan: WorkspacePlan | None = None
         self._workspace: Workspace | None = None
+        # The process's working folder now, as a string: a Path is made on first use.
+        cwd = agent.spec.cwd
+        self._cwd: Path | str = cwd if cwd is not None else os.getcwd()
+
+    @property
+    def cwd(self) -> Path:
+        """The folder the agent was started from (``agent.cwd``): the one it was given, else
+        the process's when it was made. Skill providers look for skills from there."""
+        cwd = self._cwd
+        if isinstance(cwd, str):
+            cwd = self._cwd = Path(cwd)
+        return cwd
 
     @property
     def _agent(self) -> Agent:
@@ -199,7 +212,7 @@ class AgentWorkspace:
     def _bare(self) -> Workspace:
         """An agent without a runtime: its working folder, on no backend's terms."""
         agent = self._agent
-        root = Path(os.path.realpath(agent.cwd))
+        root = Path(os.path.realpath(self.cwd))
         return Workspace(root=root, backend=DEFAULT_BACKEND, owner=agent.session_id, kind="project")
 
     @property

@@ -104,6 +104,7 @@ class UsernsBackend:
 
     async def _probe(self) -> WorkspaceError | None:
         from ._process import run_process
+
         for tool in ("unshare", "setpriv", "pivot_root"):
             if shutil.which(tool) is None:
                 return WorkspaceError(
