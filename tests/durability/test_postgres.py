@@ -68,7 +68,8 @@ def test_a_killed_runs_unexpired_lease_is_taken_over_on_its_host_and_nothing_is_
     assert project.problems(root) == {}
     assert leases(postgres_url) == []  # taken over, then given back at the end
     assert mail(postgres_url) == 0
-    assert not (project.folder / ".tether").exists()  # no SQLite store on the side
+    # No SQLite store on the side (.tether/workspaces/ holds the sessions' workspaces).
+    assert not (project.folder / ".tether" / "sessions.db").exists()
 
 
 @pytest.mark.anyio

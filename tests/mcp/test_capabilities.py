@@ -75,8 +75,9 @@ async def test_a_servers_sampling_request_is_answered_by_the_agents_model_and_re
         assert request.tools == ()
         assert request.max_output_tokens == 300  # the server asked 50,000: capped
         events = [s.event for s in await store.events(agent.session_id)]
-    (record,) = [e for e in events if isinstance(e, DescriptorEvent)]
-    assert record.kind == SAMPLING_DESCRIPTOR
+    (record,) = [
+        e for e in events if isinstance(e, DescriptorEvent) and e.kind == SAMPLING_DESCRIPTOR
+    ]
     assert record.data["server"] == "asking"
     assert record.data["tool"] == "summarize"
     assert record.data["model"] == "scripted:agent"
@@ -204,6 +205,18 @@ async def test_roots_are_the_agents_folder_then_the_entrys_paths(tmp_path: Path)
         await runtime.run_session(agent, ["where"])
     (result,) = tool_messages(agent)
     assert result.content.splitlines() == [work.resolve().as_uri(), shared.resolve().as_uri()]
+
+
+async def test_roots_are_the_workspace_of_an_agent_composed_without_a_folder(tmp_path: Path):
+    kernel, store = load(write(tmp_path, stdio("asking", ASKING)))
+    model = sampling_model(calls(call("asking__where")), says("ok"))
+    async with Runtime.open(kernel, store) as runtime:
+        agent = await runtime.compose(agent="main", model=model)
+        await runtime.run_session(agent, ["where"])
+        workspace = agent.workspace.root
+    (result,) = tool_messages(agent)
+    assert result.content.splitlines() == [workspace.as_uri()]  # docs/workspaces.md
+    assert workspace != Path.cwd().resolve()
 
 
 async def test_the_filesystem_server_works_in_the_roots_tether_gives_it(

@@ -112,3 +112,9 @@ def test_a_refusal_inside_a_task_group_is_one_line(tmp_path: Path) -> None:
     assert done.stderr == (
         "benchmark failed: two: a call was refused: error: no room [TOO_MANY_BACKGROUND_TASKS]\n"
     )
+
+
+def test_the_workspace_benchmark_reports_its_medians() -> None:
+    done = run(str(BENCHMARKS / "bench_workspace.py"), "--quick")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("own workspace (local backend, new folder): ")

@@ -51,7 +51,7 @@ def test_a_session_run_by_one_process_is_listed_shown_and_continued_by_others(pr
     ran = tether("run", "--profile", str(profile), "What notes do I have?", cwd=folder)
     assert ran.returncode == 0, ran.stderr
     assert "You have two notes" in ran.stdout
-    assert not (folder / ".tether").exists()  # nothing went to a SQLite file
+    assert not (folder / ".tether" / "sessions.db").exists()  # nothing went to a SQLite file
 
     listed = tether("sessions", "list", "--profile", str(profile), cwd=folder)
     assert listed.returncode == 0, listed.stderr

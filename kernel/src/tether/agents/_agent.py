@@ -18,7 +18,6 @@ prompt and tool list never change within a session.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ..contracts import Budget, DescriptorEvent
+from ..contracts import Budget, DescriptorEvent, Workspace
 from ..errors import AgentError, ErrorCode, StoreError, TetherError
 from ..ground import leaves
 from ..models import Message, Model, ModelDelta, is_session_bound
@@ -42,6 +41,7 @@ from ..store import (
 from ..store._events import replace_surrogates
 from ..store._lifecycle import check_open
 from ..store.replay import fold
+from ..workspaces._place import WORKSPACE_DESCRIPTOR, AgentWorkspace
 from ._approvals import ApprovalPolicy
 from ._budget import ContextBudget
 from ._compaction import CompactionPolicy, CompactionStrategy
@@ -73,12 +73,12 @@ class Agent:
     __slots__ = (
         "__weakref__",
         "_budget_record",
-        "_cwd",
         "_jobs",
         "_new_session",
         "_on_teardown",
         "_restored",
         "_stack",
+        "_workspace",
         "budget",
         "header",
         "inbox",
@@ -136,8 +136,6 @@ class Agent:
             budget=budget,
         )
         """What the agent is made of; a restore only narrows it to what its log pins."""
-        # The process's working directory now, as a string: a Path is made on first use.
-        self._cwd: Path | str = cwd if cwd is not None else os.getcwd()
         self.lease = SessionLease(self)
         """The session's lease, the log the agent writes, its mail."""
         self.inbox = Inbox(self)
@@ -152,6 +150,7 @@ class Agent:
         self._restored = False
         self._new_session = new_session
         self._budget_record: DescriptorEvent | None = None
+        self._workspace = AgentWorkspace(self)
         self.spending: Spending | None = None
         """The budgets its requests and children are charged to while it is entered
         (``None``: it spends under none)."""
@@ -190,12 +189,13 @@ class Agent:
 
     @property
     def cwd(self) -> Path:
-        """The working directory its tools and skill providers act in (the process's when the
-        agent was made, unless it was given one)."""
-        cwd = self._cwd
-        if isinstance(cwd, str):
-            cwd = self._cwd = Path(cwd)
-        return cwd
+        """The folder it started from (the process's, or the one given): skills are found there."""
+        return self._workspace.cwd
+
+    @property
+    def workspace(self) -> Workspace:
+        """Where its files live and its commands run (docs/workspaces.md)."""
+        return self._workspace.current
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -259,6 +259,7 @@ class Agent:
             self.spec = self.spec.pinned(pins)
         lease.log_length = folded.length
         self._budget_record = folded.budget
+        self._workspace.restored(folded.setup.get(WORKSPACE_DESCRIPTOR))
         self.budget.restored(folded)
         self.loop.turns = folded.turns
         self.inbox.restored(folded.unclaimed)
@@ -296,6 +297,7 @@ class Agent:
         try:
             # Before the task group: a budget that cannot be counted fails the entry alone.
             await enter_spending(self, self._budget_record, fresh=fresh)
+            await self._workspace.enter(fresh=fresh)
             if is_session_bound(spec.model):  # a remote agent's model opens its connection
                 await spec.model.attach(self)
             loop.group = await stack.enter_async_context(anyio.create_task_group())

@@ -48,12 +48,12 @@ def close_session(profile: Path | None, session_id: str) -> None:
 
 
 async def _close(kernel: Any, session_id: str) -> tuple[str, ...]:
-    from ..runtime import profile_store
+    from ..runtime import Runtime, profile_store
     from ..runtime._retention import close_session
 
     store = profile_store(kernel)
     try:
-        return await close_session(store, session_id)
+        return await close_session(Runtime(kernel, store), session_id)
     finally:
         await store.aclose()
 
@@ -84,12 +84,12 @@ def delete_session(profile: Path | None, tree: bool, session_id: str) -> None:
 
 
 async def _delete(kernel: Any, session_id: str, tree: bool) -> Any:
-    from ..runtime import profile_store
+    from ..runtime import Runtime, profile_store
     from ..runtime._retention import delete_session
 
     store = profile_store(kernel)
     try:
-        return await delete_session(store, session_id, tree=tree)
+        return await delete_session(Runtime(kernel, store), session_id, tree=tree)
     finally:
         await store.aclose()
 
@@ -161,7 +161,7 @@ def prune_sessions(
 
 
 async def _prune(kernel: Any, seconds: float, closed_only: bool, yes: bool) -> tuple[Any, Any]:
-    from ..runtime import profile_store
+    from ..runtime import Runtime, profile_store
     from ..runtime._retention import plan_prune, prune
 
     store = profile_store(kernel)
@@ -170,6 +170,6 @@ async def _prune(kernel: Any, seconds: float, closed_only: bool, yes: bool) -> t
         plan = await plan_prune(store, older_than=seconds, closed_only=closed_only, now=now)
         if not yes or not plan.doomed:
             return plan, None
-        return plan, await prune(store, plan, now=now)
+        return plan, await prune(Runtime(kernel, store), plan, now=now)
     finally:
         await store.aclose()

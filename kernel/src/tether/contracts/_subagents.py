@@ -173,6 +173,11 @@ class SubagentStartRequest:
     """Whether the child's session outlives its parent's: recorded on its header
     (``SessionHeader.detached``), it is not closed when the parent's session is closed or
     deleted (docs/sessions.md). It is still the parent's child (lineage, budgets, notices)."""
+    share_workspace: bool | None = None
+    """Whether the child works in its parent's workspace (docs/workspaces.md); ``None``: as
+    its provider and definition say (a fork and ``[agent.NAME] workspace = { share = true }``
+    share, the others get a workspace of their own). A provider of local children fills in its
+    default here when it starts the child."""
 
     def needs(self) -> tuple[Capability, ...]:
         """The capabilities this request relies on."""

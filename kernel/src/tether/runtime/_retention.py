@@ -8,15 +8,19 @@ a folder without a session (removed by the next prune), never a session without 
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..contracts import SessionHeader, SessionLifecycle, SessionRemoval, SessionStore
 from ..errors import CapabilityError, ErrorCode, StoreError
 from ..ground import implements
-from ..store import SQLiteStore
+from ..store import tree_of
+from ..workspaces import WorkspacePlan, recorded_plan, remove_workspaces
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
 
 __all__ = (
     "PruneOutcome",
@@ -26,11 +30,7 @@ __all__ = (
     "lifecycle_of",
     "plan_prune",
     "prune",
-    "remove_session_workspaces",
 )
-
-#: The folder, beside a SQLite store's file, that holds its sessions' local workspaces.
-WORKSPACES = "workspaces"
 
 
 def lifecycle_of(store: SessionStore) -> SessionLifecycle:
@@ -47,47 +47,59 @@ def lifecycle_of(store: SessionStore) -> SessionLifecycle:
     return store
 
 
-def remove_session_workspaces(
-    store: SessionStore, session_ids: list[str] | tuple[str, ...]
-) -> list[Path]:
-    """Remove the local workspaces of ``session_ids`` (``<store folder>/workspaces/<id>/``,
-    when present); the folders removed. The one place sessions' workspaces are removed."""
-    if not isinstance(store, SQLiteStore):
-        return []  # no local folder of its own
-    root = store.path.parent / WORKSPACES
-    removed: list[Path] = []
+async def _plans(runtime: Runtime, session_ids: list[str]) -> dict[str, WorkspacePlan | None]:
+    """The ``workspace`` records of ``session_ids`` and of every session below them, read
+    before a removal: once the store deleted a session its record is gone with it."""
+    store = runtime.store
+    assert store is not None
+    ids: list[str] = []
     for session_id in session_ids:
-        path = root / session_id
-        if path.parent != root or session_id in ("", ".", ".."):
-            continue  # not a plain name: never anything outside the workspaces folder
-        if path.is_symlink():
-            path.unlink()
-        elif path.is_dir():
-            shutil.rmtree(path)
-        else:
-            continue
-        removed.append(path)
-    return removed
+        try:
+            ids.extend(header.id for header in await tree_of(store, session_id))
+        except StoreError as exc:
+            if exc.code is not ErrorCode.SESSION_NOT_FOUND:
+                raise  # gone already: the removal says so, or skips it (prune)
+    return {sid: await recorded_plan(store, sid) for sid in dict.fromkeys(ids)}
+
+
+async def _remove_workspaces(
+    runtime: Runtime, deleted: tuple[str, ...] | list[str], plans: dict[str, WorkspacePlan | None]
+) -> list[Path]:
+    """Remove the deleted sessions' own workspaces, after the store's transaction committed
+    (:func:`tether.workspaces.remove_workspaces`, with the records read before it)."""
+    return await remove_workspaces(runtime, deleted, plans=plans)
 
 
 async def close_session(
-    store: SessionStore, session_id: str, *, now: float | None = None
+    runtime: Runtime, session_id: str, *, now: float | None = None
 ) -> tuple[str, ...]:
-    """Close ``session_id`` and its lifetime tree (children not started detached); the ids
-    closed now. Their workspaces stay, as their logs do."""
+    """Close ``session_id`` and its lifetime tree (children not started detached) in the
+    runtime's store; the ids closed now. Their workspaces stay, as their logs do."""
     at = time.time() if now is None else now
-    return await lifecycle_of(store).close_session(session_id, at=at)
+    return await lifecycle_of(_store(runtime)).close_session(session_id, at=at)
 
 
 async def delete_session(
-    store: SessionStore, session_id: str, *, tree: bool = False, now: float | None = None
+    runtime: Runtime, session_id: str, *, tree: bool = False, now: float | None = None
 ) -> SessionRemoval:
-    """Delete ``session_id`` (with ``tree``, every session below it) and close the rest of
-    its lifetime tree; then remove the deleted sessions' workspaces."""
+    """Delete ``session_id`` (with ``tree``, every session below it) from the runtime's store
+    and close the rest of its lifetime tree; then remove the deleted sessions' workspaces."""
     at = time.time() if now is None else now
-    removal = await lifecycle_of(store).delete_session(session_id, at=at, tree=tree)
-    remove_session_workspaces(store, removal.deleted)
+    lifecycle = lifecycle_of(_store(runtime))
+    plans = await _plans(runtime, [session_id])
+    removal = await lifecycle.delete_session(session_id, at=at, tree=tree)
+    await _remove_workspaces(runtime, removal.deleted, plans)
     return removal
+
+
+def _store(runtime: Runtime) -> SessionStore:
+    if runtime.store is None:
+        raise StoreError(
+            ErrorCode.STORE_UNAVAILABLE,
+            "no session store to end sessions in",
+            remedy="give the runtime a store",
+        )
+    return runtime.store
 
 
 @dataclass(frozen=True)
@@ -152,11 +164,12 @@ async def plan_prune(
     return PrunePlan(tuple(doomed), tuple(closes.values()), older_than)
 
 
-async def prune(store: SessionStore, plan: PrunePlan, *, now: float | None = None) -> PruneOutcome:
-    """Delete the sessions of ``plan``, one transaction each (a crash keeps each whole or
-    gone); an open session a live process drives is skipped (``busy``); then remove the
-    deleted sessions' workspaces."""
-    lifecycle = lifecycle_of(store)
+async def prune(runtime: Runtime, plan: PrunePlan, *, now: float | None = None) -> PruneOutcome:
+    """Delete the sessions of ``plan`` from the runtime's store, one transaction each (a crash
+    keeps each whole or gone); an open session a live process drives is skipped (``busy``);
+    then remove the deleted sessions' workspaces."""
+    lifecycle = lifecycle_of(_store(runtime))
+    plans = await _plans(runtime, [header.id for header in plan.doomed])
     at = time.time() if now is None else now
     outcome = PruneOutcome()
     for header in plan.doomed:
@@ -173,5 +186,5 @@ async def prune(store: SessionStore, plan: PrunePlan, *, now: float | None = Non
         outcome.closed.extend(removal.closed)
     deleted = set(outcome.deleted)
     outcome.closed = [sid for sid in outcome.closed if sid not in deleted]
-    remove_session_workspaces(store, outcome.deleted)
+    await _remove_workspaces(runtime, outcome.deleted, plans)
     return outcome

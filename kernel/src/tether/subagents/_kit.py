@@ -54,6 +54,7 @@ from ..store import (
     SessionStore,
     UserMessage,
 )
+from ..workspaces._place import child_plan
 from ._depth import child_depth
 from .notices import APPROVAL_NOTES, CONTINUABLE_NOTE, DELEGATION_NOTE
 
@@ -264,6 +265,20 @@ class ChildSpec:
         )
 
 
+def shares_workspace(request: SubagentStartRequest) -> bool:
+    """Whether the child works in its parent's workspace (docs/workspaces.md): as its request
+    says (a provider fills in its own default: a fork shares,
+    :meth:`LocalChildProvider.fill_workspace_default`), else as its declared agent's
+    ``[agent.NAME] workspace = { share = ... }`` says; by default it gets its own."""
+    if request.share_workspace is not None:
+        return request.share_workspace
+    runtime = request.parent.runtime
+    if runtime is None or request.agent is None:
+        return False
+    table = runtime.kernel.profile.agent.get(request.agent)
+    return table is not None and table.workspace is not None and table.workspace.share
+
+
 def _model_spec(agent: Agent) -> str | None:
     """The model spec ``agent`` runs: the one it was made with, else its session's record."""
     return agent.spec.model_spec or agent.header.model
@@ -384,6 +399,10 @@ async def create_child_session(
             origin="delegation",
         )
     )
+    # Where it works: its parent's workspace or one of its own, decided once (docs/workspaces.md).
+    share = shares_workspace(request)
+    plan = child_plan(parent.workspace, header.id, share=share, parent_id=parent.session_id)
+    setup.append(plan.descriptor())
     spending = parent.spending
     chain = spending.chain if spending is not None else ()
     own = child_budget(wanted, chain)

@@ -31,7 +31,8 @@ class LocalChildProvider:
     host) and continuable.
 
     A subclass sets :attr:`name` and, where it differs, :attr:`capabilities`,
-    :attr:`inherits_parent_context` and :attr:`keep_tool_list`, and overrides :meth:`seed`
+    :attr:`inherits_parent_context`, :attr:`keep_tool_list` and :attr:`shares_workspace`, and
+    overrides :meth:`seed`
     when its children start from events of their own (a fork's copy of the parent's turns).
     """
 
@@ -44,6 +45,15 @@ class LocalChildProvider:
     keep_tool_list: bool = False
     """Keep the parent's tool list byte-identical (a prompt cache reuses its prefix) and
     enforce a tool filter at call time instead of removing tools."""
+    shares_workspace: bool = False
+    """A child works in its parent's workspace unless its request says otherwise (a fork);
+    by default it gets a workspace of its own (docs/workspaces.md)."""
+
+    def fill_workspace_default(self, request: SubagentStartRequest) -> None:
+        """A request that says nothing of the workspace gets this provider's default
+        (:attr:`shares_workspace`), which the child's setup window then records."""
+        if request.share_workspace is None and self.shares_workspace:
+            request.share_workspace = True
 
     def __init__(self) -> None:
         if not isinstance(getattr(self, "name", None), str):
@@ -60,6 +70,7 @@ class LocalChildProvider:
         """Start a one-shot child where the parent's runtime runs children."""
         from ._hosted import start_child
 
+        self.fill_workspace_default(request)
         seed = await self.seed(request)
         return await start_child(
             request, provider=self.name, seed=seed, keep_tool_list=self.keep_tool_list
@@ -67,4 +78,5 @@ class LocalChildProvider:
 
     async def prepare_continuable(self, request: SubagentStartRequest) -> ContinuablePlan:
         """What a continuable child is composed with: the same seed and tool list."""
+        self.fill_workspace_default(request)
         return ContinuablePlan(seed=await self.seed(request), keep_tool_list=self.keep_tool_list)

@@ -70,6 +70,10 @@ class ToolSettings(tether.PluginSettings):
     detached: bool = False
     """Start the children detached: their sessions outlive the caller's (not closed when it
     is closed or deleted; docs/sessions.md). The profile decides, never the model."""
+    share_workspace: bool | None = None
+    """Whether its children work in the caller's workspace (docs/workspaces.md). Default:
+    a ``root_only`` copy shares it (eve's ``agent``), and otherwise the provider decides (a
+    fork shares, a spawn gets a workspace of its own)."""
 
     @field_validator("tool_filter")
     @classmethod
