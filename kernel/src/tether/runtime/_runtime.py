@@ -400,16 +400,15 @@ class Runtime:
             resolved = resolve_preset_model(preset, None, base=base)
             if header is None:
                 spec = preset.model_spec
-        # Before the session exists: a failure leaves none.
-        tools = await self.tools(preset, tool_sources, caller=caller)
+        # Before the session exists: a failure leaves none. The gates first: a refused
+        # caller has no tool source listed for it.
         created = header is None
+        fresh = header or agents.new_header(agent=name, label=label, model=spec, caller=caller)
+        if preset.caller_gates and (created or caller is not None):
+            admit(preset.caller_gates, Admission(fresh.id, name, caller, "session"))
+        tools = await self.tools(preset, tool_sources, caller=caller)
         if header is None:
-            fresh = agents.new_header(agent=name, label=label, model=spec, caller=caller)
-            if preset.caller_gates:
-                admit(preset.caller_gates, Admission(fresh.id, name, caller, "session"))
             header = await store.create(fresh)
-        elif caller is not None and preset.caller_gates:
-            admit(preset.caller_gates, Admission(header.id, name, caller, "session"))
         if not record_model and session_id is not None:
             spec = None
         return self.agent(
