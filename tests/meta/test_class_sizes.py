@@ -1,6 +1,6 @@
 """Rooms stay smaller than their jobs: the figures of issue 39 for class sizes.
 
-``Agent`` is at most 451 lines with at most 26 public methods and properties (its jobs are
+``Agent`` is at most 450 lines with at most 26 public methods and properties (its jobs are
 owned by collaborators with their own small APIs: ``agent.lease``, ``agent.inbox``,
 ``agent.loop``, ``agent.budget``), and no class of the kernel is over 500 lines. Lines are a
 class's source lines, from ``class`` to its last statement, docstrings and comments counted.
@@ -15,8 +15,8 @@ import tether
 
 KERNEL = Path(tether.__file__).parent
 #: Issue 42 adds ``agent.workspace`` (its job is ``AgentWorkspace``'s, which took ``agent.cwd``'s
-#: state along): one more property, and the two lines that restore and open it.
-AGENT_LINES = 451
+#: state along): one more public property, in the same 450 lines.
+AGENT_LINES = 450
 AGENT_PUBLIC = 26
 CLASS_LINES = 500
 

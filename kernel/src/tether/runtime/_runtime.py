@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .. import agents
+from ..agents._callers import admit
 from ..agents._compose import (
     AgentPreset,
     build_preset,
@@ -32,6 +33,7 @@ from ..agents._compose import (
     resolve_preset_model,
 )
 from ..agents._tools import ToolRegistry, ToolSource
+from ..contracts import Admission
 from ..errors import (
     ErrorCode,
     ModelError,
@@ -48,6 +50,7 @@ from ._hold import COMPACT_GESTURE, HeldSession, SessionHold
 from ._presets import with_preset_tools
 from ._state import RuntimeState, StateKey
 from ._tools import ToolCatalog
+from ._workspaces import WORKSPACES
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
     from ..agents._agent import Agent
     from ..agents._approvals import PermissionHost
     from ..agents._limits import AgentLimits
-    from ..contracts import Budget, Price, WorkspaceBackend
+    from ..contracts import Budget, Caller, Price, WorkspaceBackend
     from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
@@ -210,16 +213,12 @@ class Runtime:
     def workspace_backend(self, name: str) -> WorkspaceBackend:
         """The workspace backend ``name`` the profile's plugins offer (``local``, ``userns``,
         a plugin's; docs/workspaces.md), else ``WORKSPACE_INVALID`` listing the known ones."""
-        from ._workspaces import WORKSPACES
-
         return self.state(WORKSPACES).backend(name)
 
     def workspaces_folder(self, store: SessionStore | None = None) -> Path:
         """The folder the session workspaces of ``store`` (default: the runtime's) are made
         in: next to a SQLite store's file, a temporary folder for a memory store (removed with
         the runtime), else ``.tether/workspaces`` in the profile's folder (docs/workspaces.md)."""
-        from ._workspaces import WORKSPACES
-
         return self.state(WORKSPACES).folder(store if store is not None else self.store)
 
     # ------------------------------------------------------------------ services
@@ -277,10 +276,16 @@ class Runtime:
             self._presets[agent] = cached
         return cached
 
-    async def tools(self, preset: AgentPreset, extra: Sequence[ToolSource] = ()) -> ToolRegistry:
-        """The tool list an agent of ``preset`` gets when composed now
+    async def tools(
+        self,
+        preset: AgentPreset,
+        extra: Sequence[ToolSource] = (),
+        *,
+        caller: Caller | None = None,
+    ) -> ToolRegistry:
+        """The tool list an agent of ``preset`` gets when composed now for ``caller``
         (:meth:`ToolCatalog.compose <tether.runtime.ToolCatalog.compose>`)."""
-        return await self.tool_catalog.compose(preset, extra)
+        return await self.tool_catalog.compose(preset, extra, caller=caller)
 
     # ------------------------------------------------------------------ agents
 
@@ -297,12 +302,14 @@ class Runtime:
         new_session: bool = False,
         tools: ToolRegistry | None = None,
         budget: Budget | None = None,
+        caller: Caller | None = None,
     ) -> Agent:
         """An agent of ``preset`` on the session ``header``, living in this runtime
         (``new_session``: the store just created ``header``; see ``AgentPreset.agent``;
         ``tools``: what :meth:`tools` composed, default the preset's own). ``budget``: what
         the session holds (docs/budgets.md); default for a root session, the profile's
-        (``preset.root_budget``)."""
+        (``preset.root_budget``). ``caller``: who sends the messages sent through the agent
+        without naming one (docs/callers.md)."""
         if budget is None and header.parent_session is None:
             budget = preset.root_budget
         return preset.agent(
@@ -316,6 +323,7 @@ class Runtime:
             new_session=new_session,
             tools=tools,
             budget=budget,
+            caller=caller,
         )
 
     async def compose(
@@ -331,6 +339,7 @@ class Runtime:
         tool_sources: Sequence[ToolSource] = (),
         cwd: Path | None = None,
         budget: Budget | None = None,
+        caller: Caller | None = None,
     ) -> Agent:
         """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
         ``store`` (default: the runtime's). Use the result as ``async with agent:``.
@@ -350,6 +359,12 @@ class Runtime:
         for a root session, the profile's (``[agent.NAME] budget`` within ``[tether]
         budget``). A budget its log holds already is kept (its clock goes on); a different
         one starts from now.
+
+        ``caller``: who is asking (docs/callers.md). A new session records it as its
+        initiator (``header.caller``); on a stored session it becomes the sender of the
+        messages sent through this agent without naming one. The agent's caller gates admit
+        it first (kind ``session``; on a stored session only when a caller is given):
+        ``CALLER_REFUSED``, and no session is created.
         """
         store = store or self.store
         if store is None:
@@ -399,11 +414,15 @@ class Runtime:
             resolved = resolve_preset_model(preset, None, base=base)
             if header is None:
                 spec = preset.model_spec
-        # Before the session exists: a failure leaves none.
-        tools = await self.tools(preset, tool_sources)
+        # Before the session exists: a failure leaves none. The gates first: a refused
+        # caller has no tool source listed for it.
         created = header is None
+        fresh = header or agents.new_header(agent=name, label=label, model=spec, caller=caller)
+        if preset.caller_gates and (created or caller is not None):
+            admit(preset.caller_gates, Admission(fresh.id, name, caller, "session"))
+        tools = await self.tools(preset, tool_sources, caller=caller)
         if header is None:
-            header = await store.create(agents.new_header(agent=name, label=label, model=spec))
+            header = await store.create(fresh)
         if not record_model and session_id is not None:
             spec = None
         return self.agent(
@@ -417,6 +436,7 @@ class Runtime:
             new_session=created,
             tools=tools,
             budget=budget,
+            caller=caller,
         )
 
     # ------------------------------------------------------------------ sessions
@@ -512,15 +532,24 @@ class Runtime:
         wait: bool = False,
         hear: Callable[[Event], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
+        caller: Caller | None = None,
     ) -> SentMessage:
         """A person's message to the stored session ``session_id``, queued through its
         mailbox (``tether sessions send``): :meth:`SentMessage.deliver` posts it and sees it
-        through, holding the root here when nobody drives it. See
-        ``tether/runtime/_send.py``."""
+        through, holding the root here when nobody drives it. ``caller``: who sends it (kept
+        with the message; the session's gates admit it before it is posted,
+        ``CALLER_REFUSED``: docs/callers.md). See ``tether/runtime/_send.py``."""
         from ._send import SentMessage
 
         return SentMessage(
-            self, session_id, content, model=model, wait=wait, hear=hear, hear_delta=hear_delta
+            self,
+            session_id,
+            content,
+            model=model,
+            wait=wait,
+            hear=hear,
+            hear_delta=hear_delta,
+            caller=caller,
         )
 
     async def run_session(

@@ -138,11 +138,9 @@ class SQLiteStore:
     def _create(self, header: SessionHeader, datas: list[tuple[str, str]]) -> None:
         try:
             with self._transaction():  # the header, its lease and its first events, or nothing
-                self._db.execute(
-                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _header_row(header),
-                )
+                row = _header_row(header)
+                marks = ", ".join("?" * len(row))
+                self._db.execute(f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES ({marks})", row)
                 self.leases.insert(header.id)
                 if datas:
                     self._db.executemany(
