@@ -126,10 +126,10 @@ def read_text(root: Path, path: str, offset: int, limit: int, limits: ReadLimits
     if total == 0:
         return f"[{path} is empty]"
     if offset > total:
-        return f"[{path} has {total:,} lines; offset {offset:,} is past its end]"
+        return f"[{path} has {total} lines; offset {offset} is past its end]"
     text = "\n".join(out)
     if last < total:
-        text += f"\n[lines {offset:,}-{last:,} of {total:,}; read on with offset={last + 1}]"
+        text += f"\n[lines {offset}-{last} of {total}; read on with offset={last + 1}]"
     return text
 
 
