@@ -74,7 +74,12 @@ def test_every_global_layer_ends_with_the_builtin_plugins(tether_kernel):
         '[tether]\nplugins = ["shelf"]\n[agent.main]\n', {"shelf": ShelfPlugin()}
     )
     names = [(p.name, p.scope_id) for p in kernel.plugins]
-    assert names == [("shelf", "global"), ("tether.models", "global"), ("tether.store", "global")]
+    assert names == [
+        ("shelf", "global"),
+        ("tether.models", "global"),
+        ("tether.store", "global"),
+        ("tether.workspaces", "global"),
+    ]
     assert kernel.agent_scope("main").plugins == ()
 
 
@@ -85,13 +90,14 @@ def test_builtin_plugins_are_registered_as_entries_of_tether(tether_kernel):
     assert [p.hooks for p in builtins] == [
         ("tether_model_providers",),
         ("tether_store_providers",),
+        ("tether_workspace_backends",),
         ("tether_pre_step", "tether_preset_tools", "tether_subagent_providers"),
     ]
     assert {p.entry.source for p in builtins} == {"built-in plugin"}
     assert {(p.entry.distribution, p.entry.version) for p in builtins} == {
         ("tether", tether.__version__)
     }
-    assert [p.settings for p in builtins] == [None, None, None]
+    assert [p.settings for p in builtins] == [None, None, None, None]
 
 
 def test_autoload_off_keeps_the_builtin_plugins(tether_profile):
@@ -99,6 +105,7 @@ def test_autoload_off_keeps_the_builtin_plugins(tether_profile):
     assert [e.name for e in kernel.catalog.builtins()] == [
         "tether.models",
         "tether.store",
+        "tether.workspaces",
         "tether.specialists",
     ]
     assert kernel.catalog.names() == []  # a profile cannot name them
@@ -106,11 +113,12 @@ def test_autoload_off_keeps_the_builtin_plugins(tether_profile):
 
 def test_the_specialists_plugin_is_loaded_only_when_an_agent_declares_subagents(tether_kernel):
     plain = tether_kernel('[tether]\n[agent.main]\n[agent.writer]\ndescription = "Writes."\n')
-    assert [p.name for p in plain.plugins] == ["tether.models", "tether.store"]
+    assert [p.name for p in plain.plugins] == ["tether.models", "tether.store", "tether.workspaces"]
     declaring = tether_kernel(SPECIALISTS)
     assert [(p.name, p.scope_id) for p in declaring.plugins] == [
         ("tether.models", "global"),
         ("tether.store", "global"),
+        ("tether.workspaces", "global"),
         ("tether.specialists", "global"),
     ]
     # Its provider is offered like any plugin's, and checked against what it declares at load.

@@ -35,12 +35,15 @@ ROOT = Path(tether.__file__).parent
 #: from a profile to a kernel, above the store whose provider it checks. ``tether.specialists``
 #: (declared subagents and the task tools) is built on the subagent service, and nothing below
 #: the command line imports it: the kernel loads it by name, as a plugin.
+#: ``tether.workspaces`` (the workspace backends and an agent's workspace) sits above the store
+#: and below loading, which checks a profile's ``[tether] workspace`` against its backends.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("tether._version", "tether.errors", "tether.ground"),
     ("tether.contracts",),
     ("tether.hookspecs",),
     ("tether.models",),
     ("tether.store",),
+    ("tether.workspaces",),
     ("tether.budgets",),
     ("tether.loading",),
     ("tether.skills",),

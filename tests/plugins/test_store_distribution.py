@@ -78,6 +78,7 @@ def test_plugins_all_lists_the_builtin_plugins_as_loaded_by_every_profile(run_te
     assert [name for name, row in rows.items() if row["builtin"]] == [
         "tether.models",
         "tether.store",
+        "tether.workspaces",
         "tether.specialists",
     ]
     assert rows["tether.store"]["loaded"] is True
@@ -95,7 +96,12 @@ def test_plugins_all_table_marks_the_builtin_plugins(run_tether):
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()]
     builtin = [row for row in rows if row[1] == "built-in"]
-    assert [row[0] for row in builtin] == ["tether.models", "tether.store", "tether.specialists"]
+    assert [row[0] for row in builtin] == [
+        "tether.models",
+        "tether.store",
+        "tether.workspaces",
+        "tether.specialists",
+    ]
     assert {row[3] for row in builtin} == {"no"}  # no profile here: nothing is loaded
 
 

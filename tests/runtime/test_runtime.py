@@ -240,7 +240,8 @@ async def test_run_on_an_idle_agent_stores_its_message_with_the_turns_first_answ
         assert acknowledged[-1].content == "queued"
         await agent.when_idle()
     log = await events(store, agent.session_id)
-    assert [type(e).__name__ for e in log[:6]] == [
+    assert [type(e).__name__ for e in log[:7]] == [
+        "DescriptorEvent",  # where its workspace is (docs/workspaces.md), with the first commit
         "InboxAccepted",
         "TurnStarted",
         "UserMessage",

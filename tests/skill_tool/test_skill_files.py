@@ -83,6 +83,7 @@ async def test_load_skill_lists_the_bundled_files_and_fills_in_base_dir(
             "Files bundled with this skill (relative to the base directory):",
             "- reference.md",
             "- scripts/fill.py",
+            "Files: skills/pdf-forms/ (in your workspace; read them with your file tools)",
             "</skill_resources>",
             "",
             "<skill_instructions>",

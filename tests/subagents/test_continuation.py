@@ -191,7 +191,7 @@ async def test_appends_the_descriptor_after_any_fork_seed(runtime, store, provid
     header = await store.header(started.child_id)
     own = [s.event for s in await store.events(started.child_id)][header.seed_length :]
     descriptors = [e for e in own if isinstance(e, DescriptorEvent)]
-    assert [d.kind for d in descriptors] == ["delegation", CONTINUABLE_DESCRIPTOR]
+    assert [d.kind for d in descriptors] == ["delegation", CONTINUABLE_DESCRIPTOR, "workspace"]
     data = descriptors[1].data
     assert data["mode"] == "continuable"
     assert data["provider"] == provider

@@ -80,8 +80,11 @@ async def test_policy_descriptor_and_note_follow_any_seed_in_the_childs_own_log(
     assert note.origin == "delegation"
     assert note.content.startswith(DELEGATION_NOTE)
     assert "Your persona for this task:\na terse reviewer" in note.content
-    # Then the task itself, as the child's first turn.
-    task = events[header.seed_length + 2]
+    # Then where it works (docs/workspaces.md), and the task itself, as its first turn.
+    workspace = events[header.seed_length + 2]
+    assert isinstance(workspace, DescriptorEvent)
+    assert workspace.kind == "workspace"
+    task = events[header.seed_length + 3]
     assert isinstance(task, InboxAccepted)
     assert task.source.kind == "subagent"
 
@@ -329,5 +332,7 @@ async def test_a_root_parent_has_no_overrides_to_carry(tools_kernel):
     async with parent:
         run, _ = await start_child(parent, SpawnProvider())
     events = [s.event for s in await parent.store.events(run.id)]
-    (descriptor,) = [e for e in events if isinstance(e, DescriptorEvent)]
+    (descriptor,) = [
+        e for e in events if isinstance(e, DescriptorEvent) and e.kind == "delegation"
+    ]
     assert descriptor.data["parent_overrides"] == {}

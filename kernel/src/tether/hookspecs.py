@@ -16,8 +16,8 @@ How tether calls hooks (read this before writing one):
 Sections follow the lifecycle: *load* hooks run while the profile is being composed, before any
 agent exists. The *command line* hook is apart: it runs without a profile, when a user types a
 command a plugin adds. The kernel's own model providers, session stores and declared subagents
-are built-in plugins (``tether.models``, ``tether.store``, ``tether.specialists``) that
-implement these hooks like any other plugin.
+are built-in plugins (``tether.models``, ``tether.store``, ``tether.workspaces``,
+``tether.specialists``) that implement these hooks like any other plugin.
 
 What the hooks hand over is named from :mod:`tether.contracts` (imported when this module runs;
 its names are imported on first use), so ``typing.get_type_hints`` resolves every spec.
@@ -118,6 +118,25 @@ def tether_store_providers(settings: Any) -> Iterable[contracts.StoreProvider]: 
     wins, in profile order; the built-in plugin ``tether.store`` (``sqlite``, ``memory``) comes
     last. ``open(rest, base)`` is called only when a command opens the store and must return a
     :class:`tether.store.SessionStore` (else ``PLUGIN_CONTRACT_VIOLATION``).
+    """
+
+
+@hookspec
+def tether_workspace_backends(settings: Any) -> Iterable[contracts.WorkspaceBackend]:  # type: ignore[empty-body]
+    """Offer workspace backends: what opens an agent's workspace and runs commands in it
+    (docs/workspaces.md).
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.contracts.WorkspaceBackend`, each with its ``name``.
+
+    Called once per plugin instance of the global layer (workspaces are the whole profile's),
+    at load: the profile's ``[tether] workspace`` backend (default ``local``) must be a name
+    some backend offers, or startup stops with ``WORKSPACE_INVALID`` listing the known ones.
+    The first backend of a name wins, in profile order; the built-in plugin
+    ``tether.workspaces`` (``local``, ``userns``) comes last. Nothing is opened at load: a
+    backend's ``open`` runs when an agent enters its session, and one that cannot work on this
+    machine raises ``WORKSPACE_UNAVAILABLE`` then. Anything but an iterable of
+    ``WorkspaceBackend`` is ``PLUGIN_CONTRACT_VIOLATION``.
     """
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ..contracts import Budget, DescriptorEvent
+from ..contracts import Budget, DescriptorEvent, Workspace
 from ..errors import AgentError, ErrorCode, StoreError, TetherError
 from ..ground import leaves
 from ..models import Message, Model, ModelDelta, is_session_bound
@@ -41,6 +41,7 @@ from ..store import (
 )
 from ..store._events import replace_surrogates
 from ..store.replay import fold
+from ..workspaces._place import WORKSPACE_DESCRIPTOR, AgentWorkspace
 from ._approvals import ApprovalPolicy
 from ._budget import ContextBudget
 from ._compaction import CompactionPolicy, CompactionStrategy
@@ -78,6 +79,7 @@ class Agent:
         "_on_teardown",
         "_restored",
         "_stack",
+        "_workspace",
         "budget",
         "header",
         "inbox",
@@ -151,6 +153,7 @@ class Agent:
         self._restored = False
         self._new_session = new_session
         self._budget_record: DescriptorEvent | None = None
+        self._workspace = AgentWorkspace(self)
         self.spending: Spending | None = None
         """The budgets its requests and children are charged to while it is entered
         (``None``: it spends under none)."""
@@ -195,6 +198,11 @@ class Agent:
         if isinstance(cwd, str):
             cwd = self._cwd = Path(cwd)
         return cwd
+
+    @property
+    def workspace(self) -> Workspace:
+        """Where its files live and its commands run (docs/workspaces.md)."""
+        return self._workspace.current
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -258,6 +266,7 @@ class Agent:
             self.spec = self.spec.pinned(pins)
         lease.log_length = folded.length
         self._budget_record = folded.budget
+        self._workspace.restored(folded.setup.get(WORKSPACE_DESCRIPTOR))
         self.budget.restored(folded)
         self.loop.turns = folded.turns
         self.inbox.restored(folded.unclaimed)
@@ -295,6 +304,7 @@ class Agent:
         try:
             # Before the task group: a budget that cannot be counted fails the entry alone.
             await enter_spending(self, self._budget_record, fresh=fresh)
+            await self._workspace.enter(fresh=fresh)
             if is_session_bound(spec.model):  # a remote agent's model opens its connection
                 await spec.model.attach(self)
             loop.group = await stack.enter_async_context(anyio.create_task_group())

@@ -169,6 +169,10 @@ class SubagentStartRequest:
     """The budget the child's subtree holds (docs/budgets.md), within what the parent's
     budgets have left; ``None``: its declared agent's own, if any. Either way every budget
     above the child still counts what it spends."""
+    share_workspace: bool | None = None
+    """Whether the child works in its parent's workspace (docs/workspaces.md); ``None``: as
+    its provider and definition say (a fork and ``[agent.NAME] workspace = { share = true }``
+    share, the others get a workspace of their own)."""
 
     def needs(self) -> tuple[Capability, ...]:
         """The capabilities this request relies on."""

@@ -5,7 +5,8 @@ Plugins come from four places, and all of them load the same way (see
 
 * the **built-in** plugins, modules of the kernel itself (:data:`BUILTIN_PLUGINS`: the
   ``function:`` and ``scripted:`` model providers, the ``sqlite:`` and ``memory`` session
-  stores, and the declared subagents with their task tools). A kernel loads them into its
+  stores, the ``local`` and ``userns`` workspace backends, and the declared subagents with
+  their task tools). A kernel loads them into its
   global layer after the profile's own plugins, so a profile's plugin that offers the same
   prefix wins (the declared subagents' only when some agent declares subagents); a profile
   never names them;
@@ -78,6 +79,7 @@ FIRST_PARTY_PLUGINS: Mapping[str, str] = {
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "tether.models": "tether.models._plugin",
     "tether.store": "tether.store._plugin",
+    "tether.workspaces": "tether.workspaces._plugin",
     "tether.specialists": "tether.specialists._plugin",
 }
 #: The built-in plugin of declared subagents: a profile that declares none does not load it

@@ -27,6 +27,7 @@ from ._settings import (
     validate_table,
 )
 from ._stores import profile_store_provider
+from ._workspaces import check_profile_workspace
 
 __all__ = ("Kernel", "load_kernel")
 
@@ -214,6 +215,7 @@ def load_kernel(
             key="[tether] store",
             remedy=remedy,
         ) from None
+    check_profile_workspace(kernel)
     return kernel
 
 

@@ -64,11 +64,13 @@ __all__ = (
     "DEFAULT_PROFILE_NAME",
     "NAME_PATTERN",
     "AgentTable",
+    "AgentWorkspaceTable",
     "ContainedPath",
     "LimitsTable",
     "Profile",
     "ProfilePath",
     "TetherTable",
+    "WorkspaceTable",
     "find_profile",
     "input_loc",
     "load_profile",
@@ -138,6 +140,31 @@ Name = Annotated[str, AfterValidator(_check_name)]
 AgentName = Annotated[str, AfterValidator(_check_agent_name)]
 
 
+class WorkspaceTable(BaseModel):
+    """``[tether] workspace = { kind = "session", backend = "local" }`` (docs/workspaces.md);
+    the names are checked at load against the kinds and the backends plugins offer
+    (``WORKSPACE_INVALID``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str = "session"
+    """``session``: a folder per session under the store's location; ``project``: the
+    profile's folder."""
+    backend: str = "local"
+    """The backend that opens workspaces and runs commands (``local``, ``userns``, a
+    plugin's)."""
+
+
+class AgentWorkspaceTable(BaseModel):
+    """``[agent.NAME] workspace = { share = true }``: as a declared subagent, this agent works
+    in its parent's workspace instead of a folder of its own (docs/workspaces.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    share: bool = False
+    """Share the parent's workspace (default: a workspace of its own)."""
+
+
 class TetherTable(BaseModel):
     """The ``[tether]`` table: the global layer and kernel-wide settings."""
 
@@ -162,6 +189,9 @@ class TetherTable(BaseModel):
     an agent folder (see docs/trust.md)."""
     budget: BudgetTable | None = None
     """The budget of every root session (its whole delegation tree), docs/budgets.md."""
+    workspace: WorkspaceTable | None = None
+    """Where agents' files live and their commands run (docs/workspaces.md): ``{ kind =
+    "session" | "project", backend = "local" }``, default a folder per session on ``local``."""
 
 
 def _check_budget(value: dict[str, Any]) -> dict[str, Any]:
@@ -275,6 +305,8 @@ class AgentTable(BaseModel):
     budget: BudgetTable | None = None
     """The budget of this agent's sessions and their subtrees: as a root (within ``[tether]
     budget``), and as a declared subagent (within what its parent has left), docs/budgets.md."""
+    workspace: AgentWorkspaceTable | None = None
+    """As a declared subagent: whether it shares its parent's workspace (docs/workspaces.md)."""
 
 
 class _ProfileDocument(BaseModel):

@@ -45,7 +45,9 @@ _FIRSTRESULT: dict[str, bool] = {
 #: Hooks whose records an instance hands over once: a second ``collect`` returns the same
 #: objects (the providers checked at load, against the offers or the profile's store spec, are
 #: the ones used later).
-_ONCE: frozenset[str] = frozenset({"tether_subagent_providers", "tether_store_providers"})
+_ONCE: frozenset[str] = frozenset(
+    {"tether_subagent_providers", "tether_store_providers", "tether_workspace_backends"}
+)
 
 
 def _one_line(exc: BaseException) -> str:

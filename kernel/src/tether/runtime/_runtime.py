@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ..agents._agent import Agent
     from ..agents._approvals import PermissionHost
     from ..agents._limits import AgentLimits
-    from ..contracts import Budget, Price
+    from ..contracts import Budget, Price, WorkspaceBackend
     from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
@@ -204,6 +204,24 @@ class Runtime:
         aclose()`` (:class:`~tether.runtime.ClosableState`) is closed when the runtime closes,
         after its background work, last made first. See ``tether/runtime/_state.py``."""
         return self._state.get(self, key)
+
+    # ------------------------------------------------------------------ workspaces
+
+    def workspace_backend(self, name: str) -> WorkspaceBackend:
+        """The workspace backend ``name`` the profile's plugins offer (``local``, ``userns``,
+        a plugin's; docs/workspaces.md), else ``WORKSPACE_INVALID`` listing the known ones."""
+        from ._workspaces import WORKSPACES
+
+        return self.state(WORKSPACES).backend(name)
+
+    @property
+    def workspaces_folder(self) -> Path:
+        """The folder session workspaces are made in: next to a SQLite store's file, a
+        temporary folder for the memory store (removed with the runtime), else
+        ``.tether/workspaces`` in the profile's folder (docs/workspaces.md)."""
+        from ._workspaces import WORKSPACES
+
+        return self.state(WORKSPACES).folder
 
     # ------------------------------------------------------------------ services
 

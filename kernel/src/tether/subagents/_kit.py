@@ -54,6 +54,7 @@ from ..store import (
     SessionStore,
     UserMessage,
 )
+from ..workspaces._place import child_plan
 from ._depth import child_depth
 from .notices import APPROVAL_NOTES, CONTINUABLE_NOTE, DELEGATION_NOTE
 
@@ -264,6 +265,24 @@ class ChildSpec:
         )
 
 
+def shares_workspace(request: SubagentStartRequest, provider: str) -> bool:
+    """Whether the child works in its parent's workspace (docs/workspaces.md): as its request
+    says, else as its declared agent's ``[agent.NAME] workspace = { share = ... }`` says, else
+    as its provider does (a fork shares, the others do not)."""
+    if request.share_workspace is not None:
+        return request.share_workspace
+    runtime = request.parent.runtime
+    if runtime is None:
+        return False
+    if request.agent is not None:
+        table = runtime.kernel.profile.agent.get(request.agent)
+        return table is not None and table.workspace is not None and table.workspace.share
+    from ._provider import LocalChildProvider
+
+    found = runtime.subagents.get(provider)
+    return isinstance(found, LocalChildProvider) and found.shares_workspace
+
+
 def _model_spec(agent: Agent) -> str | None:
     """The model spec ``agent`` runs: the one it was made with, else its session's record."""
     return agent.spec.model_spec or agent.header.model
@@ -383,6 +402,9 @@ async def create_child_session(
             origin="delegation",
         )
     )
+    # Where it works: its parent's workspace or one of its own, decided once (docs/workspaces.md).
+    share = shares_workspace(request, provider)
+    setup.append(child_plan(parent.workspace, header.id, share=share).descriptor())
     spending = parent.spending
     chain = spending.chain if spending is not None else ()
     own = child_budget(wanted, chain)

@@ -31,7 +31,8 @@ class LocalChildProvider:
     host) and continuable.
 
     A subclass sets :attr:`name` and, where it differs, :attr:`capabilities`,
-    :attr:`inherits_parent_context` and :attr:`keep_tool_list`, and overrides :meth:`seed`
+    :attr:`inherits_parent_context`, :attr:`keep_tool_list` and :attr:`shares_workspace`, and
+    overrides :meth:`seed`
     when its children start from events of their own (a fork's copy of the parent's turns).
     """
 
@@ -44,6 +45,9 @@ class LocalChildProvider:
     keep_tool_list: bool = False
     """Keep the parent's tool list byte-identical (a prompt cache reuses its prefix) and
     enforce a tool filter at call time instead of removing tools."""
+    shares_workspace: bool = False
+    """A child works in its parent's workspace unless its request says otherwise (a fork);
+    by default it gets a workspace of its own (docs/workspaces.md)."""
 
     def __init__(self) -> None:
         if not isinstance(getattr(self, "name", None), str):

@@ -18,9 +18,10 @@ it is unknown, and a request that needs it is refused (sampling) or declined (el
 - **elicitation**: the permission host is asked a question carrying a
   :class:`tether.agents.Elicitation`; nobody to ask (no host, no asker, a ``deny`` policy) is a
   ``decline``.
-- **roots**: the working folders of the agents that called the server (the process's folder
-  before any did), then ``roots.paths``; when a call from an agent in a new folder changes the
-  list, the server is sent ``notifications/roots/list_changed`` before the call.
+- **roots**: the workspaces of the agents that called the server (``agent.workspace.root``,
+  docs/workspaces.md; the process's folder before any did), then ``roots.paths``; when a call
+  from an agent in a new workspace changes the list, the server is sent
+  ``notifications/roots/list_changed`` before the call.
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ class Connection:
         as_task: bool,
     ) -> CallToolResult:
         client: Client | None = None
-        moved = agent is not None and self.features.visit(agent.cwd)
+        moved = agent is not None and self.features.visit(agent.workspace.root)
         try:
             self._check_open()
             if not self.hosted:

@@ -23,6 +23,7 @@ from tether.skills import (
 )
 
 from ._tool import LOAD_SKILL
+from ._workspace import with_skill_files
 
 if TYPE_CHECKING:
     from tether.agents import Agent
@@ -245,5 +246,6 @@ class InvocationStep:
             definition = await agent.runtime.skills.get(name, scope=agent.spec.scope, cwd=agent.cwd)
             if definition is not None and definition.invocation.user_invocable:
                 content = render_skill_content(definition, max_body_chars=self._body_max)
+                content = await with_skill_files(agent, definition, content)
                 messages.append(Message(role="user", content=content))
         return messages or None

@@ -7,6 +7,8 @@ from typing import Any
 from tether.agents import Tool, ToolContext, ToolError
 from tether.skills import DEFAULT_BODY_MAX_CHARS, is_skill_name, render_skill_content
 
+from ._workspace import with_skill_files
+
 __all__ = ("LOAD_SKILL", "load_skill_tool")
 
 LOAD_SKILL = "load_skill"
@@ -49,7 +51,8 @@ async def _load(body_max_chars: int, arguments: dict[str, Any], context: ToolCon
         raise ToolError(f'skill "{name}" is unknown or no longer available')
     if not definition.invocation.model_invocable:  # the policy may have changed meanwhile
         raise ToolError(f'skill "{name}" is not available for model invocation')
-    return render_skill_content(definition, max_body_chars=body_max_chars)
+    content = render_skill_content(definition, max_body_chars=body_max_chars)
+    return await with_skill_files(agent, definition, content)
 
 
 def load_skill_tool(body_max_chars: int = DEFAULT_BODY_MAX_CHARS) -> Tool:

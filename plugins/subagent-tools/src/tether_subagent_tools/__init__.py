@@ -67,6 +67,10 @@ class ToolSettings(tether.PluginSettings):
     root_only: bool = False
     """Offer the tool only to root sessions (hidden at depth > 0, refused if called there):
     eve's built-in ``agent``, a copy of the calling agent that cannot copy itself again."""
+    share_workspace: bool | None = None
+    """Whether its children work in the caller's workspace (docs/workspaces.md). Default:
+    a ``root_only`` copy shares it (eve's ``agent``), and otherwise the provider decides (a
+    fork shares, a spawn gets a workspace of its own)."""
 
     @field_validator("tool_filter")
     @classmethod

@@ -58,6 +58,11 @@ def _parameters(settings: ToolSettings) -> dict[str, Any]:
 def delegation_tool(settings: ToolSettings) -> Tool:
     """The ``subagent`` tool of one plugin instance."""
 
+    # eve's root-only copy works in its parent's sandbox; otherwise the provider decides.
+    share_workspace = settings.share_workspace
+    if share_workspace is None and settings.root_only:
+        share_workspace = True
+
     def request_for(
         agent: Agent, arguments: dict[str, Any], *, task: bool = False
     ) -> SubagentStartRequest:
@@ -71,6 +76,7 @@ def delegation_tool(settings: ToolSettings) -> Tool:
             output_schema=settings.output_schema,
             label=arguments["description"],
             tool=settings.tool_name if task else None,
+            share_workspace=share_workspace,
         )
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> str:

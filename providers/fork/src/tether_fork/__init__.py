@@ -24,11 +24,13 @@ async def fork_seed(parent: Agent) -> list[Event]:
 class ForkProvider(LocalChildProvider):
     """Seeds the child with the parent's events through its last ``turn/end``, and keeps the
     parent's tool list byte-identical (a tool filter is enforced at call time), so the child's
-    first request starts with the parent's prefix."""
+    first request starts with the parent's prefix. The child works in its parent's workspace
+    (its history speaks of those files), unless its request says otherwise."""
 
     name = "fork"
     inherits_parent_context = True
     keep_tool_list = True
+    shares_workspace = True
 
     async def seed(self, request: SubagentStartRequest) -> Sequence[Event]:
         return await fork_seed(request.parent)
