@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import tether_files
-from tether.agents import Agent, workspace_of
+from tether.agents import Agent
 from tether.models import FunctionModel, Message, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime
 from tether.store import SQLiteStore
@@ -19,6 +19,7 @@ from tether.store import SQLiteStore
 PROFILE = """
 [tether]
 plugins = ["files"]
+{tether}
 
 [plugin.files]
 {settings}
@@ -60,9 +61,14 @@ def files_run(tether_kernel, tmp_path: Path):
         host: Any = None,
         steps: bool = True,
         workspace: Path | None = None,
+        tether: str = "",
+        cwd: bool = True,
     ) -> Run:
+        """``cwd``: compose the agent with the workspace folder as its working folder (a
+        ``project`` workspace); else it gets the profile's (``tether``: ``[tether]`` keys)."""
         kernel = tether_kernel(
-            PROFILE.format(settings=settings, agent=agent), {"files": tether_files.FilesPlugin}
+            PROFILE.format(settings=settings, agent=agent, tether=tether),
+            {"files": tether_files.FilesPlugin},
         )
         queue: list[ModelResponse | str] = (
             [ModelResponse(tool_calls=(c,), finish_reason="tool_calls") for c in calls]
@@ -78,8 +84,8 @@ def files_run(tether_kernel, tmp_path: Path):
         store = SQLiteStore(tmp_path / "sessions.db")
         try:
             runtime = Runtime(kernel, store, permission_host=host)
-            agent_ = await runtime.compose(model=FunctionModel(answer), cwd=folder)
-            root = workspace_of(agent_).root
+            agent_ = await runtime.compose(model=FunctionModel(answer), cwd=folder if cwd else None)
+            root = agent_.workspace.root
             if prepare is not None:
                 prepare(root)
             async with agent_:

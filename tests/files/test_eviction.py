@@ -12,7 +12,7 @@ import pytest
 
 import tether
 import tether_files
-from tether.agents import AgentLimits, Tool, workspace_of
+from tether.agents import AgentLimits, Tool
 from tether.models import FunctionModel, ModelRequest, ModelResponse, ToolCall
 from tether.runtime import Runtime
 from tether.store import SQLiteStore, ToolResult
@@ -79,7 +79,7 @@ async def session(
     runtime = Runtime(kernel, store)
     composed = await runtime.compose(model=model, cwd=folder, limits=limits)
     if prepare is not None:
-        prepare(workspace_of(composed).root)
+        prepare(composed.workspace.root)
     async with composed:
         await composed.run("go")
     return composed, model, store, runtime, folder
@@ -103,7 +103,7 @@ async def test_an_oversized_result_is_saved_and_the_model_reads_a_preview_and_pa
         ],
     )
     try:
-        root = workspace_of(agent).root
+        root = agent.workspace.root
         saved = root / ".tether" / "results" / "call_1.txt"
         full = "\n".join(f"{n:06d} " + "x" * 13 for n in range(1, 5001))
         assert saved.read_text() == full  # 104,999 characters, over the 80,000 default
@@ -146,7 +146,7 @@ async def test_a_large_result_under_the_limit_is_untouched(tether_kernel, tmp_pa
         assert len(result) == 79_799  # 3,800 lines of 20 characters, under 80,000
         assert result.startswith("000001 ")
         assert result.endswith("003800 xxxxxxxxxxxxx")
-        assert not (workspace_of(agent).root / ".tether").exists()
+        assert not (agent.workspace.root / ".tether").exists()
     finally:
         await store.aclose()
 
@@ -217,7 +217,7 @@ async def test_a_hostile_call_id_is_kept_inside_the_results_folder(tether_kernel
         [step(ToolCall(id="../../../escape", name="big", arguments={"lines": 5000}))],
     )
     await store.aclose()
-    results = workspace_of(agent).root / ".tether" / "results"
+    results = agent.workspace.root / ".tether" / "results"
     (saved,) = results.iterdir()
     assert saved.name.startswith("_.._.._escape-")
     assert saved.name.endswith(".txt")

@@ -5,6 +5,7 @@ as real subprocesses, stopped at its timeout."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,37 @@ async def test_an_agent_whose_policy_is_allow_runs_commands_it_would_otherwise_a
 ):
     run = await files_run([call("shell", 1, command="echo hello")], agent='approval = "allow"')
     assert run.texts == ["exit code: 0\nstdout:\nhello"]
+
+
+def beside(root: Path) -> None:
+    """A secret in the folder that holds the session's workspace (made before it is)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    (root.parent / "secret.txt").write_text("host-secret-4711\n")
+
+
+async def test_in_a_sandboxed_session_workspace_the_tools_and_the_shell_see_only_it(
+    files_run, tmp_path
+):
+    (tmp_path / "secret.txt").write_text("host-secret-4711\n")
+    run = await files_run(
+        [
+            call("write_file", 1, path="notes.md", content="mine\n"),
+            call("shell", 2, command="cat notes.md; pwd; ls; cat ../secret.txt"),
+            call("shell", 3, argv=["cat", str(tmp_path / "secret.txt")]),
+            call("read_file", 4, path="../secret.txt"),
+        ],
+        settings='shell = "allow"',
+        tether='workspace = { kind = "session", backend = "userns" }',
+        cwd=False,
+        prepare=beside,
+    )
+    workspace = run.agent.workspace
+    assert (workspace.kind, workspace.backend) == ("session", "userns")
+    assert workspace.root.parent.name == "workspaces"  # a folder of the session's own
+    written, own, absolute, read = run.texts
+    assert written == "created notes.md: 5 bytes, 1 lines"
+    assert own.startswith("exit code: 1\nstdout:\nmine\n/workspace\nnotes.md\n")
+    assert "notes.md" in own
+    assert "host-secret-4711" not in own + absolute + read
+    assert absolute.startswith("exit code: 1")
+    assert read.endswith("[PATH_OUTSIDE_WORKSPACE]")

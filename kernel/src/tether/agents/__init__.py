@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         resolve_agent_name,
         resolve_preset_model,
     )
-    from ._evict import RESULTS_FOLDER, evict, workspace_of
+    from ._evict import RESULTS_FOLDER, evict
     from ._inbox import Inbox
     from ._instructions import (
         PARALLEL_TOOLS_SECTION,
@@ -136,7 +136,6 @@ __all__ = (
     "trace_from",
     "tracer_of",
     "tracing",
-    "workspace_of",
 )
 
 # The names are imported when first used: a plugin that offers a tool or a pre-step hook
@@ -201,7 +200,6 @@ _LAZY = {
     "Turn": "_turn",
     "RESULTS_FOLDER": "_evict",
     "evict": "_evict",
-    "workspace_of": "_evict",
 }
 
 

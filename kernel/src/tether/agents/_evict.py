@@ -18,21 +18,18 @@ result is cut to the limit with a note saying so, so that the log stays bounded 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
-from ..contracts import Workspace
 from ..errors import TetherError
 from ..ground import PathRefused, write_confined
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ("PREVIEW_HEAD_LINES", "PREVIEW_TAIL_LINES", "RESULTS_FOLDER", "evict", "workspace_of")
+__all__ = ("PREVIEW_HEAD_LINES", "PREVIEW_TAIL_LINES", "RESULTS_FOLDER", "evict")
 
 #: Where evicted results go, relative to the workspace.
 RESULTS_FOLDER = ".tether/results"
@@ -42,16 +39,6 @@ PREVIEW_TAIL_LINES = 5
 #: A preview line longer than this is cut (a one-line JSON document would be the whole result).
 PREVIEW_LINE_CHARS = 300
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def workspace_of(agent: Agent) -> Workspace:
-    """``agent``'s workspace (:attr:`Agent.workspace`); an agent composed without one works in
-    its working folder (``local`` backend, owned by its session)."""
-    workspace: object = getattr(agent, "workspace", None)
-    if isinstance(workspace, Workspace):
-        return workspace
-    root = Path(os.path.realpath(agent.cwd))
-    return Workspace(root=root, backend="local", owner=agent.session_id)
 
 
 def result_name(call_id: str) -> str:
@@ -98,7 +85,7 @@ async def evict(agent: Agent, call_id: str, content: str) -> str:
     limit = agent.spec.limits.tool_result_max_chars
     if limit <= 0 or len(content) <= limit:
         return content
-    root = workspace_of(agent).root
+    root = agent.workspace.root
     relative = f"{RESULTS_FOLDER}/{result_name(call_id)}"
     data = content.encode("utf-8", "replace")
     try:

@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from tether.agents import Agent, ToolError, workspace_of
+from tether.agents import Agent, ToolError
 from tether.errors import WorkspaceError
 from tether.ground import OPEN_FLAGS, PathRefused, check_opened, confine
 
@@ -34,7 +34,7 @@ def quoted(text: str) -> str:
 
 def root_of(agent: Agent) -> Path:
     """The agent's workspace folder, resolved."""
-    return workspace_of(agent).root
+    return agent.workspace.root
 
 
 def target(root: Path, path: str) -> Path:

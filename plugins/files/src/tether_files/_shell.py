@@ -11,19 +11,12 @@ ACP client; nobody to ask: refused). ``shell = "allow"`` runs it without asking.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-import anyio
-import anyio.abc
-
-from tether.agents import Agent, Tool, ToolContext, ToolError, workspace_of
+from tether.agents import Agent, Tool, ToolContext, ToolError
 from tether.contracts import CommandResult, Workspace, WorkspaceBackend
+from tether.workspaces import LocalBackend
 
 __all__ = ("ShellSettings", "backend_for", "shell_tool")
 
@@ -68,84 +61,13 @@ class ShellSettings:
     output_chars: int
 
 
-class _Subprocess:
-    """Runs commands as plain subprocesses in the workspace folder: used when the runtime
-    offers no workspace backends (a kernel without them); the same as the ``local`` backend."""
-
-    name = "local"
-    isolated = False
-
-    async def open(self, root: Path, *, owner: str) -> Workspace:
-        root.mkdir(parents=True, exist_ok=True)
-        return Workspace(root=root, backend=self.name, owner=owner)
-
-    async def run(
-        self,
-        workspace: Workspace,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        output_limit: int = 100_000,
-    ) -> CommandResult:
-        process = await anyio.open_process(
-            list(argv),
-            cwd=workspace.root,
-            env=None if env is None else {**os.environ, **env},
-            stdin=None if stdin is None else -1,
-            start_new_session=True,  # its own process group: a timeout stops all of it
-        )
-        out, err = bytearray(), bytearray()
-        truncated = False
-
-        async def drain(stream: anyio.abc.ByteReceiveStream | None, into: bytearray) -> None:
-            nonlocal truncated
-            if stream is None:
-                return
-            async for chunk in stream:
-                room = output_limit - len(into)
-                if len(chunk) > room:
-                    truncated = True
-                into += chunk[: max(room, 0)]
-
-        timed_out = False
-        async with process:
-            with anyio.move_on_after(timeout) as scope:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(drain, process.stdout, out)
-                    group.start_soon(drain, process.stderr, err)
-                    if stdin is not None and process.stdin is not None:
-                        await process.stdin.send(stdin)
-                        await process.stdin.aclose()
-                await process.wait()
-            if scope.cancelled_caught:
-                timed_out = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                with anyio.CancelScope(shield=True):
-                    await process.wait()
-        return CommandResult(
-            exit_code=process.returncode if process.returncode is not None else -1,
-            stdout=out.decode("utf-8", "replace"),
-            stderr=err.decode("utf-8", "replace"),
-            truncated=truncated,
-            timed_out=timed_out,
-        )
-
-    async def remove(self, workspace: Workspace) -> None:
-        raise NotImplementedError  # never removes: the fallback works in the agent's folder
-
-
 def backend_for(agent: Agent, workspace: Workspace) -> WorkspaceBackend:
     """The backend that runs commands in ``workspace``: the runtime's backend of its name
-    (``Runtime.workspace_backend``), else plain subprocesses."""
-    runtime: object = agent.runtime
-    find: Any = getattr(runtime, "workspace_backend", None)
-    if find is None:
-        return _Subprocess()
-    backend: WorkspaceBackend = find(workspace.backend)
-    return backend
+    (``Runtime.workspace_backend``); an agent composed without a runtime works in a ``local``
+    workspace."""
+    if agent.runtime is None:
+        return LocalBackend()
+    return agent.runtime.workspace_backend(workspace.backend)
 
 
 def _report(result: CommandResult, timeout: float) -> str:
@@ -178,7 +100,7 @@ def shell_tool(settings: ShellSettings) -> Tool:
         else:
             argv = given
         timeout = min(float(arguments.get("timeout", settings.timeout)), settings.max_timeout)
-        workspace = workspace_of(context.agent)
+        workspace = context.agent.workspace
         backend = backend_for(context.agent, workspace)
         try:
             result = await backend.run(
