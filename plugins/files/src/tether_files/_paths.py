@@ -18,6 +18,7 @@ __all__ = (
     "is_binary",
     "open_file",
     "open_folder",
+    "os_error",
     "quoted",
     "relative",
     "root_of",
@@ -48,13 +49,6 @@ def target(root: Path, path: str) -> Path:
 def relative(root: Path, path: Path) -> str:
     """``path`` as the model names it: relative to the workspace (``.`` for the root)."""
     return path.relative_to(root).as_posix() or "."
-
-
-def _open(root: Path, path: str, resolved: Path, flags: int) -> int:
-    try:
-        return os.open(resolved, flags | OPEN_FLAGS)
-    except OSError as exc:
-        raise os_error(path, exc) from None
 
 
 def os_error(path: str, exc: OSError) -> ToolError:
@@ -90,7 +84,10 @@ def open_file(root: Path, path: str) -> tuple[int, os.stat_result, Path]:
     where it really is checked again; the descriptor (the caller closes it), its status and the
     resolved path."""
     resolved = target(root, path)
-    fd = _open(root, path, resolved, os.O_RDONLY)
+    try:
+        fd = os.open(resolved, os.O_RDONLY | OPEN_FLAGS)
+    except OSError as exc:
+        raise os_error(path, exc) from None
     info = os.fstat(fd)
     if stat.S_ISDIR(info.st_mode):
         os.close(fd)

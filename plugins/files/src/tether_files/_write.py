@@ -15,7 +15,7 @@ from tether.agents import Tool, ToolContext, ToolError
 from tether.errors import WorkspaceError
 from tether.ground import PathRefused, check_single_link, path_text_problem, write_confined
 
-from ._paths import open_file, quoted, root_of
+from ._paths import open_file, quoted, root_of, target
 
 __all__ = ("edit_file_tool", "write_file_tool")
 
@@ -91,7 +91,7 @@ def _content(text: str, max_bytes: int, path: str) -> bytes:
 def write_text(root: Path, path: str, text: str, max_bytes: int) -> str:
     """``write_file``'s result (blocking)."""
     data = _content(text, max_bytes, path)
-    existed = os.path.lexists(root / path)
+    existed = os.path.lexists(target(root, path))
     _write(root, path, data)
     lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
     verb = "replaced" if existed else "created"
