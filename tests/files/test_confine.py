@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether.errors import ErrorCode, WorkspaceError
 from tether.ground import PathRefused, check_opened, confine, resolve_path, write_confined
@@ -78,3 +80,44 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_caught_once_open(
         write_confined(root, "docs/planted.txt", b"x")
     assert refused.value.code == ErrorCode.PATH_OUTSIDE_WORKSPACE
     assert list(outside.iterdir()) == []
+
+
+COMPONENTS = ["..", ".", "docs", "a.md", "up", "loop", "out", "in", "missing", ""]
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Path:
+    """A workspace with links of every kind: up and out of it, inside it, in a loop."""
+    folder = tmp_path / "linked"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "a.md").write_text("a\n")
+    (folder / "up").symlink_to("..")
+    (folder / "out").symlink_to(tmp_path)
+    (folder / "in").symlink_to("docs")
+    (folder / "docs" / "loop").symlink_to("../docs/loop")
+    return folder.resolve()
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=6), st.booleans())
+def test_confine_agrees_with_the_kernel_and_never_lets_a_path_out(
+    linked: Path, parts: list[str], absolute: bool
+) -> None:
+    path = "/".join(parts)
+    if absolute:
+        path = str(linked / path)
+    try:
+        resolved = confine(path, linked)
+    except WorkspaceError as exc:
+        refused = exc.code
+    else:
+        refused = None
+    if refused is not None:
+        assert refused == ErrorCode.PATH_OUTSIDE_WORKSPACE
+        return
+    assert resolved == linked or linked in resolved.parents
+    try:
+        real = Path(os.path.realpath(linked / path, strict=True))
+    except OSError:
+        return  # missing (kept as written) or a loop: nothing the kernel would open
+    assert resolved == real

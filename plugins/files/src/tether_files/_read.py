@@ -150,6 +150,7 @@ def read_file_tool(limits: ReadLimits) -> Tool:
             arguments.get("offset", 1),
             arguments.get("limit", limits.read_default_lines),
             own,
+            abandon_on_cancel=True,  # a read abandoned is harmless; the turn need not wait
         )
 
     return Tool("read_file", READ_DESCRIPTION, run, READ_PARAMETERS, safe=True, idempotent=True)
@@ -271,7 +272,12 @@ def list_files_tool(limits: ReadLimits) -> Tool:
         root = root_of(context.agent)
         limit = min(arguments.get("limit", limits.list_max_entries), limits.list_max_entries)
         return await anyio.to_thread.run_sync(
-            list_entries, root, arguments.get("path", "."), arguments.get("glob"), limit
+            list_entries,
+            root,
+            arguments.get("path", "."),
+            arguments.get("glob"),
+            limit,
+            abandon_on_cancel=True,
         )
 
     return Tool("list_files", LIST_DESCRIPTION, run, LIST_PARAMETERS, safe=True, idempotent=True)
@@ -407,6 +413,7 @@ def search_files_tool(limits: ReadLimits) -> Tool:
             flags,
             limit,
             limits,
+            abandon_on_cancel=True,  # a runaway expression does not hold the turn
         )
 
     return Tool(
