@@ -193,7 +193,8 @@ def test_sessions_list_and_show(quickstart):
     shown = invoke("sessions", "show", "--profile", str(quickstart), session, "--json")
     document = json.loads(shown.stdout)
     assert document["header"]["agent"] == "main"
-    assert [e["type"] for e in document["events"]][:3] == [
+    assert [e["type"] for e in document["events"]][:4] == [
+        "descriptor",  # where the session's workspace is (docs/workspaces.md)
         "inbox/accepted",
         "turn/start",
         "user/message",

@@ -75,8 +75,9 @@ async def test_a_servers_sampling_request_is_answered_by_the_agents_model_and_re
         assert request.tools == ()
         assert request.max_output_tokens == 300  # the server asked 50,000: capped
         events = [s.event for s in await store.events(agent.session_id)]
-    (record,) = [e for e in events if isinstance(e, DescriptorEvent)]
-    assert record.kind == SAMPLING_DESCRIPTOR
+    (record,) = [
+        e for e in events if isinstance(e, DescriptorEvent) and e.kind == SAMPLING_DESCRIPTOR
+    ]
     assert record.data["server"] == "asking"
     assert record.data["tool"] == "summarize"
     assert record.data["model"] == "scripted:agent"

@@ -332,7 +332,5 @@ async def test_a_root_parent_has_no_overrides_to_carry(tools_kernel):
     async with parent:
         run, _ = await start_child(parent, SpawnProvider())
     events = [s.event for s in await parent.store.events(run.id)]
-    (descriptor,) = [
-        e for e in events if isinstance(e, DescriptorEvent) and e.kind == "delegation"
-    ]
+    (descriptor,) = [e for e in events if isinstance(e, DescriptorEvent) and e.kind == "delegation"]
     assert descriptor.data["parent_overrides"] == {}

@@ -115,7 +115,7 @@ async def test_the_memory_store_keeps_workspaces_in_a_folder_removed_with_the_ru
         async with agent:
             root = agent.workspace.root
             assert root.is_dir()
-            assert root.parent == runtime.workspaces_folder
+            assert root.parent == runtime.workspaces_folder()
             assert tmp_path not in root.parents
     assert not root.exists()
     assert not root.parent.exists()
@@ -264,3 +264,14 @@ async def test_a_session_id_that_is_a_path_cannot_name_a_workspace(build):
 
 def test_call_helper_builds_a_tool_call():
     assert call("where").tool_calls[0].name == "where"
+
+
+async def test_an_agent_on_a_store_of_its_own_keeps_its_workspace_with_that_store(tmp_path):
+    profile = write_profile(tmp_path, "[tether]\n[agent.main]\n")
+    runtime = Runtime(make_kernel(profile, {}))  # no store of its own
+    store = MemoryStore()
+    agent = await runtime.compose(agent="main", model=FunctionModel(lambda r: "hi"), store=store)
+    async with agent:
+        root = agent.workspace.root
+    assert root.parent == runtime.workspaces_folder(store)
+    assert tmp_path not in root.parents  # a memory store's sessions leave nothing in the project

@@ -214,14 +214,13 @@ class Runtime:
 
         return self.state(WORKSPACES).backend(name)
 
-    @property
-    def workspaces_folder(self) -> Path:
-        """The folder session workspaces are made in: next to a SQLite store's file, a
-        temporary folder for the memory store (removed with the runtime), else
-        ``.tether/workspaces`` in the profile's folder (docs/workspaces.md)."""
+    def workspaces_folder(self, store: SessionStore | None = None) -> Path:
+        """The folder the session workspaces of ``store`` (default: the runtime's) are made
+        in: next to a SQLite store's file, a temporary folder for a memory store (removed with
+        the runtime), else ``.tether/workspaces`` in the profile's folder (docs/workspaces.md)."""
         from ._workspaces import WORKSPACES
 
-        return self.state(WORKSPACES).folder
+        return self.state(WORKSPACES).folder(store if store is not None else self.store)
 
     # ------------------------------------------------------------------ services
 

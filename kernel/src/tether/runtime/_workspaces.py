@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..contracts import WorkspaceBackend
+from ..contracts import SessionStore, WorkspaceBackend
 from ..workspaces._backends import find_backend
 from ._state import StateKey
 
@@ -30,15 +30,17 @@ PROFILE_WORKSPACES = Path(".tether") / "workspaces"
 
 
 class RuntimeWorkspaces:
-    """The workspace backends of one runtime (asked of its plugins once) and its folder."""
+    """The workspace backends of one runtime (asked of its plugins once) and the folders
+    session workspaces are made in, one per store its agents use."""
 
-    __slots__ = ("__weakref__", "_backends", "_cleanup", "_folder", "_runtime")
+    __slots__ = ("__weakref__", "_backends", "_cleanups", "_folders", "_runtime")
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._backends: dict[str, WorkspaceBackend] | None = None
-        self._folder: Path | None = None
-        self._cleanup: Callable[[], object] | None = None
+        # id(store) -> (the store, kept so its id is not reused, and its folder).
+        self._folders: dict[int, tuple[SessionStore | None, Path]] = {}
+        self._cleanups: list[Callable[[], object]] = []
 
     def backend(self, name: str) -> WorkspaceBackend:
         """The backend ``name``: the first the global layer's plugins offer, in profile order
@@ -54,16 +56,16 @@ class RuntimeWorkspaces:
         found = backends.get(name)
         return found if found is not None else find_backend(name, backends.values())
 
-    @property
-    def folder(self) -> Path:
-        """The folder session workspaces are made in (see the module docstring)."""
-        folder = self._folder
-        if folder is None:
-            folder = self._folder = self._locate()
+    def folder(self, store: SessionStore | None) -> Path:
+        """The folder session workspaces of ``store`` are made in (the module docstring)."""
+        known = self._folders.get(id(store))
+        if known is not None and known[0] is store:
+            return known[1]
+        folder = self._locate(store)
+        self._folders[id(store)] = (store, folder)
         return folder
 
-    def _locate(self) -> Path:
-        store = self._runtime.store
+    def _locate(self, store: SessionStore | None) -> Path:
         from ..store._memory import MemoryStore
         from ..store._sqlite import SQLiteStore
 
@@ -71,15 +73,15 @@ class RuntimeWorkspaces:
             return store.path.absolute().parent / "workspaces"
         if isinstance(store, MemoryStore):
             folder = Path(tempfile.mkdtemp(prefix="tether-workspaces-"))
-            self._cleanup = weakref.finalize(self, shutil.rmtree, folder, True)
+            self._cleanups.append(weakref.finalize(self, shutil.rmtree, folder, True))
             return folder
         return self._runtime.kernel.profile.folder / PROFILE_WORKSPACES
 
     async def aclose(self) -> None:
-        """The runtime closes: a temporary folder (the memory store's) goes with it."""
-        if self._cleanup is not None:
-            self._cleanup()
+        """The runtime closes: the temporary folders (the memory stores') go with it."""
+        for cleanup in self._cleanups:
+            cleanup()
 
 
-#: The runtime's workspaces (``Runtime.workspace_backend``, ``Runtime.workspaces_folder``).
+#: The runtime's workspaces (``Runtime.workspace_backend``, ``Runtime.workspaces_folder()``).
 WORKSPACES = StateKey("tether workspaces", RuntimeWorkspaces)

@@ -10,19 +10,44 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import anyio
-
 from ..contracts import CommandResult, Workspace
-from ._process import run_process
 
 __all__ = ("LocalBackend", "make_folder", "remove_folder")
 
 
+#: Folders workspaces were made in, resolved once: ``str(parent)`` -> its real path. A new
+#: child's workspace is then one ``mkdir`` (or one ``lstat``), not a walk of every component.
+_REAL_PARENTS: dict[str, str] = {}
+#: How many resolved parents are remembered (a process makes workspaces in a few folders).
+_REAL_PARENTS_MAX = 256
+
+
+def _real_parent(parent: str) -> str:
+    real = _REAL_PARENTS.get(parent)
+    if real is None:
+        if len(_REAL_PARENTS) >= _REAL_PARENTS_MAX:
+            _REAL_PARENTS.clear()
+        real = _REAL_PARENTS[parent] = os.path.realpath(parent)
+    return real
+
+
 def make_folder(root: Path) -> Path:
-    """Create ``root`` (and its parents) if missing, and return it resolved. Safe when two
-    processes make it at once."""
-    os.makedirs(root, mode=0o755, exist_ok=True)
-    return Path(os.path.realpath(root))
+    """Create ``root`` (and its parents) if missing, and return it resolved (no symbolic link
+    in it). Safe when two processes make it at once. The folder it is made in is resolved
+    once per process; ``root`` itself is made with ``mkdir`` (never a link) or found by
+    ``lstat`` to be a folder, else resolved in full."""
+    path = os.path.abspath(root)
+    parent, name = os.path.split(path)
+    try:
+        os.mkdir(path, 0o755)
+    except FileNotFoundError:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise  # a file in the way
+        if os.path.islink(path):
+            return Path(os.path.realpath(path))  # a link to a folder: where it leads
+    return Path(_real_parent(parent), name)
 
 
 def remove_folder(root: Path) -> None:
@@ -56,6 +81,8 @@ class LocalBackend:
         output_limit: int = 100_000,
     ) -> CommandResult:
         """Run ``argv`` in the workspace's folder (see the class docstring)."""
+        from ._process import run_process  # loading a profile imports no process machinery
+
         merged = {**os.environ, **env} if env else None
         return await run_process(
             argv,
@@ -68,4 +95,6 @@ class LocalBackend:
 
     async def remove(self, workspace: Workspace) -> None:
         """Delete the workspace's folder (idempotent)."""
+        import anyio.to_thread
+
         await anyio.to_thread.run_sync(remove_folder, workspace.root)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..contracts import DescriptorEvent, Workspace, WorkspaceKind
+from ..contracts import DescriptorEvent, SessionStore, Workspace, WorkspaceKind
 from ..errors import ErrorCode, WorkspaceError
 from ._backends import DEFAULT_BACKEND, DEFAULT_KIND, KINDS
 
@@ -126,14 +126,15 @@ def child_plan(parent: Workspace, child_id: str, *, share: bool) -> WorkspacePla
     return WorkspacePlan("session", parent.backend, _check_owner(child_id))
 
 
-def root_of(plan: WorkspacePlan, runtime: Runtime) -> Path:
+def root_of(plan: WorkspacePlan, runtime: Runtime, store: SessionStore | None = None) -> Path:
     """The folder of ``plan`` in ``runtime``: the recorded one, the profile's folder
-    (``project``), or ``<workspaces folder>/<owner>`` (``session``)."""
+    (``project``), or ``<workspaces folder of store>/<owner>`` (``session``; ``store``
+    default: the runtime's)."""
     if plan.root is not None:
         return Path(plan.root)
     if plan.kind == "project":
         return runtime.kernel.profile.folder
-    return runtime.workspaces_folder / _check_owner(plan.owner)
+    return runtime.workspaces_folder(store) / _check_owner(plan.owner)
 
 
 class AgentWorkspace:
@@ -183,7 +184,7 @@ class AgentWorkspace:
             if fresh:
                 agent.lease.defer(plan.descriptor())
         backend = runtime.workspace_backend(plan.backend)
-        opened = await backend.open(root_of(plan, runtime), owner=plan.owner)
+        opened = await backend.open(root_of(plan, runtime, agent.store), owner=plan.owner)
         self._workspace = dataclasses.replace(
             opened, owner=plan.owner, kind=plan.kind, shared_from=plan.shared_from
         )
@@ -204,7 +205,7 @@ class AgentWorkspace:
         runtime = self._agent.runtime
         if plan is None or runtime is None:
             return self._bare()
-        root = Path(os.path.realpath(root_of(plan, runtime)))
+        root = Path(os.path.realpath(root_of(plan, runtime, self._agent.store)))
         return Workspace(
             root=root,
             backend=plan.backend,

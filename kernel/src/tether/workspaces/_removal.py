@@ -45,14 +45,16 @@ async def recorded_plan(store: SessionStore, session_id: str) -> WorkspacePlan |
     return None
 
 
-async def remove_workspaces(runtime: Runtime, session_ids: Iterable[str]) -> list[Path]:
+async def remove_workspaces(
+    runtime: Runtime, session_ids: Iterable[str], *, store: SessionStore | None = None
+) -> list[Path]:
     """Remove the workspaces the sessions ``session_ids`` own, through their backends, and
     return the folders removed. Idempotent: a folder already gone is skipped, and a session
     the store no longer has is taken to have had the profile's default workspace. A shared
     workspace (a child that shares its parent's) and a ``project`` one are never removed.
-    Call it with the sessions still in the store (before deleting them), so each one's record
-    is read."""
-    store = runtime.store
+    Call it with the sessions still in ``store`` (default: the runtime's) before deleting
+    them, so each one's record is read."""
+    store = store if store is not None else runtime.store
     table = runtime.kernel.profile.tether.workspace
     removed: list[Path] = []
     for session_id in dict.fromkeys(session_ids):
@@ -70,7 +72,7 @@ async def remove_workspaces(runtime: Runtime, session_ids: Iterable[str]) -> lis
             or plan.owner != session_id
         ):
             continue
-        root = root_of(plan, runtime)
+        root = root_of(plan, runtime, store)
         if not os.path.lexists(root):
             continue
         backend = runtime.workspace_backend(plan.backend)

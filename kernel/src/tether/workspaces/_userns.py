@@ -21,12 +21,9 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import anyio
-
 from ..contracts import CommandResult, Workspace
 from ..errors import ErrorCode, WorkspaceError
 from ._local import make_folder, remove_folder
-from ._process import run_process
 
 __all__ = ("SANDBOX_ROOT", "SANDBOX_SETUP", "UsernsBackend")
 
@@ -106,6 +103,7 @@ class UsernsBackend:
             raise self._checked
 
     async def _probe(self) -> WorkspaceError | None:
+        from ._process import run_process
         for tool in ("unshare", "setpriv", "pivot_root"):
             if shutil.which(tool) is None:
                 return WorkspaceError(
@@ -161,6 +159,8 @@ class UsernsBackend:
                 "no command to run in the workspace",
                 remedy="pass the program and its arguments",
             )
+        from ._process import run_process  # loading a profile imports no process machinery
+
         return await run_process(
             [
                 self._unshare,
@@ -181,4 +181,6 @@ class UsernsBackend:
 
     async def remove(self, workspace: Workspace) -> None:
         """Delete the workspace's folder (idempotent)."""
+        import anyio.to_thread
+
         await anyio.to_thread.run_sync(remove_folder, workspace.root)
