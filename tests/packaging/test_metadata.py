@@ -33,6 +33,7 @@ KERNEL_EXTRAS = {
     "temporal": {"tether-temporal"},
     "otel": {"tether-otel"},
     "litellm": {"tether-litellm"},
+    "files": {"tether-files"},
 }
 #: Extras left out of ``all``: asked for by name (LiteLLM's dependency tree and import time).
 NOT_IN_ALL = {"litellm"}

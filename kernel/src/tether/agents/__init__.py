@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         resolve_agent_name,
         resolve_preset_model,
     )
+    from ._evict import RESULTS_FOLDER, evict
     from ._inbox import Inbox
     from ._instructions import (
         PARALLEL_TOOLS_SECTION,
@@ -81,6 +82,7 @@ __all__ = (
     "LEASE_RENEWAL",
     "MAIL_POLL",
     "PARALLEL_TOOLS_SECTION",
+    "RESULTS_FOLDER",
     "SUMMARY_INSTRUCTION",
     "TRACE_KEYS",
     "Agent",
@@ -122,6 +124,7 @@ __all__ = (
     "check_servable",
     "current_trace",
     "event_to_message",
+    "evict",
     "keep_sessions",
     "load_instructions",
     "new_header",
@@ -195,6 +198,8 @@ _LAZY = {
     "tracer_of": "_tracing",
     "tracing": "_tracing",
     "Turn": "_turn",
+    "RESULTS_FOLDER": "_evict",
+    "evict": "_evict",
 }
 
 

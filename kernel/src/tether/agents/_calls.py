@@ -11,7 +11,9 @@ checked before its tool runs, and every refusal is a tool result the model reads
 5. a tool marked ``needs_approval`` is approved (:func:`approve`: the agent's ``spec.approval``
    policy, else the runtime's permission host);
 
-then the tool runs; an exception it raises is its error result.
+then the tool runs; an exception it raises is its error result. A result longer than the
+agent's ``limits.tool_result_max_chars`` is saved to its workspace and the model reads a
+preview (:mod:`._evict`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import anyio
 from ..models import ToolCall
 from ..store import ToolResult
 from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission, question_path
+from ._evict import evict
 from ._tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
@@ -102,21 +105,17 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
     except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
         raise
     except ToolError as exc:
-        return ToolResult(
-            tool_call_id=call.id, name=call.name, content=f"error: {exc}", is_error=True
-        )
+        text = await evict(agent, call.id, f"error: {exc}")
+        return ToolResult(tool_call_id=call.id, name=call.name, content=text, is_error=True)
     except Exception as exc:
-        return ToolResult(
-            tool_call_id=call.id,
-            name=call.name,
-            content=f"error: {type(exc).__name__}: {exc}",
-            is_error=True,
-        )
+        text = await evict(agent, call.id, f"error: {type(exc).__name__}: {exc}")
+        return ToolResult(tool_call_id=call.id, name=call.name, content=text, is_error=True)
+    text = await evict(agent, call.id, content)
     if isinstance(content, ToolOutput) and content.images:
         return ToolResult(
-            tool_call_id=call.id, name=call.name, content=str(content), images=content.images
+            tool_call_id=call.id, name=call.name, content=str(text), images=content.images
         )
-    return ToolResult(tool_call_id=call.id, name=call.name, content=content)
+    return ToolResult(tool_call_id=call.id, name=call.name, content=text)
 
 
 async def approve(agent: Agent, call: ToolCall) -> str | None:

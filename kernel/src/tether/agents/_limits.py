@@ -30,6 +30,10 @@ class AgentLimits:
     max_working_tasks: int = 10
     """Background tasks (subagent calls that return a task id) a session may have working at
     once; one more is refused with ``TOO_MANY_BACKGROUND_TASKS``."""
+    tool_result_max_chars: int = 80_000
+    """A tool result longer than this many characters (about 20,000 tokens) is saved whole to
+    ``.tether/results/<call id>.txt`` in the agent's workspace, and the model reads a preview
+    with the path instead (docs/files.md, eviction). 0: results are never cut."""
     context_window: int | None = None
     """The model's context window in tokens, when the agent says (``[agent.NAME]
     context_window``); else the model's own or tether's table (``tether.models.window_for``)."""

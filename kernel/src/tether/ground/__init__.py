@@ -6,6 +6,9 @@
 * the name grammar of plugins, agents and tools (:func:`is_name`, :func:`is_tool_name`);
 * the folder boundary (:class:`Boundary`): a path a file names stays inside that file's folder
   unless the profile the user runs allows it (docs/trust.md);
+* confinement (:func:`confine`, :func:`resolve_path`, :func:`write_confined`): a path a model
+  or a remote agent names stays inside its workspace or roots, symbolic links, ``..``, ``/proc``
+  and hard links considered (docs/files.md);
 * exception groups walked to their leaves (:func:`leaves`);
 * whether an object implements a runtime-checkable protocol, once per class (:func:`implements`),
   and whether a function takes a keyword, once per function (:func:`takes_keyword`);
@@ -31,6 +34,20 @@ if TYPE_CHECKING:
         boundary_of,
         is_inside,
         real_path,
+    )
+    from ._confine import (
+        OPEN_FLAGS,
+        PathRefused,
+        check_opened,
+        check_regular,
+        check_single_link,
+        confine,
+        is_within,
+        path_text_problem,
+        real_location,
+        replace_file,
+        resolve_path,
+        write_confined,
     )
     from ._exceptions import leaves
     from ._files import FileRefused, describe_file_type, read_regular_file
@@ -60,12 +77,18 @@ __all__ = (
     "MAX_NESTING",
     "MAX_TEXT_BYTES",
     "NAME_PATTERN",
+    "OPEN_FLAGS",
     "TOOL_NAME_PATTERN",
     "Boundary",
     "FileRefused",
+    "PathRefused",
     "TextFileError",
     "allowed_paths",
     "boundary_of",
+    "check_opened",
+    "check_regular",
+    "check_single_link",
+    "confine",
     "describe_file_type",
     "file_problem",
     "format_loc",
@@ -75,14 +98,20 @@ __all__ = (
     "is_name",
     "is_name_part",
     "is_tool_name",
+    "is_within",
     "lazy_exports",
     "leaves",
     "parse_toml_text",
+    "path_text_problem",
     "read_regular_file",
     "read_text_file",
+    "real_location",
     "real_path",
+    "replace_file",
+    "resolve_path",
     "takes_keyword",
     "too_deep",
+    "write_confined",
 )
 
 _LAZY = {
@@ -97,6 +126,23 @@ _LAZY = {
             "real_path",
         ),
         "_boundary",
+    ),
+    **dict.fromkeys(
+        (
+            "OPEN_FLAGS",
+            "PathRefused",
+            "check_opened",
+            "check_regular",
+            "check_single_link",
+            "confine",
+            "is_within",
+            "path_text_problem",
+            "real_location",
+            "replace_file",
+            "resolve_path",
+            "write_confined",
+        ),
+        "_confine",
     ),
     "leaves": "_exceptions",
     "implements": "_protocols",

@@ -69,6 +69,7 @@ FIRST_PARTY_PLUGINS: Mapping[str, str] = {
     "acp": "tether-acp",
     "anthropic": "tether-anthropic",
     "litellm": "tether-litellm",
+    "files": "tether-files",
 }
 
 #: The kernel's own plugins, in the order a kernel loads them (after the profile's global

@@ -261,7 +261,7 @@ ToolName = Annotated[str, AfterValidator(_check_tool_name)]
 
 class LimitsTable(BaseModel):
     """``limits = { max_steps = 20, max_repeated_calls = 5, max_output_tokens = 8000,
-    max_working_tasks = 10 }``."""
+    max_working_tasks = 10, tool_result_max_chars = 80000 }``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -274,6 +274,9 @@ class LimitsTable(BaseModel):
     """Output tokens per turn, across its steps."""
     max_working_tasks: int | None = Field(default=None, ge=1)
     """Background tasks a session of this agent may have working at once."""
+    tool_result_max_chars: int | None = Field(default=None, ge=0)
+    """A longer tool result is saved to the workspace and the model reads a preview
+    (docs/files.md); 0: never."""
 
 
 class CompactionTable(BaseModel):

@@ -15,21 +15,25 @@ Why each rule:
   waits on them.
 * **One link.** A hard link inside a root reaches a file outside it, and nothing in the file
   says where its other names are; a file with more than one link is refused.
-* **The real location.** Paths are resolved (``..`` and symbolic links) before the roots are
-  checked, the last component is opened without following a link, and on Linux the opened
-  file's (or, for a write, its folder's) real location is checked again through
-  ``/proc/self/fd``, so swapping a folder for a link mid-request gains nothing.
+* **The real location.** Paths are resolved (``..`` and symbolic links, never through
+  ``/proc``) before the roots are checked, the last component is opened without following a
+  link, and on Linux the opened file's (or, for a write, its folder's) real location is checked
+  again through ``/proc/self/fd``, so swapping a folder for a link mid-request gains nothing.
 * **Sizes capped.** A whole-file read of a file over the cap is refused before any byte is
   read; a ``line``/``limit`` read scans line by line and is refused once its text passes the
   cap; a write over the cap is refused before anything is touched.
 * **Writes lose nothing.** Content is checked (valid Unicode, size) before the file is
   touched, then written to a temporary file in the same folder and renamed over the target, so
   a failed write (a full disk) leaves the old content whole.
+
+The path rules, the checks after opening and the atomic replacement are the kernel's
+confinement (``tether.ground``'s ``resolve_path``, ``check_opened``, ``replace_file``:
+docs/files.md), shared with the workspace file tools; this module maps their refusals to
+ACP's errors.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -40,6 +44,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+
+from tether.ground import (
+    OPEN_FLAGS,
+    PathRefused,
+    check_opened,
+    check_regular,
+    check_single_link,
+    is_within,
+    path_text_problem,
+    replace_file,
+    resolve_path,
+)
 
 if TYPE_CHECKING:
     import acp
@@ -68,10 +84,7 @@ _TITLES = {
 }
 #: Bytes read at a time; a cancelled request stops between two chunks.
 CHUNK = 64 * 2**10
-_OPEN_FLAGS = (
-    os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
-)  # never wait on a FIFO or a device, never follow a link swapped in last
-_PROC_FD = Path("/proc/self/fd")
+_OPEN_FLAGS = OPEN_FLAGS  # never wait on a FIFO or a device, never follow a link swapped in last
 
 
 class FileRefused(Exception):
@@ -118,50 +131,47 @@ class FileSandbox:
 
     def check(self, path: str) -> Path:
         """The resolved path, if it may be used; else :class:`FileRefused` saying why."""
-        if "\0" in path:
-            raise FileRefused(INVALID_PARAMS, "the path contains a NUL character")
-        _require_unicode(path, "the path")
+        problem = path_text_problem(path)
+        if problem is not None:
+            raise FileRefused(INVALID_PARAMS, problem)
         if not os.path.isabs(path):
             raise FileRefused(INVALID_PARAMS, "not an absolute path; send an absolute one")
         try:
-            resolved = Path(os.path.realpath(path, strict=False))
-        except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a name too long
-            raise FileRefused(INVALID_PARAMS, f"the path cannot be resolved: {_why(exc)}") from None
-        if not self._inside(resolved):
+            resolved = resolve_path(path, Path("/"))
+        except PathRefused as exc:
+            if exc.outside:
+                raise FileRefused(INVALID_PARAMS, self._outside(exc.reason)) from None
             raise FileRefused(
-                INVALID_PARAMS,
-                "outside the folders this agent may use: " + ", ".join(map(str, self.roots)),
-            )
+                INVALID_PARAMS, f"the path cannot be resolved: {exc.reason}"
+            ) from None
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                raise FileRefused(INVALID_PARAMS, "the path is too long") from None
+            raise FileRefused(INVALID_PARAMS, f"the path cannot be resolved: {_why(exc)}") from None
+        if not is_within(resolved, self.roots):
+            raise FileRefused(INVALID_PARAMS, self._outside())
         return resolved
 
-    def _inside(self, path: Path) -> bool:
-        return any(path == root or path.is_relative_to(root) for root in self.roots)
+    def _outside(self, why: str | None = None) -> str:
+        roots = ", ".join(map(str, self.roots))
+        text = f"outside the folders this agent may use: {roots}"
+        return text if why is None else f"{text} ({why})"
 
     def _check_real_location(self, fd: int, what: str) -> None:
         """On Linux: where the opened file (or folder) really is must be inside the roots."""
         try:
-            real = os.readlink(_PROC_FD / str(fd))
-        except OSError:
-            return  # no /proc: the checks before opening stand alone
-        if real.startswith("/") and not self._inside(Path(real)):
+            check_opened(fd, self.roots, what)
+        except PathRefused:
             raise FileRefused(
                 INVALID_PARAMS, f"{what} is really outside the folders this agent may use"
-            )
+            ) from None
 
     def _check_file(self, info: os.stat_result) -> None:
-        if stat.S_ISDIR(info.st_mode):
-            raise FileRefused(INVALID_PARAMS, "the path is a folder, not a file")
-        if not stat.S_ISREG(info.st_mode):
-            raise FileRefused(
-                INVALID_PARAMS,
-                f"not a regular file (a {_kind(info.st_mode)}); only regular files are served",
-            )
-        if info.st_nlink > 1:
-            raise FileRefused(
-                INVALID_PARAMS,
-                f"the file has {info.st_nlink} hard links; a hard link can reach a file outside "
-                "the allowed folders, so files with more than one are refused",
-            )
+        try:
+            check_regular(info)
+            check_single_link(info)
+        except PathRefused as exc:
+            raise FileRefused(INVALID_PARAMS, exc.reason) from None
 
     # ------------------------------------------------------------------ read
 
@@ -242,49 +252,19 @@ def _replace(
     folder: int, name: str, data: bytes, info: os.stat_result | None, stop: threading.Event
 ) -> None:
     """Write ``data`` to a temporary file in ``folder`` and rename it over ``name``."""
-    temporary = f".{name}.tether-{os.getpid()}-{threading.get_ident()}.tmp"
-    mode = stat.S_IMODE(info.st_mode) if info is not None else 0o666
+    mode = stat.S_IMODE(info.st_mode) if info is not None else None
     try:
-        fd = os.open(
-            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, mode, dir_fd=folder
-        )
+        replace_file(folder, name, data, mode, stop)
+    except PathRefused as exc:
+        raise FileRefused(INVALID_PARAMS, exc.reason) from None
     except OSError as exc:
-        raise _os_refusal(exc) from None
-    try:
-        try:
-            if info is not None:
-                os.fchmod(fd, mode)  # the umask narrowed it at creation
-            view = memoryview(data)
-            while view:
-                if stop.is_set():
-                    raise FileRefused(
-                        INTERNAL_ERROR, "cancelled; nothing was written", refusal=False
-                    )
-                view = view[os.write(fd, view[:CHUNK]) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        current = _lstat_at(folder, name)
-        if current is not None:  # it changed since the first look: check it again
-            if stat.S_ISDIR(current.st_mode) or not stat.S_ISREG(current.st_mode):
-                raise FileRefused(INVALID_PARAMS, "the path is no longer a regular file")
-            if current.st_nlink > 1:
-                raise FileRefused(INVALID_PARAMS, "the file has more than one hard link")
-        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except OSError as exc:
+        if exc.errno == errno.ECANCELED:
+            raise FileRefused(
+                INTERNAL_ERROR, "cancelled; nothing was written", refusal=False
+            ) from None
         raise FileRefused(
             INTERNAL_ERROR, f"could not write: {_why(exc)}; the file is unchanged", refusal=False
         ) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary, dir_fd=folder)
-
-
-def _lstat_at(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.lstat(name, dir_fd=folder)
-    except FileNotFoundError:
-        return None
 
 
 def _read_all(file: Any, cap: int, stop: threading.Event) -> bytes:
@@ -370,15 +350,3 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
