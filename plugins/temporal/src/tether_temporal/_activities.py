@@ -15,11 +15,13 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tether.agents import new_header, resolve_agent_name
-from tether.errors import ErrorCode, StoreError, TetherError
+from tether.contracts import Caller
+from tether.errors import CallerError, ErrorCode, StoreError, TetherError
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
     Event,
@@ -72,7 +74,7 @@ class SessionActivities:
                 agent=preset.name,
                 label=start.label,
                 model=preset.model_spec,
-            )
+            ).model_copy(update={"caller": cluster_caller(start.caller)})  # its initiator
             try:
                 await self.store.create(header)
             except StoreError as exc:
@@ -101,7 +103,11 @@ class SessionActivities:
                     message_id=message.message_id,
                     content=message.content,
                     delivery=message.delivery,  # type: ignore[arg-type]
-                    source=MessageSource(kind=kind, sender=message.sender),  # type: ignore[arg-type]
+                    source=MessageSource(
+                        kind=kind,  # type: ignore[arg-type]
+                        sender=message.sender,
+                        caller=cluster_caller(message.caller),
+                    ),
                     trace=message.trace or None,
                 ),
             )
@@ -213,6 +219,25 @@ class SessionActivities:
         while True:
             await asyncio.sleep(self.heartbeat_every)
             activity.heartbeat()
+
+
+def cluster_caller(data: dict[str, Any] | None) -> Caller | None:
+    """The caller a message (or a workflow's start) carries, vouched for by the cluster
+    (``via`` ``cluster``: the worker did not see the submitter authenticate);
+    ``CALLER_INVALID`` when it is not a caller (final: another attempt reads the same)."""
+    if data is None:
+        return None
+    try:
+        return Caller.model_validate({**data, "via": "cluster"})
+    except ValidationError as exc:
+        errors = exc.errors()
+        problem = errors[0]["msg"] if errors else str(exc)
+        raise CallerError(
+            ErrorCode.CALLER_INVALID,
+            f"the caller a cluster message carries cannot be read: {problem}",
+            key="SessionMessage.caller",
+            remedy="send a tether.Caller (an id without spaces, claims a JSON object)",
+        ) from None
 
 
 async def _drive(held: HeldSession) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -63,6 +64,10 @@ class SessionStart:
     idle_timeout: float = 600.0
     seen: list[str] = field(default_factory=list[str])
     """Message ids already accepted (carried over a continue-as-new)."""
+    caller: dict[str, Any] | None = None
+    """Who submitted the message that starts the session (``tether.Caller`` as JSON: ``id``,
+    ``name``, ``claims``): its initiator, vouched for by the cluster. ``None``: nobody known
+    (and what a start written before callers were carried reads as)."""
 
 
 @dataclass
@@ -76,6 +81,10 @@ class SessionMessage:
     sender: str | None = None
     trace: dict[str, str] | None = None
     """The sender's trace context (W3C keys), kept with the message in the log."""
+    caller: dict[str, Any] | None = None
+    """Who sent it (``tether.Caller`` as JSON: ``id``, ``name``, ``claims``): the message runs
+    with this caller on the worker, vouched for by the cluster (``via`` ``cluster``).
+    ``None``: nobody known (a message written before callers were carried reads so too)."""
 
 
 @dataclass
@@ -190,6 +199,7 @@ class SessionWorkflow:
                         turn_timeout=start.turn_timeout,
                         idle_timeout=start.idle_timeout,
                         seen=list(self._seen)[-1000:],  # the latest: a client retries soon
+                        caller=start.caller,
                     )
                 )
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -243,6 +253,12 @@ class SessionWorkflow:
         if message.delivery not in ("turn", "step", "context"):
             raise ApplicationError(
                 f"delivery must be turn, step or context, not {message.delivery!r}",
+                type="BadMessage",
+            )
+        if message.caller is not None and not _sound_caller(message.caller):
+            raise ApplicationError(
+                "caller must be an object with an id (1 to 200 characters), and optionally a "
+                "name and claims (an object)",
                 type="BadMessage",
             )
         if message.trace is not None and not _sound_trace(message.trace):
@@ -299,4 +315,19 @@ def _sound_trace(trace: object) -> bool:
     return all(
         isinstance(key, str) and isinstance(value, str) and 0 < len(value) <= 512
         for key, value in trace.items()  # pyright: ignore[reportUnknownVariableType]
+    )
+
+
+def _sound_caller(caller: object) -> bool:
+    """Whether a message's caller has the form of a ``tether.Caller`` (checked in full where
+    the message is stored)."""
+    if not isinstance(caller, dict):
+        return False
+    given: dict[str, object] = caller  # pyright: ignore[reportUnknownVariableType]
+    ident = given.get("id")
+    return (
+        isinstance(ident, str)
+        and 0 < len(ident) <= 200
+        and set(given) <= {"id", "name", "claims", "via"}
+        and isinstance(given.get("claims", {}), dict)
     )
