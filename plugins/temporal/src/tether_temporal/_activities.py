@@ -20,7 +20,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tether.agents import new_header, resolve_agent_name
-from tether.contracts import Caller
+from tether.agents._callers import admit
+from tether.contracts import Admission, Caller
 from tether.errors import CallerError, ErrorCode, StoreError, TetherError
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
@@ -59,29 +60,41 @@ class SessionActivities:
         return [self.open_session, self.post_message, self.drive_session, self.fail_waiting]
 
     @activity.defn(name=OPEN)
-    async def open_session(self, start: SessionStart) -> None:
-        """Create the session if it does not exist yet (its lease given back at once)."""
+    async def open_session(self, start: SessionStart) -> dict[str, Any] | None:
+        """Create the session if it does not exist yet (its lease given back at once), for
+        the caller of the message that starts it (its initiator). A caller the agent's gates
+        refuse a new session: nothing is created, and the refusal is returned
+        (:func:`refusal_of`) for the workflow to answer the message with."""
         with _failures():
             try:
                 await self.store.header(start.session_id)
-                return
+                return None
             except StoreError as exc:
                 if exc.code is not ErrorCode.SESSION_NOT_FOUND:
                     raise
             preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, start.agent))
+            caller = cluster_caller(start.caller)
+            try:
+                admit(
+                    preset.caller_gates, Admission(start.session_id, preset.name, caller, "session")
+                )
+            except CallerError as exc:
+                return refusal_of(exc)
             header = new_header(
                 session_id=start.session_id,
                 agent=preset.name,
                 label=start.label,
                 model=preset.model_spec,
-            ).model_copy(update={"caller": cluster_caller(start.caller)})  # its initiator
+                caller=caller,
+            )
             try:
                 await self.store.create(header)
             except StoreError as exc:
                 if exc.code is not ErrorCode.SESSION_EXISTS:
                     raise
-                return
+                return None
             await self.store.release(start.session_id)
+            return None
 
     @activity.defn(name=POST)
     async def post_message(self, session_id: str, message: SessionMessage) -> None:
@@ -97,6 +110,11 @@ class SessionActivities:
                 if isinstance(event, InboxAccepted) and event.message_id == message.message_id:
                     return
             kind = {"turn": "followup", "step": "steer", "context": "inject"}[message.delivery]
+            caller = cluster_caller(message.caller)
+            header = await self.store.header(session_id)
+            preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, header.agent))
+            # The agent's gates, as a local session asks them: a refused message is not posted.
+            admit(preset.caller_gates, Admission(session_id, preset.name, caller, kind))  # type: ignore[arg-type]
             await self.store.post(
                 session_id,
                 InboxAccepted(
@@ -106,7 +124,7 @@ class SessionActivities:
                     source=MessageSource(
                         kind=kind,  # type: ignore[arg-type]
                         sender=message.sender,
-                        caller=cluster_caller(message.caller),
+                        caller=caller,
                     ),
                     trace=message.trace or None,
                 ),
@@ -221,6 +239,18 @@ class SessionActivities:
             activity.heartbeat()
 
 
+def refusal_of(exc: TetherError) -> dict[str, Any]:
+    """What a client needs to raise ``exc`` again (:func:`tether_temporal._client.raised`):
+    its class, code, message, key and remedy."""
+    return {
+        "class": type(exc).__name__,
+        "code": str(exc.code),
+        "message": exc.message,
+        "key": exc.key,
+        "remedy": exc.remedy,
+    }
+
+
 def cluster_caller(data: dict[str, Any] | None) -> Caller | None:
     """The caller a message (or a workflow's start) carries, vouched for by the cluster
     (``via`` ``cluster``: the worker did not see the submitter authenticate);
@@ -256,6 +286,9 @@ class _failures:
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
         if isinstance(exc, TetherError):
             raise ApplicationError(
-                str(exc), type=type(exc).__name__, non_retryable=exc.code not in _RETRY
+                str(exc),
+                refusal_of(exc),  # so a client can raise it again (a refused caller)
+                type=type(exc).__name__,
+                non_retryable=exc.code not in _RETRY,
             ) from exc
         return False

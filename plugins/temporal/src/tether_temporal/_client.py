@@ -10,13 +10,16 @@ import anyio
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from tether.agents import new_header
 from tether.contracts import Caller
+from tether.errors import CallerError, ErrorCode
 from tether.runtime import follow_turn
 from tether.store import SessionStore, StoredEvent
 
@@ -98,6 +101,11 @@ async def send(
             await anyio.sleep(pause)
             pause = min(pause * 2, 2.0)
             continue
+        except WorkflowUpdateFailedError as exc:
+            refused = raised(exc)
+            if refused is None:
+                raise
+            raise refused from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             # What the SDK makes of its caller's cancellation (which comes back at this
             # checkpoint) or of an RPC that timed out (the same message is sent again).
@@ -111,6 +119,26 @@ def caller_data(caller: Caller | None) -> dict[str, object] | None:
     if caller is None:
         return None
     return caller.model_dump(mode="json", exclude={"via"})
+
+
+def raised(exc: BaseException) -> CallerError | None:
+    """The ``CallerError`` a failed send carries (a caller the worker's gates refused, or one
+    it could not read), raised again on this side; ``None`` for any other failure."""
+    found: BaseException | None = exc
+    while found is not None:
+        if isinstance(found, ApplicationError) and found.type == "CallerError" and found.details:
+            data = found.details[0]
+            if isinstance(data, dict):
+                given: dict[str, object] = data  # pyright: ignore[reportUnknownVariableType]
+                code = str(given.get("code", ""))
+                return CallerError(
+                    ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.CALLER_REFUSED,
+                    str(given.get("message") or found.message),
+                    key=str(given["key"]) if given.get("key") else None,
+                    remedy=str(given["remedy"]) if given.get("remedy") else None,
+                )
+        found = found.__cause__
+    return None
 
 
 def _not_ready(exc: BaseException) -> bool:

@@ -120,12 +120,18 @@ class SessionWorkflow:
         self._seen: dict[str, None] = dict.fromkeys(start.seen)
         self._closing = False
         self._drive: workflow.ActivityHandle[DriveResult] | None = None
+        self._refusal: dict[str, Any] | None = None
+        """Why the session was not created (its starter's caller refused): the messages
+        waiting for it are answered with it."""
         self._discard = False  # a cancel came while no drive ran: the next one drops what waits
         self._interrupting = False  # the running drive is cancelled by an interrupt, not a cancel
 
     @workflow.run
     async def run(self, start: SessionStart) -> DriveResult:
         await self._open(start)
+        if self._refusal is not None:  # no session: the messages sent with the start fail
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return DriveResult(stop_reason="error")
         last = DriveResult()
         while True:
             try:
@@ -219,12 +225,16 @@ class SessionWorkflow:
     async def _open(self, start: SessionStart) -> None:
         if self._opened:
             return
-        await workflow.execute_local_activity(
+        refusal = await workflow.execute_local_activity(
             OPEN,
             start,
+            result_type=dict[str, Any] | None,  # a refusal (a start before callers: None)
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )
+        if refusal is not None:
+            self._refusal = refusal
+            return
         self._opened = True
 
     @workflow.update(name="send")
@@ -232,7 +242,14 @@ class SessionWorkflow:
         """Store ``message`` in the session's mailbox; return its id once it is stored."""
         if message.message_id in self._seen:
             return message.message_id  # sent again (a client retry): accepted once
-        await workflow.wait_condition(lambda: self._opened)
+        await workflow.wait_condition(lambda: self._opened or self._refusal is not None)
+        if self._refusal is not None:
+            raise ApplicationError(
+                str(self._refusal.get("message", "refused")),
+                self._refusal,
+                type=str(self._refusal.get("class", "CallerError")),
+                non_retryable=True,
+            )
         await workflow.execute_local_activity(
             POST,
             args=[self._start.session_id, message],

@@ -40,6 +40,12 @@ request finds its conversation (:class:`Contexts`).
   ``authenticator`` callable; the card declares the bearer scheme. A caller sees only its own
   tasks and contexts (the SDK scopes tasks by the caller's name, and a context keeps its
   owner). The card itself is public.
+* **Callers** (docs/callers.md): the authenticated caller ``NAME`` is the tether caller
+  ``a2a:NAME`` (``via`` ``a2a``) with the name and claims ``[plugin.a2a.serve] callers`` gives
+  it (:mod:`tether_a2a._callers`). A new context's session records it as its initiator, and
+  each task's message runs with its sender's caller. A caller a gate refuses is answered with
+  HTTP 403 and the refusal as the error's message; nothing is written (no session, no task,
+  no message).
 * **Trace context**: the ``traceparent``, ``tracestate`` and ``baggage`` headers of the
   request that sent a message go with it to the turn it starts (a tracing plugin continues
   the caller's trace).
@@ -114,6 +120,7 @@ from tether.models import ModelDelta, Usage
 from tether.runtime import Runtime
 from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
 
+from ._callers import Callers, caller_error, refusal_answer
 from ._dialect import Fasta2aDialect
 from ._http import (
     BACKLOG,
@@ -256,10 +263,13 @@ class Contexts(RequestContextBuilder):
         *,
         host: TaskGroup,
         idle_close: float = 600.0,
+        callers: Callers | None = None,
     ) -> None:
         if runtime.store is None:
             raise ValueError("tether a2a serve needs a runtime with a session store")
         self.runtime = runtime
+        self.callers = callers if callers is not None else Callers(ServeSettings())
+        """Who each authenticated caller is (its name to its tether caller)."""
         self.store = runtime.store
         self.agent_name = resolve_agent_name(runtime.kernel, agent_name)
         self.model_spec = model_spec
@@ -377,9 +387,10 @@ class Contexts(RequestContextBuilder):
                 model=self.model_spec,
                 session_id=session_id,
                 label=None if session_id is not None else "a2a",
+                caller=self.callers.of(owner),  # a new session's initiator
             )
         except TetherError as exc:
-            raise InternalError(message=str(exc)) from None
+            raise caller_error(exc) or InternalError(message=str(exc)) from None
         opened = _Context(agent, owner)
         try:
             await self._host.start(self._hold, opened, session_id is not None)
@@ -823,15 +834,15 @@ class TetherExecutor(AgentExecutor):
         task_id, context_id, message = context.task_id, context.context_id, context.message
         if task_id is None or context_id is None or message is None:
             raise InternalError(message="a task without a message")
+        owner = _owner(context.call_context)
         opened = self.contexts.get(context_id)
         if opened is None:
-            opened = await self.contexts.open(context_id, _owner(context.call_context))
-        if context.current_task is None:  # the SDK wants the task before its updates
-            await event_queue.enqueue_event(new_task_from_user_message(message))
+            opened = await self.contexts.open(context_id, owner)
         updater = TaskUpdater(event_queue, task_id, context_id)
         text = _message_text(message)
         running = opened.running
         if running is not None and running.task_id == task_id and running.question is not None:
+            await _enqueue_task(context, event_queue)
             running.attach(updater)  # the answer to the task's question
             await updater.start_work()
             running.reply = text
@@ -844,12 +855,16 @@ class TetherExecutor(AgentExecutor):
             headers = context.call_context.state.get("headers")
             trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
             try:
+                # The message first: a sender a gate refuses gets an error before the task
+                # exists (nothing is written); the turn's events wait in the running's stream.
+                sender = self.contexts.callers.of(owner)
+                message_id = await opened.agent.followup(text, trace=trace, caller=sender)
+                await _enqueue_task(context, event_queue)
                 await updater.start_work()
-                message_id = await opened.agent.followup(text, trace=trace)
             except BaseException as exc:  # cancelled meanwhile, or the store refused it
                 running.abandon()
                 if isinstance(exc, TetherError):
-                    raise InternalError(message=str(exc)) from None
+                    raise caller_error(exc) or InternalError(message=str(exc)) from None
                 raise
             self.contexts.start(running.pump, message_id)
         try:
@@ -868,6 +883,13 @@ class TetherExecutor(AgentExecutor):
             opened.agent.interrupt()
         # Otherwise its turn is over (its end is written, or being written): the SDK closes
         # out a task that is still not final.
+
+
+async def _enqueue_task(context: RequestContext, event_queue: EventQueue) -> None:
+    """The task of ``context``'s message, for a message that starts one (the SDK wants the
+    task before its updates)."""
+    if context.current_task is None and context.message is not None:
+        await event_queue.enqueue_event(new_task_from_user_message(context.message))
 
 
 def _says(updater: TaskUpdater, text: str) -> Message:
@@ -1270,6 +1292,7 @@ class Guard:
             return
         if rest:
             send = _rest_answer(send)
+        send = refusal_answer(send)  # a caller a gate refused: HTTP 403
         if self.open:
             await self.app(scope, receive, send)
             return
@@ -1341,6 +1364,7 @@ async def serve(
             "serve the agent from a profile without a session host",
         )
     tokens = settings.tokens()
+    known = Callers(settings)  # a name that cannot be a caller id stops the server here
     authenticate = None
     if settings.authenticator is not None:
         try:
@@ -1386,7 +1410,12 @@ async def serve(
     try:
         async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as group:
             contexts = Contexts(
-                runtime, agent_name, model_spec, host=group, idle_close=settings.idle_close
+                runtime,
+                agent_name,
+                model_spec,
+                host=group,
+                idle_close=settings.idle_close,
+                callers=known,
             )
             card = await agent_card(runtime, agent_name, public, settings)
             handler = DefaultRequestHandler(
