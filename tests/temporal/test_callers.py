@@ -10,6 +10,7 @@ from temporalio.converter import DataConverter
 
 import tether_temporal as temporal
 from tether.contracts import Caller
+from tether.errors import CallerError, ErrorCode, StoreError
 from tether.store import InboxAccepted, UserMessage
 from tether_temporal._client import caller_data
 from tether_temporal._host import TemporalHost
@@ -98,3 +99,68 @@ def test_a_message_carries_its_caller_without_the_surface_that_vouched():
     (payload,) = converter.to_payloads([sent])
     (read,) = converter.from_payloads([payload], [SessionMessage])
     assert read.caller == {"id": "os:alice", "name": "Alice", "claims": {"team": "billing"}}
+
+
+GATED = '\n[agent.main.callers]\nclaims = { team = "billing" }\n'
+
+
+async def test_the_workers_gates_refuse_a_session_and_a_follow_up_and_nothing_is_written(
+    cluster,
+):
+    cluster.script(ANSWER)
+    cluster.profile.write_text(cluster.profile.read_text() + GATED)
+    cluster.worker()
+    client = await temporal.connect(cluster.settings())
+    settings = cluster.settings()
+    refused_id = temporal.new_session_id()
+    with pytest.raises(CallerError) as new:
+        await temporal.send(client, settings, refused_id, "let me in", caller=BOB)
+    assert new.value.code is ErrorCode.CALLER_REFUSED
+    assert 'caller "acp:bob" may not start a session (agent "main")' in str(new.value)
+    store = cluster.store()
+    try:
+        with pytest.raises(StoreError) as missing:
+            await store.header(refused_id)
+        assert missing.value.code is ErrorCode.SESSION_NOT_FOUND
+        # A session alice started takes no follow-up from bob.
+        session_id = temporal.new_session_id()
+        first = await temporal.send(client, settings, session_id, "one", caller=ALICE)
+        with anyio.fail_after(TIMEOUT):
+            assert await temporal.wait_for_turn(store, session_id, first) == "completed"
+        _, before = await _log(cluster, session_id)
+        with pytest.raises(CallerError) as followup:
+            await TemporalHost(settings, client).send(session_id, "two", caller=BOB)
+        assert f"may not send to session {session_id}" in str(followup.value)
+        assert 'refused by gate "profile"' in str(followup.value)
+        assert [m.message_id for m in await store.mailbox(session_id)] == []
+    finally:
+        await store.aclose()
+    _, after = await _log(cluster, session_id)
+    assert after == before
+
+
+async def test_acp_fronting_the_cluster_sends_each_prompts_caller(cluster):
+    from tests.acp.test_server import Recorder
+
+    from .test_acp import served, text
+
+    cluster.script(ANSWER)
+    cluster.profile.write_text(
+        cluster.profile.read_text().replace('"work"]', '"work", "acp"]')
+        + "\n[plugin.acp.serve]\ntrust_meta_caller = true\n"
+    )
+    cluster.worker()
+    named = {"id": "acp:ann", "claims": {"team": "billing"}}
+    with anyio.fail_after(TIMEOUT * 2):
+        async with served(cluster) as (conn, client):
+            assert isinstance(client, Recorder)
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(cluster.folder))).session_id
+            reply = await conn.prompt(
+                session_id=sid, prompt=text("hello"), **{"tether/caller": named}
+            )
+            assert reply.stop_reason == "end_turn"
+    header, log = await _log(cluster, sid)
+    ann = Caller(id="acp:ann", via="cluster", claims={"team": "billing"})
+    assert [e.source.caller for e in log if isinstance(e, UserMessage)] == [ann]
+    assert header.caller == ann  # its first message created it

@@ -225,10 +225,10 @@ class SessionWorkflow:
     async def _open(self, start: SessionStart) -> None:
         if self._opened:
             return
-        refusal = await workflow.execute_local_activity(
+        # A refusal (JSON, as the activity returned it), or None (so did a start before callers).
+        refusal: dict[str, Any] | None = await workflow.execute_local_activity(
             OPEN,
             start,
-            result_type=dict[str, Any] | None,  # a refusal (a start before callers: None)
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )

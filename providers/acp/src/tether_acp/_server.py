@@ -1017,7 +1017,7 @@ async def serve(
     callers = ClientCallers(process_caller(), trust=serve_settings(kernel).trust_meta_caller)
     session_host = profile_session_host(kernel)
     if session_host is not None:
-        await _serve_cluster(kernel, session_host, agent_name, streams, line_limit)
+        await _serve_cluster(kernel, session_host, agent_name, streams, line_limit, callers)
         return
     store = profile_store(kernel)
     try:
@@ -1045,6 +1045,7 @@ async def _serve_cluster(
     agent_name: str | None,
     streams: tuple[ByteSink, ByteSource] | None,
     line_limit: int,
+    callers: ClientCallers | None = None,
 ) -> None:
     """``serve`` on a profile whose sessions run on a session host (a cluster): prompts go to
     the host, turns are streamed from the shared store (:mod:`tether_acp._cluster`)."""
@@ -1056,7 +1057,7 @@ async def _serve_cluster(
     try:
         sink, source = streams if streams is not None else await _stdio()
         # Nothing is hosted here (the workers hold the sessions): the runtime only follows.
-        server = ClusterAcpAgent(Runtime(kernel, store), session_host, agent_name)
+        server = ClusterAcpAgent(Runtime(kernel, store), session_host, agent_name, callers)
         guard = LineGuard(
             source, sink, notifications=_NOTIFICATIONS, limit=line_limit, on_end=server.input_ended
         )
