@@ -176,7 +176,8 @@ async def test_a_header_row_another_program_wrote_is_session_corrupt(tmp_path):
     await make_store(path)
     connection = sqlite3.connect(path)
     connection.execute(
-        "INSERT INTO sessions VALUES ('bad', 'yesterday', NULL, NULL, NULL, 'user', 0, 0, NULL)"
+        "INSERT INTO sessions VALUES "
+        "('bad', 'yesterday', NULL, NULL, NULL, 'user', 0, 0, NULL, NULL)"
     )
     connection.commit()
     connection.close()

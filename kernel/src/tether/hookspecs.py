@@ -276,6 +276,26 @@ def tether_compaction_strategies(settings: Any) -> Iterable[contracts.Compaction
     """
 
 
+@hookspec
+def tether_caller_gates(settings: Any) -> Iterable[contracts.CallerGate]:  # type: ignore[empty-body]
+    """Offer caller gates: objects that may refuse a caller a session or a message.
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.contracts.CallerGate` (a ``name`` and
+        ``admit(Admission) -> str | None``).
+
+    Called once per plugin instance visible from an agent's scope when the agent's preset is
+    built. Each gate is asked, in scope order (nearest layer first) after the profile's own
+    (``[agent.NAME] callers``), before a new session is created (``Runtime.compose``, kind
+    ``session``; also a stored session composed for a named caller) and before every message
+    a caller sends is accepted (``followup``, ``steer``, ``inject``; ``Runtime.send`` before
+    it posts). The first that returns a reason refuses: ``CALLER_REFUSED`` is raised with
+    it and nothing is written. Messages a session's own children send (notices, results) are
+    not asked about. ``admit`` runs in the event loop on every message: a lookup, no I/O.
+    Anything but an iterable of gates is ``PLUGIN_CONTRACT_VIOLATION`` (docs/callers.md).
+    """
+
+
 # --------------------------------------------------------------------------------------------
 # Skills: called once per plugin instance when the kernel's skill registry is first used.
 # --------------------------------------------------------------------------------------------

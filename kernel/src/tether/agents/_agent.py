@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ..contracts import Budget, DescriptorEvent
-from ..errors import AgentError, ErrorCode, StoreError, TetherError
+from ..contracts import Budget, Caller, DescriptorEvent
+from ..errors import ErrorCode, StoreError, TetherError
 from ..ground import leaves
 from ..models import Message, Model, ModelDelta, is_session_bound
 from ..store import (
@@ -39,13 +39,12 @@ from ..store import (
     SessionStore,
     StopReason,
 )
-from ..store._events import replace_surrogates
 from ..store.replay import fold
 from ._approvals import ApprovalPolicy
 from ._budget import ContextBudget
 from ._compaction import CompactionPolicy, CompactionStrategy
 from ._delegation import delegation_pins
-from ._inbox import USER_SOURCE, Inbox, InboxItem, acceptance, new_id
+from ._inbox import USER_SOURCE, Inbox, acceptance, new_id
 from ._instructions import DynamicInstruction
 from ._lease import TEARDOWN_TIMEOUT, SessionLease
 from ._loop import TurnLoop
@@ -79,8 +78,10 @@ class Agent:
         "_restored",
         "_stack",
         "budget",
+        "caller",
         "header",
         "inbox",
+        "initiator",
         "lease",
         "loop",
         "spec",
@@ -109,12 +110,19 @@ class Agent:
         compaction_strategy: CompactionStrategy | None = None,
         budget: Budget | None = None,
         new_session: bool = False,
+        caller: Caller | None = None,
     ) -> None:
         """An agent on the session ``header``, made of the parts :class:`AgentSpec` describes
         (each argument is the field of that name). ``new_session``: its store just created
-        ``header`` (its lease held, its log empty), so entering the agent reads nothing back."""
+        ``header`` (its lease held, its log empty), so entering the agent reads nothing back.
+        ``caller``: who sends the messages sent through it without naming one
+        (``inbox.sender``, docs/callers.md)."""
         self.header = header
         """The session's header (its model record changes when the agent takes it)."""
+        self.initiator = header.caller
+        """Who created the session (``header.caller``, docs/callers.md)."""
+        self.caller = header.caller
+        """Who is asking: the caller of the last message taken that named one (docs/callers.md)."""
         self.spec = AgentSpec(
             store=store,
             model=model,
@@ -139,7 +147,7 @@ class Agent:
         self._cwd: Path | str = cwd if cwd is not None else os.getcwd()
         self.lease = SessionLease(self)
         """The session's lease, the log the agent writes, its mail."""
-        self.inbox = Inbox(self)
+        self.inbox = Inbox(self, caller)
         """Messages accepted and not yet claimed."""
         self.loop = TurnLoop(self)
         """The turns: which runs, how the last ended, idleness."""
@@ -260,7 +268,7 @@ class Agent:
         self._budget_record = folded.budget
         self.budget.restored(folded)
         self.loop.turns = folded.turns
-        self.inbox.restored(folded.unclaimed)
+        self.inbox.restored(folded)
         self._restored = True
         open_turn = folded.open_turn if repair else None
         if open_turn is not None and self.loop.resumable(open_turn):
@@ -417,55 +425,55 @@ class Agent:
         self,
         content: str,
         *,
+        caller: Caller | None = None,
         source: MessageSource | None = None,
         trace: Mapping[str, str] | None = None,
     ) -> str:
         """Queue ``content`` as a later turn (FIFO); returns once it is durably accepted.
-
-        ``trace``: the sender's trace context (W3C keys, ``traceparent``...) when it came from
-        another process (an ACP prompt's ``_meta``); default: the caller's, from the agent's
-        tracer (:class:`Tracer`)."""
+        ``caller``: who sends it (default: ``inbox.sender``), admitted by the session's gates
+        (``CALLER_REFUSED``, docs/callers.md). ``trace``: the sender's trace context (W3C keys)
+        from another process (an ACP prompt's ``_meta``); default: the agent's tracer's."""
         self.loop.require_open()
-        item = await self.inbox.accept(content, source or USER_SOURCE, "turn", trace)
+        source = self.inbox.source(source or USER_SOURCE, caller, "followup")
+        item = await self.inbox.accept(content, source, "turn", trace)
         self.inbox.queued.append(item)
         self.loop.wake()
         return item.message_id
 
-    async def steer(self, content: str, *, source: MessageSource | None = None) -> str:
-        """A message the running turn sees at its next step; an idle agent takes it as a turn.
-
-        A steer that arrives after the turn's last step becomes the next turn instead.
+    async def steer(
+        self, content: str, *, caller: Caller | None = None, source: MessageSource | None = None
+    ) -> str:
+        """A message the running turn sees at its next step; an idle agent takes it as a turn
+        (as does a steer that arrives after the turn's last step). ``caller``: as ``followup``.
         """
         loop = self.loop
         loop.require_open()
-        source = source or _STEER_SOURCE
+        source = self.inbox.source(source or _STEER_SOURCE, caller, "steer")
         if not loop.running or not loop.in_turn:
             return await self.followup(content, source=source)
         item = await self.inbox.accept(content, source, "step")
         self.inbox.put(item, "step")
         return item.message_id
 
-    async def inject(self, content: str, *, source: MessageSource | None = None) -> str:
-        """Add context without waking the agent: the next step (or turn) sees it."""
+    async def inject(
+        self, content: str, *, caller: Caller | None = None, source: MessageSource | None = None
+    ) -> str:
+        """Add context without waking the agent: the next step (or turn) sees it. ``caller``:
+        as ``followup``."""
         self.loop.require_open()
-        source = source or _INJECT_SOURCE
-        if not self.loop.in_turn:
-            item = InboxItem(new_id("msg"), replace_surrogates(content), source)
-            await self.lease.append(item.claim())
-            self.budget.history.append(Message(role="user", content=item.content))
-        else:
-            item = await self.inbox.accept(content, source, "context")
-            self.inbox.put(item, "context")
-        return item.message_id
+        inbox = self.inbox
+        return await inbox.inject(content, inbox.source(source or _INJECT_SOURCE, caller, "inject"))
 
-    async def run(self, content: str, *, source: MessageSource | None = None) -> StopReason:
+    async def run(
+        self, content: str, *, caller: Caller | None = None, source: MessageSource | None = None
+    ) -> StopReason:
         """``followup`` then wait until idle; the stop reason of the last turn.
 
         When the agent is idle, the turn runs inline, in the caller's task (no task is started
         for it): cancelling the caller then aborts the turn, which still records its end."""
         loop, inbox = self.loop, self.inbox
         loop.require_open()
-        source = source or USER_SOURCE
+        source = inbox.source(source or USER_SOURCE, caller, "followup")
         if loop.running:
             inbox.queued.append(await inbox.accept(content, source, "turn"))
             loop.parked = False
@@ -487,11 +495,8 @@ class Agent:
         await self.loop.when_idle()
 
     async def cancel(self, *, keep_inbox: bool = False) -> None:
-        """Abort the running turn (stop reason ``aborted``).
-
-        With ``keep_inbox`` the queued messages stay parked until the next waking message;
-        without it they are discarded (``inbox/discarded``).
-        """
+        """Abort the running turn (stop reason ``aborted``). With ``keep_inbox`` the queued
+        messages stay parked until the next waking message; else they are discarded."""
         await self.loop.cancel(keep_inbox=keep_inbox)
 
     def interrupt(self) -> bool:
@@ -507,12 +512,6 @@ class Agent:
         ``COMPACTION_FAILED`` when compaction is ``off`` or no summary could be written (the
         history stays whole then)."""
         self.loop.require_open()
-        if self.spec.compaction.mode == "off":
-            raise AgentError(
-                ErrorCode.COMPACTION_FAILED,
-                f"compaction is off for agent {self.name or '(global scope)'}",
-                remedy='set compaction = "manual" (or "auto") in the agent\'s table',
-            )
         return await self.loop.compact()
 
 
@@ -526,8 +525,9 @@ def new_header(
     delegation_depth: int = 0,
     seed_length: int = 0,
     model: str | None = None,
+    caller: Caller | None = None,
 ) -> SessionHeader:
-    """A header for a new session (id ``ses_...`` unless given)."""
+    """A header for a new session (id ``ses_...`` unless given); ``caller``: its initiator."""
     return SessionHeader(
         id=session_id or new_id("ses"),
         created_at=time.time(),
@@ -538,4 +538,5 @@ def new_header(
         delegation_depth=delegation_depth,
         seed_length=seed_length,
         model=model,
+        caller=caller,
     )

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .. import agents as _package
 from ..contracts import (
     Budget,
+    Caller,
+    CallerGate,
     CompactionStrategy,
     DynamicInstruction,
     Model,
@@ -31,6 +33,7 @@ from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentEr
 from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
+from ._callers import ProfileGate
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
 from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry
@@ -90,6 +93,10 @@ class AgentPreset:
     has left)."""
     root_budget: Budget | None = None
     """What a root session of the agent holds: ``budget`` within ``[tether] budget``."""
+    caller_gates: tuple[CallerGate, ...] = ()
+    """Who may start the agent's sessions and send to them: the profile's gate
+    (``[agent.NAME] callers``), then what plugins offer (``tether_caller_gates``), nearest
+    layer first (docs/callers.md)."""
 
     @property
     def has_tool_sources(self) -> bool:
@@ -113,6 +120,7 @@ class AgentPreset:
         tool_policy: ToolFilter | None = None,
         approval: ApprovalPolicy | None = None,
         budget: Budget | None = None,
+        caller: Caller | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
@@ -123,7 +131,8 @@ class AgentPreset:
         the preset's tools and tool sources (default: the preset's tools). A delegated child
         gives its own ``scope`` (default: the preset's), the ``tool_policy`` of its delegation
         and its ``approval`` (default: the preset's, else ``ask``). ``budget``: the budget its
-        session holds (docs/budgets.md). The agent is built whole: nothing is set on it
+        session holds (docs/budgets.md). ``caller``: who sends the messages sent through it
+        without naming one (docs/callers.md). The agent is built whole: nothing is set on it
         afterwards."""
         # Read from the package, which imports ``_agent`` on first use and keeps it: a
         # function-level import would resolve the module again on every agent made.
@@ -147,6 +156,7 @@ class AgentPreset:
             compaction=self.compaction,
             compaction_strategy=self.compaction_strategy,
             budget=budget,
+            caller=caller,
         )
 
 
@@ -219,6 +229,10 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     root_budget = Budget.from_data(tether_budget).within(budget) if tether_budget else budget
     # Tracing is the process's, not an agent's: only the global layer's plugins offer tracers.
     tracers = [t for _, t in _collect(kernel.global_scope.plugins, "tether_tracers", Tracer)]
+    gates: list[CallerGate] = []
+    if table is not None and table.callers is not None:
+        gates.append(ProfileGate(table.callers, str(agent)))
+    gates += [g for _, g in _collect(visible, "tether_caller_gates", CallerGate)]
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -239,6 +253,7 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         tracer=tracer_of(tracers),
         budget=budget,
         root_budget=root_budget,
+        caller_gates=tuple(gates),
     )
 
 
@@ -312,6 +327,7 @@ def _specialists(kernel: Kernel, agent: str | None, table: Any) -> tuple[Special
                 agent=name,
                 description=child.description,
                 visibility=child.tool,
+                when=child.when,
             )
         )
     return tuple(found)

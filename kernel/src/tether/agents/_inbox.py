@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
+from ..contracts import Admission, AdmissionKind, Caller, CallerGate
 from ..models import Message
 from ..store import Event, InboxAccepted, InboxDiscarded, MessageSource, UserMessage
 from ..store._events import replace_surrogates
-from ..store.replay import PendingMessage
+from ..store.replay import SessionFold
+from ._callers import ADMITTED_KINDS, admit, with_caller
 from ._tracing import carry_trace
 
 if TYPE_CHECKING:
@@ -75,10 +77,17 @@ def acceptance(
 class Inbox:
     """The accepted messages of one agent that no turn has claimed yet."""
 
-    __slots__ = ("_owner", "injected", "queued", "steering")
+    __slots__ = ("_gates", "_last", "_owner", "injected", "queued", "sender", "steering")
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, sender: Caller | None = None) -> None:
         self._owner = weakref.ref(agent)
+        self.sender = sender
+        """Who sends a message sent through this agent without naming a caller (the caller
+        it was composed for, docs/callers.md); ``None``: such a message names nobody and runs
+        as the agent's current caller."""
+        self._gates: tuple[CallerGate, ...] | None = None
+        # The last source given a caller, and the result: a run sends as one caller.
+        self._last: tuple[MessageSource, Caller, MessageSource] | None = None
         self.queued: list[InboxItem] = []
         """Messages waiting for a turn of their own, oldest first."""
         # Each a list once it holds one (appended to: thousands of children's notices may
@@ -95,6 +104,44 @@ class Inbox:
         agent = self._owner()
         assert agent is not None, "the agent was collected"
         return agent
+
+    @property
+    def gates(self) -> tuple[CallerGate, ...]:
+        """The gates the session's messages pass (its preset's, read on first use)."""
+        gates = self._gates
+        if gates is None:
+            agent = self._agent
+            runtime = agent.runtime
+            gates = () if runtime is None else runtime.preset(agent.name).caller_gates
+            self._gates = gates
+        return gates
+
+    def source(
+        self, source: MessageSource, caller: Caller | None, kind: AdmissionKind
+    ) -> MessageSource:
+        """The source of a message sent as ``kind``: ``source`` sent by ``caller`` (default:
+        the source's own, else :attr:`sender`), once the session's gates admit that caller
+        (``CALLER_REFUSED``; a message the session's own children send is not asked about)."""
+        caller = caller or source.caller or self.sender
+        if caller is not None and source.caller is not caller:
+            last = self._last
+            if last is not None and last[0] is source and last[1] is caller:
+                source = last[2]
+            else:
+                made = with_caller(source, caller)
+                self._last, source = (source, caller, made), made
+        gates = self._gates if self._gates is not None else self.gates
+        if gates and source.kind in ADMITTED_KINDS:
+            agent = self._agent
+            asking = source.caller or agent.caller
+            admit(gates, Admission(agent.session_id, agent.name, asking, kind))
+        return source
+
+    def took(self, source: MessageSource) -> None:
+        """The agent took (claimed) a message of ``source``: its caller, when it names one,
+        is the agent's current caller from now on."""
+        if source.caller is not None:
+            self._agent.caller = source.caller
 
     @property
     def pending(self) -> int:
@@ -115,6 +162,20 @@ class Inbox:
         await self._agent.lease.append(accepted)
         return item
 
+    async def inject(self, content: str, source: MessageSource) -> str:
+        """Context the next step (or turn) sees, without waking the agent (``Agent.inject``):
+        taken at once when no turn is open, else when the running turn's next step starts."""
+        agent = self._agent
+        if agent.loop.in_turn:
+            item = await self.accept(content, source, "context")
+            self.put(item, "context")
+            return item.message_id
+        item = InboxItem(new_id("msg"), replace_surrogates(content), source)
+        await agent.lease.append(item.claim())
+        agent.budget.history.append(Message(role="user", content=item.content))
+        self.took(source)
+        return item.message_id
+
     def put(self, item: InboxItem, delivery: Delivery) -> None:
         """Add an accepted ``item`` where its ``delivery`` waits."""
         if delivery == "context":
@@ -130,11 +191,14 @@ class Inbox:
         else:
             self.queued.append(item)
 
-    def restored(self, unclaimed: Iterable[PendingMessage]) -> None:
-        """The messages a restore found accepted and unclaimed. A steer outlives the turn it
+    def restored(self, folded: SessionFold) -> None:
+        """The messages a restore found accepted and unclaimed, and the caller of the last
+        message the log shows taken (the agent's current caller). A steer outlives the turn it
         was meant for only as a turn of its own; injected context waits for the next step or
         turn, as it would have."""
-        for pending in unclaimed:
+        if folded.caller is not None:
+            self._agent.caller = folded.caller
+        for pending in folded.unclaimed:
             item = InboxItem(pending.message_id, pending.content, pending.source)
             if pending.trace:
                 item.trace = pending.trace
@@ -183,6 +247,8 @@ class Inbox:
         for item in (*self.steering, *self.injected):
             events.append(item.claim())
             history.append(Message(role="user", content=item.content))
+            if item.source.caller is not None:
+                self._agent.caller = item.source.caller
         self.steering = self.injected = ()
         return events
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskGroup
 
+from ..errors import AgentError, ErrorCode
 from ..models import Message, ModelDelta, ModelRequest
 from ..store import CompactionEvent, StopReason
 from ..store.replay import OpenTurn, event_to_message
@@ -270,7 +271,14 @@ class TurnLoop:
 
     async def compact(self) -> CompactionEvent | None:
         """Compact now (``manual``): waits until no turn runs, and keeps the agent running
-        meanwhile so that no turn starts."""
+        meanwhile so that no turn starts. ``COMPACTION_FAILED`` when compaction is ``off``."""
+        agent = self._agent
+        if agent.spec.compaction.mode == "off":
+            raise AgentError(
+                ErrorCode.COMPACTION_FAILED,
+                f"compaction is off for agent {agent.name or '(global scope)'}",
+                remedy='set compaction = "manual" (or "auto") in the agent\'s table',
+            )
         while self.running:
             await self.when_idle()
         self.running = True
@@ -293,7 +301,9 @@ class TurnLoop:
         agent = self._agent
         spec, budget = agent.spec, agent.budget
         turn = self.turns + 1
-        context = InstructionContext(agent.name, agent.session_id, turn)
+        context = InstructionContext(
+            agent.name, agent.session_id, turn, agent.caller, agent.initiator
+        )
         values = dict(budget.instruction_values)
         instructions = await changed_instructions(spec.instructions, values, context)
         pending = [event_to_message(event) for event in instructions]

@@ -194,6 +194,8 @@ class Turn:
                     # and a one-step turn costs one commit, not three (each an fsync with
                     # synchronous = FULL).
                     if resume is None:
+                        if item.source.caller is not None:  # who asks, before what it sees
+                            agent.caller = item.source.caller
                         instructions = await self._resolve_instructions(turn)
                         lease.defer(
                             TurnStarted(turn=turn, message_id=item.message_id),
@@ -345,6 +347,7 @@ class Turn:
             closing.append(TurnStarted(turn=agent.loop.turns, message_id=item.message_id))
             closing.append(item.claim())
             history.append(Message(role="user", content=item.content))
+            inbox.took(item.source)
         if final is not None:
             closing.append(final)
         if pending_calls:
@@ -370,7 +373,9 @@ class Turn:
         agent = self._agent
         if not agent.spec.instructions:
             return ()
-        context = InstructionContext(agent.name, agent.session_id, turn)
+        context = InstructionContext(
+            agent.name, agent.session_id, turn, agent.caller, agent.initiator
+        )
         values = dict(agent.budget.instruction_values)
         return await changed_instructions(agent.spec.instructions, values, context)
 

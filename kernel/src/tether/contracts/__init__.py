@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         AdmissionKind,
         Caller,
         CallerGate,
+        CallerRule,
         CallerVia,
     )
     from ._capabilities import (
@@ -201,6 +202,7 @@ __all__ = (
     "BundledFiles",
     "Caller",
     "CallerGate",
+    "CallerRule",
     "CallerVia",
     "CancelSignal",
     "Capability",
@@ -306,7 +308,8 @@ __all__ = (
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
-        ("Admission", "AdmissionKind", "Caller", "CallerGate", "CallerVia"), "_callers"
+        ("Admission", "AdmissionKind", "Caller", "CallerGate", "CallerRule", "CallerVia"),
+        "_callers",
     ),
     **dict.fromkeys(("Offer", "Requirement"), "_capabilities"),
     **dict.fromkeys(

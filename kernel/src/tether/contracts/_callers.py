@@ -16,12 +16,14 @@ for a session (``CALLER_REFUSED`` when one answers with a reason).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from fnmatch import fnmatchcase
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ("Admission", "AdmissionKind", "Caller", "CallerGate", "CallerVia")
+__all__ = ("Admission", "AdmissionKind", "Caller", "CallerGate", "CallerRule", "CallerVia")
 
 CallerVia = Literal["cli", "env", "acp", "a2a", "cluster", "subagent", "api"]
 """The surface that vouched for a caller: the command line (the OS user, ``--caller``), the
@@ -94,3 +96,103 @@ class CallerGate(Protocol):
     """Names the gate in a refusal (``refused by gate "teams"``)."""
 
     def admit(self, admission: Admission) -> str | None: ...
+
+
+#: A claim's value in a rule: one JSON scalar, or a list of them (any of which matches).
+ClaimValue = str | int | float | bool
+#: An id pattern: a caller id in which ``*`` stands for any run of characters.
+_PATTERN = re.compile(r"^[^\s\x00-\x1f\x7f]{1,200}$")
+
+
+def _claim_matches(held: object, wanted: ClaimValue | tuple[ClaimValue, ...]) -> bool:
+    """Whether a caller's claim ``held`` matches a rule's ``wanted``: equal, or (a list
+    claim, ``groups = ["a", "b"]``) containing it; a tuple ``wanted`` matches any of its
+    values."""
+    options = wanted if isinstance(wanted, tuple) else (wanted,)
+    if isinstance(held, list | tuple):
+        values = list(cast("list[object] | tuple[object, ...]", held))
+        return any(option in values for option in options)
+    return any(held == option and type(held) is type(option) for option in options)
+
+
+class CallerRule(BaseModel):
+    """Which callers something is for: a profile's gate on an agent's sessions (``[agent.NAME]
+    callers``) and the condition of a declared subagent (``[agent.NAME] when``), the same
+    syntax both times (docs/callers.md)::
+
+        callers = { allow = ["os:alice", "team:*"], claims = { team = "billing" } }
+
+    A caller matches when its id matches one of ``allow`` (``*`` stands for any run of
+    characters: ``"*"`` is every caller) **or** it carries every claim of ``claims`` (a
+    claim matches when equal, or when the caller's claim is a list holding it; a list in the
+    rule matches any of its values). No caller (``None``: the surface knew nobody) never
+    matches. A rule names at least one of the two.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allow: tuple[str, ...] = ()
+    """Caller id patterns (``os:alice``, ``a2a:*``, ``*``)."""
+    claims: dict[str, ClaimValue | tuple[ClaimValue, ...]] = Field(default_factory=dict)
+    """Claims a caller must all carry (``{ team = "billing", plan = ["pro", "enterprise"] }``)."""
+
+    @field_validator("allow")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            if not _PATTERN.match(pattern):
+                raise ValueError(
+                    f"{pattern!r} is not a caller id pattern: 1 to 200 printable characters "
+                    "without spaces, * for any run of them (os:alice, team:*)"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _names_someone(self) -> CallerRule:
+        if not self.allow and not self.claims:
+            raise ValueError(
+                'a callers rule admits nobody: give allow = ["ID", ...] or claims = { ... }'
+            )
+        return self
+
+    def admits(self, caller: Caller | None) -> bool:
+        """Whether ``caller`` matches the rule (see the class docstring)."""
+        if caller is None:
+            return False
+        if any(fnmatchcase(caller.id, pattern) for pattern in self.allow):
+            return True
+        claims = self.claims
+        if not claims:
+            return False
+        held: Mapping[str, Any] = caller.claims
+        return all(
+            name in held and _claim_matches(held[name], wanted) for name, wanted in claims.items()
+        )
+
+    def describe(self) -> str:
+        """Who the rule admits, for a refusal: ``only callers os:alice, team:* or with claim
+        team = "billing" may``."""
+        parts: list[str] = []
+        if self.allow:
+            parts.append(f"callers {', '.join(self.allow)}")
+        if self.claims:
+            claims = " and ".join(
+                f"{name} = {_shown(wanted)}" for name, wanted in self.claims.items()
+            )
+            noun = "claims" if len(self.claims) > 1 else "claim"
+            parts.append(
+                f"callers with {noun} {claims}" if not self.allow else f"with {noun} {claims}"
+            )
+        return "only " + " or ".join(parts) + " may"
+
+
+def _shown(value: ClaimValue | tuple[ClaimValue, ...]) -> str:
+    if isinstance(value, tuple):
+        return "one of [" + ", ".join(_shown(v) for v in value) + "]"
+    return (
+        f'"{value}"'
+        if isinstance(value, str)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else str(value)
+    )

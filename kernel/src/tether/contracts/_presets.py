@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ._callers import Caller, CallerRule
 from ._tools import Tool, ToolSource
 
 __all__ = ("PresetView", "SourceLayer", "Specialist", "ToolLayer")
@@ -30,6 +31,13 @@ class Specialist:
     visibility: bool | Literal["deferred"] = True
     """``True``: a listed tool; ``"deferred"``: found through ``find_subagents``; ``False``:
     hidden (no tool; code may still start it)."""
+    when: CallerRule | None = None
+    """Offered only while the parent's current caller matches (the subagent's ``[agent.NAME]
+    when``, docs/callers.md); ``None``: to every caller."""
+
+    def offered_to(self, caller: Caller | None) -> bool:
+        """Whether a parent running for ``caller`` may use this subagent."""
+        return self.when is None or self.when.admits(caller)
 
 
 class PresetView(Protocol):

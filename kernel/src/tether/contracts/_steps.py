@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ._callers import Caller
     from ._events import DescriptorEvent, MessageSource
     from ._messages import Message
 
@@ -67,6 +68,13 @@ class InstructionContext:
     agent: str | None
     session_id: str
     turn: int
+    caller: Caller | None = None
+    """Who is asking: the caller of the message that opens the turn, else of the last
+    message the agent took that named one, else the session's initiator (docs/callers.md).
+    A resolver whose value depends on it gets a new value appended when the caller changes:
+    the prompt only grows."""
+    initiator: Caller | None = None
+    """Who created the session (its header's ``caller``)."""
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,11 @@ class ToolSource:
     from then on. It raises a :class:`tether.TetherError` when it cannot list (the compose
     fails with it); anything else is reported as ``TOOL_SOURCE_FAILED``.
 
+    A ``list_tools`` that takes a ``caller`` keyword (``async def list_tools(runtime, *,
+    caller=None)``) is given who the agent is composed for (a :class:`~tether.contracts.Caller`,
+    or ``None``; docs/callers.md): the session's initiator for a new session. Whether it takes
+    one is read once per function; one without is called as before.
+
     ``eager`` sources are listed as soon as :meth:`tether.runtime.Runtime.open` opens (in its
     task group; a failure there is dropped, and the first compose that needs the source lists
     it again and raises what fails then) and by ``tether check``; the others on first use.
@@ -202,6 +207,7 @@ class ToolSource:
     name: str
     """Names the source in errors and listings (``mcp:time``)."""
     list_tools: Callable[[Runtime], Awaitable[Sequence[Tool]]] = field(repr=False)
+    """``async (runtime) -> tools``, or ``async (runtime, *, caller=None) -> tools``."""
     eager: bool = False
     description: str = ""
 

@@ -41,6 +41,7 @@ from pydantic import (
     ValidationInfo,
 )
 
+from ..contracts import CallerRule
 from ..errors import ErrorCode, ProfileError
 from ..ground import (
     ALLOW_KEY,
@@ -272,6 +273,12 @@ class AgentTable(BaseModel):
     budget: BudgetTable | None = None
     """The budget of this agent's sessions and their subtrees: as a root (within ``[tether]
     budget``), and as a declared subagent (within what its parent has left), docs/budgets.md."""
+    callers: CallerRule | None = None
+    """Who may start this agent's sessions and send to them: ``callers = { allow = ["os:alice",
+    "team:*"], claims = { team = "billing" } }`` (docs/callers.md); default: everyone."""
+    when: CallerRule | None = None
+    """As a declared subagent, offered only while its parent's current caller matches (the
+    same syntax as ``callers``, docs/callers.md); default: to every caller."""
 
 
 class _ProfileDocument(BaseModel):

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..agents import Agent
+    from ..contracts import Caller
     from ..store import StopReason
     from ._runtime import Runtime
 
@@ -73,16 +74,24 @@ class HeldSession:
     def session_id(self) -> str:
         return self.agent.session_id
 
-    async def send(self, prompt: str, *, trace: Mapping[str, str] | None = None) -> str | None:
+    async def send(
+        self,
+        prompt: str,
+        *,
+        caller: Caller | None = None,
+        trace: Mapping[str, str] | None = None,
+    ) -> str | None:
         """``prompt`` as the session's next message (a follow-up, run after what is queued);
         its message id. A prompt that is exactly ``/compact`` (:data:`COMPACT_GESTURE`) is
         not sent: once the turns of the messages before it have run, the session is
-        compacted (:meth:`Agent.compact`), and ``None`` is returned. ``trace``: the sender's
-        trace context (W3C keys), stored with the message."""
+        compacted (:meth:`Agent.compact`), and ``None`` is returned. ``caller``: who sends it
+        (default: the caller the agent was composed for; admitted by the session's gates,
+        ``CALLER_REFUSED``: docs/callers.md). ``trace``: the sender's trace context (W3C
+        keys), stored with the message."""
         if prompt.strip() == COMPACT_GESTURE:
             await self.agent.compact()
             return None
-        return await self.agent.followup(prompt, trace=trace)
+        return await self.agent.followup(prompt, caller=caller, trace=trace)
 
     async def run(self, prompts: Sequence[str]) -> StopReason:
         """Send ``prompts`` in order (:meth:`send`), then :meth:`settle`; the stop reason of

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .. import agents
+from ..agents._callers import admit
 from ..agents._compose import (
     AgentPreset,
     build_preset,
@@ -32,6 +33,7 @@ from ..agents._compose import (
     resolve_preset_model,
 )
 from ..agents._tools import ToolRegistry, ToolSource
+from ..contracts import Admission
 from ..errors import (
     ErrorCode,
     ModelError,
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from ..agents._agent import Agent
     from ..agents._approvals import PermissionHost
     from ..agents._limits import AgentLimits
-    from ..contracts import Budget, Price
+    from ..contracts import Budget, Caller, Price
     from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
@@ -260,10 +262,16 @@ class Runtime:
             self._presets[agent] = cached
         return cached
 
-    async def tools(self, preset: AgentPreset, extra: Sequence[ToolSource] = ()) -> ToolRegistry:
-        """The tool list an agent of ``preset`` gets when composed now
+    async def tools(
+        self,
+        preset: AgentPreset,
+        extra: Sequence[ToolSource] = (),
+        *,
+        caller: Caller | None = None,
+    ) -> ToolRegistry:
+        """The tool list an agent of ``preset`` gets when composed now for ``caller``
         (:meth:`ToolCatalog.compose <tether.runtime.ToolCatalog.compose>`)."""
-        return await self.tool_catalog.compose(preset, extra)
+        return await self.tool_catalog.compose(preset, extra, caller=caller)
 
     # ------------------------------------------------------------------ agents
 
@@ -280,12 +288,14 @@ class Runtime:
         new_session: bool = False,
         tools: ToolRegistry | None = None,
         budget: Budget | None = None,
+        caller: Caller | None = None,
     ) -> Agent:
         """An agent of ``preset`` on the session ``header``, living in this runtime
         (``new_session``: the store just created ``header``; see ``AgentPreset.agent``;
         ``tools``: what :meth:`tools` composed, default the preset's own). ``budget``: what
         the session holds (docs/budgets.md); default for a root session, the profile's
-        (``preset.root_budget``)."""
+        (``preset.root_budget``). ``caller``: who sends the messages sent through the agent
+        without naming one (docs/callers.md)."""
         if budget is None and header.parent_session is None:
             budget = preset.root_budget
         return preset.agent(
@@ -299,6 +309,7 @@ class Runtime:
             new_session=new_session,
             tools=tools,
             budget=budget,
+            caller=caller,
         )
 
     async def compose(
@@ -314,6 +325,7 @@ class Runtime:
         tool_sources: Sequence[ToolSource] = (),
         cwd: Path | None = None,
         budget: Budget | None = None,
+        caller: Caller | None = None,
     ) -> Agent:
         """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
         ``store`` (default: the runtime's). Use the result as ``async with agent:``.
@@ -333,6 +345,12 @@ class Runtime:
         for a root session, the profile's (``[agent.NAME] budget`` within ``[tether]
         budget``). A budget its log holds already is kept (its clock goes on); a different
         one starts from now.
+
+        ``caller``: who is asking (docs/callers.md). A new session records it as its
+        initiator (``header.caller``); on a stored session it becomes the sender of the
+        messages sent through this agent without naming one. The agent's caller gates admit
+        it first (kind ``session``; on a stored session only when a caller is given):
+        ``CALLER_REFUSED``, and no session is created.
         """
         store = store or self.store
         if store is None:
@@ -383,10 +401,15 @@ class Runtime:
             if header is None:
                 spec = preset.model_spec
         # Before the session exists: a failure leaves none.
-        tools = await self.tools(preset, tool_sources)
+        tools = await self.tools(preset, tool_sources, caller=caller)
         created = header is None
         if header is None:
-            header = await store.create(agents.new_header(agent=name, label=label, model=spec))
+            fresh = agents.new_header(agent=name, label=label, model=spec, caller=caller)
+            if preset.caller_gates:
+                admit(preset.caller_gates, Admission(fresh.id, name, caller, "session"))
+            header = await store.create(fresh)
+        elif caller is not None and preset.caller_gates:
+            admit(preset.caller_gates, Admission(header.id, name, caller, "session"))
         if not record_model and session_id is not None:
             spec = None
         return self.agent(
@@ -400,6 +423,7 @@ class Runtime:
             new_session=created,
             tools=tools,
             budget=budget,
+            caller=caller,
         )
 
     # ------------------------------------------------------------------ sessions
@@ -495,15 +519,24 @@ class Runtime:
         wait: bool = False,
         hear: Callable[[Event], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
+        caller: Caller | None = None,
     ) -> SentMessage:
         """A person's message to the stored session ``session_id``, queued through its
         mailbox (``tether sessions send``): :meth:`SentMessage.deliver` posts it and sees it
-        through, holding the root here when nobody drives it. See
-        ``tether/runtime/_send.py``."""
+        through, holding the root here when nobody drives it. ``caller``: who sends it (kept
+        with the message; the session's gates admit it before it is posted,
+        ``CALLER_REFUSED``: docs/callers.md). See ``tether/runtime/_send.py``."""
         from ._send import SentMessage
 
         return SentMessage(
-            self, session_id, content, model=model, wait=wait, hear=hear, hear_delta=hear_delta
+            self,
+            session_id,
+            content,
+            model=model,
+            wait=wait,
+            hear=hear,
+            hear_delta=hear_delta,
+            caller=caller,
         )
 
     async def run_session(

@@ -19,12 +19,16 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..agents._callers import admit
+from ..agents._compose import resolve_agent_name
+from ..contracts import Admission
 from ..errors import ErrorCode, StoreError, SubagentError, TetherError
 
 if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..agents import Agent
+    from ..contracts import Caller
     from ..models import ModelDelta
     from ..store import Event, InboxAccepted, LeaseOwner, SessionHeader, SessionStore
     from ._runtime import Runtime
@@ -109,6 +113,7 @@ class SentMessage:
         wait: bool = False,
         hear: Callable[[Event], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
+        caller: Caller | None = None,
     ) -> None:
         if runtime.store is None:
             raise StoreError(
@@ -120,6 +125,9 @@ class SentMessage:
         self.store: SessionStore = runtime.store
         self.session_id = session_id
         self.content = content
+        self.caller = caller
+        """Who sends it (docs/callers.md): kept with the message, which runs as this caller;
+        the session's gates admit it before anything is posted (``CALLER_REFUSED``)."""
         self.model = model
         """A model spec for the turns run here when this sender drives the tree (the root's
         model replaced for them, not recorded)."""
@@ -141,10 +149,16 @@ class SentMessage:
 
     async def check(self) -> SessionHeader:
         """Read the session; a child must be one a person may send to
-        (:func:`check_sendable`). Nothing is posted."""
+        (:func:`check_sendable`), and the sender a caller its agent's gates admit
+        (``CALLER_REFUSED``). Nothing is posted."""
         header = await self.store.header(self.session_id)
         if header.parent_session is not None:
             await check_sendable(self.store, header)
+        gates = self.runtime.preset(
+            resolve_agent_name(self.runtime.kernel, header.agent)
+        ).caller_gates
+        if gates:
+            admit(gates, Admission(header.id, header.agent, self.caller, "followup"))
         self._header = header
         return header
 
@@ -168,7 +182,7 @@ class SentMessage:
         if header.parent_session is None and await live_owner(store, header.id) is None:
             raise _root_nobody_drives(header.id)
         last = (await store.events(header.id))[-1:]
-        posted = _message(self.content)
+        posted = _message(self.content, self.caller)
         turn = _Turn(header.id, posted.message_id, last[0].seq if last else 0, self._show)
         await store.post(header.id, posted)  # accepted: from here on nothing loses it
         reason: str | None = None
@@ -368,10 +382,12 @@ def _root_nobody_drives(session_id: str) -> Exception:
     )
 
 
-def _message(content: str) -> InboxAccepted:
+def _message(content: str, caller: Caller | None) -> InboxAccepted:
     from ..store import InboxAccepted, MessageSource
     from ..subagents._child import new_message_id
 
     return InboxAccepted(
-        message_id=new_message_id(), content=content, source=MessageSource(kind="user")
+        message_id=new_message_id(),
+        content=content,
+        source=MessageSource(kind="user", caller=caller),
     )

@@ -8,9 +8,10 @@ tool name offered or listed in this runtime (what a tool filter may name).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -20,12 +21,32 @@ from ..errors import AgentError, ErrorCode, PluginError, TetherError
 
 if TYPE_CHECKING:
     from ..agents._compose import AgentPreset
+    from ..contracts import Caller
     from ._runtime import Runtime
 
 __all__ = ("ToolCatalog",)
 
 #: What each tool source listed, in order.
 _Listed = tuple[Sequence[Tool], ...]
+#: Per ``list_tools`` function, whether it takes the caller (``caller=`` keyword).
+_TAKES_CALLER: dict[Callable[..., Any], bool] = {}
+
+
+def takes_caller(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` accepts a ``caller`` keyword (or any keyword): read once per
+    function, so a source written before callers existed is called as it always was."""
+    known = _TAKES_CALLER.get(function)
+    if known is None:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):
+            parameters = ()
+        known = any(
+            p.kind is p.VAR_KEYWORD or (p.name == "caller" and p.kind is not p.POSITIONAL_ONLY)
+            for p in parameters
+        )
+        _TAKES_CALLER[function] = known
+    return known
 
 
 class ToolCatalog:
@@ -60,10 +81,18 @@ class ToolCatalog:
             if source.eager
         ]
 
-    async def compose(self, preset: AgentPreset, extra: Sequence[ToolSource] = ()) -> ToolRegistry:
+    async def compose(
+        self,
+        preset: AgentPreset,
+        extra: Sequence[ToolSource] = (),
+        *,
+        caller: Caller | None = None,
+    ) -> ToolRegistry:
         """The tool list an agent of ``preset`` gets when composed now: the preset's tools,
         with what each of its tool sources lists now merged into its layer (see
         :class:`tether.agents.ToolSource`). Without tool sources, the preset's own list.
+        ``caller``: who the agent is composed for, given to the sources whose ``list_tools``
+        takes a ``caller`` keyword (docs/callers.md); the list then stays fixed for the session.
         ``extra`` sources (a session's own, as ``tether acp`` passes its client's MCP
         servers) form a layer of their own, nearest of all.
 
@@ -79,7 +108,7 @@ class ToolCatalog:
             layered.insert(0, tuple(own))
             static.insert(0, ())
         sources = [pair for layer in layered for pair in layer]
-        listed = await self._list_all(sources)
+        listed = await self._list_all(sources, caller)
         cached = None if extra else self._composed.get(preset.name)
         if cached is not None and all(a is b for a, b in zip(cached[0], listed, strict=True)):
             return cached[1]
@@ -96,12 +125,19 @@ class ToolCatalog:
         self._listed = self._listed | {tool.name for tools in listed for tool in tools}
         return registry
 
-    async def list_source(self, owner: str, source: ToolSource) -> Sequence[Tool]:
-        """What ``source`` (offered by the plugin ``owner``) lists now, checked: a failure is
-        its own :class:`tether.TetherError` or ``TOOL_SOURCE_FAILED``; a result that is not a
+    async def list_source(
+        self, owner: str, source: ToolSource, caller: Caller | None = None
+    ) -> Sequence[Tool]:
+        """What ``source`` (offered by the plugin ``owner``) lists now for ``caller`` (given
+        when its ``list_tools`` takes a ``caller`` keyword), checked: a failure is its own
+        :class:`tether.TetherError` or ``TOOL_SOURCE_FAILED``; a result that is not a
         sequence of tools is ``PLUGIN_CONTRACT_VIOLATION``."""
         try:
-            listed = await source.list_tools(self._runtime)
+            function: Callable[..., Awaitable[Sequence[Tool]]] = source.list_tools
+            if takes_caller(function):
+                listed = await function(self._runtime, caller=caller)
+            else:
+                listed = await function(self._runtime)
         except TetherError:
             raise
         except Exception as exc:
@@ -126,15 +162,17 @@ class ToolCatalog:
         with suppress(Exception):  # the compose that needs the tools reports it
             await self.list_source(*pair)
 
-    async def _list_all(self, sources: Sequence[tuple[str, ToolSource]]) -> _Listed:
+    async def _list_all(
+        self, sources: Sequence[tuple[str, ToolSource]], caller: Caller | None
+    ) -> _Listed:
         """What each source lists, concurrently; the first failure in order is raised."""
         if len(sources) == 1:
-            return (await self.list_source(*sources[0]),)
+            return (await self.list_source(*sources[0], caller),)
         results: list[Sequence[Tool] | BaseException] = [()] * len(sources)
 
         async def one(index: int) -> None:
             try:
-                results[index] = await self.list_source(*sources[index])
+                results[index] = await self.list_source(*sources[index], caller)
             except Exception as exc:
                 results[index] = exc
 

@@ -15,6 +15,7 @@ processes reach a session's driver through its mailbox (``mailbox`` table).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -56,7 +57,8 @@ T = TypeVar("T")
 CLOSE_TIMEOUT = 5.0
 
 _HEADER_COLUMNS = (
-    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model"
+    "id, created_at, label, agent, parent_session, origin, delegation_depth, seed_length, model, "
+    "caller"
 )
 #: Appends of up to this many events are one statement; longer ones (a fork's seed) one
 #: transaction (a statement has at most 999 parameters on older SQLite builds).
@@ -135,10 +137,9 @@ class SQLiteStore:
     def _create(self, header: SessionHeader, datas: list[tuple[str, str]]) -> None:
         try:
             with self._transaction():  # the header, its lease and its first events, or nothing
-                self._db.execute(
-                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _header_row(header),
-                )
+                row = _header_row(header)
+                marks = ", ".join("?" * len(row))
+                self._db.execute(f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES ({marks})", row)
                 self.leases.insert(header.id)
                 if datas:
                     self._db.executemany(
@@ -650,17 +651,22 @@ def _header_row(header: SessionHeader) -> tuple[object, ...]:
         header.delegation_depth,
         header.seed_length,
         text(header.model),
+        None if header.caller is None else header.caller.model_dump_json(),
     )
 
 
 def _header(row: tuple[object, ...], path: Path) -> SessionHeader:
     keys = [key.strip() for key in _HEADER_COLUMNS.split(",")]
     try:
-        return SessionHeader.model_validate(dict(zip(keys, row, strict=True)))
-    except ValidationError as exc:
+        fields = dict(zip(keys, row, strict=True))
+        if isinstance(fields["caller"], str):
+            fields["caller"] = json.loads(fields["caller"])
+        return SessionHeader.model_validate(fields)
+    except ValueError as exc:  # a ValidationError, or a caller that is not JSON
+        reason = validation_reason(exc) if isinstance(exc, ValidationError) else str(exc)
         raise StoreError(
             ErrorCode.SESSION_CORRUPT,
-            f"the header of session {str(row[0])[:80]!r} cannot be read: {validation_reason(exc)}",
+            f"the header of session {str(row[0])[:80]!r} cannot be read: {reason}",
             file=path,
             remedy="the sessions table was written by another program or a newer tether; "
             "restore the file from a backup or delete that row (nothing was changed)",

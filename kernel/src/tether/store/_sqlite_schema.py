@@ -91,6 +91,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (holder, token)
     ) WITHOUT ROWID;
     """,
+    # 6: who created the session (its initiator, a Caller as JSON; NULL: nobody known, or
+    # written before tether recorded callers), docs/callers.md.
+    """
+    ALTER TABLE sessions ADD COLUMN caller TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

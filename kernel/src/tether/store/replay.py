@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..contracts import Caller
 from ..models import Message, ToolCall, Usage
 from ._events import (
     AssistantMessage,
@@ -133,6 +134,9 @@ class SessionFold:
     window): what it was told about its task, which a compaction restates."""
     budget: DescriptorEvent | None = None
     """The last ``budget`` record of the log (the budget the session holds, docs/budgets.md)."""
+    caller: Caller | None = None
+    """The caller of the last message the log shows taken that named one (the agent's
+    current caller, docs/callers.md)."""
     counted: tuple[int, int] | None = None
     """``(n, tokens)``: the provider counted ``tokens`` for the first ``n`` messages of
     ``history`` (the input and output of the last answer that reported usage), if no
@@ -176,7 +180,13 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
             case UserMessage(message_id=mid) if mid == opened_by and open_claim is None:
                 claimed.add(mid)
                 open_claim = event
-            case UserMessage(message_id=mid) | InboxDiscarded(message_id=mid):
+                if event.source.caller is not None:
+                    result.caller = event.source.caller
+            case UserMessage(message_id=mid, source=source):
+                claimed.add(mid)
+                if source.caller is not None:
+                    result.caller = source.caller
+            case InboxDiscarded(message_id=mid):
                 claimed.add(mid)
             case TurnStarted(turn=turn, message_id=mid):
                 result.turns = turn
