@@ -30,6 +30,7 @@ TOKENS = {
     "BILLING_TOKEN": "t-billing",
     "SUPPORT_TOKEN": "t-support",
     "GUEST_TOKEN": "t-guest",
+    "AUDITOR_TOKEN": "t-auditor",
 }
 BILLING = Caller(id="a2a:billing", name="Billing team", via="a2a", claims={"team": "billing"})
 SUPPORT = Caller(id="a2a:support", via="a2a", claims={"team": "support"})
@@ -38,8 +39,9 @@ RPC = {"content-type": "application/json", "a2a-version": "1.0"}
 
 
 def profile(folder: Path, billing: str = '{ team = "billing" }') -> Path:
-    """Three callers on one agent: ``billing`` (claims ``billing``), ``support`` and ``guest``
-    (a free plan, which the agent's gate refuses); two declared subagents, one per team."""
+    """Four callers on one agent: ``billing`` (claims ``billing``), ``support``, ``guest`` (a
+    free plan, which the agent's gate refuses) and ``auditor`` (billing, read-only: the
+    ``readonly`` gate lets it start sessions, not send); a declared subagent per team."""
     plugins = json.dumps(str(PEERS / "plugins"))
     text = f"""
 [tether]
@@ -49,12 +51,13 @@ plugin_dirs = [{plugins}]
 allow_outside = [{plugins}]
 
 [plugin.a2a.serve]
-tokens_env = {{ billing = "BILLING_TOKEN", support = "SUPPORT_TOKEN", guest = "GUEST_TOKEN" }}
+tokens_env = {{ billing = "BILLING_TOKEN", support = "SUPPORT_TOKEN", guest = "GUEST_TOKEN", auditor = "AUDITOR_TOKEN" }}
 
 [plugin.a2a.serve.callers]
 billing = {{ name = "Billing team", claims = {billing} }}
 support = {{ claims = {{ team = "support" }} }}
 guest = {{ claims = {{ plan = "free" }} }}
+auditor = {{ claims = {{ team = "billing", readonly = true }} }}
 
 [agent.main]
 description = "Says what it sees."
@@ -161,6 +164,21 @@ async def test_a_caller_the_gate_refuses_gets_403_and_no_session_is_written(tmp_
         if not method:  # HTTP+JSON: the AIP-193 body says its status too
             assert refused.json()["error"]["code"] == 403
             assert refused.json()["error"]["status"] == "PERMISSION_DENIED"
+    finally:
+        assert server.stop() == 0
+    assert await sessions_of(tmp_path / "served.db") == []
+
+
+async def test_a_caller_admitted_to_start_a_session_but_not_to_send_leaves_nothing(tmp_path):
+    server = Server(profile(tmp_path), free_port(), TOKENS)
+    try:
+        headers = {**RPC, "authorization": "Bearer t-auditor"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": said("hello")}
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            refused = await http.post(server.url, headers=headers, json=body)
+        message = assert_refused(refused, "a2a:auditor")
+        assert "may not send to a new session" in message
+        assert 'refused by gate "readonly"' in message
     finally:
         assert server.stop() == 0
     assert await sessions_of(tmp_path / "served.db") == []

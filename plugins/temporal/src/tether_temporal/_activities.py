@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,8 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tether.agents import new_header, resolve_agent_name
-from tether.agents._callers import admit
-from tether.contracts import Admission, Caller
+from tether.contracts import Admission, Caller, CallerGate
 from tether.errors import CallerError, ErrorCode, StoreError, TetherError
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
@@ -237,6 +236,32 @@ class SessionActivities:
         while True:
             await asyncio.sleep(self.heartbeat_every)
             activity.heartbeat()
+
+
+def admit(gates: Sequence[CallerGate], admission: Admission) -> None:
+    """Ask ``gates`` about ``admission`` as a local session asks them: the first that gives
+    a reason refuses (``CALLER_REFUSED``, in the kernel's words); a gate that fails refuses."""
+    for gate in gates:
+        try:
+            reason = gate.admit(admission)
+        except Exception as exc:
+            reason = f"the gate failed: {type(exc).__name__}: {exc}"
+        if reason is None:
+            continue
+        caller = admission.caller
+        who = f'caller "{caller.id}"' if caller is not None else "no caller"
+        what = (
+            "may not start a session"
+            if admission.kind == "session"
+            else f"may not send to session {admission.session_id}"
+        )
+        agent = f' (agent "{admission.agent}")' if admission.agent else ""
+        raise CallerError(
+            ErrorCode.CALLER_REFUSED,
+            f'{who} {what}{agent}: {reason} (refused by gate "{gate.name}")',
+            remedy="send as a caller the gate admits, or change the gate ([agent.NAME] callers, "
+            "or the plugin that offers it)",
+        )
 
 
 def refusal_of(exc: TetherError) -> dict[str, Any]:

@@ -15,19 +15,26 @@ A server without authentication knows nobody: its messages carry no caller.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 from urllib.parse import quote
 
 from a2a.utils.errors import A2AError, InvalidRequestError
 from pydantic import ValidationError
 
-from tether.contracts import Caller
+from tether.contracts import Admission, Caller, CallerGate
 from tether.errors import CallerError, ErrorCode, TetherError
 
 from ._settings import ServeSettings
 
-__all__ = ("REFUSED_STATUS", "Callers", "caller_error", "caller_id", "refusal_answer")
+__all__ = (
+    "REFUSED_STATUS",
+    "Callers",
+    "admit_new",
+    "caller_error",
+    "caller_id",
+    "refusal_answer",
+)
 
 #: The HTTP status of a request whose caller a gate refused (RFC 9110: authenticated, not
 #: allowed).
@@ -77,6 +84,30 @@ def _invalid(name: str, exc: ValidationError) -> CallerError:
         remedy="name callers with at most 190 characters (a token's caller, or what the "
         "authenticator returns)",
     )
+
+
+def admit_new(gates: Sequence[CallerGate], agent: str | None, caller: Caller | None) -> None:
+    """Ask ``gates`` whether ``caller`` may start a session and send its first message, as
+    the kernel asks them (``CALLER_REFUSED``, in its words), before the session is created:
+    a caller admitted to start a session but not to send (a read-only one) leaves nothing
+    behind either."""
+    for kind in ("session", "followup"):
+        admission = Admission("", agent, caller, kind)
+        for gate in gates:
+            try:
+                reason = gate.admit(admission)
+            except Exception as exc:  # a gate that cannot decide lets nobody in, as the kernel's
+                reason = f"the gate failed: {type(exc).__name__}: {exc}"
+            if reason is not None:
+                who = f'caller "{caller.id}"' if caller is not None else "no caller"
+                what = "start a session" if kind == "session" else "send to a new session"
+                named = f' (agent "{agent}")' if agent else ""
+                raise CallerError(
+                    ErrorCode.CALLER_REFUSED,
+                    f'{who} may not {what}{named}: {reason} (refused by gate "{gate.name}")',
+                    remedy="send as a caller the gate admits, or change the gate ([agent.NAME] "
+                    "callers, or the plugin that offers it)",
+                )
 
 
 def caller_error(exc: TetherError) -> A2AError | None:

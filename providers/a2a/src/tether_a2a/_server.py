@@ -118,9 +118,15 @@ from tether.agents import (
 from tether.errors import ErrorCode, PluginError, TetherError
 from tether.models import ModelDelta, Usage
 from tether.runtime import Runtime
-from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
+from tether.store import (
+    AssistantMessage,
+    DescriptorEvent,
+    MessageSource,
+    TurnEnded,
+    TurnStarted,
+)
 
-from ._callers import Callers, caller_error, refusal_answer
+from ._callers import Callers, admit_new, caller_error, refusal_answer
 from ._dialect import Fasta2aDialect
 from ._http import (
     BACKLOG,
@@ -248,6 +254,10 @@ def _owner(call: ServerCallContext) -> str:
     return call.user.user_name
 
 
+#: The source of a task's message (a person's follow-up).
+_SENT = MessageSource(kind="user")
+
+
 class Contexts(RequestContextBuilder):
     """Finds (or starts) the tether session of each message, and holds the sessions open.
 
@@ -327,18 +337,42 @@ class Contexts(RequestContextBuilder):
             _check_message(params.message)
             if task_id and not context_id:
                 context_id = session_of(task_id)  # the handler checked the task is there
-            opened = await self.open(context_id or None, _owner(context))
+            owner = _owner(context)
+            if not context_id:  # the caller's first message, before its session is created
+                self._admit_new(owner)
+            opened = await self.open(context_id or None, owner)
             context_id = opened.id
             running = opened.running
+            answers = running is not None and running.question is not None
             if running is not None and running.question is not None and task_id != running.task_id:
                 raise InvalidParamsError(
                     message=f"task {running.task_id} of this context waits for input: answer it "
                     "(a message with its taskId) or cancel it first"
                 )
+            if not answers:  # a message the agent takes: its sender asked before the task exists
+                self._admit(opened, owner)
             task_id = task_id or f"{context_id}.{uuid.uuid4().hex}"
         return RequestContext(
             call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
         )
+
+    def _admit(self, opened: _Context, owner: str) -> None:
+        """Whether the session's gates admit ``owner``'s message (as ``followup`` will ask
+        them), before the a2a-sdk makes its task: a refused message leaves nothing (not even a
+        failed task) behind."""
+        try:
+            opened.agent.inbox.source(_SENT, self.callers.of(owner), "followup")
+        except TetherError as exc:
+            raise caller_error(exc) or InternalError(message=str(exc)) from None
+
+    def _admit_new(self, owner: str) -> None:
+        """Whether the agent's gates admit ``owner``'s first message, before its session is
+        created (:func:`admit_new`)."""
+        try:
+            gates = self.runtime.preset(self.agent_name).caller_gates
+            admit_new(gates, self.agent_name, self.callers.of(owner))
+        except TetherError as exc:
+            raise caller_error(exc) or InternalError(message=str(exc)) from None
 
     async def open(self, context_id: str | None, owner: str) -> _Context:
         """The open context ``context_id`` (``None``: a new one) for ``owner``."""
@@ -838,11 +872,12 @@ class TetherExecutor(AgentExecutor):
         opened = self.contexts.get(context_id)
         if opened is None:
             opened = await self.contexts.open(context_id, owner)
+        if context.current_task is None:  # the SDK wants the task before its updates
+            await event_queue.enqueue_event(new_task_from_user_message(message))
         updater = TaskUpdater(event_queue, task_id, context_id)
         text = _message_text(message)
         running = opened.running
         if running is not None and running.task_id == task_id and running.question is not None:
-            await _enqueue_task(context, event_queue)
             running.attach(updater)  # the answer to the task's question
             await updater.start_work()
             running.reply = text
@@ -855,12 +890,9 @@ class TetherExecutor(AgentExecutor):
             headers = context.call_context.state.get("headers")
             trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
             try:
-                # The message first: a sender a gate refuses gets an error before the task
-                # exists (nothing is written); the turn's events wait in the running's stream.
-                sender = self.contexts.callers.of(owner)
-                message_id = await opened.agent.followup(text, trace=trace, caller=sender)
-                await _enqueue_task(context, event_queue)
                 await updater.start_work()
+                sender = self.contexts.callers.of(owner)  # admitted already (Contexts.build)
+                message_id = await opened.agent.followup(text, trace=trace, caller=sender)
             except BaseException as exc:  # cancelled meanwhile, or the store refused it
                 running.abandon()
                 if isinstance(exc, TetherError):
@@ -883,13 +915,6 @@ class TetherExecutor(AgentExecutor):
             opened.agent.interrupt()
         # Otherwise its turn is over (its end is written, or being written): the SDK closes
         # out a task that is still not final.
-
-
-async def _enqueue_task(context: RequestContext, event_queue: EventQueue) -> None:
-    """The task of ``context``'s message, for a message that starts one (the SDK wants the
-    task before its updates)."""
-    if context.current_task is None and context.message is not None:
-        await event_queue.enqueue_event(new_task_from_user_message(context.message))
 
 
 def _says(updater: TaskUpdater, text: str) -> Message:
