@@ -50,8 +50,11 @@ store = "sqlite:served.db"
 plugin_dirs = [{plugins}]
 allow_outside = [{plugins}]
 
-[plugin.a2a.serve]
-tokens_env = {{ billing = "BILLING_TOKEN", support = "SUPPORT_TOKEN", guest = "GUEST_TOKEN", auditor = "AUDITOR_TOKEN" }}
+[plugin.a2a.serve.tokens_env]
+billing = "BILLING_TOKEN"
+support = "SUPPORT_TOKEN"
+guest = "GUEST_TOKEN"
+auditor = "AUDITOR_TOKEN"
 
 [plugin.a2a.serve.callers]
 billing = {{ name = "Billing team", claims = {billing} }}
