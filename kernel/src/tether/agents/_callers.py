@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..contracts import Admission, AdmissionKind, Caller, CallerGate, CallerRule
+from ..contracts import Admission, Caller, CallerGate, CallerRule
 from ..errors import CallerError, ErrorCode
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ("ADMITTED_KINDS", "ProfileGate", "admit", "with_caller")
 
-#: The message sources a caller sends (a person, a client, a parent's task message): asked
-#: about by the gates. Notices and results a session's own children send are not.
+#: The message sources a caller sends from outside (a person, a client): asked about by the
+#: gates when no session sent them. What another session sends (a parent's task message, a
+#: child's notice or result: ``source.sender``, or kind ``notice``/``subagent``) is not.
 ADMITTED_KINDS = frozenset({"user", "followup", "steer", "inject"})
 
 
@@ -77,9 +78,3 @@ def with_caller(source: MessageSource, caller: Caller | None) -> MessageSource:
     if caller is None or source.caller is caller:
         return source
     return source.model_copy(update={"caller": caller})
-
-
-def kind_of(source: MessageSource, default: AdmissionKind) -> AdmissionKind:
-    """What a gate is asked to admit for a message of ``source``."""
-    kind = source.kind
-    return kind if kind in ("steer", "inject") else default  # type: ignore[return-value]

@@ -121,7 +121,9 @@ class Inbox:
     ) -> MessageSource:
         """The source of a message sent as ``kind``: ``source`` sent by ``caller`` (default:
         the source's own, else :attr:`sender`), once the session's gates admit that caller
-        (``CALLER_REFUSED``; a message the session's own children send is not asked about)."""
+        (``CALLER_REFUSED``). A message another session sent (a parent's task message, a
+        child's notice: ``source.sender``) is not asked about: it carries its sender's
+        authority."""
         caller = caller or source.caller or self.sender
         if caller is not None and source.caller is not caller:
             last = self._last
@@ -131,7 +133,7 @@ class Inbox:
                 made = with_caller(source, caller)
                 self._last, source = (source, caller, made), made
         gates = self._gates if self._gates is not None else self.gates
-        if gates and source.kind in ADMITTED_KINDS:
+        if gates and source.sender is None and source.kind in ADMITTED_KINDS:
             agent = self._agent
             asking = source.caller or agent.caller
             admit(gates, Admission(agent.session_id, agent.name, asking, kind))

@@ -261,6 +261,12 @@ class SkillProvider(Protocol):
     ``get`` returns the definition for one of its own candidates, or ``None`` when it vanished;
     it should re-read the source every time (bodies are never cached by the registry).
 
+    Who is asking (docs/callers.md): a provider whose ``list`` (or ``get``) also takes a
+    ``caller`` keyword (``async def list(self, *, cwd, caller=None)``) is given the agent's
+    current :class:`~tether.contracts.Caller` (``None``: nobody known), so one profile can
+    give different callers different skills; the registry then caches catalogs per caller.
+    Whether it takes one is read once per class: a provider without it is called as before.
+
     Optional: :class:`SkillProviderChanges` (whether the source changed),
     :class:`SkillProviderDiagnostics` (advice for ``tether check``), :class:`SkillProviderFiles`
     (a skill's bundled files).

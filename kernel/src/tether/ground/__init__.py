@@ -7,7 +7,8 @@
 * the folder boundary (:class:`Boundary`): a path a file names stays inside that file's folder
   unless the profile the user runs allows it (docs/trust.md);
 * exception groups walked to their leaves (:func:`leaves`);
-* whether an object implements a runtime-checkable protocol, once per class (:func:`implements`);
+* whether an object implements a runtime-checkable protocol, once per class (:func:`implements`),
+  and whether a function takes a keyword, once per function (:func:`takes_keyword`);
 * lazy exports (:func:`lazy_exports`), which every package ``__init__`` of tether uses.
 
 Beside it on the ground floor sit the public top-level modules :mod:`tether.errors` and
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
         is_name_part,
         is_tool_name,
     )
-    from ._protocols import implements
+    from ._protocols import implements, takes_keyword
     from ._text import (
         MAX_NESTING,
         MAX_TEXT_BYTES,
@@ -80,6 +81,7 @@ __all__ = (
     "read_regular_file",
     "read_text_file",
     "real_path",
+    "takes_keyword",
     "too_deep",
 )
 
@@ -98,6 +100,7 @@ _LAZY = {
     ),
     "leaves": "_exceptions",
     "implements": "_protocols",
+    "takes_keyword": "_protocols",
     **dict.fromkeys(("FileRefused", "describe_file_type", "read_regular_file"), "_files"),
     **dict.fromkeys(
         (

@@ -10,9 +10,11 @@ answer is kept per class and protocol.
 
 from __future__ import annotations
 
-from typing import TypeGuard, TypeVar
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeGuard, TypeVar
 
-__all__ = ("implements",)
+__all__ = ("implements", "takes_keyword")
 
 _P = TypeVar("_P")
 
@@ -29,4 +31,28 @@ def implements(obj: object, protocol: type[_P]) -> TypeGuard[_P]:
     known = _ANSWERS.get(key)
     if known is None:
         known = _ANSWERS[key] = isinstance(obj, protocol)
+    return known
+
+
+#: ``(function, keyword) -> answer``: a plugin's few functions and methods.
+_KEYWORDS: dict[tuple[object, str], bool] = {}
+
+
+def takes_keyword(function: Callable[..., Any], keyword: str) -> bool:
+    """Whether ``function`` can be called with ``keyword=...`` (a parameter of that name that
+    is not positional-only, or ``**kwargs``), answered once per function: a contract that
+    grows a keyword (a skill provider's ``caller``) calls a plugin written before it as it
+    always did. Pass the class's function (``type(obj).method``), not a bound method, to
+    answer once per class."""
+    key = (function, keyword)
+    known = _KEYWORDS.get(key)
+    if known is None:
+        try:
+            parameters = list(inspect.signature(function).parameters.values())
+        except (TypeError, ValueError):  # a builtin without a signature: called as before
+            parameters = []
+        known = _KEYWORDS[key] = any(
+            p.kind is p.VAR_KEYWORD or (p.name == keyword and p.kind is not p.POSITIONAL_ONLY)
+            for p in parameters
+        )
     return known

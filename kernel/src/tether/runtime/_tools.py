@@ -8,16 +8,16 @@ tool name offered or listed in this runtime (what a tool filter may name).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
 from ..agents._tools import ToolRegistry
 from ..contracts import Tool, ToolSource
 from ..errors import AgentError, ErrorCode, PluginError, TetherError
+from ..ground import takes_keyword
 
 if TYPE_CHECKING:
     from ..agents._compose import AgentPreset
@@ -28,25 +28,6 @@ __all__ = ("ToolCatalog",)
 
 #: What each tool source listed, in order.
 _Listed = tuple[Sequence[Tool], ...]
-#: Per ``list_tools`` function, whether it takes the caller (``caller=`` keyword).
-_TAKES_CALLER: dict[Callable[..., Any], bool] = {}
-
-
-def takes_caller(function: Callable[..., Any]) -> bool:
-    """Whether ``function`` accepts a ``caller`` keyword (or any keyword): read once per
-    function, so a source written before callers existed is called as it always was."""
-    known = _TAKES_CALLER.get(function)
-    if known is None:
-        try:
-            parameters = inspect.signature(function).parameters.values()
-        except (TypeError, ValueError):
-            parameters = ()
-        known = any(
-            p.kind is p.VAR_KEYWORD or (p.name == "caller" and p.kind is not p.POSITIONAL_ONLY)
-            for p in parameters
-        )
-        _TAKES_CALLER[function] = known
-    return known
 
 
 class ToolCatalog:
@@ -134,7 +115,7 @@ class ToolCatalog:
         sequence of tools is ``PLUGIN_CONTRACT_VIOLATION``."""
         try:
             function: Callable[..., Awaitable[Sequence[Tool]]] = source.list_tools
-            if takes_caller(function):
+            if takes_keyword(function, "caller"):
                 listed = await function(self._runtime, caller=caller)
             else:
                 listed = await function(self._runtime)

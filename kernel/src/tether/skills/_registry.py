@@ -36,12 +36,13 @@ from ..contracts import (
     is_skill_name,
 )
 from ..errors import ErrorCode, SkillError, TetherError
-from ..ground import implements
+from ..ground import implements, takes_keyword
 from ._files import SkillFileRefused, bundled_path
 from ._resolution import (
     DEFAULT_CACHE_ENTRIES,
     RUNTIME_RANK,
     CatalogCache,
+    CatalogKey,
     Layer,
     ProviderSlot,
     RuntimeSkill,
@@ -54,6 +55,7 @@ from ._resolution import (
 )
 
 if TYPE_CHECKING:
+    from ..contracts import Caller
     from ..loading import Scope
 
 __all__ = (
@@ -132,6 +134,7 @@ class SkillRegistry:
         self._order = 0
         self._revision = 0
         self._listeners: list[Callable[[], object]] = []
+        self._per_caller = 0  # registered providers whose list() takes the caller
 
     @property
     def revision(self) -> int:
@@ -244,14 +247,25 @@ class SkillRegistry:
                 remedy="make the provider's name match the name it is registered under",
             )
         self._check_unique(name, key)  # create() may have registered one itself
-        slot = ProviderSlot(key, name, provider, self._next_order(), control)
+        kind = type(provider)
+        slot = ProviderSlot(
+            key,
+            name,
+            provider,
+            self._next_order(),
+            control,
+            lists_for_caller=takes_keyword(kind.list, "caller"),
+            gets_for_caller=takes_keyword(kind.get, "caller"),
+        )
         control.registration = slot
         self._layers.setdefault(key, Layer()).providers[name] = slot
+        self._per_caller += slot.lists_for_caller
         self.changed()
 
         def dispose() -> None:
             if self.holds(slot):
                 del self._layers[key].providers[name]
+                self._per_caller -= slot.lists_for_caller
                 self._prune(key)
                 self.changed()
 
@@ -346,8 +360,17 @@ class SkillRegistry:
 
     # ------------------------------------------------------------- reads
 
-    async def list(self, *, scope: Scope | None = None, cwd: Path | None = None) -> SkillCatalog:
-        """The catalog ``scope`` sees; cached unless incomplete.
+    async def list(
+        self,
+        *,
+        scope: Scope | None = None,
+        cwd: Path | None = None,
+        caller: Caller | None = None,
+    ) -> SkillCatalog:
+        """The catalog ``scope`` sees for ``caller`` (who is asking, docs/callers.md: given to
+        the providers whose ``list`` takes a ``caller`` keyword; a provider written before
+        callers existed is called as before); cached unless incomplete, per caller only while
+        some provider lists per caller.
 
         A mutation while the catalog is collected restarts the collection once; if it changes
         again the result is returned with ``complete = False`` and not cached. A provider that
@@ -359,10 +382,11 @@ class SkillRegistry:
         chain = _chain_keys(scope)
         catalog: SkillCatalog | None = None
         for _attempt in range(MAX_COLLECT_ATTEMPTS):
-            key, cached = self._cached(cwd, chain)
+            key, cached = self._cached(cwd, chain, caller)
             if cached is not None:
                 return cached
-            catalog = await collect([(k, self._layers[k]) for k in chain if k in self._layers], cwd)
+            layers = [(k, self._layers[k]) for k in chain if k in self._layers]
+            catalog = await collect(layers, cwd, caller)
             if self._keep(key, catalog):
                 return catalog
         assert catalog is not None
@@ -383,7 +407,7 @@ class SkillRegistry:
         chain = _chain_keys(scope)
         catalog: SkillCatalog | None = None
         for _attempt in range(MAX_COLLECT_ATTEMPTS):
-            key, cached = self._cached(cwd, chain)
+            key, cached = self._cached(cwd, chain, None)
             if cached is not None:
                 return cached
             catalog = collect_blocking(
@@ -395,13 +419,14 @@ class SkillRegistry:
         return dataclasses.replace(catalog, complete=False)
 
     def _cached(
-        self, cwd: Path, chain: list[str]
-    ) -> tuple[tuple[str, str, int], SkillCatalog | None]:
-        """The cache key of ``chain`` read from ``cwd`` now, and its catalog if cached."""
-        key = (str(cwd), chain[-1], self._revision)
+        self, cwd: Path, chain: list[str], caller: Caller | None
+    ) -> tuple[CatalogKey, SkillCatalog | None]:
+        """The cache key of ``chain`` read from ``cwd`` for ``caller`` now (the caller counts
+        only while a provider lists per caller), and its catalog if cached."""
+        key = (str(cwd), chain[-1], self._revision, caller if self._per_caller else None)
         return key, self._cache.get(key)
 
-    def _keep(self, key: tuple[str, str, int], catalog: SkillCatalog) -> bool:
+    def _keep(self, key: CatalogKey, catalog: SkillCatalog) -> bool:
         """Whether ``catalog``, collected at the revision of ``key``, is the answer (cached
         when complete); not when something changed while it was collected."""
         if self._revision != key[2]:
@@ -471,10 +496,16 @@ class SkillRegistry:
         return advise_blocking(self._visible_slots(scope), cwd or Path.cwd())
 
     async def get(
-        self, name: str, *, scope: Scope | None = None, cwd: Path | None = None
+        self,
+        name: str,
+        *,
+        scope: Scope | None = None,
+        cwd: Path | None = None,
+        caller: Caller | None = None,
     ) -> SkillDefinition | None:
-        """Load ``name`` as ``scope`` sees it, revalidated; ``None`` if it is not (or no longer)
-        there. Policy-neutral: callers check ``invocation`` themselves.
+        """Load ``name`` as ``scope`` sees it for ``caller`` (see :meth:`list`; a provider
+        whose ``get`` takes a ``caller`` keyword is given it), revalidated; ``None`` if it is
+        not (or no longer) there. Policy-neutral: callers check ``invocation`` themselves.
 
         The provider re-reads its source every time (bodies are never cached). A loaded
         definition whose name differs from the listed one means the listing is stale: the
@@ -483,7 +514,7 @@ class SkillRegistry:
         if not is_skill_name(name):
             return None
         cwd = cwd or Path.cwd()
-        catalog = await self.list(scope=scope, cwd=cwd)
+        catalog = await self.list(scope=scope, cwd=cwd, caller=caller)
         # A cached catalog costs no checkpoint: honour a cancellation before loading.
         await anyio.lowlevel.checkpoint_if_cancelled()
         candidate = catalog.candidates.get(name)
@@ -496,7 +527,12 @@ class SkillRegistry:
             return None
         try:
             # A plugin's answer: checked, not trusted.
-            definition = cast(object, await origin.provider.get(candidate, cwd=cwd))
+            provider = origin.provider
+            if origin.gets_for_caller:
+                loaded = await provider.get(candidate, cwd=cwd, caller=caller)  # type: ignore[call-arg]
+            else:
+                loaded = await provider.get(candidate, cwd=cwd)
+            definition = cast(object, loaded)
         except ValidationError as exc:
             raise SkillError(
                 ErrorCode.SKILL_PROVIDER_INVALID,
@@ -534,6 +570,7 @@ class SkillRegistry:
         max_bytes: int,
         scope: Scope | None = None,
         cwd: Path | None = None,
+        caller: Caller | None = None,
     ) -> SkillFile | None:
         """The file ``path`` (relative to the skill's resource base) bundled with skill
         ``name`` as ``scope`` sees it, at most ``max_bytes``; ``None`` if the skill is not (or no
@@ -560,7 +597,7 @@ class SkillRegistry:
         if not is_skill_name(name):
             return None
         cwd = cwd or Path.cwd()
-        catalog = await self.list(scope=scope, cwd=cwd)
+        catalog = await self.list(scope=scope, cwd=cwd, caller=caller)
         await anyio.lowlevel.checkpoint_if_cancelled()
         candidate = catalog.candidates.get(name)
         origin = catalog.sources.get(name)

@@ -35,12 +35,18 @@ from ..contracts import (
 from ..errors import ErrorCode, SkillError
 
 if TYPE_CHECKING:
+    from ..contracts import Caller
     from ._registry import SkillProviderControl
+
+#: A cached catalog's key: the cwd, the nearest layer of the chain, the registry's revision,
+#: and the caller it was listed for (``None`` while no provider lists per caller).
+CatalogKey = tuple[str, str, int, "Caller | None"]
 
 __all__ = (
     "DEFAULT_CACHE_ENTRIES",
     "RUNTIME_RANK",
     "CatalogCache",
+    "CatalogKey",
     "Layer",
     "ProviderSlot",
     "RuntimeSkill",
@@ -108,6 +114,10 @@ class ProviderSlot:
     provider: SkillProvider
     order: int
     control: SkillProviderControl
+    lists_for_caller: bool = False
+    """Its ``list`` takes a ``caller`` keyword (read once per class at registration)."""
+    gets_for_caller: bool = False
+    """Its ``get`` takes a ``caller`` keyword."""
 
 
 @dataclass(eq=False)
@@ -150,15 +160,15 @@ class CatalogCache:
                 remedy=f"pass a positive integer (the default is {DEFAULT_CACHE_ENTRIES})",
             )
         self.entries = entries
-        self._catalogs: OrderedDict[tuple[str, str, int], SkillCatalog] = OrderedDict()
+        self._catalogs: OrderedDict[CatalogKey, SkillCatalog] = OrderedDict()
 
-    def get(self, key: tuple[str, str, int]) -> SkillCatalog | None:
+    def get(self, key: CatalogKey) -> SkillCatalog | None:
         catalog = self._catalogs.get(key)
         if catalog is not None:
             self._catalogs.move_to_end(key)
         return catalog
 
-    def put(self, key: tuple[str, str, int], catalog: SkillCatalog) -> None:
+    def put(self, key: CatalogKey, catalog: SkillCatalog) -> None:
         self._catalogs[key] = catalog
         while len(self._catalogs) > self.entries:
             self._catalogs.popitem(last=False)
@@ -167,11 +177,14 @@ class CatalogCache:
         self._catalogs.clear()
 
 
-async def collect(layers: list[tuple[str, Layer]], cwd: Path) -> SkillCatalog:
-    """The catalog ``layers`` (farthest first) make: every provider observed at once, then
-    each layer resolved by rank and the nearer layer winning a name (the module docstring)."""
+async def collect(
+    layers: list[tuple[str, Layer]], cwd: Path, caller: Caller | None = None
+) -> SkillCatalog:
+    """The catalog ``layers`` (farthest first) make for ``caller`` (given to the providers
+    whose ``list`` takes it): every provider observed at once, then each layer resolved by
+    rank and the nearer layer winning a name (the module docstring)."""
     slots = [slot for _key, layer in layers for slot in layer.providers.values()]
-    return _resolve(layers, await _observe_all(slots, cwd))
+    return _resolve(layers, await _observe_all(slots, cwd, caller))
 
 
 def collect_blocking(layers: list[tuple[str, Layer]], cwd: Path) -> SkillCatalog:
@@ -266,14 +279,20 @@ def _resolve(layers: list[tuple[str, Layer]], outputs: dict[ProviderSlot, object
     )
 
 
-async def _observe_all(slots: list[ProviderSlot], cwd: Path) -> dict[ProviderSlot, object]:
+async def _observe_all(
+    slots: list[ProviderSlot], cwd: Path, caller: Caller | None
+) -> dict[ProviderSlot, object]:
     """Every provider's ``list()`` at once; a failure is kept, not raised, so one broken
     provider cannot turn the others' results into an exception group."""
     outputs: dict[ProviderSlot, object] = {}
 
     async def observe(slot: ProviderSlot) -> None:
         try:
-            outputs[slot] = await slot.provider.list(cwd=cwd)
+            provider = slot.provider
+            if slot.lists_for_caller:
+                outputs[slot] = await provider.list(cwd=cwd, caller=caller)  # type: ignore[call-arg]
+            else:
+                outputs[slot] = await provider.list(cwd=cwd)
         except Exception as exc:
             outputs[slot] = _Failed(exc)
 

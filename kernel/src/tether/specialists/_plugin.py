@@ -10,7 +10,9 @@ declares subagents (``[agent.NAME] subagents``, or an agent folder's ``subagents
   ``call_subagent`` for deferred ones, and ``task_wait``, ``task_cancel`` and ``task_output``
   (``tether_preset_tools``);
 * the ``[Tasks]`` note: the tasks still working for an agent, at a turn's first step
-  (``tether_pre_step``; it says nothing to an agent with no task working).
+  (``tether_pre_step``; it says nothing to an agent with no task working), and the list of
+  the subagents offered only to some callers, appended when the caller's list changes
+  (:mod:`tether.specialists._catalog`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def tether_preset_tools(preset: AgentPreset) -> tuple[Tool, ...]:
 @hookimpl
 def tether_pre_step() -> tuple[PreStep, ...]:
     """The ``[Tasks]`` note (the same object a delegation plugin offers: an agent runs it
-    once)."""
+    once), and the list of the subagents offered only to some callers (docs/callers.md)."""
+    from ._catalog import SUBAGENT_LIST
     from ._specialists import TASKS_NOTE
 
-    return (TASKS_NOTE,)
+    return (TASKS_NOTE, SUBAGENT_LIST)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents import AgentPreset, PreStep, Specialist, Tool, ToolContext, ToolError
 from ..agents._tools import kernel_schema
-from ..errors import AgentError, ErrorCode, TetherError
+from ..errors import AgentError, ErrorCode, SubagentError, TetherError
 from ..ground import format_loc
 from ..subagents import SubagentStartRequest, receipt
 from ..subagents._tasks import WAIT_DEFAULT, tasks_note
@@ -79,11 +79,26 @@ def _parameters(*, named: bool) -> dict[str, Any]:
     )
 
 
+def unavailable(agent: Agent, spec: Specialist) -> SubagentError:
+    """``SUBAGENT_UNAVAILABLE``: ``spec`` is not offered to the caller ``agent`` runs for."""
+    caller = agent.caller
+    who = f'caller "{caller.id}"' if caller is not None else "a session with no caller"
+    return SubagentError(
+        ErrorCode.SUBAGENT_UNAVAILABLE,
+        f'subagent "{spec.tool_name}" is unavailable: it is not offered to {who} '
+        f"({spec.when.describe() if spec.when is not None else 'offered to nobody'} use it)",
+        remedy="call a subagent the latest subagent list (or find_subagents) names",
+    )
+
+
 async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, Any]) -> str:
-    """A call of ``spec``'s tool: start a task, or continue one with ``taskId``."""
+    """A call of ``spec``'s tool: start a task, or continue one with ``taskId``; refused
+    (``SUBAGENT_UNAVAILABLE``) when ``spec`` is not offered to the agent's current caller."""
     runtime = agent.runtime
     if runtime is None:
         raise ToolError("delegation is unavailable: this agent was composed without a runtime")
+    if not spec.offered_to(agent.caller):
+        raise ToolError(str(unavailable(agent, spec)))
     service = runtime.subagents
     message = str(arguments["message"])
     task_id = arguments.get("taskId")
@@ -116,8 +131,6 @@ async def run_specialist(agent: Agent, spec: Specialist, arguments: dict[str, An
 async def _continue(
     agent: Agent, spec: Specialist, task_id: str, message: str, schema: object
 ) -> str:
-    from ..errors import SubagentError
-
     service = agent.runtime.subagents if agent.runtime else None
     assert service is not None
     if schema is not None:
@@ -148,10 +161,13 @@ def _deferred_tools(deferred: Sequence[Specialist]) -> list[Tool]:
 
     async def find(arguments: dict[str, Any], context: ToolContext) -> str:
         words = str(arguments.get("query", "")).lower().split()
+        conditional = any(spec.when is not None for spec in deferred)
+        caller = context.agent.caller if conditional else None
         found = [
             spec
             for spec in deferred
-            if all(w in f"{spec.tool_name} {spec.description}".lower() for w in words)
+            if spec.offered_to(caller)
+            and all(w in f"{spec.tool_name} {spec.description}".lower() for w in words)
         ]
         if not found:
             return "(no subagent matches; an empty query lists them all)"
@@ -182,7 +198,8 @@ def _deferred_tools(deferred: Sequence[Specialist]) -> list[Tool]:
         ),
         Tool(
             "call_subagent",
-            "Start a task with a subagent find_subagents listed (by its name)." + _NOTE,
+            "Start a task with a subagent find_subagents or a subagent list names (by its "
+            "name)." + _NOTE,
             call,
             _parameters(named=True),
         ),
@@ -309,8 +326,10 @@ def declared_tools(
                 remedy="rename one of them (its folder, or tool_name)",
             )
         seen[spec.tool_name] = spec.agent
-    listed = [s for s in specialists if s.visibility is True]
-    deferred = [s for s in specialists if s.visibility == "deferred"]
+    # A subagent offered only to some callers is reached through call_subagent, whatever its
+    # visibility: the tool list stays the same when the caller changes (docs/callers.md).
+    listed = [s for s in specialists if s.visibility is True and s.when is None]
+    deferred = [s for s in specialists if s.visibility == "deferred" or (s.visibility and s.when)]
     tools = [specialist_tool(spec) for spec in listed]
     if deferred:
         tools += _deferred_tools(deferred)

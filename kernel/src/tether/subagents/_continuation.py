@@ -184,7 +184,10 @@ class ContinuationManager:
             await self._activations.host(parent, activation)
             _check_cancel(request, "before its first prompt was accepted")
             message_id = await child.followup(
-                request.prompt, source=MessageSource(kind="subagent", sender=parent.session_id)
+                request.prompt,
+                source=MessageSource(
+                    kind="subagent", sender=parent.session_id, caller=parent.caller
+                ),
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -208,7 +211,8 @@ class ContinuationManager:
         authorize_live(parent, "send to a subagent")
         header = await child_header(parent, child_id)
         authorize_parent(parent, header)
-        source = MessageSource(kind="followup", sender=parent.session_id)
+        # A task message runs for whom the parent works for now (docs/callers.md).
+        source = MessageSource(kind="followup", sender=parent.session_id, caller=parent.caller)
         return await self._delivery.to_child(parent, header, content, source, steer)
 
     async def send_as_owner(

@@ -372,6 +372,7 @@ async def create_child_session(
         delegation_depth=depth,
         seed_length=len(seed),
         model=None if remote else (spec.model_route or _model_spec(parent)),
+        caller=parent.caller,  # the child works for whom its parent works for now
     )
     setup: list[Event] = [*seed, spec.delegation_descriptor(request)]
     if continuable:

@@ -163,7 +163,7 @@ class CatalogStep:
             return await self._restated(agent)
         if context.step == 1:  # a turn starts: let providers say whether their sources changed
             await registry.refresh(scope=agent.spec.scope, cwd=agent.cwd)
-        catalog = await registry.list(scope=agent.spec.scope, cwd=agent.cwd)
+        catalog = await registry.list(scope=agent.spec.scope, cwd=agent.cwd, caller=agent.caller)
         shown = await self._state(agent)
         if shown.compactions != agent.budget.compactions:
             # A compaction replaced the history: it restated the newest catalog (a tombstone,
@@ -242,7 +242,9 @@ class InvocationStep:
         names = list(dict.fromkeys(m[2] for m in GESTURE.finditer(context.turn_message)))
         messages: list[Message] = []
         for name in names:
-            definition = await agent.runtime.skills.get(name, scope=agent.spec.scope, cwd=agent.cwd)
+            definition = await agent.runtime.skills.get(
+                name, scope=agent.spec.scope, cwd=agent.cwd, caller=agent.caller
+            )
             if definition is not None and definition.invocation.user_invocable:
                 content = render_skill_content(definition, max_body_chars=self._body_max)
                 messages.append(Message(role="user", content=content))

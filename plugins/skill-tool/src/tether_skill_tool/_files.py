@@ -98,14 +98,21 @@ async def _read(max_bytes: int, arguments: dict[str, Any], context: ToolContext)
     if agent.runtime is None:
         raise ToolError("skills are unavailable: this agent was composed without a runtime")
     registry = agent.runtime.skills
-    summary = (await registry.list(scope=agent.spec.scope, cwd=agent.cwd)).get(skill)
+    summary = (await registry.list(scope=agent.spec.scope, cwd=agent.cwd, caller=agent.caller)).get(
+        skill
+    )
     if summary is None:
         raise ToolError(f'skill "{skill}" is unknown or no longer available')
     if not summary.invocation.model_invocable:  # as load_skill: its files are its content
         raise ToolError(f'skill "{skill}" is not available for model invocation')
     try:
         found = await registry.read_file(
-            skill, path, max_bytes=max_bytes, scope=agent.spec.scope, cwd=agent.cwd
+            skill,
+            path,
+            max_bytes=max_bytes,
+            scope=agent.spec.scope,
+            cwd=agent.cwd,
+            caller=agent.caller,
         )
     except SkillFileTooLarge as exc:
         problem = f"{exc.problem} ({CAP_SETTING})"

@@ -38,13 +38,15 @@ async def _load(body_max_chars: int, arguments: dict[str, Any], context: ToolCon
     if agent.runtime is None:
         raise ToolError("skills are unavailable: this agent was composed without a runtime")
     registry = agent.runtime.skills
-    catalog = await registry.list(scope=agent.spec.scope, cwd=agent.cwd)
+    catalog = await registry.list(scope=agent.spec.scope, cwd=agent.cwd, caller=agent.caller)
     summary = catalog.get(name)
     if summary is None:
         raise ToolError(f'skill "{name}" is unknown or no longer available')
     if not summary.invocation.model_invocable:  # checked before the body is ever read
         raise ToolError(f'skill "{name}" is not available for model invocation')
-    definition = await registry.get(name, scope=agent.spec.scope, cwd=agent.cwd)
+    definition = await registry.get(
+        name, scope=agent.spec.scope, cwd=agent.cwd, caller=agent.caller
+    )
     if definition is None:
         raise ToolError(f'skill "{name}" is unknown or no longer available')
     if not definition.invocation.model_invocable:  # the policy may have changed meanwhile
