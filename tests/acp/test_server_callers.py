@@ -138,12 +138,8 @@ async def test_two_meta_callers_see_their_own_skills_and_subagents_on_one_profil
             sam = (await conn.new_session(cwd=str(tmp_path))).session_id
             await conn.prompt(session_id=sam, prompt=text("what do you see?"), **meta(SUPPORT))
             sam_sees = seen(answer(client, sam))
-    assert ann_sees[0] == ["billing-playbook", "house-style"]
-    assert sam_sees[0] == ["house-style", "support-playbook"]
-    assert "invoices" in ann_sees[1]
-    assert "tickets" not in ann_sees[1]
-    assert "tickets" in sam_sees[1]
-    assert "invoices" not in sam_sees[1]
+    assert ann_sees == (["billing-playbook", "house-style"], ["invoices"])
+    assert sam_sees == (["house-style", "support-playbook"], ["tickets"])
     header, events = await stored(tmp_path, ann)
     assert header.caller == caller(BILLING)
     assert [e.source.caller for e in events if isinstance(e, UserMessage)] == [caller(BILLING)]
@@ -221,6 +217,6 @@ async def test_without_trust_a_meta_caller_is_ignored_and_the_os_user_sends(tmp_
         [None],
         [header.caller],
     )
-    assert sees[0] == ["house-style"]  # the OS user has no team
+    assert sees == (["house-style"], [])  # the OS user has no team
     log = (tmp_path / "stderr.log").read_text()
     assert log.count('a client named its caller in _meta["tether/caller"], which is ignored') == 1

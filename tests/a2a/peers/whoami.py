@@ -2,11 +2,12 @@
 over A2A (tests/a2a/test_serve_callers.py) and ACP (tests/acp/test_server_callers.py): it
 answers with what its request shows it, so a test reads what context the caller got::
 
-    skills: billing-playbook | tools: invoices, load_skill, task_wait
+    skills: billing-playbook, house-style | subagents: invoices
 
-``skills``: the names in the last skill catalog of the conversation (the skill tool's catalog
-message), ``-`` for none; ``tools``: the names of the request's tools (a declared subagent is
-a tool named after it), ``-`` for none.
+``skills``: the names in the newest skill catalog of the conversation (the skill tool's
+catalog message); ``subagents``: the names in the newest list of the declared subagents
+offered to the current caller (the specialists' subagent list, docs/callers.md); ``-`` for
+none.
 """
 
 from __future__ import annotations
@@ -16,18 +17,25 @@ from collections.abc import AsyncIterator
 
 from tether.models import ModelDelta, ModelRequest, ModelResponse
 
-#: A catalog entry: ``- `NAME`: description``.
-_ENTRY = re.compile(r"^- `([a-z0-9-]+)`:", re.MULTILINE)
+#: An entry of a catalog or a list: ``- `NAME`: description``.
+_ENTRY = re.compile(r"^- `([a-z0-9_-]+)`:", re.MULTILINE)
 
 
 def seen(request: ModelRequest) -> str:
-    """What ``request`` shows: its last skill catalog and its tools."""
+    """What ``request`` shows: its newest skill catalog and subagent list."""
     skills: list[str] = []
+    subagents: list[str] = []
     for message in request.messages:
-        if message.role == "user" and "<available_skills>" in message.content:
+        if message.role != "user":
+            continue
+        if "<available_skills>" in message.content:
             skills = _ENTRY.findall(message.content)
-    tools = sorted(tool.name for tool in request.tools)
-    return f"skills: {', '.join(sorted(skills)) or '-'} | tools: {', '.join(tools) or '-'}"
+        elif "call_subagent" in message.content and "<system-reminder>" in message.content:
+            subagents = _ENTRY.findall(message.content)
+    return (
+        f"skills: {', '.join(sorted(skills)) or '-'} | "
+        f"subagents: {', '.join(sorted(subagents)) or '-'}"
+    )
 
 
 async def brain(request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse | str]:
