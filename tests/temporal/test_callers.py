@@ -11,7 +11,10 @@ from temporalio.converter import DataConverter
 import tether_temporal as temporal
 from tether.contracts import Caller
 from tether.errors import CallerError, ErrorCode, StoreError
-from tether.store import InboxAccepted, UserMessage
+from tether.runtime import Runtime
+from tether.store import InboxAccepted, SQLiteStore, UserMessage
+from tether.testing import make_kernel, write_profile
+from tether_temporal._activities import SessionActivities
 from tether_temporal._client import caller_data
 from tether_temporal._host import TemporalHost
 from tether_temporal._workflow import SessionMessage, SessionStart
@@ -51,10 +54,9 @@ async def test_the_submitters_caller_reaches_the_workers_agent_vouched_by_the_cl
             assert await temporal.wait_for_turn(store, session_id, second) == "completed"
     finally:
         await store.aclose()
-    header, log = await _log(cluster, session_id)
+    _, log = await _log(cluster, session_id)
     alice = Caller(id="os:alice", name="Alice", via="cluster", claims={"team": "billing"})
     bob = Caller(id="acp:bob", via="cluster", claims={"team": "support", "plan": "pro"})
-    assert header.caller == alice  # the initiator: who sent the message that created it
     accepted = [e for e in log if isinstance(e, InboxAccepted)]
     assert [(e.message_id, e.source.caller) for e in accepted] == [(first, alice), (second, bob)]
     said = [(e.content, e.source.caller) for e in log if isinstance(e, UserMessage)]
@@ -73,9 +75,32 @@ async def test_a_message_without_a_caller_runs_with_none(cluster):
             assert await temporal.wait_for_turn(store, session_id, sent) == "completed"
     finally:
         await store.aclose()
-    header, log = await _log(cluster, session_id)
-    assert header.caller is None
+    _, log = await _log(cluster, session_id)
     assert [e.source.caller for e in log if isinstance(e, InboxAccepted)] == [None]
+
+
+async def test_a_worker_records_the_starter_as_the_new_sessions_initiator(tmp_path):
+    """The activities on a real SQLite store (a PostgreSQL header keeps the initiator once
+    its store has the column): the session a start creates records its caller, vouched for
+    by the cluster; a start whose caller the gates refuse creates nothing and says why."""
+    profile = write_profile(
+        tmp_path, '[agent.main]\nmodel = "scripted:s.toml"\ncallers = { allow = ["os:*"] }\n'
+    )
+    store = SQLiteStore(tmp_path / "sessions.db")
+    try:
+        activities = SessionActivities(Runtime(make_kernel(profile), store), store, 1.0)
+        made = SessionStart(session_id="ses_00000000000000a1", caller=caller_data(ALICE))
+        assert await activities.open_session(made) is None
+        header = await store.header(made.session_id)
+        assert header.caller == ALICE.model_copy(update={"via": "cluster"})
+        refused = SessionStart(session_id="ses_00000000000000b2", caller=caller_data(BOB))
+        why = await activities.open_session(refused)
+        assert why is not None
+        assert why["code"] == str(ErrorCode.CALLER_REFUSED)
+        assert 'caller "acp:bob" may not start a session (agent "main")' in why["message"]
+        assert [h.id for h in await store.sessions()] == [made.session_id]
+    finally:
+        await store.aclose()
 
 
 def test_a_message_and_a_start_written_before_callers_were_carried_still_read():
@@ -160,7 +185,6 @@ async def test_acp_fronting_the_cluster_sends_each_prompts_caller(cluster):
                 session_id=sid, prompt=text("hello"), **{"tether/caller": named}
             )
             assert reply.stop_reason == "end_turn"
-    header, log = await _log(cluster, sid)
+    _, log = await _log(cluster, sid)
     ann = Caller(id="acp:ann", via="cluster", claims={"team": "billing"})
     assert [e.source.caller for e in log if isinstance(e, UserMessage)] == [ann]
-    assert header.caller == ann  # its first message created it
