@@ -75,11 +75,13 @@ when = {{ claims = {{ team = "support" }} }}
 
 
 @asynccontextmanager
-async def served(path: Path) -> AsyncIterator[tuple[acp.ClientSideConnection, Recorder]]:
-    """``tether acp --profile PATH`` in a process of its own, plugins found by entry point (as
-    a user's are) and this repository importable (the function model)."""
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-    env["PYTHONPATH"] = str(ROOT)
+async def served(
+    path: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[acp.ClientSideConnection, Recorder]]:
+    """``tether acp --profile PATH`` in a process of its own (with ``env`` added), plugins
+    found by entry point (as a user's are) and this repository importable (the function
+    model)."""
+    env = {**environment(), **(env or {})}
     client = Recorder()
     with (path.parent / "stderr.log").open("ab") as stderr:
         async with acp.spawn_agent_process(
@@ -94,6 +96,15 @@ async def served(path: Path) -> AsyncIterator[tuple[acp.ClientSideConnection, Re
         ) as (conn, _):
             await conn.initialize(protocol_version=1)
             yield conn, client
+
+
+def environment() -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD" and not k.startswith("TETHER_CALLER")
+    }
+    return {**env, "PYTHONPATH": str(ROOT)}
 
 
 def meta(caller: dict[str, Any]) -> dict[str, Any]:
@@ -220,3 +231,42 @@ async def test_without_trust_a_meta_caller_is_ignored_and_the_os_user_sends(tmp_
     assert sees == (["house-style"], [])  # the OS user has no team
     log = (tmp_path / "stderr.log").read_text()
     assert log.count('a client named its caller in _meta["tether/caller"], which is ignored') == 1
+
+
+async def test_tether_caller_names_the_processs_caller_as_for_tether_run(tmp_path):
+    env = {
+        "TETHER_CALLER": "team:billing-desk",
+        "TETHER_CALLER_NAME": "Billing desk",
+        "TETHER_CALLER_CLAIMS": '{"team": "billing"}',
+    }
+    with anyio.fail_after(TIMEOUT):
+        async with served(profile(tmp_path, trust=False), env) as (conn, client):
+            sid = (await conn.new_session(cwd=str(tmp_path))).session_id
+            await conn.prompt(session_id=sid, prompt=text("hello"))
+            sees = seen(answer(client, sid))
+    header, _ = await stored(tmp_path, sid)
+    desk = Caller(
+        id="team:billing-desk", name="Billing desk", via="env", claims={"team": "billing"}
+    )
+    assert header.caller == desk
+    assert sees == (["billing-playbook", "house-style"], ["invoices"])
+
+
+def test_a_tether_caller_that_cannot_be_read_stops_tether_acp_at_start(tmp_path):
+    import subprocess
+
+    env = {**environment(), "TETHER_CALLER": "acp:x", "TETHER_CALLER_CLAIMS": "[1]"}
+    done = subprocess.run(
+        [str(TETHER), "acp", "--profile", str(profile(tmp_path))],
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert "the caller of tether acp cannot be read: it is a JSON list, not an object" in (
+        done.stderr
+    )
+    assert "(TETHER_CALLER_CLAIMS); " in done.stderr
+    assert f"[{ErrorCode.CALLER_INVALID}]" in done.stderr

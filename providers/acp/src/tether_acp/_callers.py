@@ -108,19 +108,52 @@ class ClientCallers:
         return fallback if fallback is not None else self.default
 
 
-def process_caller() -> Caller | None:
-    """The caller of the process running ``tether acp``: ``TETHER_CALLER`` (and
-    ``TETHER_CALLER_CLAIMS``) when set, else the OS user, as ``tether run`` has it."""
+def process_caller(environ: Mapping[str, str] | None = None) -> Caller:
+    """The caller of the process running ``tether acp``, as ``tether run`` has it: the one
+    ``TETHER_CALLER`` names (with ``TETHER_CALLER_NAME`` and ``TETHER_CALLER_CLAIMS``, a
+    JSON object; vouched for by ``env``), else the OS user (``os:NAME``, by ``cli``).
+    ``CALLER_INVALID`` naming the variable for what cannot be read."""
     import getpass
     import os
 
+    env = os.environ if environ is None else environ
+    named = env.get("TETHER_CALLER")
+    if not named:
+        try:
+            user = getpass.getuser().replace(" ", "_") or "unknown"
+        except (KeyError, OSError):  # no name for the process's uid (a bare container)
+            user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+        return Caller(id=f"os:{user}", via="cli")
+    claims: Any = {}
+    if env.get("TETHER_CALLER_CLAIMS"):
+        try:
+            claims = json.loads(env["TETHER_CALLER_CLAIMS"])
+        except ValueError as exc:
+            raise _unreadable("TETHER_CALLER_CLAIMS", f"it is not JSON ({exc})") from None
+        if not isinstance(claims, dict):
+            kind = type(cast(object, claims)).__name__
+            raise _unreadable("TETHER_CALLER_CLAIMS", f"it is a JSON {kind}, not an object")
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for the process's uid (a bare container)
-        user = str(os.getuid()) if hasattr(os, "getuid") else ""
-    if not user:
-        return None
-    return Caller(id=f"os:{user}", name=user, via="cli")
+        return Caller(
+            id=named,
+            name=env.get("TETHER_CALLER_NAME") or None,
+            via="env",
+            claims=cast("dict[str, Any]", claims),
+        )
+    except ValidationError:
+        raise _unreadable(
+            "TETHER_CALLER", f"{json.dumps(named[:200])} is not a caller id"
+        ) from None
+
+
+def _unreadable(variable: str, problem: str) -> CallerError:
+    return CallerError(
+        ErrorCode.CALLER_INVALID,
+        f"the caller of tether acp cannot be read: {problem}",
+        where=variable,
+        remedy="a caller id is 1 to 200 printable characters without spaces (os:alice); "
+        'claims a JSON object, such as {"team": "billing"}',
+    )
 
 
 def serve_settings(kernel: Kernel) -> AcpServeSettings:
