@@ -10,7 +10,7 @@ import pytest
 
 from tether import hookimpl
 from tether.contracts import Admission, Caller
-from tether.errors import CallerError, ErrorCode
+from tether.errors import CallerError, ErrorCode, ProfileError
 from tether.runtime import Runtime
 from tether.store import InboxAccepted, SQLiteStore, UserMessage
 from tether.testing import make_kernel, write_profile
@@ -139,3 +139,27 @@ async def test_hook_tether_caller_gates_is_asked_for_sessions_and_messages(tmp_p
         ("followup", "os:alice"),
     ]
     assert all(a.agent == "main" for a in teams.asked)
+
+
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ("callers = { allow = [] }", "a callers rule admits nobody"),
+        ('callers = { allow = ["billing team"] }', "'billing team' is not a caller id pattern"),
+        ('when = { plan = "enterprise" }', "Extra inputs are not permitted"),
+        ("callers = { claims = { team = { name = 1 } } }", "profile key is invalid"),
+    ],
+)
+def test_a_callers_rule_that_cannot_be_read_is_profile_invalid(tmp_path, table, problem):
+    body = f"""
+    [agent.main]
+    model = "function:tests.callers.brains:main"
+    {table}
+    """
+    with pytest.raises(ProfileError) as invalid:
+        make_kernel(write_profile(tmp_path, body))
+    assert invalid.value.code is ErrorCode.PROFILE_INVALID
+    assert problem in str(invalid.value)
+    assert invalid.value.key is not None
+    assert invalid.value.key.startswith("[agent.main]")
+    assert invalid.value.remedy

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from ._callers import caller_options, command_caller
 from ._group import (
     DEBUG_ENV,
     TEXT,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..agents import Agent
-    from ..contracts import Budget
+    from ..contracts import Budget, Caller
     from ..models import ModelDelta
     from ..runtime import Runtime
     from ..store import Event, StoredEvent
@@ -83,6 +84,7 @@ def estimate_tokens(text: str) -> int:
     help="The session's budget for its whole tree, e.g. output=200k,cost=2.50,time=10m,"
     "requests=40,children=5,live=3 (instead of the profile's; docs/budgets.md).",
 )
+@caller_options
 @click.argument("prompts", nargs=-1, required=True, type=TEXT)
 def run(
     profile: Path | None,
@@ -91,6 +93,9 @@ def run(
     session_id: str | None,
     hide_reasoning: bool,
     budget_text: str | None,
+    caller_id: str | None,
+    caller_name: str | None,
+    caller_claims: tuple[str, ...],
     prompts: tuple[str, ...],
 ) -> None:
     """Run PROMPTS as turns (one turn each, in order) and print what happens.
@@ -107,7 +112,13 @@ def run(
     next --session run, prints the session id and exits with status 130; a second Ctrl-C
     exits at once. A budget notice is shown as a "[budget: ...]" line; a turn a budget stopped
     ends "[turn N stopped: error] budget exceeded: ..." ([BUDGET_EXCEEDED]).
+
+    The prompts are sent as the OS user (os:NAME), or as --caller ID (with --caller-name and
+    --claim KEY=VALUE), or as $TETHER_CALLER ($TETHER_CALLER_NAME, $TETHER_CALLER_CLAIMS: a
+    JSON object); a new session records it as who started it. The agent's caller gates may
+    refuse it ([CALLER_REFUSED]); docs/callers.md.
     """
+    caller = command_caller(caller_id, caller_name, caller_claims)
     budget = None
     if budget_text is not None:
         from ..contracts import Budget
@@ -128,6 +139,7 @@ def run(
         debugging(),
         not hide_reasoning,
         budget,
+        caller,
     )
     if stop != "completed":
         raise SystemExit(1)
@@ -143,6 +155,7 @@ async def _run(
     debug: bool = False,
     reasoning: bool = True,
     budget: Budget | None = None,
+    caller: Caller | None = None,
 ) -> str:
     from ..models import ScriptedModel
     from ..runtime import Runtime, profile_session_host, profile_store
@@ -175,7 +188,11 @@ async def _run(
         # The runtime keeps the process's sessions (one keeper: leases, posted mail).
         async with Runtime.open(kernel, store) as runtime:
             agent = await runtime.compose(
-                agent=agent_name, model=model_spec, session_id=session_id, budget=budget
+                agent=agent_name,
+                model=model_spec,
+                session_id=session_id,
+                budget=budget,
+                caller=caller,
             )
             terminal = Terminal(live=sys.stdout.isatty())
             answer = StreamedAnswer(terminal, reasoning=reasoning)

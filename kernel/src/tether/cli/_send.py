@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from ..contracts import Caller
     from ..loading import Kernel
     from ..models import ModelDelta
     from ..store import Event
@@ -30,9 +31,11 @@ async def send(
     session_id: str,
     message: str,
     wait: bool,
+    caller: Caller | None = None,
 ) -> str:
-    """Deliver ``message`` to ``session_id`` as the person who owns it; the stop reason of the
-    turn that ran it (``completed`` when it was handed to another process and not waited for)."""
+    """Deliver ``message`` to ``session_id`` as the person who owns it (``caller``, checked by
+    the session's gates first); the stop reason of the turn that ran it (``completed`` when it
+    was handed to another process and not waited for)."""
     from ..runtime import Runtime, profile_session_host, profile_store
     from ._run import debugging, run_on_host
 
@@ -42,7 +45,7 @@ async def send(
         # root, on a worker: docs/scale-out.md). Checked here, before anything is sent.
         store = profile_store(kernel)
         try:
-            await Runtime(kernel, store).send(session_id, message).check()
+            await Runtime(kernel, store).send(session_id, message, caller=caller).check()
         except BaseException:
             await host.aclose()
             raise
@@ -60,6 +63,7 @@ async def send(
             wait=wait,
             hear=_printer(),
             hear_delta=_retry_notes,
+            caller=caller,
         )
         interruption.on_interrupt(sent.interrupt)  # a child driven here: its turn is aborted
         stop = await sent.deliver(interruption.stoppable())

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import click
 
+from ._callers import caller_options, command_caller
 from ._group import TEXT, Interruption, cli, load, profile_option, run_async, run_interruptible
 
 #: How many lines ``tether sessions tree`` prints by default.
@@ -173,10 +174,18 @@ async def _compact(kernel: Any, model_spec: str | None, session_id: str) -> Any:
     help="When another process runs the message, wait for its turn and print it (default: "
     "return once that process has taken it, saying which process it is).",
 )
+@caller_options
 @click.argument("child_id", type=TEXT)
 @click.argument("message", type=TEXT)
 def send_to_child(
-    profile: Path | None, model_spec: str | None, wait: bool, child_id: str, message: str
+    profile: Path | None,
+    model_spec: str | None,
+    wait: bool,
+    caller_id: str | None,
+    caller_name: str | None,
+    caller_claims: tuple[str, ...],
+    child_id: str,
+    message: str,
 ) -> None:
     """Continue a stored continuable child yourself.
 
@@ -208,11 +217,17 @@ def send_to_child(
     MESSAGE goes to the cluster: a worker runs it under CHILD_ID's root, as a process hosting
     the child would (its parent is told as usual), and this command prints the child's turn
     from the shared store.
+
+    MESSAGE is sent as the OS user, --caller ID or $TETHER_CALLER, as `tether run`'s prompts
+    are (docs/callers.md); the session's caller gates may refuse it ([CALLER_REFUSED]).
     """
     from ._send import send
 
+    caller = command_caller(caller_id, caller_name, caller_claims)
     kernel = load(profile)
-    stop = run_interruptible(send, Interruption(), kernel, model_spec, child_id, message, wait)
+    stop = run_interruptible(
+        send, Interruption(), kernel, model_spec, child_id, message, wait, caller
+    )
     if stop != "completed":
         raise SystemExit(1)
 

@@ -345,7 +345,9 @@ async def create_child_session(
             model_route=model_route or (preset.model_spec if preset is not None else None),
             model=model,
             max_output_tokens=options.max_output_tokens if options else None,
-            tools=await runtime.tools(preset) if runtime is not None and preset else None,
+            tools=await runtime.tools(preset, caller=parent.caller)
+            if runtime is not None and preset
+            else None,
             own=True,
         )
     else:
@@ -438,7 +440,11 @@ async def restore_local_child(
     runtime = parent.runtime
     # Its preset's tools as composed now (tool sources listed again), which its log's
     # delegation descriptor then narrows to what was delegated.
-    tools = await runtime.tools(runtime.preset(header.agent)) if runtime is not None else None
+    tools = (
+        await runtime.tools(runtime.preset(header.agent), caller=header.caller)
+        if runtime is not None
+        else None
+    )
     child = ChildSpec.restored(parent, header, descriptor, tools=tools).agent(header)
     await child.restore()
     return child
