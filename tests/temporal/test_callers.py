@@ -7,6 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError
 
 import tether_temporal as temporal
 from tether.contracts import Caller
@@ -99,6 +100,17 @@ async def test_a_worker_records_the_starter_as_the_new_sessions_initiator(tmp_pa
         assert why["code"] == str(ErrorCode.CALLER_REFUSED)
         assert 'caller "acp:bob" may not start a session (agent "main")' in why["message"]
         assert [h.id for h in await store.sessions()] == [made.session_id]
+        # A message naming no caller is asked about as the initiator (admitted); bob is not.
+        anonymous = SessionMessage(message_id="msg_1", content="retry")
+        await activities.post_message(made.session_id, anonymous)
+        sent = SessionMessage(message_id="msg_2", content="hi", caller=caller_data(BOB))
+        with pytest.raises(ApplicationError) as posted:
+            await activities.post_message(made.session_id, sent)
+        assert posted.value.type == "CallerError"
+        assert posted.value.non_retryable
+        assert f"may not send to session {made.session_id}" in posted.value.message
+        mailbox = await store.mailbox(made.session_id)
+        assert [(m.message_id, m.source.caller) for m in mailbox] == [("msg_1", None)]
     finally:
         await store.aclose()
 

@@ -113,7 +113,11 @@ class SessionActivities:
             header = await self.store.header(session_id)
             preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, header.agent))
             # The agent's gates, as a local session asks them: a refused message is not posted.
-            admit(preset.caller_gates, Admission(session_id, preset.name, caller, kind))  # type: ignore[arg-type]
+            # One that names no caller (its parent's worker retrying a hosted child, an
+            # anonymous submitter) is asked about as the session's initiator, as a local
+            # session asks about its current caller.
+            asking = caller if caller is not None else header.caller
+            admit(preset.caller_gates, Admission(session_id, preset.name, asking, kind))  # type: ignore[arg-type]
             await self.store.post(
                 session_id,
                 InboxAccepted(
