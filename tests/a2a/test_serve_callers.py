@@ -236,3 +236,32 @@ def test_callers_without_authentication_stop_the_server_at_start(tmp_path):
     assert done.returncode != 0
     assert "callers names who authenticated callers are" in done.stderr
     assert "PLUGIN_SETTINGS_INVALID" in done.stderr
+
+
+def test_a_callers_name_is_its_id_with_what_an_id_cannot_hold_percent_encoded():
+    from tether_a2a._callers import Callers, caller_id
+    from tether_a2a._settings import CallerSettings, ServeSettings
+
+    assert caller_id("billing") == "a2a:billing"
+    assert caller_id("Billing team\n") == "a2a:Billing%20team%0A"
+    known = Callers(
+        ServeSettings(
+            tokens_env={"billing": "X"},
+            callers={"billing": CallerSettings(name="Billing", claims={"team": "billing"})},
+        )
+    )
+    assert known.of("billing") == BILLING.model_copy(update={"name": "Billing"})
+    assert known.of("carol") == Caller(id="a2a:carol", via="a2a")  # not listed: no claims
+    assert known.of("") is None  # nobody authenticated
+
+
+def test_callers_must_name_callers_a_token_authenticates():
+    from pydantic import ValidationError
+
+    from tether_a2a._settings import CallerSettings, ServeSettings
+
+    bob = {"bob": CallerSettings(claims={"x": 1})}
+    with pytest.raises(ValidationError, match="callers names 'bob', which no token"):
+        ServeSettings(tokens_env={"alice": "A"}, callers=bob)
+    # With an authenticator, any name it may return.
+    assert ServeSettings(authenticator="m:f", callers=bob).callers == bob
