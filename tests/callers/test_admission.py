@@ -45,8 +45,10 @@ async def test_a_new_session_records_its_initiator_and_each_message_its_sender(t
         for s in await store.events(agent.session_id)
         if isinstance(s.event, InboxAccepted | UserMessage)
     ]
-    assert len(sources) == 2  # its acceptance and its claim
-    assert all(source.caller == ALICE for source in sources)
+    accepted, claimed = sources
+    assert accepted.caller == ALICE
+    # Its claim was taken while she was the current caller: it names nobody, the same.
+    assert claimed.caller is None
 
 
 async def test_a_refused_caller_starts_no_session(tmp_path, store):

@@ -290,9 +290,10 @@ def tether_caller_gates(settings: Any) -> Iterable[contracts.CallerGate]:  # typ
     ``session``; also a stored session composed for a named caller) and before every message
     a caller sends is accepted (``followup``, ``steer``, ``inject``; ``Runtime.send`` before
     it posts). The first that returns a reason refuses: ``CALLER_REFUSED`` is raised with
-    it and nothing is written. Messages a session's own children send (notices, results) are
-    not asked about. ``admit`` runs in the event loop on every message: a lookup, no I/O.
-    Anything but an iterable of gates is ``PLUGIN_CONTRACT_VIOLATION`` (docs/callers.md).
+    it and nothing is written. Messages another session sends (a parent's task message, a
+    child's notice or result) are not asked about. ``admit`` runs in the event loop on every
+    message: a lookup, no I/O. Anything but an iterable of gates is
+    ``PLUGIN_CONTRACT_VIOLATION`` (docs/callers.md).
     """
 
 

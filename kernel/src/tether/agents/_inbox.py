@@ -56,9 +56,26 @@ class InboxItem:
         self.trace = trace
         """The trace context the sender's tracer carried (:meth:`Tracer.carry`)."""
 
-    def claim(self) -> UserMessage:
-        """The event that claims it (its ``user/message``)."""
-        return UserMessage(message_id=self.message_id, content=self.content, source=self.source)
+    def claim(self, current: Caller | None = None) -> UserMessage:
+        """The event that claims it (its ``user/message``). Taken while ``current`` is the
+        agent's current caller: when it was sent by that same caller (the same object), the
+        claim names nobody, which means the same (docs/callers.md): its acceptance named the
+        caller, and a turn's claim is stored without it a second time."""
+        source = self.source
+        if current is not None and source.caller is current and source.sender is None:
+            source = _bare(source)
+        return UserMessage(message_id=self.message_id, content=self.content, source=source)
+
+
+#: Per kind, a source that names no sender and no caller (a claim's, :meth:`InboxItem.claim`).
+_BARE: dict[str, MessageSource] = {}
+
+
+def _bare(source: MessageSource) -> MessageSource:
+    bare = _BARE.get(source.kind)
+    if bare is None:
+        bare = _BARE[source.kind] = MessageSource(kind=source.kind)
+    return bare
 
 
 def acceptance(
@@ -173,7 +190,7 @@ class Inbox:
             self.put(item, "context")
             return item.message_id
         item = InboxItem(new_id("msg"), replace_surrogates(content), source)
-        await agent.lease.append(item.claim())
+        await agent.lease.append(item.claim(agent.caller))
         agent.budget.history.append(Message(role="user", content=item.content))
         self.took(source)
         return item.message_id
@@ -247,7 +264,7 @@ class Inbox:
         ``history``)."""
         events: list[Event] = []
         for item in (*self.steering, *self.injected):
-            events.append(item.claim())
+            events.append(item.claim(self._agent.caller))
             history.append(Message(role="user", content=item.content))
             if item.source.caller is not None:
                 self._agent.caller = item.source.caller

@@ -194,13 +194,14 @@ class Turn:
                     # and a one-step turn costs one commit, not three (each an fsync with
                     # synchronous = FULL).
                     if resume is None:
+                        claim = item.claim(agent.caller)
                         if item.source.caller is not None:  # who asks, before what it sees
                             agent.caller = item.source.caller
                         instructions = await self._resolve_instructions(turn)
                         lease.defer(
                             TurnStarted(turn=turn, message_id=item.message_id),
                             *instructions,
-                            item.claim(),
+                            claim,
                         )
                         for event in instructions:
                             agent.budget.set_instruction(event)
@@ -345,7 +346,7 @@ class Turn:
         closing: list[Event] = []
         if not claimed:  # ended before the turn opened: open it now and keep the message
             closing.append(TurnStarted(turn=agent.loop.turns, message_id=item.message_id))
-            closing.append(item.claim())
+            closing.append(item.claim(agent.caller))
             history.append(Message(role="user", content=item.content))
             inbox.took(item.source)
         if final is not None:

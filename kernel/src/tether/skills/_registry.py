@@ -525,36 +525,7 @@ class SkillRegistry:
             return origin.definition if self._holds_runtime(origin) else None
         if not self.holds(origin):  # disposed since this (uncached) catalog was collected
             return None
-        try:
-            # A plugin's answer: checked, not trusted.
-            provider = origin.provider
-            if origin.gets_for_caller:
-                loaded = await provider.get(candidate, cwd=cwd, caller=caller)  # type: ignore[call-arg]
-            else:
-                loaded = await provider.get(candidate, cwd=cwd)
-            definition = cast(object, loaded)
-        except ValidationError as exc:
-            raise SkillError(
-                ErrorCode.SKILL_PROVIDER_INVALID,
-                f'skill provider "{origin.name}" get() built an invalid skill definition for '
-                f'"{name}": {first_error(exc)}',
-                where=f"scope {origin.layer}",
-                remedy="fix the provider: return None for a skill it cannot load",
-            ) from exc
-        if definition is None:
-            return None
-        if not isinstance(definition, SkillDefinition):
-            raise SkillError(
-                ErrorCode.SKILL_PROVIDER_INVALID,
-                f'skill provider "{origin.name}" get() returned '
-                f"{type(definition).__name__}, not a SkillDefinition",
-                where=f"scope {origin.layer}",
-                remedy="return tether.skills.SkillDefinition or None",
-            )
-        if definition.name != candidate.name:
-            origin.control.invalidate()  # its listing is stale
-            return None
-        return definition
+        return await _load(origin, candidate, cwd, caller)
 
     def serves_files(self, *, scope: Scope | None = None) -> bool:
         """Whether a provider visible from ``scope`` serves bundled files
@@ -652,6 +623,45 @@ class SkillRegistry:
                 remedy="read at most max_bytes; raise SkillFileTooLarge for a larger file",
             )
         return found
+
+
+async def _load(
+    origin: ProviderSlot, candidate: SkillCandidate, cwd: Path, caller: Caller | None
+) -> SkillDefinition | None:
+    """``candidate`` loaded by the provider of ``origin`` (given ``caller`` when its ``get``
+    takes one), checked: ``None`` when it vanished or its listing is stale (the provider is
+    invalidated), ``SKILL_PROVIDER_INVALID`` for an answer that breaks the contract."""
+    name = candidate.name
+    try:
+        # A plugin's answer: checked, not trusted.
+        provider = origin.provider
+        if origin.gets_for_caller:
+            loaded = await provider.get(candidate, cwd=cwd, caller=caller)  # type: ignore[call-arg]
+        else:
+            loaded = await provider.get(candidate, cwd=cwd)
+        definition = cast(object, loaded)
+    except ValidationError as exc:
+        raise SkillError(
+            ErrorCode.SKILL_PROVIDER_INVALID,
+            f'skill provider "{origin.name}" get() built an invalid skill definition for '
+            f'"{name}": {first_error(exc)}',
+            where=f"scope {origin.layer}",
+            remedy="fix the provider: return None for a skill it cannot load",
+        ) from exc
+    if definition is None:
+        return None
+    if not isinstance(definition, SkillDefinition):
+        raise SkillError(
+            ErrorCode.SKILL_PROVIDER_INVALID,
+            f'skill provider "{origin.name}" get() returned '
+            f"{type(definition).__name__}, not a SkillDefinition",
+            where=f"scope {origin.layer}",
+            remedy="return tether.skills.SkillDefinition or None",
+        )
+    if definition.name != name:
+        origin.control.invalidate()  # its listing is stale
+        return None
+    return definition
 
 
 def _runtime_candidate(definition: SkillDefinition) -> SkillCandidate:
