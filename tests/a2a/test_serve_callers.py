@@ -19,7 +19,7 @@ import pytest
 
 from tether.contracts import Caller
 from tether.errors import ErrorCode
-from tether.store import DescriptorEvent, InboxAccepted, SQLiteStore, UserMessage
+from tether.store import DescriptorEvent, InboxAccepted, SQLiteStore
 
 from .test_serve import PEERS, TIMEOUT, Server, answer, client_of, free_port, send, stored
 
@@ -135,7 +135,7 @@ async def test_two_callers_see_their_own_skills_and_subagents_on_one_profile(tmp
     for task, caller in ((billing_task, BILLING), (support_task, SUPPORT)):
         header, events = await stored(tmp_path / "served.db", task.context_id)
         assert header.caller == caller
-        assert [e.source.caller for e in events if isinstance(e, UserMessage)] == [caller]
+        assert [e.source.caller for e in events if isinstance(e, InboxAccepted)] == [caller]
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ import pytest
 
 from tether.contracts import Caller
 from tether.errors import ErrorCode
-from tether.store import SQLiteStore, UserMessage
+from tether.store import InboxAccepted, SQLiteStore, UserMessage
 
 from ..a2a.test_serve_callers import seen
 from .test_server import TETHER, TIMEOUT, Recorder, text
@@ -153,11 +153,11 @@ async def test_two_meta_callers_see_their_own_skills_and_subagents_on_one_profil
     assert sam_sees == (["house-style", "support-playbook"], ["tickets"])
     header, events = await stored(tmp_path, ann)
     assert header.caller == caller(BILLING)
-    assert [e.source.caller for e in events if isinstance(e, UserMessage)] == [caller(BILLING)]
+    assert [e.source.caller for e in events if isinstance(e, InboxAccepted)] == [caller(BILLING)]
     header, events = await stored(tmp_path, sam)
     assert header.caller is not None
     assert header.caller.id == f"os:{getpass.getuser()}"
-    assert [e.source.caller for e in events if isinstance(e, UserMessage)] == [caller(SUPPORT)]
+    assert [e.source.caller for e in events if isinstance(e, InboxAccepted)] == [caller(SUPPORT)]
 
 
 async def test_a_refused_sender_gets_an_acp_error_and_nothing_is_written(tmp_path):
@@ -224,10 +224,8 @@ async def test_without_trust_a_meta_caller_is_ignored_and_the_os_user_sends(tmp_
     header, events = await stored(tmp_path, sid)
     assert header.caller is not None
     assert header.caller.id == me
-    assert [e.source.caller for e in events if isinstance(e, UserMessage)] in (
-        [None],
-        [header.caller],
-    )
+    # Each acceptance names its sender (a turn's claim only a change of who asks).
+    assert [e.source.caller for e in events if isinstance(e, InboxAccepted)] == [header.caller]
     assert sees == (["house-style"], [])  # the OS user has no team
     log = (tmp_path / "stderr.log").read_text()
     assert log.count('a client named its caller in _meta["tether/caller"], which is ignored') == 1
