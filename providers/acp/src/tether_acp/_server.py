@@ -521,16 +521,18 @@ class TetherAcpAgent:
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
         directory = working_directory(cwd)
-        caller = self._caller(kwargs)
         session = self._sessions.get(session_id)
         if session is None:
-            session = await self._open(session_id, directory, mcp_servers, caller)
-        elif mcp_servers:
-            log.warning(
-                "session/load of %s, which is open: its tools stay as they are (the MCP servers"
-                " of this request are not used)",
-                session_id,
-            )
+            session = await self._open(session_id, directory, mcp_servers, self._caller(kwargs))
+        else:
+            # Open already: a caller the request names sends its prompts from now on.
+            session.caller = self._caller(kwargs, session.caller)
+            if mcp_servers:
+                log.warning(
+                    "session/load of %s, which is open: its tools stay as they are (the MCP "
+                    "servers of this request are not used)",
+                    session_id,
+                )
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
