@@ -44,8 +44,14 @@ from tether.agents import Agent
 from tether.contracts import Caller
 from tether.models import FunctionModel, ModelRequest
 from tether.runtime import Runtime
-from tether.store import InboxAccepted, MemoryStore, MessageSource, SessionStore, SQLiteStore
-from tether.store._events import dump_event
+from tether.store import (
+    InboxAccepted,
+    MemoryStore,
+    MessageSource,
+    SessionStore,
+    SQLiteStore,
+    dump_event,
+)
 
 #: The issue's budget for a caller on every message, in µs per turn.
 BUDGET_US = 2.0
@@ -124,7 +130,7 @@ def stored_caller_us() -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns (a smoke run)")
     parser.add_argument("--store", choices=("memory", "sqlite"), default=None)
     args = parser.parse_args()

@@ -10,7 +10,7 @@ import pytest
 
 from tether import hookimpl
 from tether.contracts import Admission, Caller
-from tether.errors import CallerError, ErrorCode, ProfileError
+from tether.errors import CallerError, ErrorCode, PluginError, ProfileError
 from tether.runtime import Runtime
 from tether.store import InboxAccepted, SQLiteStore, UserMessage
 from tether.testing import make_kernel, write_profile
@@ -165,3 +165,52 @@ def test_a_callers_rule_that_cannot_be_read_is_profile_invalid(tmp_path, table, 
     assert invalid.value.key is not None
     assert invalid.value.key.startswith("[agent.main]")
     assert invalid.value.remedy
+
+
+class _Broken:
+    """A plugin whose gate raises, and one that hands back something that is not a gate."""
+
+    def __init__(self, gates: list[object]) -> None:
+        self.gates = gates
+
+    @hookimpl
+    def tether_caller_gates(self, settings):
+        return self.gates
+
+
+class _Raising:
+    name = "flaky"
+
+    def admit(self, admission: Admission) -> str | None:
+        raise RuntimeError("directory unreachable")
+
+
+async def test_a_gate_that_raises_refuses(tmp_path, store):
+    body = """
+    [tether]
+    plugins = ["flaky"]
+
+    [agent.main]
+    model = "function:tests.callers.brains:main"
+    """
+    runtime = _runtime(tmp_path, store, body, {"flaky": _Broken([_Raising()])})
+    with pytest.raises(CallerError) as refused:
+        await runtime.compose(agent="main", caller=ALICE)
+    assert refused.value.code is ErrorCode.CALLER_REFUSED
+    assert "the gate failed: RuntimeError: directory unreachable" in str(refused.value)
+    assert await store.sessions() == []
+
+
+async def test_a_plugin_that_offers_no_gate_breaks_its_contract(tmp_path, store):
+    body = """
+    [tether]
+    plugins = ["broken"]
+
+    [agent.main]
+    model = "function:tests.callers.brains:main"
+    """
+    runtime = _runtime(tmp_path, store, body, {"broken": _Broken(["not a gate"])})
+    with pytest.raises(PluginError) as broken:
+        await runtime.compose(agent="main", caller=ALICE)
+    assert broken.value.code is ErrorCode.PLUGIN_CONTRACT_VIOLATION
+    assert "tether_caller_gates" in str(broken.value)

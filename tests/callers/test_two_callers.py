@@ -191,3 +191,19 @@ async def test_only_caller_aware_providers_are_listed_per_caller() -> None:
     assert loaded is not None
     assert loaded.content.startswith("Refund")
     assert await registry.get("billing-playbook", cwd=Path.cwd(), caller=BOB) is None
+
+
+async def test_a_compaction_restates_the_caller_s_subagent_list(tmp_path, store, roles):
+    runtime = _runtime(tmp_path, store)
+    agent = await runtime.compose(agent="main", caller=ALICE)
+    async with runtime.hold(agent) as held:
+        await held.send("Before.")
+        await held.settle()
+        assert await agent.compact() is not None
+        await held.send("After.")
+        await held.settle()
+    after = [r for r in brains.REQUESTS["main"] if r.purpose == "turn"][-1]
+    lists = [m.content for m in after.messages if "call_subagent" in m.content]
+    assert len(lists) == 1  # restated once after the summary, not announced again
+    assert "`analyst`" in lists[0]
+    assert "replaces every earlier" not in lists[0]
