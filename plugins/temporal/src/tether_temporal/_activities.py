@@ -12,14 +12,16 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tether.agents import new_header, resolve_agent_name
-from tether.errors import ErrorCode, StoreError, TetherError
+from tether.contracts import Admission, Caller, CallerGate
+from tether.errors import CallerError, ErrorCode, StoreError, TetherError
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
     Event,
@@ -57,29 +59,41 @@ class SessionActivities:
         return [self.open_session, self.post_message, self.drive_session, self.fail_waiting]
 
     @activity.defn(name=OPEN)
-    async def open_session(self, start: SessionStart) -> None:
-        """Create the session if it does not exist yet (its lease given back at once)."""
+    async def open_session(self, start: SessionStart) -> dict[str, Any] | None:
+        """Create the session if it does not exist yet (its lease given back at once), for
+        the caller of the message that starts it (its initiator). A caller the agent's gates
+        refuse a new session: nothing is created, and the refusal is returned
+        (:func:`refusal_of`) for the workflow to answer the message with."""
         with _failures():
             try:
                 await self.store.header(start.session_id)
-                return
+                return None
             except StoreError as exc:
                 if exc.code is not ErrorCode.SESSION_NOT_FOUND:
                     raise
             preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, start.agent))
+            caller = cluster_caller(start.caller)
+            try:
+                admit(
+                    preset.caller_gates, Admission(start.session_id, preset.name, caller, "session")
+                )
+            except CallerError as exc:
+                return refusal_of(exc)
             header = new_header(
                 session_id=start.session_id,
                 agent=preset.name,
                 label=start.label,
                 model=preset.model_spec,
+                caller=caller,
             )
             try:
                 await self.store.create(header)
             except StoreError as exc:
                 if exc.code is not ErrorCode.SESSION_EXISTS:
                     raise
-                return
+                return None
             await self.store.release(start.session_id)
+            return None
 
     @activity.defn(name=POST)
     async def post_message(self, session_id: str, message: SessionMessage) -> None:
@@ -95,13 +109,26 @@ class SessionActivities:
                 if isinstance(event, InboxAccepted) and event.message_id == message.message_id:
                     return
             kind = {"turn": "followup", "step": "steer", "context": "inject"}[message.delivery]
+            caller = cluster_caller(message.caller)
+            header = await self.store.header(session_id)
+            preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, header.agent))
+            # The agent's gates, as a local session asks them: a refused message is not posted.
+            # One that names no caller (its parent's worker retrying a hosted child, an
+            # anonymous submitter) is asked about as the session's initiator, as a local
+            # session asks about its current caller.
+            asking = caller if caller is not None else header.caller
+            admit(preset.caller_gates, Admission(session_id, preset.name, asking, kind))  # type: ignore[arg-type]
             await self.store.post(
                 session_id,
                 InboxAccepted(
                     message_id=message.message_id,
                     content=message.content,
                     delivery=message.delivery,  # type: ignore[arg-type]
-                    source=MessageSource(kind=kind, sender=message.sender),  # type: ignore[arg-type]
+                    source=MessageSource(
+                        kind=kind,  # type: ignore[arg-type]
+                        sender=message.sender,
+                        caller=caller,
+                    ),
                     trace=message.trace or None,
                 ),
             )
@@ -215,6 +242,63 @@ class SessionActivities:
             activity.heartbeat()
 
 
+def admit(gates: Sequence[CallerGate], admission: Admission) -> None:
+    """Ask ``gates`` about ``admission`` as a local session asks them: the first that gives
+    a reason refuses (``CALLER_REFUSED``, in the kernel's words); a gate that fails refuses."""
+    for gate in gates:
+        try:
+            reason = gate.admit(admission)
+        except Exception as exc:
+            reason = f"the gate failed: {type(exc).__name__}: {exc}"
+        if reason is None:
+            continue
+        caller = admission.caller
+        who = f'caller "{caller.id}"' if caller is not None else "no caller"
+        what = (
+            "may not start a session"
+            if admission.kind == "session"
+            else f"may not send to session {admission.session_id}"
+        )
+        agent = f' (agent "{admission.agent}")' if admission.agent else ""
+        raise CallerError(
+            ErrorCode.CALLER_REFUSED,
+            f'{who} {what}{agent}: {reason} (refused by gate "{gate.name}")',
+            remedy="send as a caller the gate admits, or change the gate ([agent.NAME] callers, "
+            "or the plugin that offers it)",
+        )
+
+
+def refusal_of(exc: TetherError) -> dict[str, Any]:
+    """What a client needs to raise ``exc`` again (:func:`tether_temporal._client.raised`):
+    its class, code, message, key and remedy."""
+    return {
+        "class": type(exc).__name__,
+        "code": str(exc.code),
+        "message": exc.message,
+        "key": exc.key,
+        "remedy": exc.remedy,
+    }
+
+
+def cluster_caller(data: dict[str, Any] | None) -> Caller | None:
+    """The caller a message (or a workflow's start) carries, vouched for by the cluster
+    (``via`` ``cluster``: the worker did not see the submitter authenticate);
+    ``CALLER_INVALID`` when it is not a caller (final: another attempt reads the same)."""
+    if data is None:
+        return None
+    try:
+        return Caller.model_validate({**data, "via": "cluster"})
+    except ValidationError as exc:
+        errors = exc.errors()
+        problem = errors[0]["msg"] if errors else str(exc)
+        raise CallerError(
+            ErrorCode.CALLER_INVALID,
+            f"the caller a cluster message carries cannot be read: {problem}",
+            key="SessionMessage.caller",
+            remedy="send a tether.Caller (an id without spaces, claims a JSON object)",
+        ) from None
+
+
 async def _drive(held: HeldSession) -> None:
     """Run what the held session waits with (its parked messages), then settle."""
     await held.agent.loop.run_parked()
@@ -231,6 +315,9 @@ class _failures:
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
         if isinstance(exc, TetherError):
             raise ApplicationError(
-                str(exc), type=type(exc).__name__, non_retryable=exc.code not in _RETRY
+                str(exc),
+                refusal_of(exc),  # so a client can raise it again (a refused caller)
+                type=type(exc).__name__,
+                non_retryable=exc.code not in _RETRY,
             ) from exc
         return False

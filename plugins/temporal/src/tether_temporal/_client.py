@@ -10,19 +10,23 @@ import anyio
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from tether.agents import new_header
+from tether.contracts import Caller
+from tether.errors import CallerError, ErrorCode
 from tether.runtime import follow_turn
 from tether.store import SessionStore, StoredEvent
 
 from ._settings import Settings
 from ._workflow import SessionMessage, SessionStart, SessionWorkflow, workflow_id
 
-__all__ = ("new_message_id", "new_session_id", "send", "wait_for_turn")
+__all__ = ("caller_data", "new_message_id", "new_session_id", "send", "wait_for_turn")
 
 
 def new_session_id() -> str:
@@ -44,9 +48,14 @@ async def send(
     delivery: str = "turn",
     message_id: str | None = None,
     trace: Mapping[str, str] | None = None,
+    caller: Caller | None = None,
 ) -> str:
     """Send ``content`` to ``session_id`` through its workflow, starting the workflow if it
     does not run; return the message id once the message is stored (durable).
+
+    ``caller``: who sends it (the submitter). It travels with the message, and with the
+    workflow's start (the initiator of a session the message creates); the worker's agent
+    runs the message with it, vouched for by the cluster (``via`` ``cluster``).
 
     ``trace``: the sender's trace context (W3C keys, e.g. what
     ``opentelemetry.propagate.inject`` writes), stored with the message: the turn it starts
@@ -56,6 +65,7 @@ async def send(
         content=content,
         delivery=delivery,
         trace=dict(trace) if trace else None,
+        caller=caller_data(caller),
     )
     session = SessionStart(
         session_id=session_id,
@@ -64,6 +74,7 @@ async def send(
         heartbeat_timeout=settings.heartbeat_timeout,
         turn_timeout=settings.turn_timeout,
         idle_timeout=settings.idle_timeout,
+        caller=caller_data(caller),
     )
     pause = 0.1
     while True:
@@ -90,12 +101,44 @@ async def send(
             await anyio.sleep(pause)
             pause = min(pause * 2, 2.0)
             continue
+        except WorkflowUpdateFailedError as exc:
+            refused = raised(exc)
+            if refused is None:
+                raise
+            raise refused from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             # What the SDK makes of its caller's cancellation (which comes back at this
             # checkpoint) or of an RPC that timed out (the same message is sent again).
             await anyio.lowlevel.checkpoint()
             continue
         return str(accepted)
+
+
+def caller_data(caller: Caller | None) -> dict[str, object] | None:
+    """``caller`` as a message carries it: its id, name and claims (the worker vouches)."""
+    if caller is None:
+        return None
+    return caller.model_dump(mode="json", exclude={"via"})
+
+
+def raised(exc: BaseException) -> CallerError | None:
+    """The ``CallerError`` a failed send carries (a caller the worker's gates refused, or one
+    it could not read), raised again on this side; ``None`` for any other failure."""
+    found: BaseException | None = exc
+    while found is not None:
+        if isinstance(found, ApplicationError) and found.type == "CallerError" and found.details:
+            data = found.details[0]
+            if isinstance(data, dict):
+                given: dict[str, object] = data  # pyright: ignore[reportUnknownVariableType]
+                code = str(given.get("code", ""))
+                return CallerError(
+                    ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.CALLER_REFUSED,
+                    str(given.get("message") or found.message),
+                    key=str(given["key"]) if given.get("key") else None,
+                    remedy=str(given["remedy"]) if given.get("remedy") else None,
+                )
+        found = found.__cause__
+    return None
 
 
 def _not_ready(exc: BaseException) -> bool:

@@ -6,13 +6,16 @@ worker may run them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from tether.errors import ErrorCode, HostError
 
 from ._settings import Settings
+
+if TYPE_CHECKING:
+    from tether.contracts import Caller
 
 __all__ = ("TemporalHost",)
 
@@ -35,7 +38,10 @@ class TemporalHost:
         new: bool = False,
         message_id: str | None = None,
         trace: Mapping[str, str] | None = None,
+        caller: Caller | None = None,
     ) -> str:
+        """Hand ``content`` to the session's workflow (:func:`tether_temporal._client.send`);
+        ``caller``, its sender, travels with it to the worker."""
         from ._client import send
 
         settings = self.settings
@@ -49,6 +55,7 @@ class TemporalHost:
                 agent=agent,
                 message_id=message_id,
                 trace=trace,
+                caller=caller,
             )
         assert waited.cancelled_caught
         raise HostError(

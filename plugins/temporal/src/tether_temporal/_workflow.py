@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -63,6 +64,10 @@ class SessionStart:
     idle_timeout: float = 600.0
     seen: list[str] = field(default_factory=list[str])
     """Message ids already accepted (carried over a continue-as-new)."""
+    caller: dict[str, Any] | None = None
+    """Who submitted the message that starts the session (``tether.Caller`` as JSON: ``id``,
+    ``name``, ``claims``): its initiator, vouched for by the cluster. ``None``: nobody known
+    (and what a start written before callers were carried reads as)."""
 
 
 @dataclass
@@ -76,6 +81,10 @@ class SessionMessage:
     sender: str | None = None
     trace: dict[str, str] | None = None
     """The sender's trace context (W3C keys), kept with the message in the log."""
+    caller: dict[str, Any] | None = None
+    """Who sent it (``tether.Caller`` as JSON: ``id``, ``name``, ``claims``): the message runs
+    with this caller on the worker, vouched for by the cluster (``via`` ``cluster``).
+    ``None``: nobody known (a message written before callers were carried reads so too)."""
 
 
 @dataclass
@@ -111,12 +120,18 @@ class SessionWorkflow:
         self._seen: dict[str, None] = dict.fromkeys(start.seen)
         self._closing = False
         self._drive: workflow.ActivityHandle[DriveResult] | None = None
+        self._refusal: dict[str, Any] | None = None
+        """Why the session was not created (its starter's caller refused): the messages
+        waiting for it are answered with it."""
         self._discard = False  # a cancel came while no drive ran: the next one drops what waits
         self._interrupting = False  # the running drive is cancelled by an interrupt, not a cancel
 
     @workflow.run
     async def run(self, start: SessionStart) -> DriveResult:
         await self._open(start)
+        if self._refusal is not None:  # no session: the messages sent with the start fail
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return DriveResult(stop_reason="error")
         last = DriveResult()
         while True:
             try:
@@ -190,6 +205,7 @@ class SessionWorkflow:
                         turn_timeout=start.turn_timeout,
                         idle_timeout=start.idle_timeout,
                         seen=list(self._seen)[-1000:],  # the latest: a client retries soon
+                        caller=start.caller,
                     )
                 )
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -209,12 +225,16 @@ class SessionWorkflow:
     async def _open(self, start: SessionStart) -> None:
         if self._opened:
             return
-        await workflow.execute_local_activity(
+        # A refusal (JSON, as the activity returned it), or None (so did a start before callers).
+        refusal: dict[str, Any] | None = await workflow.execute_local_activity(
             OPEN,
             start,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )
+        if refusal is not None:
+            self._refusal = refusal
+            return
         self._opened = True
 
     @workflow.update(name="send")
@@ -222,7 +242,14 @@ class SessionWorkflow:
         """Store ``message`` in the session's mailbox; return its id once it is stored."""
         if message.message_id in self._seen:
             return message.message_id  # sent again (a client retry): accepted once
-        await workflow.wait_condition(lambda: self._opened)
+        await workflow.wait_condition(lambda: self._opened or self._refusal is not None)
+        if self._refusal is not None:
+            raise ApplicationError(
+                str(self._refusal.get("message", "refused")),
+                self._refusal,
+                type=str(self._refusal.get("class", "CallerError")),
+                non_retryable=True,
+            )
         await workflow.execute_local_activity(
             POST,
             args=[self._start.session_id, message],
@@ -243,6 +270,12 @@ class SessionWorkflow:
         if message.delivery not in ("turn", "step", "context"):
             raise ApplicationError(
                 f"delivery must be turn, step or context, not {message.delivery!r}",
+                type="BadMessage",
+            )
+        if message.caller is not None and not _sound_caller(message.caller):
+            raise ApplicationError(
+                "caller must be an object with an id (1 to 200 characters), and optionally a "
+                "name and claims (an object)",
                 type="BadMessage",
             )
         if message.trace is not None and not _sound_trace(message.trace):
@@ -299,4 +332,19 @@ def _sound_trace(trace: object) -> bool:
     return all(
         isinstance(key, str) and isinstance(value, str) and 0 < len(value) <= 512
         for key, value in trace.items()  # pyright: ignore[reportUnknownVariableType]
+    )
+
+
+def _sound_caller(caller: object) -> bool:
+    """Whether a message's caller has the form of a ``tether.Caller`` (checked in full where
+    the message is stored)."""
+    if not isinstance(caller, dict):
+        return False
+    given: dict[str, object] = caller  # pyright: ignore[reportUnknownVariableType]
+    ident = given.get("id")
+    return (
+        isinstance(ident, str)
+        and 0 < len(ident) <= 200
+        and set(given) <= {"id", "name", "claims", "via"}
+        and isinstance(given.get("claims", {}), dict)
     )

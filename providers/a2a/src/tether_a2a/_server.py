@@ -40,6 +40,12 @@ request finds its conversation (:class:`Contexts`).
   ``authenticator`` callable; the card declares the bearer scheme. A caller sees only its own
   tasks and contexts (the SDK scopes tasks by the caller's name, and a context keeps its
   owner). The card itself is public.
+* **Callers** (docs/callers.md): the authenticated caller ``NAME`` is the tether caller
+  ``a2a:NAME`` (``via`` ``a2a``) with the name and claims ``[plugin.a2a.serve] callers`` gives
+  it (:mod:`tether_a2a._callers`). A new context's session records it as its initiator, and
+  each task's message runs with its sender's caller. A caller a gate refuses is answered with
+  HTTP 403 and the refusal as the error's message; nothing is written (no session, no task,
+  no message).
 * **Trace context**: the ``traceparent``, ``tracestate`` and ``baggage`` headers of the
   request that sent a message go with it to the turn it starts (a tracing plugin continues
   the caller's trace).
@@ -112,8 +118,15 @@ from tether.agents import (
 from tether.errors import ErrorCode, PluginError, TetherError
 from tether.models import ModelDelta, Usage
 from tether.runtime import Runtime
-from tether.store import AssistantMessage, DescriptorEvent, TurnEnded, TurnStarted
+from tether.store import (
+    AssistantMessage,
+    DescriptorEvent,
+    MessageSource,
+    TurnEnded,
+    TurnStarted,
+)
 
+from ._callers import Callers, admit_new, caller_error, refusal_answer
 from ._dialect import Fasta2aDialect
 from ._http import (
     BACKLOG,
@@ -241,6 +254,10 @@ def _owner(call: ServerCallContext) -> str:
     return call.user.user_name
 
 
+#: The source of a task's message (a person's follow-up).
+_SENT = MessageSource(kind="user")
+
+
 class Contexts(RequestContextBuilder):
     """Finds (or starts) the tether session of each message, and holds the sessions open.
 
@@ -256,10 +273,13 @@ class Contexts(RequestContextBuilder):
         *,
         host: TaskGroup,
         idle_close: float = 600.0,
+        callers: Callers | None = None,
     ) -> None:
         if runtime.store is None:
             raise ValueError("tether a2a serve needs a runtime with a session store")
         self.runtime = runtime
+        self.callers = callers if callers is not None else Callers(ServeSettings())
+        """Who each authenticated caller is (its name to its tether caller)."""
         self.store = runtime.store
         self.agent_name = resolve_agent_name(runtime.kernel, agent_name)
         self.model_spec = model_spec
@@ -317,18 +337,42 @@ class Contexts(RequestContextBuilder):
             _check_message(params.message)
             if task_id and not context_id:
                 context_id = session_of(task_id)  # the handler checked the task is there
-            opened = await self.open(context_id or None, _owner(context))
+            owner = _owner(context)
+            if not context_id:  # the caller's first message, before its session is created
+                self._admit_new(owner)
+            opened = await self.open(context_id or None, owner)
             context_id = opened.id
             running = opened.running
+            answers = running is not None and running.question is not None
             if running is not None and running.question is not None and task_id != running.task_id:
                 raise InvalidParamsError(
                     message=f"task {running.task_id} of this context waits for input: answer it "
                     "(a message with its taskId) or cancel it first"
                 )
+            if not answers:  # a message the agent takes: its sender asked before the task exists
+                self._admit(opened, owner)
             task_id = task_id or f"{context_id}.{uuid.uuid4().hex}"
         return RequestContext(
             call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
         )
+
+    def _admit(self, opened: _Context, owner: str) -> None:
+        """Whether the session's gates admit ``owner``'s message (as ``followup`` will ask
+        them), before the a2a-sdk makes its task: a refused message leaves nothing (not even a
+        failed task) behind."""
+        try:
+            opened.agent.inbox.source(_SENT, self.callers.of(owner), "followup")
+        except TetherError as exc:
+            raise caller_error(exc) or InternalError(message=str(exc)) from None
+
+    def _admit_new(self, owner: str) -> None:
+        """Whether the agent's gates admit ``owner``'s first message, before its session is
+        created (:func:`admit_new`)."""
+        try:
+            gates = self.runtime.preset(self.agent_name).caller_gates
+            admit_new(gates, self.agent_name, self.callers.of(owner))
+        except TetherError as exc:
+            raise caller_error(exc) or InternalError(message=str(exc)) from None
 
     async def open(self, context_id: str | None, owner: str) -> _Context:
         """The open context ``context_id`` (``None``: a new one) for ``owner``."""
@@ -377,9 +421,10 @@ class Contexts(RequestContextBuilder):
                 model=self.model_spec,
                 session_id=session_id,
                 label=None if session_id is not None else "a2a",
+                caller=self.callers.of(owner),  # a new session's initiator
             )
         except TetherError as exc:
-            raise InternalError(message=str(exc)) from None
+            raise caller_error(exc) or InternalError(message=str(exc)) from None
         opened = _Context(agent, owner)
         try:
             await self._host.start(self._hold, opened, session_id is not None)
@@ -823,9 +868,10 @@ class TetherExecutor(AgentExecutor):
         task_id, context_id, message = context.task_id, context.context_id, context.message
         if task_id is None or context_id is None or message is None:
             raise InternalError(message="a task without a message")
+        owner = _owner(context.call_context)
         opened = self.contexts.get(context_id)
         if opened is None:
-            opened = await self.contexts.open(context_id, _owner(context.call_context))
+            opened = await self.contexts.open(context_id, owner)
         if context.current_task is None:  # the SDK wants the task before its updates
             await event_queue.enqueue_event(new_task_from_user_message(message))
         updater = TaskUpdater(event_queue, task_id, context_id)
@@ -845,11 +891,12 @@ class TetherExecutor(AgentExecutor):
             trace = trace_from(cast("Mapping[str, object]", headers)) if headers else None
             try:
                 await updater.start_work()
-                message_id = await opened.agent.followup(text, trace=trace)
+                sender = self.contexts.callers.of(owner)  # admitted already (Contexts.build)
+                message_id = await opened.agent.followup(text, trace=trace, caller=sender)
             except BaseException as exc:  # cancelled meanwhile, or the store refused it
                 running.abandon()
                 if isinstance(exc, TetherError):
-                    raise InternalError(message=str(exc)) from None
+                    raise caller_error(exc) or InternalError(message=str(exc)) from None
                 raise
             self.contexts.start(running.pump, message_id)
         try:
@@ -1270,6 +1317,7 @@ class Guard:
             return
         if rest:
             send = _rest_answer(send)
+        send = refusal_answer(send)  # a caller a gate refused: HTTP 403
         if self.open:
             await self.app(scope, receive, send)
             return
@@ -1341,6 +1389,7 @@ async def serve(
             "serve the agent from a profile without a session host",
         )
     tokens = settings.tokens()
+    known = Callers(settings)  # a name that cannot be a caller id stops the server here
     authenticate = None
     if settings.authenticator is not None:
         try:
@@ -1386,7 +1435,12 @@ async def serve(
     try:
         async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as group:
             contexts = Contexts(
-                runtime, agent_name, model_spec, host=group, idle_close=settings.idle_close
+                runtime,
+                agent_name,
+                model_spec,
+                host=group,
+                idle_close=settings.idle_close,
+                callers=known,
             )
             card = await agent_card(runtime, agent_name, public, settings)
             handler = DefaultRequestHandler(

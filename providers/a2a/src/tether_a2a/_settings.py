@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -12,6 +13,7 @@ import tether
 
 __all__ = (
     "A2aAgentSettings",
+    "CallerSettings",
     "IdentitySettings",
     "ServeSettings",
     "Settings",
@@ -135,6 +137,20 @@ class A2aAgentSettings(BaseModel):
         return headers
 
 
+class CallerSettings(BaseModel):
+    """``[plugin.a2a.serve.callers.NAME]``: who the authenticated caller ``NAME`` is to the
+    served agent (docs/callers.md). Its caller id is ``a2a:NAME``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    """Its display name, for people (``"Billing team"``)."""
+    claims: dict[str, Any] = Field(default_factory=dict)
+    """What the server vouches for about it (``{ team = "billing", plan = "enterprise" }``):
+    what the agent's dynamic instructions, skill providers, declared subagents and caller
+    gates read."""
+
+
 class ServeSettings(BaseModel):
     """``[plugin.a2a.serve]``: how ``tether a2a serve`` serves this profile's agent (its
     options ``--host``, ``--port`` and ``--url`` override the first three)."""
@@ -154,6 +170,10 @@ class ServeSettings(BaseModel):
     """Bearer tokens callers authenticate with: caller name to the environment variable
     holding that caller's token (``{ alice = "ALICE_A2A_TOKEN" }``). Read when serving
     starts; a variable that is not set is an error naming it."""
+    callers: dict[str, CallerSettings] = Field(default_factory=dict)
+    """Who each authenticated caller is, by its name (a key of ``tokens_env``, or a name the
+    ``authenticator`` returns): ``{ alice = { claims = { team = "billing" } } }``. A caller
+    not named here is ``a2a:NAME`` without claims. Needs authentication."""
     idle_close: float = Field(default=600.0, gt=0)
     """Seconds a context may run no task before its session is closed (its agent leaves
     memory; a later message to it opens it again from the store)."""
@@ -197,6 +217,21 @@ class ServeSettings(BaseModel):
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ValueError(f"url must be an http or https URL, not {url[:200]!r}")
         return url
+
+    @model_validator(mode="after")
+    def _callers_authenticate(self) -> ServeSettings:
+        if self.callers and not self.authenticates:
+            raise ValueError(
+                "callers names who authenticated callers are: set tokens_env or authenticator "
+                "too (without authentication a message has no caller)"
+            )
+        unknown = sorted(set(self.callers) - set(self.tokens_env))
+        if unknown and self.authenticator is None:
+            raise ValueError(
+                f"callers names {', '.join(map(repr, unknown))}, which no token of tokens_env "
+                f"authenticates (its callers: {', '.join(map(repr, self.tokens_env))})"
+            )
+        return self
 
     @property
     def authenticates(self) -> bool:

@@ -8,7 +8,9 @@ the client's MCP servers and ``cwd`` do not reach the workers (their tools are t
 run where the worker runs); answers stream as they arrive when the store relays their pieces
 (:class:`tether.store.DeltaRelay`: tether-postgres does), else each arrives whole once stored.
 ``session/cancel`` interrupts the turn on the worker: it ends ``aborted``, and a prompt whose
-turn had not begun is dropped, never run later.
+turn had not begun is dropped, never run later. Each prompt's caller (as a local ``tether acp``
+has it: :mod:`tether_acp._callers`) goes to the host with the message, so the worker's turn runs
+for it (a host that takes no caller gets none).
 
 Each prompt is one :meth:`tether.runtime.Runtime.follow` of the session: the runtime hands the
 message to the host and follows its turn (:class:`tether.runtime.FollowedSession`); this module
@@ -17,8 +19,10 @@ only turns what it hears into ACP updates, and a cancel into ``interrupt(drop=Tr
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,8 +43,10 @@ from tether.store import Event, StoredEvent, TurnEnded, TurnStarted
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+    from tether.contracts import Caller
     from tether.runtime import FollowedSession, Runtime, SessionHost
 
+from ._callers import ClientCallers
 from ._protocol import (
     SESSION_NOT_FOUND,
     LiveAnswer,
@@ -73,6 +79,49 @@ class _ClusterSession:
     """Held by the prompt whose turn runs: one prompt at a time."""
     running: set[anyio.Event] = field(default_factory=lambda: set[anyio.Event]())
     """One event per prompt accepted and not answered yet: set when a cancel reaches it."""
+    caller: Caller | None = None
+    """Who sends the session's prompts that name no caller."""
+
+
+class _Sending:
+    """``host``, sending each message as ``caller`` (when the host takes a caller)."""
+
+    def __init__(self, host: SessionHost, caller: Caller | None) -> None:
+        self.host = host
+        self.name = host.name
+        self.caller = caller
+
+    async def send(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        agent: str | None = None,
+        new: bool = False,
+        message_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
+    ) -> str:
+        send: Any = self.host.send
+        sender = {"caller": self.caller} if self.caller is not None and _takes_caller(send) else {}
+        return await send(
+            session_id, content, agent=agent, new=new, message_id=message_id, trace=trace, **sender
+        )
+
+    async def cancel(self, session_id: str) -> None:
+        await self.host.cancel(session_id)
+
+    async def interrupt(self, session_id: str) -> None:
+        await self.host.interrupt(session_id)
+
+    async def aclose(self) -> None:
+        await self.host.aclose()
+
+
+def _takes_caller(send: Any) -> bool:
+    try:
+        return "caller" in inspect.signature(send).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class ClusterAcpAgent:
@@ -85,6 +134,7 @@ class ClusterAcpAgent:
         runtime: Runtime,
         host: SessionHost,
         agent_name: str | None = None,
+        callers: ClientCallers | None = None,
     ) -> None:
         if runtime.store is None:
             raise ValueError(
@@ -94,6 +144,7 @@ class ClusterAcpAgent:
         self.runtime = runtime
         self.store = runtime.store
         self.host = host
+        self.callers = callers if callers is not None else ClientCallers(None, trust=False)
         self.agent_name = resolve_agent_name(runtime.kernel, agent_name)
         limits = build_preset(runtime.kernel, self.agent_name).limits or AgentLimits()
         self.max_steps = limits.max_steps
@@ -125,7 +176,7 @@ class ClusterAcpAgent:
     ) -> NewSessionResponse:
         working_directory(cwd)  # checked as a local server checks it
         _no_client_servers(mcp_servers)
-        session = _ClusterSession(new_header().id, new=True)
+        session = _ClusterSession(new_header().id, new=True, caller=self._caller(kwargs))
         self._sessions[session.id] = session
         return NewSessionResponse(session_id=session.id)
 
@@ -134,6 +185,7 @@ class ClusterAcpAgent:
     ) -> LoadSessionResponse:
         working_directory(cwd)
         _no_client_servers(mcp_servers)
+        caller = self._caller(kwargs)
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
@@ -141,6 +193,7 @@ class ClusterAcpAgent:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = _ClusterSession(session_id, new=False)
+        session.caller = caller
         ids = MessageIds(session_id, turn=0)
         for stored in events:
             for update in replay(stored.event, ids):
@@ -156,13 +209,14 @@ class ClusterAcpAgent:
                 {"sessionId": session_id[:200]},
             )
         text = prompt_text(prompt)
+        caller = self._caller(kwargs, session.caller)
         cancel = anyio.Event()
         session.running.add(cancel)  # before any await: a cancel from now on reaches it
         try:
             async with session.turns:
                 if cancel.is_set() or self._input_ended:
                     return PromptResponse(stop_reason="cancelled")
-                return await self._turn(session, text, cancel, trace_from(kwargs))
+                return await self._turn(session, text, cancel, trace_from(kwargs), caller)
         finally:
             session.running.discard(cancel)
 
@@ -172,10 +226,11 @@ class ClusterAcpAgent:
         text: str,
         cancel: anyio.Event,
         trace: dict[str, str] | None = None,
+        caller: Caller | None = None,
     ) -> PromptResponse:
         """Send ``text`` through the cluster and stream its turn to the client until it ends
         (or was cancelled before it began); ``trace``: the client's trace context (the
-        prompt's ``_meta``), which the worker's turn continues."""
+        prompt's ``_meta``), which the worker's turn continues; ``caller``: who sends it."""
         items, received = anyio.create_memory_object_stream[object](math.inf)
         message_id: str | None = None
         ours = False  # whether the follower reached the turn's start
@@ -191,7 +246,7 @@ class ClusterAcpAgent:
         with items, received:
             try:
                 async with self.runtime.follow(
-                    self.host,
+                    _Sending(self.host, caller),
                     session.id,
                     agent=self.agent_name,
                     new=session.new,
@@ -263,6 +318,12 @@ class ClusterAcpAgent:
             group.cancel_scope.cancel()
         assert outcome is not None
         return outcome
+
+    def _caller(self, meta: dict[str, Any], fallback: Caller | None = None) -> Caller | None:
+        try:
+            return self.callers.of(meta, fallback)
+        except TetherError as exc:  # CALLER_INVALID: invalid params
+            raise request_error(exc) from None
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id)

@@ -38,6 +38,7 @@ from tether.store import AssistantMessage, Event, ToolResult, TurnEnded, TurnSta
 from ._client import RETRY_META
 
 __all__ = (
+    "CALLER_REFUSED_CODE",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "PROTOCOL_VERSION",
@@ -86,6 +87,9 @@ _MESSAGE_IDS = uuid.UUID("5b0f4f5e-8d0e-4a8e-9c7c-7e7468657468")
 SESSION_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+CALLER_REFUSED_CODE = -32003
+"""A caller gate refused the request's caller (``CALLER_REFUSED``): a server-defined JSON-RPC
+code (ACP defines -32000 and -32002), so a client can tell a refusal from a failure."""
 
 
 # -------------------------------------------------------------------- requests
@@ -359,8 +363,18 @@ def replay(event: Event, ids: MessageIds) -> list[Update]:
             return _updates(event, ids)
 
 
+#: The JSON-RPC code of each tether error a request may fail with (others: internal error).
+_REQUEST_CODES = {
+    ErrorCode.SESSION_NOT_FOUND: SESSION_NOT_FOUND,
+    ErrorCode.CALLER_INVALID: INVALID_PARAMS,
+    ErrorCode.CALLER_REFUSED: CALLER_REFUSED_CODE,
+}
+
+
 def request_error(exc: TetherError) -> acp.RequestError:
-    code = SESSION_NOT_FOUND if exc.code is ErrorCode.SESSION_NOT_FOUND else INTERNAL_ERROR
+    """The ACP error a request that failed with ``exc`` is answered with: tether's one-line
+    error as its message, ``{"tetherCode": CODE}`` as its data."""
+    code = _REQUEST_CODES.get(exc.code, INTERNAL_ERROR)
     return acp.RequestError(code, str(exc), {"tetherCode": str(exc.code)})
 
 

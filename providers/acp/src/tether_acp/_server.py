@@ -78,6 +78,14 @@ Only ACP messages go to standard output: :func:`serve` keeps the real standard o
 protocol and points file descriptor 1 at standard error (and 0 at ``/dev/null``), so a stray
 ``print`` in a plugin, or a subprocess a tool starts, cannot corrupt the stream or eat input.
 
+Callers (:mod:`tether_acp._callers`, docs/callers.md): every session this server creates and
+every prompt it takes has a caller: the one running ``tether acp`` (``TETHER_CALLER``, else
+the OS user), or, when the profile trusts the client (``[plugin.acp.serve] trust_meta_caller``),
+the caller the client names in ``_meta["tether/caller"]`` of ``session/new``, ``session/load``
+or ``session/prompt`` (a prompt without one runs with its session's). A caller that cannot be
+read is answered "invalid params" (``CALLER_INVALID``); one a gate refuses, error -32003
+(``CALLER_REFUSED``), the refusal as its message: no session is created, no message accepted.
+
 Permission requests: the server is its kernel's permission host. A served agent's tool that
 needs approval is asked about after its ``tool_call`` went out, with that tool call's id (the
 client knows which call it is about). A question a descendant forwards up (an ACP child with
@@ -144,6 +152,7 @@ from tether.store import (
     TurnStarted,
 )
 
+from ._callers import ClientCallers, process_caller, serve_settings
 from ._mcp import client_tool_sources, mcp_available
 from ._protocol import (
     INVALID_PARAMS,
@@ -167,7 +176,7 @@ from ._usage import prompt_usage
 
 if TYPE_CHECKING:
     from tether.agents import Agent
-    from tether.contracts import ToolSource
+    from tether.contracts import Caller, ToolSource
     from tether.loading import Kernel
 
 __all__ = ("PROTOCOL_VERSION", "RETRY_MARKER", "TetherAcpAgent", "serve")
@@ -226,6 +235,9 @@ class _Session:
     agent: Agent
     cwd: Path
     sources: Sequence[ToolSource] = ()
+    caller: Caller | None = None
+    """Who sends the session's prompts that name no caller (its ``session/new`` or
+    ``session/load``'s)."""
     """The tool sources of the client's MCP servers (kept to compose the agent again)."""
     release: anyio.Event = field(default_factory=anyio.Event)
     left: anyio.Event = field(default_factory=anyio.Event)
@@ -322,9 +334,12 @@ class TetherAcpAgent:
         model_spec: str | None = None,
         *,
         host: TaskGroup,
+        callers: ClientCallers | None = None,
     ) -> None:
         if runtime.store is None:
             raise ValueError("TetherAcpAgent needs a runtime with a session store")
+        self.callers = callers if callers is not None else ClientCallers(None, trust=False)
+        """Who sends (the process's caller, and whether a client's ``_meta`` caller counts)."""
         self.runtime = runtime
         self.kernel = runtime.kernel
         self.store: SessionStore = runtime.store
@@ -495,7 +510,7 @@ class TetherAcpAgent:
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         directory = working_directory(cwd)
-        session = await self._open(None, directory, mcp_servers)
+        session = await self._open(None, directory, mcp_servers, self._caller(kwargs))
         return NewSessionResponse(
             session_id=session.id,
             modes=self._modes(session),
@@ -508,13 +523,16 @@ class TetherAcpAgent:
         directory = working_directory(cwd)
         session = self._sessions.get(session_id)
         if session is None:
-            session = await self._open(session_id, directory, mcp_servers)
-        elif mcp_servers:
-            log.warning(
-                "session/load of %s, which is open: its tools stay as they are (the MCP servers"
-                " of this request are not used)",
-                session_id,
-            )
+            session = await self._open(session_id, directory, mcp_servers, self._caller(kwargs))
+        else:
+            # Open already: a caller the request names sends its prompts from now on.
+            session.caller = self._caller(kwargs, session.caller)
+            if mcp_servers:
+                log.warning(
+                    "session/load of %s, which is open: its tools stay as they are (the MCP "
+                    "servers of this request are not used)",
+                    session_id,
+                )
         try:
             events = await self.store.events(session_id)
         except TetherError as exc:
@@ -530,9 +548,23 @@ class TetherAcpAgent:
             modes=self._modes(session), config_options=self._config_options(session)
         )
 
-    async def _open(self, session_id: str | None, cwd: Path, mcp_servers: Any = None) -> _Session:
-        """Compose and hold the agent of ``session_id`` (``None``: a new session), with the
-        MCP servers the client names as tool sources of its own (:mod:`tether_acp._mcp`)."""
+    def _caller(self, meta: dict[str, Any], fallback: Caller | None = None) -> Caller | None:
+        """Who sends a request with ``meta`` (its ``_meta``): see :mod:`tether_acp._callers`."""
+        try:
+            return self.callers.of(meta, fallback)
+        except TetherError as exc:  # CALLER_INVALID: invalid params
+            raise request_error(exc) from None
+
+    async def _open(
+        self,
+        session_id: str | None,
+        cwd: Path,
+        mcp_servers: Any = None,
+        caller: Caller | None = None,
+    ) -> _Session:
+        """Compose and hold the agent of ``session_id`` (``None``: a new session) for
+        ``caller`` (a new session's initiator; a gate may refuse it), with the MCP servers the
+        client names as tool sources of its own (:mod:`tether_acp._mcp`)."""
         sources = client_tool_sources(mcp_servers, cwd)  # invalid params: nothing started
         model = self.model_spec
         try:
@@ -548,10 +580,11 @@ class TetherAcpAgent:
                 session_id=session_id,
                 tool_sources=sources,
                 cwd=cwd,  # the directory its tools act in
+                caller=caller,
             )
         except TetherError as exc:
             raise request_error(exc) from None
-        session = _Session(agent, cwd, sources)
+        session = _Session(agent, cwd, sources, caller)
         try:
             await self._host.start(self._hold, session, session_id is not None)
         except TetherError as exc:
@@ -766,6 +799,7 @@ class TetherAcpAgent:
                 session_id=session.id,
                 tool_sources=session.sources,
                 cwd=session.cwd,
+                caller=session.caller,
             )
         except TetherError as exc:
             session.wanted_model = None
@@ -799,6 +833,7 @@ class TetherAcpAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
         text = prompt_text(prompt)
+        caller = self._caller(kwargs, session.caller)
         send, receive = anyio.create_memory_object_stream[object](math.inf)
 
         def push(item: object) -> None:  # an agent listener: must never raise
@@ -814,7 +849,9 @@ class TetherAcpAgent:
                         return PromptResponse(stop_reason="cancelled")
                     if session.wanted_model is not None:  # chosen while a turn ran
                         await self._switch_model(session)
-                    return await self._turn(session, state, text, receive, trace_from(kwargs))
+                    return await self._turn(
+                        session, state, text, receive, trace_from(kwargs), caller
+                    )
         finally:
             session.prompts.discard(state)
 
@@ -825,9 +862,11 @@ class TetherAcpAgent:
         text: str,
         receive: MemoryObjectReceiveStream[object],
         trace: dict[str, str] | None = None,
+        caller: Caller | None = None,
     ) -> PromptResponse:
         """Send ``text`` and stream what the agent says and logs until the turn it starts
-        ends; ``trace``: the client's trace context (the prompt's ``_meta``)."""
+        ends; ``trace``: the client's trace context (the prompt's ``_meta``); ``caller``: who
+        sends it (a gate may refuse it: then nothing is accepted)."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
         live = LiveAnswer(MessageIds(session.id), _fates(agent))
@@ -843,8 +882,8 @@ class TetherAcpAgent:
         unidle = agent.loop.on_idle(idle)
         try:
             try:
-                message_id = await agent.followup(text, trace=trace)
-            except TetherError as exc:  # the store refused the message
+                message_id = await agent.followup(text, trace=trace, caller=caller)
+            except TetherError as exc:  # the store refused the message, or a gate the caller
                 raise request_error(exc) from None
             armed = True
             if state.cancelled:
@@ -977,15 +1016,16 @@ async def serve(
     from tether.runtime import profile_session_host, profile_store
 
     check_servable(kernel, agent_name, model_spec)
+    callers = ClientCallers(process_caller(), trust=serve_settings(kernel).trust_meta_caller)
     session_host = profile_session_host(kernel)
     if session_host is not None:
-        await _serve_cluster(kernel, session_host, agent_name, streams, line_limit)
+        await _serve_cluster(kernel, session_host, agent_name, streams, line_limit, callers)
         return
     store = profile_store(kernel)
     try:
         sink, source = streams if streams is not None else await _stdio()
         async with Runtime.open(kernel, store) as runtime, anyio.create_task_group() as host:
-            server = TetherAcpAgent(runtime, agent_name, model_spec, host=host)
+            server = TetherAcpAgent(runtime, agent_name, model_spec, host=host, callers=callers)
             guard = LineGuard(
                 source,
                 sink,
@@ -1007,6 +1047,7 @@ async def _serve_cluster(
     agent_name: str | None,
     streams: tuple[ByteSink, ByteSource] | None,
     line_limit: int,
+    callers: ClientCallers | None = None,
 ) -> None:
     """``serve`` on a profile whose sessions run on a session host (a cluster): prompts go to
     the host, turns are streamed from the shared store (:mod:`tether_acp._cluster`)."""
@@ -1018,7 +1059,7 @@ async def _serve_cluster(
     try:
         sink, source = streams if streams is not None else await _stdio()
         # Nothing is hosted here (the workers hold the sessions): the runtime only follows.
-        server = ClusterAcpAgent(Runtime(kernel, store), session_host, agent_name)
+        server = ClusterAcpAgent(Runtime(kernel, store), session_host, agent_name, callers)
         guard = LineGuard(
             source, sink, notifications=_NOTIFICATIONS, limit=line_limit, on_end=server.input_ended
         )

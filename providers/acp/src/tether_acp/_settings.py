@@ -1,4 +1,5 @@
-"""``[plugin.acp]``: the ACP agents this plugin offers as subagent providers."""
+"""``[plugin.acp]``: the ACP agents this plugin offers as subagent providers, and how ``tether
+acp`` serves this profile's agent (``[plugin.acp.serve]``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import tether
 
 from ._files import DEFAULT_MAX_FILE_BYTES
 
-__all__ = ("AcpAgentSettings", "Settings", "command_problem")
+__all__ = ("AcpAgentSettings", "AcpServeSettings", "Settings", "command_problem")
 
 _RELATIVE = (
     "{what} must be an absolute path: {path!s} is relative, and relative paths are resolved "
@@ -93,20 +94,43 @@ class AcpAgentSettings(BaseModel):
         return self
 
 
-class Settings(tether.PluginSettings):
-    """``[plugin.acp]`` with one ``[[plugin.acp.agents]]`` table per external agent."""
+class AcpServeSettings(BaseModel):
+    """``[plugin.acp.serve]``: how ``tether acp`` serves this profile's agent."""
 
-    agents: tuple[AcpAgentSettings, ...] = Field(default=(), validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trust_meta_caller: bool = False
+    """Take the caller a client names in ``_meta["tether/caller"]`` (of ``session/new``,
+    ``session/load`` or ``session/prompt``: ``{"id": ..., "name": ..., "claims": {...}}``) as
+    who sends (docs/callers.md). Only for a client that vouches for its people (an editor's
+    own sign-in, a gateway): ``tether acp`` cannot check what it says. ``false`` (the
+    default): every message's caller is the one running ``tether acp`` (``TETHER_CALLER``, or
+    the OS user), and a ``_meta`` caller is ignored."""
+
+
+class Settings(tether.PluginSettings):
+    """``[plugin.acp]`` with one ``[[plugin.acp.agents]]`` table per external agent, and how
+    this profile's agent is served (``[plugin.acp.serve]``)."""
+
+    agents: tuple[AcpAgentSettings, ...] = ()
+    serve: AcpServeSettings | None = None
 
     @field_validator("agents")
     @classmethod
     def _unique(cls, agents: tuple[AcpAgentSettings, ...]) -> tuple[AcpAgentSettings, ...]:
-        if not agents:
-            raise ValueError("name at least one agent under [[plugin.acp.agents]]")
         names = [agent.name for agent in agents]
         if len(set(names)) != len(names):
             raise ValueError("two ACP agents share a name; give each its own")
         return agents
+
+    @model_validator(mode="after")
+    def _something(self) -> Settings:
+        if not self.agents and self.serve is None:
+            raise ValueError(
+                "name at least one agent under [[plugin.acp.agents]], or say how this "
+                "profile's agent is served under [plugin.acp.serve]"
+            )
+        return self
 
 
 def command_problem(spec: AcpAgentSettings) -> str | None:
