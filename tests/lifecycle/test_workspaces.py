@@ -34,6 +34,7 @@ async def runtime(tmp_path):
 async def session(runtime: Runtime, **header) -> str:
     """A session of ``main`` that ran one turn (its workspace opened and recorded)."""
     if header:
+        assert runtime.store is not None
         created = await runtime.store.create(new_header(agent="main", **header))
         agent = await runtime.compose(
             agent="main", model=FunctionModel(lambda r: "hi"), session_id=created.id
@@ -71,6 +72,7 @@ async def test_deleting_a_tree_removes_every_deleted_sessions_workspace(runtime)
 
 async def test_prune_removes_the_workspaces_of_what_it_deleted(runtime):
     old = await session(runtime)
+    assert runtime.store is not None
     plan = await plan_prune(runtime.store, older_than=0, closed_only=False)
     outcome = await prune(runtime, plan)
     assert old in outcome.deleted
