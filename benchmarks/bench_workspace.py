@@ -49,7 +49,7 @@ async def workspace_costs(runtime: Runtime, rounds: int, children: int) -> tuple
     shared: list[float] = []
     async with root:
         parent = root.workspace
-        backend = runtime.workspace_backend(parent.backend)
+        backend = runtime.workspaces.backend(parent.backend)
         for number in range(rounds):
             for share, figures in ((False, own), (True, shared)):
                 ids = [f"ses_bench{number}{share:d}{n:06d}" for n in range(children)]

@@ -523,3 +523,23 @@ async def test_a_command_that_cannot_start_is_an_error_with_its_fix(tmp_path, st
     assert "fix command, args or cwd in its [[plugin.acp.agents]] table" in (
         result.diagnostic or ""
     )
+
+
+async def test_without_roots_a_child_may_use_its_workspace_and_not_the_project(tmp_path, store):
+    (tmp_path / "project.txt").write_text("the project's")
+    runtime = build(tmp_path, agent_table("echo", "fs.py"))
+    parent = await compose_agent(runtime, store, model=delegating("x"))
+    async with parent:
+        subagents = runtime.subagents
+        outputs = []
+        for prompt in (f"read {tmp_path / 'project.txt'}", f"write {tmp_path / 'new.txt'} x"):
+            run = await subagents.start("echo", SubagentStartRequest(prompt, parent))
+            outputs.append(((await run.result()).output, run.id))
+            await run.dispose()
+        run = await subagents.start("echo", SubagentStartRequest("placeholder", parent))
+        await run.result()
+        workspace = runtime.workspaces.folder(store) / run.id
+        await run.dispose()
+    assert all(output.startswith("error:") for output, _ in outputs), outputs
+    assert not (tmp_path / "new.txt").exists()
+    assert workspace.is_dir()  # the folder its fs requests were confined to

@@ -49,7 +49,7 @@ async def session(runtime: Runtime, **header) -> str:
 
 async def test_deleting_a_session_removes_its_workspace_and_no_other(runtime):
     a, b = await session(runtime), await session(runtime)
-    folder = runtime.workspaces_folder()
+    folder = runtime.workspaces.folder()
     assert {p.name for p in folder.iterdir()} == {a, b}
     removal = await delete_session(runtime, a)
     assert removal.deleted == (a,)
@@ -61,7 +61,7 @@ async def test_deleting_a_tree_removes_every_deleted_sessions_workspace(runtime)
     root = await session(runtime)
     child = await session(runtime, parent_session=root, origin="subagent")
     kept = await session(runtime, parent_session=root, origin="subagent", detached=True)
-    folder = runtime.workspaces_folder()
+    folder = runtime.workspaces.folder()
     removal = await delete_session(runtime, root)
     assert removal.deleted == (root,)
     assert set(removal.closed) == {child}
@@ -76,7 +76,7 @@ async def test_prune_removes_the_workspaces_of_what_it_deleted(runtime):
     plan = await plan_prune(runtime.store, older_than=0, closed_only=False)
     outcome = await prune(runtime, plan)
     assert old in outcome.deleted
-    assert not (runtime.workspaces_folder() / old).exists()
+    assert not (runtime.workspaces.folder() / old).exists()
 
 
 @pytest.mark.parametrize("hostile", ["..", ".", "", "../outside", "a/../../outside", "/tmp"])
@@ -84,7 +84,7 @@ async def test_an_id_that_is_not_a_plain_name_removes_nothing(runtime, tmp_path,
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious.txt").write_text("keep")
-    folder = runtime.workspaces_folder()
+    folder = runtime.workspaces.folder()
     folder.mkdir(parents=True, exist_ok=True)
     assert await remove_workspaces(runtime, [hostile]) == []
     assert (outside / "precious.txt").read_text() == "keep"

@@ -121,7 +121,7 @@ async def test_the_memory_store_keeps_workspaces_in_a_folder_removed_with_the_ru
         async with agent:
             root = agent.workspace.root
             assert root.is_dir()
-            assert root.parent == runtime.workspaces_folder()
+            assert root.parent == runtime.workspaces.folder()
             assert tmp_path not in root.parents
     assert not root.exists()
     assert not root.parent.exists()
@@ -149,7 +149,7 @@ async def test_the_userns_backend_opens_the_sessions_workspace(build, tmp_path):
     agent = await runtime.compose(agent="main", model=FunctionModel(lambda r: "hi"))
     async with agent:
         workspace = agent.workspace
-        backend = runtime.workspace_backend(workspace.backend)
+        backend = runtime.workspaces.backend(workspace.backend)
         result = await backend.run(workspace, ["sh", "-c", "pwd > here"], timeout=20)
     assert result.exit_code == 0, result.stderr
     assert workspace.backend == "userns"
@@ -158,7 +158,7 @@ async def test_the_userns_backend_opens_the_sessions_workspace(build, tmp_path):
 
 async def test_an_unknown_backend_asked_of_the_runtime_lists_the_known_ones(build):
     with pytest.raises(WorkspaceError) as info:
-        build().workspace_backend("docker")
+        build().workspaces.backend("docker")
     assert info.value.code is ErrorCode.WORKSPACE_INVALID
     assert '"local", "userns" (isolated)' in (info.value.remedy or "")
 
@@ -296,5 +296,5 @@ async def test_an_agent_on_a_store_of_its_own_keeps_its_workspace_with_that_stor
     agent = await runtime.compose(agent="main", model=FunctionModel(lambda r: "hi"), store=store)
     async with agent:
         root = agent.workspace.root
-    assert root.parent == runtime.workspaces_folder(store)
+    assert root.parent == runtime.workspaces.folder(store)
     assert tmp_path not in root.parents  # a memory store's sessions leave nothing in the project

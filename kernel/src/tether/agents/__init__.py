@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         stricter,
     )
     from ._budget import ContextBudget
+    from ._callers import admit_caller
     from ._compaction import SUMMARY_INSTRUCTION
     from ._compose import (
         AgentPreset,
@@ -117,6 +118,7 @@ __all__ = (
     "Turn",
     "TurnLoop",
     "TurnStart",
+    "admit_caller",
     "ask_permission",
     "asking_root",
     "build_preset",
@@ -152,6 +154,7 @@ _LAZY = {
     "PermissionDesk": "_approvals",
     "PermissionHost": "_approvals",
     "PermissionQuestion": "_approvals",
+    "admit_caller": "_callers",
     "ask_permission": "_approvals",
     "asking_root": "_approvals",
     "question_path": "_approvals",

@@ -20,7 +20,7 @@ from ..errors import CallerError, ErrorCode
 if TYPE_CHECKING:
     from ..store import MessageSource
 
-__all__ = ("ADMITTED_KINDS", "ProfileGate", "admit", "with_caller")
+__all__ = ("ADMITTED_KINDS", "ProfileGate", "admit", "admit_caller", "with_caller")
 
 #: The message sources a caller sends from outside (a person, a client): asked about by the
 #: gates when no session sent them. What another session sends (a parent's task message, a
@@ -55,14 +55,20 @@ def admit(gates: Sequence[CallerGate], admission: Admission) -> None:
             raise refusal(admission, gate.name, reason)
 
 
+#: The public name (``tether.agents.admit_caller``): what a surface that admits a caller before
+#: any session exists (``tether a2a serve``, a cluster's worker) asks the gates with.
+admit_caller = admit
+
+
 def refusal(admission: Admission, gate: str, reason: str) -> CallerError:
     """The ``CALLER_REFUSED`` error for a refused ``admission``."""
     who = f'caller "{admission.caller.id}"' if admission.caller is not None else "no caller"
-    what = (
-        "may not start a session"
-        if admission.kind == "session"
-        else f"may not send to session {admission.session_id}"
-    )
+    if admission.kind == "session":
+        what = "may not start a session"
+    elif admission.session_id:
+        what = f"may not send to session {admission.session_id}"
+    else:
+        what = "may not send to a new session"
     agent = f' (agent "{admission.agent}")' if admission.agent else ""
     return CallerError(
         ErrorCode.CALLER_REFUSED,

@@ -182,6 +182,7 @@ async def _run(
             debug,
             interruption.stoppable(),
             reasoning,
+            caller,
         )
     store = profile_store(kernel)
     try:
@@ -319,6 +320,7 @@ async def run_on_host(
     debug: bool = False,
     stop: CancelScope | None = None,
     reasoning: bool = True,
+    caller: Caller | None = None,
 ) -> str:
     """``tether run`` on a profile whose sessions run elsewhere (a plugin's session host):
     the runtime follows the session (:meth:`tether.runtime.Runtime.follow`), and this prints
@@ -343,7 +345,7 @@ async def run_on_host(
 
         runtime = Runtime(kernel, store)
         follow = runtime.follow(
-            host, session_id, agent=agent_name, hear=hear, hear_delta=answer.hear
+            host, session_id, agent=agent_name, hear=hear, hear_delta=answer.hear, caller=caller
         )
         async with follow as followed:
             reason = await followed.run(prompts, stop=stop, sent=sent)

@@ -52,7 +52,14 @@ async def send(
         finally:
             await store.aclose()
         return await run_on_host(
-            host, kernel, None, session_id, [message], debugging(), interruption.stoppable()
+            host,
+            kernel,
+            None,
+            session_id,
+            [message],
+            debugging(),
+            interruption.stoppable(),
+            caller=caller,
         )
     store = profile_store(kernel)
     try:

@@ -38,7 +38,13 @@ class SessionHost(Protocol):
 
         ``trace``: the sender's trace context (W3C keys such as ``traceparent``), stored with
         the message (``InboxAccepted.trace``) so that the turn it starts, wherever it runs,
-        continues the sender's trace (:class:`tether.agents.Tracer`)."""
+        continues the sender's trace (:class:`tether.agents.Tracer`).
+
+        A host may also take ``caller: Caller | None = None`` (optional, so it is not in this
+        signature): who sends the message (docs/callers.md), to record on it (and, for a
+        ``new`` session, as its initiator) once the agent's caller gates admitted it
+        (``CALLER_REFUSED`` otherwise, nothing stored). A host without it is called as
+        before, and its sessions run as their initiator."""
         ...
 
     async def cancel(self, session_id: str) -> None:

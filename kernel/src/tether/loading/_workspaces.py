@@ -1,5 +1,5 @@
 """Which workspace backend and kind a kernel's profile names: checked at load, opened by the
-runtime (``Runtime.workspace_backend``).
+runtime (``Runtime.workspaces.backend``).
 
 The workspaces room knows no :class:`~tether.loading.Kernel`; the walk from a kernel's profile
 to its backends is loading's, as it is for stores (``_stores``).

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..ground import takes_keyword
 from ._hosts import SessionHost, follow_turn, relayed_deltas, turn_began
 
 if TYPE_CHECKING:
     from anyio import CancelScope
     from anyio.streams.memory import MemoryObjectReceiveStream
 
+    from ..contracts import Caller
     from ..models import ModelDelta
     from ..store import DeltaBatch, SessionStore, StoredEvent
     from ._runtime import Runtime
@@ -51,8 +54,11 @@ class FollowedSession:
         deltas: MemoryObjectReceiveStream[DeltaBatch] | None,
         hear: Callable[[StoredEvent], None] | None,
         hear_delta: Callable[[ModelDelta], None] | None,
+        caller: Caller | None = None,
     ) -> None:
         self.host = host
+        self.caller = caller
+        """Who sends the messages (handed to a host whose ``send`` takes a ``caller``)."""
         self.store = store
         self.session_id = session_id
         """The session followed (a new one's id is chosen here, before it exists)."""
@@ -93,7 +99,13 @@ class FollowedSession:
         with the first); its message id, once the host stored it durably. ``trace``: the
         sender's trace context, which the turn continues wherever it runs."""
         self._sent_at = self._read
-        message_id = await self.host.send(
+        host = self.host
+        # A host written before callers were (SessionHost.send without ``caller``) is called
+        # as before: its sessions then run as their initiator (docs/callers.md).
+        send: Any = host.send
+        if self.caller is not None and takes_keyword(type(host).send, "caller"):
+            send = partial(send, caller=self.caller)
+        message_id = await send(
             self.session_id, prompt, agent=self._agent, new=self._new, trace=trace
         )
         self._new = False
@@ -187,6 +199,7 @@ async def follow_session(
     new: bool = False,
     hear: Callable[[StoredEvent], None] | None = None,
     hear_delta: Callable[[ModelDelta], None] | None = None,
+    caller: Caller | None = None,
 ) -> AsyncGenerator[FollowedSession]:
     """:meth:`Runtime.follow`'s body; see there."""
     from ..agents import new_header, resolve_agent_name
@@ -219,4 +232,5 @@ async def follow_session(
             deltas=deltas,
             hear=hear,
             hear_delta=hear_delta,
+            caller=caller,
         )

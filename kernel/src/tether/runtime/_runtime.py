@@ -50,7 +50,7 @@ from ._hold import COMPACT_GESTURE, HeldSession, SessionHold
 from ._presets import with_preset_tools
 from ._state import RuntimeState, StateKey
 from ._tools import ToolCatalog
-from ._workspaces import WORKSPACES
+from ._workspaces import WORKSPACES, RuntimeWorkspaces
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from ..agents._agent import Agent
     from ..agents._approvals import PermissionHost
     from ..agents._limits import AgentLimits
-    from ..contracts import Budget, Caller, Price, WorkspaceBackend
+    from ..contracts import Budget, Caller, Price
     from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
     from ..subagents import SubagentRuntime
@@ -210,16 +210,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ workspaces
 
-    def workspace_backend(self, name: str) -> WorkspaceBackend:
-        """The workspace backend ``name`` the profile's plugins offer (``local``, ``userns``,
-        a plugin's; docs/workspaces.md), else ``WORKSPACE_INVALID`` listing the known ones."""
-        return self.state(WORKSPACES).backend(name)
-
-    def workspaces_folder(self, store: SessionStore | None = None) -> Path:
-        """The folder the session workspaces of ``store`` (default: the runtime's) are made
-        in: next to a SQLite store's file, a temporary folder for a memory store (removed with
-        the runtime), else ``.tether/workspaces`` in the profile's folder (docs/workspaces.md)."""
-        return self.state(WORKSPACES).folder(store if store is not None else self.store)
+    @property
+    def workspaces(self) -> RuntimeWorkspaces:
+        """Its workspace backends, ``backend(name)`` (``local``, ``userns``, a plugin's), and
+        ``folder(store)``, where session workspaces are made (docs/workspaces.md)."""
+        return self.state(WORKSPACES)
 
     # ------------------------------------------------------------------ services
 
@@ -510,17 +505,25 @@ class Runtime:
         new: bool = False,
         hear: Callable[[StoredEvent], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
+        caller: Caller | None = None,
     ) -> AbstractAsyncContextManager[FollowedSession]:
         """``async with runtime.follow(host, session_id) as followed:``: the session (``None``:
         a new one of ``agent``) whose turns ``host`` runs elsewhere, followed from this
         runtime's store; its events to ``hear``, the pieces of its answers to ``hear_delta``.
         ``new``: ``session_id`` names a session not created yet, which its first message
-        creates (a server that gave the client the id first). See
-        ``tether/runtime/_follow.py``."""
+        creates (a server that gave the client the id first). ``caller``: who sends the
+        messages (docs/callers.md). See ``tether/runtime/_follow.py``."""
         from ._follow import follow_session
 
         return follow_session(
-            self, host, session_id, agent=agent, new=new, hear=hear, hear_delta=hear_delta
+            self,
+            host,
+            session_id,
+            agent=agent,
+            new=new,
+            hear=hear,
+            hear_delta=hear_delta,
+            caller=caller,
         )
 
     def send(

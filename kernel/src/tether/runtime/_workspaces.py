@@ -56,8 +56,12 @@ class RuntimeWorkspaces:
         found = backends.get(name)
         return found if found is not None else find_backend(name, backends.values())
 
-    def folder(self, store: SessionStore | None) -> Path:
-        """The folder session workspaces of ``store`` are made in (the module docstring)."""
+    def folder(self, store: SessionStore | None = None) -> Path:
+        """The folder session workspaces of ``store`` (default: the runtime's) are made in:
+        next to a SQLite store's file, a temporary folder for a memory store (removed with the
+        runtime), else ``.tether/workspaces`` in the profile's folder (docs/workspaces.md)."""
+        if store is None:
+            store = self._runtime.store
         known = self._folders.get(id(store))
         if known is not None and known[0] is store:
             return known[1]
@@ -83,5 +87,5 @@ class RuntimeWorkspaces:
             cleanup()
 
 
-#: The runtime's workspaces (``Runtime.workspace_backend``, ``Runtime.workspaces_folder()``).
+#: The runtime's workspaces (``Runtime.workspaces``).
 WORKSPACES = StateKey("tether workspaces", RuntimeWorkspaces)

@@ -12,12 +12,14 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..agents import new_header, resolve_agent_name
+from ..agents import admit_caller, new_header, resolve_agent_name
+from ..contracts import Admission
 from ..store import InboxAccepted, MessageSource, SessionStore
 from ..subagents._child import new_message_id
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..contracts import Caller
     from ..runtime import Runtime
 
 __all__ = ("RuntimeSessionHost",)
@@ -55,21 +57,31 @@ class RuntimeSessionHost:
         new: bool = False,
         message_id: str | None = None,
         trace: Mapping[str, str] | None = None,
+        caller: Caller | None = None,
     ) -> str:
         store = self.store
         message_id = message_id or new_message_id()
         if new:
             preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, agent))
+            admit_caller(preset.caller_gates, Admission(session_id, preset.name, caller, "session"))
             header = new_header(session_id=session_id, agent=preset.name, model=preset.model_spec)
+            if caller is not None:
+                header = header.model_copy(update={"caller": caller})
             await store.create(header)
             await store.release(session_id)
+        elif caller is not None:
+            name = (await store.header(session_id)).agent
+            preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, name))
+            admit_caller(
+                preset.caller_gates, Admission(session_id, preset.name, caller, "followup")
+            )
         if not await _holds(store, session_id, message_id):
             await store.post(
                 session_id,
                 InboxAccepted(
                     message_id=message_id,
                     content=content,
-                    source=MessageSource(kind="followup"),
+                    source=MessageSource(kind="followup", caller=caller),
                     trace=dict(trace) if trace else None,
                 ),
             )

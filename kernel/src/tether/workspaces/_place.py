@@ -141,7 +141,7 @@ def root_of(plan: WorkspacePlan, runtime: Runtime, store: SessionStore | None = 
         return Path(plan.root)
     if plan.kind == "project":
         return runtime.kernel.profile.folder
-    return runtime.workspaces_folder(store) / _check_owner(plan.owner)
+    return runtime.workspaces.folder(store) / _check_owner(plan.owner)
 
 
 class AgentWorkspace:
@@ -203,7 +203,7 @@ class AgentWorkspace:
             self._plan = plan
             if fresh:
                 agent.lease.defer(plan.descriptor())
-        backend = runtime.workspace_backend(plan.backend)
+        backend = runtime.workspaces.backend(plan.backend)
         opened = await backend.open(root_of(plan, runtime, agent.store), owner=plan.owner)
         self._workspace = dataclasses.replace(
             opened, owner=plan.owner, kind=plan.kind, shared_from=plan.shared_from

@@ -85,7 +85,7 @@ async def remove_workspaces(
         root = root_of(plan, runtime, store)
         if not os.path.lexists(root):
             continue
-        backend = runtime.workspace_backend(plan.backend)
+        backend = runtime.workspaces.backend(plan.backend)
         await backend.remove(Workspace(root=root, backend=plan.backend, owner=session_id))
         removed.append(root)
     return removed

@@ -1,7 +1,7 @@
 """The ``shell`` tool: a command run in the workspace by its backend, behind approval.
 
 The command runs through the workspace's :class:`tether.contracts.WorkspaceBackend`
-(``runtime.workspace_backend(name)``): ``local`` runs it as a plain subprocess with the
+(``runtime.workspaces.backend(name)``): ``local`` runs it as a plain subprocess with the
 workspace as its working folder (it can reach whatever the user can: hence the approval), an
 isolated backend (``userns``) where nothing outside the workspace exists. With
 ``shell = "ask"`` (the default) the tool is marked ``needs_approval``: the agent's approval
@@ -63,11 +63,11 @@ class ShellSettings:
 
 def backend_for(agent: Agent, workspace: Workspace) -> WorkspaceBackend:
     """The backend that runs commands in ``workspace``: the runtime's backend of its name
-    (``Runtime.workspace_backend``); an agent composed without a runtime works in a ``local``
+    (``Runtime.workspaces.backend``); an agent composed without a runtime works in a ``local``
     workspace."""
     if agent.runtime is None:
         return LocalBackend()
-    return agent.runtime.workspace_backend(workspace.backend)
+    return agent.runtime.workspaces.backend(workspace.backend)
 
 
 def _report(result: CommandResult, timeout: float) -> str:

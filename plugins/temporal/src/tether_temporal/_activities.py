@@ -12,15 +12,15 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tether.agents import new_header, resolve_agent_name
-from tether.contracts import Admission, Caller, CallerGate
+from tether.agents import admit_caller, new_header, resolve_agent_name
+from tether.contracts import Admission, Caller
 from tether.errors import CallerError, ErrorCode, StoreError, TetherError
 from tether.runtime import HeldSession, Runtime
 from tether.store import (
@@ -74,7 +74,7 @@ class SessionActivities:
             preset = self.runtime.preset(resolve_agent_name(self.runtime.kernel, start.agent))
             caller = cluster_caller(start.caller)
             try:
-                admit(
+                admit_caller(
                     preset.caller_gates, Admission(start.session_id, preset.name, caller, "session")
                 )
             except CallerError as exc:
@@ -117,7 +117,7 @@ class SessionActivities:
             # anonymous submitter) is asked about as the session's initiator, as a local
             # session asks about its current caller.
             asking = caller if caller is not None else header.caller
-            admit(preset.caller_gates, Admission(session_id, preset.name, asking, kind))  # type: ignore[arg-type]
+            admit_caller(preset.caller_gates, Admission(session_id, preset.name, asking, kind))  # type: ignore[arg-type]
             await self.store.post(
                 session_id,
                 InboxAccepted(
@@ -240,32 +240,6 @@ class SessionActivities:
         while True:
             await asyncio.sleep(self.heartbeat_every)
             activity.heartbeat()
-
-
-def admit(gates: Sequence[CallerGate], admission: Admission) -> None:
-    """Ask ``gates`` about ``admission`` as a local session asks them: the first that gives
-    a reason refuses (``CALLER_REFUSED``, in the kernel's words); a gate that fails refuses."""
-    for gate in gates:
-        try:
-            reason = gate.admit(admission)
-        except Exception as exc:
-            reason = f"the gate failed: {type(exc).__name__}: {exc}"
-        if reason is None:
-            continue
-        caller = admission.caller
-        who = f'caller "{caller.id}"' if caller is not None else "no caller"
-        what = (
-            "may not start a session"
-            if admission.kind == "session"
-            else f"may not send to session {admission.session_id}"
-        )
-        agent = f' (agent "{admission.agent}")' if admission.agent else ""
-        raise CallerError(
-            ErrorCode.CALLER_REFUSED,
-            f'{who} {what}{agent}: {reason} (refused by gate "{gate.name}")',
-            remedy="send as a caller the gate admits, or change the gate ([agent.NAME] callers, "
-            "or the plugin that offers it)",
-        )
 
 
 def refusal_of(exc: TetherError) -> dict[str, Any]:

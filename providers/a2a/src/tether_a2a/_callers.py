@@ -22,6 +22,7 @@ from urllib.parse import quote
 from a2a.utils.errors import A2AError, InvalidRequestError
 from pydantic import ValidationError
 
+from tether.agents import admit_caller
 from tether.contracts import Admission, Caller, CallerGate
 from tether.errors import CallerError, ErrorCode, TetherError
 
@@ -92,22 +93,7 @@ def admit_new(gates: Sequence[CallerGate], agent: str | None, caller: Caller | N
     a caller admitted to start a session but not to send (a read-only one) leaves nothing
     behind either."""
     for kind in ("session", "followup"):
-        admission = Admission("", agent, caller, kind)
-        for gate in gates:
-            try:
-                reason = gate.admit(admission)
-            except Exception as exc:  # a gate that cannot decide lets nobody in, as the kernel's
-                reason = f"the gate failed: {type(exc).__name__}: {exc}"
-            if reason is not None:
-                who = f'caller "{caller.id}"' if caller is not None else "no caller"
-                what = "start a session" if kind == "session" else "send to a new session"
-                named = f' (agent "{agent}")' if agent else ""
-                raise CallerError(
-                    ErrorCode.CALLER_REFUSED,
-                    f'{who} may not {what}{named}: {reason} (refused by gate "{gate.name}")',
-                    remedy="send as a caller the gate admits, or change the gate ([agent.NAME] "
-                    "callers, or the plugin that offers it)",
-                )
+        admit_caller(gates, Admission("", agent, caller, kind))
 
 
 def caller_error(exc: TetherError) -> A2AError | None:

@@ -270,8 +270,10 @@ class AcpModel:
             assert conn is not None
             return conn
         spec = self.spec
-        # ACP wants an absolute cwd; the parent's working directory may have been relative.
-        cwd = Path(os.path.realpath(spec.cwd if spec.cwd is not None else agent.cwd))
+        # The agent's workspace (docs/workspaces.md) unless the table says otherwise; ACP
+        # wants an absolute cwd, and a table's may have been relative.
+        workspace = agent.workspace.root
+        cwd = Path(os.path.realpath(spec.cwd if spec.cwd is not None else workspace))
         problem = command_problem(spec)
         if problem is not None:
             raise ModelError(
@@ -280,7 +282,7 @@ class AcpModel:
                 remedy="install the agent, or give the full path of its program in its "
                 "[[plugin.acp.agents]] table",
             )
-        roots = tuple(Path(r) for r in spec.roots) if spec.roots else (Path(agent.cwd),)
+        roots = tuple(Path(r) for r in spec.roots) if spec.roots else (workspace,)
         self._client = ChildClient(self, agent, roots)
         self._stderr = _StderrTail()
         try:
