@@ -373,6 +373,10 @@ class Activations:
                 await parent.steer(text, source=source)  # several notices share a step
             else:
                 await parent.followup(text, source=source)
+        except StoreError as exc:
+            if exc.code is not ErrorCode.SESSION_CLOSED:
+                log.exception("could not deliver the notice of %s", activation.child_id)
+            # The parent's session was closed: nobody reads notices there any more.
         except Exception:  # a notice never blocks a teardown
             log.exception("could not deliver the notice of %s", activation.child_id)
 

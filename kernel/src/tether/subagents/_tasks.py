@@ -27,7 +27,7 @@ import anyio
 
 from ..agents import AgentLimits
 from ..contracts import SettlingRun
-from ..errors import ErrorCode, SubagentError, TetherError
+from ..errors import ErrorCode, StoreError, SubagentError, TetherError
 from ..ground import implements
 from ..models import Message
 from ..store import InboxAccepted, MessageSource, UserMessage
@@ -163,6 +163,9 @@ class _Job:
         try:
             text = tasks.result_text(parent, self.id, self.tool, stop, output)
             await tasks.deliver(parent, self.id, text)
+        except StoreError as exc:
+            if exc.code is not ErrorCode.SESSION_CLOSED:  # closed: nobody reads it there
+                log.exception("could not deliver the result of task %s", self.id)
         except Exception:  # a result never breaks the run that produced it
             log.exception("could not deliver the result of task %s", self.id)
         finally:
