@@ -194,7 +194,6 @@ async def follow_session(
     runtime: Runtime,
     host: SessionHost,
     session_id: str | None = None,
-    *,
     agent: str | None = None,
     new: bool = False,
     hear: Callable[[StoredEvent], None] | None = None,

@@ -515,16 +515,7 @@ class Runtime:
         messages (docs/callers.md). See ``tether/runtime/_follow.py``."""
         from ._follow import follow_session
 
-        return follow_session(
-            self,
-            host,
-            session_id,
-            agent=agent,
-            new=new,
-            hear=hear,
-            hear_delta=hear_delta,
-            caller=caller,
-        )
+        return follow_session(self, host, session_id, agent, new, hear, hear_delta, caller)
 
     def send(
         self,
