@@ -323,3 +323,67 @@ def test_the_fold_undoes_skills_and_inbox_but_not_budgets_or_turn_numbers():
     assert after.budget == budget_after  # what was spent stays spent
     assert after.turns == 2  # the next turn is 3
     assert after.completed == len(log)  # a fork copies the rewind too
+
+
+SKILL_PROFILE = """
+[tether]
+plugins = ["skill-tool"]
+[agent.main]
+model = "scripted:none.toml"
+"""
+
+
+async def test_a_skill_loaded_after_the_cut_is_unloaded_and_the_catalog_shown_again(
+    tether_kernel, store
+):
+    import itertools
+
+    import tether_skill_tool
+    from tether.models import ModelResponse, ToolCall
+    from tether.skills import DirectoryResources, InvocationPolicy
+
+    kernel = tether_kernel(SKILL_PROFILE, {"skill-tool": tether_skill_tool.SkillToolPlugin})
+    runtime = Runtime(kernel, store)
+    runtime.skills.register(
+        {
+            "name": "review",
+            "description": "Reviews code.",
+            "content": "Read every line twice.",
+            "invocation": InvocationPolicy(),
+            "resource_base": DirectoryResources(path="/skills/review"),
+        }
+    )
+    ids = itertools.count()
+
+    def model() -> FunctionModel:
+        def answer(request: ModelRequest) -> ModelResponse | str:
+            last = request.messages[-1]
+            if last.role == "user" and last.content == "load it":
+                call = ToolCall(id=f"c{next(ids)}", name="load_skill", arguments={"name": "review"})
+                return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
+            return f"answer to {last.content[:20]}"
+
+        return FunctionModel(answer)
+
+    first = model()
+    agent = await runtime.compose(model=first)
+    original = agent.session_id
+    await runtime.run_session(agent, ["hello", "load it"])
+    loaded = [m.content for m in fold(await log_of(store, original)).history]
+    assert any("Read every line twice." in text for text in loaded)
+
+    await rewind_session(runtime, original, 1)
+    history = [m.content for m in fold(await log_of(store, original)).history]
+    assert not any("Read every line twice." in text for text in history)  # unloaded
+    again = model()
+    agent = await runtime.compose(model=again, session_id=original)
+    await runtime.run_session(agent, ["load it"])
+    assert serialized(again.requests[0]) == serialized(first.requests[1])
+
+    await rewind_session(runtime, original, 0)  # before the catalog was first shown
+    start = model()
+    agent = await runtime.compose(model=start, session_id=original)
+    await runtime.run_session(agent, ["hello"])
+    assert any("<available_skills>" in m.content for m in start.requests[0].messages)
+    assert serialized(start.requests[0]) == serialized(first.requests[0])
+    assert await tree_problems(store, original) == {}
