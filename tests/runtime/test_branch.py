@@ -108,20 +108,30 @@ async def test_a_branch_sends_the_originals_request_byte_for_byte(kernel, store)
     header = await branch_session(runtime, original, at_turn=2)
 
     assert header.id != original
-    assert header.parent_session is None and header.origin == "user"
-    assert header.label == "work" and header.agent == "main"
+    assert header.parent_session is None
+    assert header.origin == "user"
+    assert header.label == "work"
+    assert header.agent == "main"
     branch_log = await log_of(store, header.id)
     # The prefix is the original's, event for event, up to the end of turn 2.
     assert header.seed_length == completed_turns(before)[2]
     assert branch_log[: header.seed_length] == before[: header.seed_length]
     assert isinstance(branch_log[header.seed_length - 1], TurnEnded)
     lineage = branch_log[header.seed_length]
-    assert isinstance(lineage, DescriptorEvent) and lineage.kind == BRANCH_DESCRIPTOR
+    assert isinstance(lineage, DescriptorEvent)
+    assert lineage.kind == BRANCH_DESCRIPTOR
     assert lineage.data == {"from": original, "at_turn": 2, "keep": header.seed_length}
     assert await store.holder(header.id) is None  # nobody drives it yet
     assert await log_of(store, original) == before  # the original is not touched
 
     _, second = await run(runtime, ["three"], session_id=header.id)
+    # The original's turns 3 and 4 were accepted before the cut: the branch does not run them.
+    assert [e.content for e in await log_of(store, header.id) if isinstance(e, UserMessage)] == [
+        "one",
+        "two",
+        "three",
+    ]
+    assert len(second.requests) == 1
     # Turn 3 of the original and the branch's first turn: the same request, byte for byte.
     assert serialized(second.requests[0]) == serialized(first.requests[2])
     assert await tree_problems(store, header.id) == {}
@@ -154,7 +164,8 @@ async def test_a_branch_of_a_turn_the_history_does_not_hold_is_refused(kernel, s
     with pytest.raises(StoreError) as caught:
         await branch_session(runtime, original, at_turn=7)
     assert caught.value.code is ErrorCode.TURN_NOT_FOUND
-    assert "no ended turn 7" in str(caught.value) and "0-2" in str(caught.value)
+    assert "no ended turn 7" in str(caught.value)
+    assert "0-2" in str(caught.value)
     assert len(await store.sessions()) == 1  # nothing created
 
 
@@ -206,9 +217,11 @@ async def test_a_second_rewind_and_a_rewind_to_the_start(kernel, store):
 async def test_a_compaction_after_the_cut_is_undone_and_one_before_it_kept(kernel, store):
     runtime = Runtime(kernel, store)
     model = FunctionModel(
-        lambda request: "summary"
-        if request.purpose == "compaction"
-        else f"answer to {request.messages[-1].content}"
+        lambda request: (
+            "summary"
+            if request.purpose == "compaction"
+            else f"answer to {request.messages[-1].content}"
+        )
     )
     agent = await runtime.compose(model=model)
     original = agent.session_id
@@ -225,7 +238,8 @@ async def test_a_compaction_after_the_cut_is_undone_and_one_before_it_kept(kerne
 
     await rewind_session(runtime, original, 1)  # before both
     rewound = fold(await log_of(store, original))
-    assert rewound.compactions == [] and rewound.last_compaction is None
+    assert rewound.compactions == []
+    assert rewound.last_compaction is None
     assert [m.content for m in rewound.history] == ["one", "answer to one"]
     assert await tree_problems(store, original) == {}
 

@@ -67,9 +67,11 @@ async def branch_session(
     ``TURN_NOT_FOUND`` when the history holds no ended turn ``at_turn``. The branch is a root
     session of the same agent, model and caller, not yet driven by anyone; the children the
     original started stay the original's (their notices go to it), and the branch's log
-    says where it came from (a ``branch`` descriptor: ``from``, ``at_turn``, ``keep``)."""
+    says where it came from (a ``branch`` descriptor: ``from``, ``at_turn``, ``keep``).
+    Messages the copied events accepted and no copied turn ran are discarded in the branch
+    (``inbox/discarded`` after the copy): they were sent to the original."""
     from ..agents._agent import new_header
-    from ..store import DescriptorEvent
+    from ..store import DescriptorEvent, InboxDiscarded
 
     store = _store(runtime, store)
     header = await store.header(session_id)
@@ -93,6 +95,10 @@ async def branch_session(
     workspace = await _shared_workspace(store, session_id)
     if workspace is not None:
         events.append(workspace)
+    # Messages the prefix accepted for later turns are the original's to run, not the
+    # branch's: dropped here, after the copy, so the copied bytes stay as they were.
+    prefix = fold(log[:keep], seed_length=header.seed_length)
+    events.extend(InboxDiscarded(message_id=item.message_id) for item in prefix.unclaimed)
     # The header, the copied prefix and the lineage: one transaction, never half a branch.
     created = await store.create(branch, events)
     await store.release(created.id)  # nobody drives it yet: whoever opens it next takes it
