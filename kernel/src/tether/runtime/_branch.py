@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ErrorCode, StoreError, SubagentError
-from ..store.replay import fold, live_positions
+from ..store._sqlite_copies import OUTLINED, Mark, SQLiteCopies
+from ..store.replay import rewound_by
 
 if TYPE_CHECKING:
     from ..contracts import Event, SessionHeader, SessionStore
@@ -40,17 +41,70 @@ def completed_turns(log: Sequence[Event]) -> dict[int, int]:
     """The turns the history of ``log`` holds, ended: turn number -> how many events of the
     log lead up to its ``turn/end`` (included). Turn ``0`` is the start: the events before the
     first message (its setup). Turns a ``rewind`` undid are not in it."""
-    from ..store import InboxAccepted, TurnEnded, TurnStarted, UserMessage
+    return _Outline(*_marks(log)).turns
 
-    ends: dict[int, int] = {}
-    start: int | None = None
-    for index in live_positions(log):
-        event = log[index]
-        if start is None and isinstance(event, InboxAccepted | UserMessage | TurnStarted):
-            start = index
-        if isinstance(event, TurnEnded):
-            ends[event.turn] = index + 1
-    return {0: len(log) if start is None else start, **ends}
+
+def _marks(log: Sequence[Event]) -> tuple[list[Mark], int]:
+    """The outline of a parsed log (what ``SQLiteCopies.outline`` reads in SQL)."""
+    marks: list[Mark] = []
+    for index, event in enumerate(log):
+        if event.type in OUTLINED:
+            data = event.model_dump(include={"turn", "message_id", "keep"})
+            marks.append(
+                (index, event.type, data.get("turn"), data.get("message_id"), data.get("keep"))
+            )
+    return marks, len(log)
+
+
+class _Outline:
+    """Where a log's turns end, which turn is open and what its prefixes leave unclaimed, from
+    its marks: the fold's reading (:func:`tether.store.replay.fold`) of these few fields."""
+
+    def __init__(self, marks: Sequence[Mark], length: int) -> None:
+        self.marks = marks
+        self.gone = rewound_by(
+            (at, keep if kind == "rewind" else None) for at, kind, *_, keep in marks
+        )
+        ends: dict[int, int] = {}
+        start: int | None = None
+        self.open_turn: int | None = None
+        for index, kind, turn, _, _ in marks:
+            if index in self.gone:
+                continue
+            if start is None and kind in _MESSAGE_START:
+                start = index
+            if kind == "turn/start":
+                self.open_turn = turn
+            elif kind == "turn/end" and turn is not None:
+                ends[turn], self.open_turn = index + 1, None
+        self.turns = {0: length if start is None else start, **ends}
+
+    def unclaimed(self, keep: int) -> list[str]:
+        """The messages the first ``keep`` events accept and none of them claims (a claim
+        counts wherever it is; a rewind drops what was waiting)."""
+        accepted: dict[str, None] = {}
+        claimed: set[str] = set()
+        for index, kind, _, message_id, _ in self.marks:
+            if index >= keep:
+                break
+            if kind == "inbox/accepted" and message_id is not None:
+                accepted[message_id] = None
+            elif kind in ("user/message", "inbox/discarded") and message_id is not None:
+                claimed.add(message_id)
+            elif kind == "rewind" and index not in self.gone:
+                claimed.update(accepted)
+        return [mid for mid in accepted if mid not in claimed]
+
+
+#: The events that end a log's setup window (the first message).
+_MESSAGE_START = ("inbox/accepted", "user/message", "turn/start")
+
+
+async def _outline(store: SessionStore, session_id: str) -> _Outline:
+    copies = getattr(store, "copies", None)
+    if isinstance(copies, SQLiteCopies):
+        return _Outline(*await copies.outline(session_id))
+    return _Outline(*_marks([stored.event for stored in await store.events(session_id)]))
 
 
 async def branch_session(
@@ -76,8 +130,8 @@ async def branch_session(
     store = _store(runtime, store)
     header = await store.header(session_id)
     _check_root(header, "branched")
-    log = [stored.event for stored in await store.events(session_id)]
-    turns = completed_turns(log)
+    outline = await _outline(store, session_id)
+    turns = outline.turns
     if at_turn is None:
         at_turn = max(turns)
     keep = _cut(session_id, turns, at_turn)
@@ -91,16 +145,20 @@ async def branch_session(
     lineage = DescriptorEvent(
         kind=BRANCH_DESCRIPTOR, data={"from": session_id, "at_turn": at_turn, "keep": keep}
     )
-    events: list[Event] = [*log[:keep], lineage]
+    events: list[Event] = [lineage]
     workspace = await _shared_workspace(store, session_id)
     if workspace is not None:
         events.append(workspace)
     # Messages the prefix accepted for later turns are the original's to run, not the
     # branch's: dropped here, after the copy, so the copied bytes stay as they were.
-    prefix = fold(log[:keep], seed_length=header.seed_length)
-    events.extend(InboxDiscarded(message_id=item.message_id) for item in prefix.unclaimed)
+    events.extend(InboxDiscarded(message_id=mid) for mid in outline.unclaimed(keep))
     # The header, the copied prefix and the lineage: one transaction, never half a branch.
-    created = await store.create(branch, events)
+    copies = getattr(store, "copies", None)
+    if isinstance(copies, SQLiteCopies):
+        created = await copies.copy(branch, session_id, keep, events)  # the bytes, in SQL
+    else:
+        prefix = [stored.event for stored in await store.events(session_id, limit=keep)]
+        created = await store.create(branch, [*prefix, *events])
     await store.release(created.id)  # nobody drives it yet: whoever opens it next takes it
     return created
 
@@ -143,17 +201,16 @@ async def rewind_session(
     ours = await store.holder(session_id) == store.owner
     await store.acquire(session_id)  # SESSION_BUSY while another live process drives it
     try:
-        log = [stored.event for stored in await store.events(session_id)]
-        folded = fold(log, seed_length=header.seed_length)
-        if folded.open_turn is not None:
+        outline = await _outline(store, session_id)
+        if outline.open_turn is not None:
             raise StoreError(
                 ErrorCode.SESSION_BUSY,
-                f'session "{session_id}" has turn {folded.open_turn.turn} open: its driver '
+                f'session "{session_id}" has turn {outline.open_turn} open: its driver '
                 "stopped in the middle of it",
                 remedy=f'drive it once (tether run --session {session_id} "...") so the cut '
                 "turn is closed, then rewind",
             )
-        turns = completed_turns(log)
+        turns = outline.turns
         keep = _cut(session_id, turns, to_turn)
         if to_turn == max(turns):
             return None  # no turn follows it

@@ -22,7 +22,7 @@ never for what the model sees next (history, instructions, compactions, setup, c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -54,6 +54,7 @@ __all__ = (
     "fold",
     "live_positions",
     "render_instruction",
+    "rewound_by",
 )
 
 
@@ -160,14 +161,22 @@ def rewound(log: Sequence[Event]) -> set[int]:
     history (empty for a log without one: the common case costs one pass of type checks)."""
     if not any(isinstance(event, RewindEvent) for event in log):
         return set()
+    marks = [(i, e.keep if isinstance(e, RewindEvent) else None) for i, e in enumerate(log)]
+    return rewound_by(marks)
+
+
+def rewound_by(marks: Iterable[tuple[int, int | None]]) -> set[int]:
+    """:func:`rewound` from ``(position, keep)`` pairs, in log order: a ``rewind`` event's
+    ``keep``, ``None`` for any other event. Any subsequence of a log's events that holds its
+    rewinds answers for those events (a log's outline, read without parsing it)."""
     live: list[int] = []
-    for index, event in enumerate(log):
-        if isinstance(event, RewindEvent):
-            while live and live[-1] >= event.keep:
-                live.pop()
+    gone: set[int] = set()
+    for index, keep in marks:
+        if keep is not None:
+            while live and live[-1] >= keep:
+                gone.add(live.pop())
         live.append(index)
-    kept = set(live)
-    return {index for index in range(len(log)) if index not in kept}
+    return gone
 
 
 def live_positions(log: Sequence[Event]) -> list[int]:
