@@ -13,8 +13,10 @@ timed, wall clock, ``--runs`` times each way:
 A branch reads the original's log, folds it once (where each turn ends, what its prefix left
 unclaimed), and creates the new session with its copied prefix in one transaction. A rewind
 (``tether sessions rewind``) is timed too: it reads and folds the log and appends one event.
-The figures are medians (and the slowest run); exits 1 when the median of ``whole`` passes
-the budget.
+The figures are medians of wall time (``time.perf_counter``, and the slowest run) and of CPU
+time (``time.process_time``); at ``synchronous=NORMAL`` a commit does not wait for the disk, so
+a branch is CPU work and the verdict uses CPU time, the steadier figure on a busy machine (as
+``bench_callers.py`` does). Exits 1 when the CPU median of ``whole`` passes the budget.
 """
 
 from __future__ import annotations
@@ -67,14 +69,17 @@ async def measure(folder: Path, turns: int, runs: int) -> dict[str, float]:
         events = len(await store.events(session_id))
         figures: dict[str, float] = {"turns": turns, "events": events}
         for name, at in (("whole", None), ("half", turns // 2)):
-            samples: list[float] = []
+            walls: list[float] = []
+            cpus: list[float] = []
             for _ in range(runs):
                 gc.collect()
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 await branch_session(runtime, session_id, at_turn=at)
-                samples.append((time.perf_counter() - start) * 1000)
-            figures[f"{name}_ms"] = statistics.median(samples)
-            figures[f"{name}_max_ms"] = max(samples)
+                cpus.append((time.process_time() - cpu) * 1000)
+                walls.append((time.perf_counter() - start) * 1000)
+            figures[f"{name}_ms"] = statistics.median(walls)
+            figures[f"{name}_max_ms"] = max(walls)
+            figures[f"{name}_cpu_ms"] = statistics.median(cpus)
         start = time.perf_counter()
         await rewind_session(runtime, session_id, turns // 2)
         figures["rewind_ms"] = (time.perf_counter() - start) * 1000
@@ -96,12 +101,13 @@ def main() -> int:
     ):
         figures = anyio.run(measure, Path(tmp), args.turns, runs)
     print(json.dumps(figures))
-    verdict = figures["whole_ms"] <= BUDGET_MS
+    verdict = figures["whole_cpu_ms"] <= BUDGET_MS
     print(
         f"branch of a {args.turns}-turn session ({figures['events']:.0f} events) on SQLite: "
-        f"{figures['whole_ms']:.1f} ms median (slowest {figures['whole_max_ms']:.1f}), at the "
-        f"middle turn {figures['half_ms']:.1f} ms; a rewind {figures['rewind_ms']:.1f} ms "
-        f"(budget {BUDGET_MS:.0f} ms): {'ok' if verdict else 'OVER BUDGET'}"
+        f"{figures['whole_cpu_ms']:.1f} ms CPU, {figures['whole_ms']:.1f} ms wall (medians; "
+        f"slowest {figures['whole_max_ms']:.1f}), at the middle turn {figures['half_cpu_ms']:.1f}"
+        f" ms CPU; a rewind {figures['rewind_ms']:.1f} ms (budget {BUDGET_MS:.0f} ms): "
+        f"{'ok' if verdict else 'OVER BUDGET'}"
     )
     return 0 if verdict else 1
 
