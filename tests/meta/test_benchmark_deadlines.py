@@ -118,3 +118,9 @@ def test_the_workspace_benchmark_reports_its_medians() -> None:
     done = run(str(BENCHMARKS / "bench_workspace.py"), "--quick")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("own workspace (local backend, new folder): ")
+
+
+def test_the_branch_benchmark_reports_its_medians() -> None:
+    done = run(str(BENCHMARKS / "bench_branch.py"), "--quick", "--turns", "50")
+    assert done.returncode == 0, done.stderr
+    assert "branch of a 50-turn session (251 events) on SQLite: " in done.stdout

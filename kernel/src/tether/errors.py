@@ -12,7 +12,8 @@
     ├── StoreError        the session store: bad spec, unknown schema, missing, existing,
     │                     corrupt or conflicting session, a session another process drives, a
     │                     file locked too long, a file that is damaged, another program's,
-    │                     read-only or cannot be opened, a lowered depth
+    │                     read-only or cannot be opened, a lowered depth, a turn a branch
+    │                     or a rewind names that the history does not hold
     ├── ModelError        a model spec that resolves to nothing, a missing setting, a request
     │                     that failed, a bad or unmatched script
     ├── AgentError        an agent that cannot be composed: instructions, tools, filters,
@@ -137,6 +138,7 @@ class ErrorCode(StrEnum):
     WORKSPACE_INVALID = "WORKSPACE_INVALID"
     WORKSPACE_UNAVAILABLE = "WORKSPACE_UNAVAILABLE"
     PATH_OUTSIDE_WORKSPACE = "PATH_OUTSIDE_WORKSPACE"
+    TURN_NOT_FOUND = "TURN_NOT_FOUND"
 
 
 class TetherError(Exception):

@@ -15,6 +15,7 @@ free-text arguments. An exception it raises becomes the same ERROR line as a bui
 from __future__ import annotations
 
 # Each of these registers its commands on import (``X as X``: imported for that alone).
+from . import _branch as _branch
 from . import _context as _context
 from . import _lifecycle as _lifecycle
 from . import _plugins as _plugins

@@ -24,6 +24,7 @@ __all__ = (
     "InstructionEvent",
     "MessageSource",
     "Origin",
+    "RewindEvent",
     "SessionHeader",
     "StoredEvent",
     "ToolResult",
@@ -228,6 +229,25 @@ class CompactionEvent(_Frozen):
     """The tokens the summary request used."""
 
 
+class RewindEvent(_Frozen):
+    """The turns after ``to_turn`` no longer count (``tether sessions rewind``, ``/undo``).
+
+    The fold (:func:`tether.store.replay.fold`) reads the log as if it ended after its first
+    ``keep`` events (where turn ``to_turn`` ended) and went on after this event: the next
+    request starts from the same history as the one that followed turn ``to_turn``. Nothing is
+    deleted (``tether sessions show`` shows it all); turn numbers are never reused, and what
+    was spent stays spent (budget records count wherever they are). Messages accepted and not
+    claimed before it are dropped with the turns (docs/sessions.md).
+    """
+
+    type: Literal["rewind"] = "rewind"
+    to_turn: int = Field(ge=0)
+    """The last turn that still counts (0: none, the session starts over)."""
+    keep: int = Field(ge=0)
+    """How many events of the log, from its start, the history keeps (up to and including
+    turn ``to_turn``'s ``turn/end``)."""
+
+
 Event = Annotated[
     TurnStarted
     | TurnEnded
@@ -239,7 +259,8 @@ Event = Annotated[
     | InboxDiscarded
     | ContextMessage
     | DescriptorEvent
-    | CompactionEvent,
+    | CompactionEvent
+    | RewindEvent,
     Field(discriminator="type"),
 ]
 

@@ -18,6 +18,7 @@ from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ..contracts import SessionHost
+    from ._branch import BRANCH_DESCRIPTOR, branch_session, completed_turns, rewind_session
     from ._collector import RUNTIME_THRESHOLDS, tuned_collector
     from ._follow import INTERRUPT_GRACE, FollowedSession
     from ._hold import COMPACT_GESTURE, HeldSession
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ._tools import ToolCatalog
 
 __all__ = (
+    "BRANCH_DESCRIPTOR",
     "COMPACT_GESTURE",
     "FOLLOW_POLL",
     "INTERRUPT_GRACE",
@@ -47,17 +49,24 @@ __all__ = (
     "SessionHost",
     "StateKey",
     "ToolCatalog",
+    "branch_session",
+    "completed_turns",
     "compose_agent",
     "follow_turn",
     "profile_session_host",
     "profile_store",
     "relayed_deltas",
+    "rewind_session",
     "tuned_collector",
     "turn_began",
 )
 
 # A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
+    "BRANCH_DESCRIPTOR": "_branch",
+    "branch_session": "_branch",
+    "completed_turns": "_branch",
+    "rewind_session": "_branch",
     "RUNTIME_THRESHOLDS": "_collector",
     "tuned_collector": "_collector",
     "INTERRUPT_GRACE": "_follow",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._events import SessionHeader, replace_surrogates_in
+from ._events import SessionHeader, replace_surrogates, replace_surrogates_in
 
-__all__ = ("HEADER_COLUMNS", "dump_caller", "header_data")
+__all__ = ("HEADER_COLUMNS", "dump_caller", "header_data", "header_row")
 
 #: The columns of a header, in the order the stores write and read them.
 HEADER_COLUMNS = (
@@ -35,3 +35,25 @@ def header_data(row: tuple[Any, ...]) -> dict[str, Any]:
         data["caller"] = json.loads(caller)
     data["detached"] = bool(data["detached"])
     return data
+
+
+def header_row(header: SessionHeader) -> tuple[object, ...]:
+    """The header as a row of :data:`HEADER_COLUMNS` (SQLite: text without lone surrogates)."""
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else replace_surrogates(value)
+
+    return (
+        header.id,
+        header.created_at,
+        text(header.label),
+        text(header.agent),
+        header.parent_session,
+        header.origin,
+        header.delegation_depth,
+        header.seed_length,
+        text(header.model),
+        dump_caller(header),
+        int(header.detached),
+        header.closed_at,
+    )

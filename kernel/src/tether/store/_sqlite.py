@@ -36,11 +36,12 @@ from ._events import (
     parse_event,
     replace_surrogates,
 )
-from ._headers import HEADER_COLUMNS, dump_caller, header_data
+from ._headers import HEADER_COLUMNS, header_data, header_row
 from ._lease import DEFAULT_LEASE_TTL, LeaseOwner
 from ._lifecycle import accepts
 from ._rules import check_depth, check_mail, session_not_found
 from ._sqlite_budgets import SQLiteLedger
+from ._sqlite_copies import SQLiteCopies
 from ._sqlite_faults import check_location
 from ._sqlite_leases import RELEASE, SQLiteLeases, session_exists
 from ._sqlite_lifetimes import SQLiteLifetimes
@@ -112,6 +113,8 @@ class SQLiteStore:
         self.mailbox_table = SQLiteMailbox(self._db, path=self.path)
         #: How its sessions end (closing, deleting: ``SessionLifecycle``).
         self.lifetimes = SQLiteLifetimes(self._db, self.leases, path=self.path)
+        #: Branches: a new session made of another's stored events, copied in SQL.
+        self.copies = SQLiteCopies(self._db, self.leases, self._next_seq, self.path, busy_timeout)
         #: Who spends under which budget holder, and what it spent (``budget_*`` tables).
         self.ledger = SQLiteLedger(
             self._db, self.owner, ttl=lease_ttl, relaxed=synchronous == "FULL"
@@ -138,7 +141,7 @@ class SQLiteStore:
     def _create(self, header: SessionHeader, datas: list[tuple[str, str]]) -> None:
         try:
             with self._transaction():  # the header, its lease and its first events, or nothing
-                row = _header_row(header)
+                row = header_row(header)
                 marks = ", ".join("?" * len(row))
                 self._db.execute(f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES ({marks})", row)
                 self.leases.insert(header.id)
@@ -634,26 +637,6 @@ async def _follow(batch: _Batch, me: _Pending) -> int:
 def _closed(path: Path) -> sqlite3.ProgrammingError:
     # The type the direct path raises for a closed connection, with the file named.
     return sqlite3.ProgrammingError(f"the session store {path} is closed; nothing was written")
-
-
-def _header_row(header: SessionHeader) -> tuple[object, ...]:
-    def text(value: str | None) -> str | None:
-        return None if value is None else replace_surrogates(value)
-
-    return (
-        header.id,
-        header.created_at,
-        text(header.label),
-        text(header.agent),
-        header.parent_session,
-        header.origin,
-        header.delegation_depth,
-        header.seed_length,
-        text(header.model),
-        dump_caller(header),
-        int(header.detached),
-        header.closed_at,
-    )
 
 
 def _header(row: tuple[object, ...], path: Path) -> SessionHeader:

@@ -13,11 +13,16 @@ read the same :class:`SessionFold`, so they can never disagree about what a log 
   message): what a delegated child's log pins.
 * ``compactions``: where the log compacted its history (a ``compaction`` event replaces the
   history so far with its summary and kept messages; docs/compaction.md).
+
+A ``rewind`` event (:class:`RewindEvent`, ``tether sessions rewind``) makes the fold read the
+log as if the events between its cut (``keep``) and itself were not there: they still count
+for what happened whatever the history says (turn numbers, budget records, messages claimed),
+never for what the model sees next (history, instructions, compactions, setup, caller).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +38,7 @@ from ._events import (
     InboxDiscarded,
     InstructionEvent,
     MessageSource,
+    RewindEvent,
     ToolResult,
     TurnEnded,
     TurnStarted,
@@ -46,7 +52,9 @@ __all__ = (
     "SessionFold",
     "event_to_message",
     "fold",
+    "live_positions",
     "render_instruction",
+    "rewound_by",
 )
 
 
@@ -148,6 +156,36 @@ class SessionFold:
         return any(m.delivery != "context" for m in self.unclaimed)
 
 
+def rewound(log: Sequence[Event]) -> set[int]:
+    """The positions (0-based) of the events of ``log`` a later ``rewind`` took out of the
+    history (empty for a log without one: the common case costs one pass of type checks)."""
+    if not any(isinstance(event, RewindEvent) for event in log):
+        return set()
+    marks = [(i, e.keep if isinstance(e, RewindEvent) else None) for i, e in enumerate(log)]
+    return rewound_by(marks)
+
+
+def rewound_by(marks: Iterable[tuple[int, int | None]]) -> set[int]:
+    """:func:`rewound` from ``(position, keep)`` pairs, in log order: a ``rewind`` event's
+    ``keep``, ``None`` for any other event. Any subsequence of a log's events that holds its
+    rewinds answers for those events (a log's outline, read without parsing it)."""
+    live: list[int] = []
+    gone: set[int] = set()
+    for index, keep in marks:
+        if keep is not None:
+            while live and live[-1] >= keep:
+                gone.add(live.pop())
+        live.append(index)
+    return gone
+
+
+def live_positions(log: Sequence[Event]) -> list[int]:
+    """The positions (0-based) of the events of ``log`` that count for the history: all of
+    them but those a ``rewind`` took out, in order."""
+    gone = rewound(log)
+    return [index for index in range(len(log)) if index not in gone]
+
+
 def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
     """Fold ``log`` (a session's events, in order) once. ``seed_length`` is the header's:
     events before it were copied from a parent (a fork seed), so the setup window starts
@@ -163,7 +201,11 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
     open_steps = 0
     open_usage = Usage()
     in_setup = True
+    gone = rewound(log)
     for index, event in enumerate(log):
+        if index in gone:
+            _count_rewound(result, event, accepted, claimed)
+            continue
         message = event_to_message(event)
         if message is not None:
             history.append(message)
@@ -218,6 +260,11 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
                 result.instructions[slug] = content
             case DescriptorEvent(kind="budget"):
                 result.budget = event
+            case RewindEvent():
+                # Between turns (a rewind is refused while one is open): a fork starts from
+                # it, and what the inbox held goes with the turns it undid.
+                result.completed = index + 1
+                claimed.update(accepted)
             case _:
                 pass
     result.unclaimed = [item for mid, item in accepted.items() if mid not in claimed]
@@ -226,3 +273,22 @@ def fold(log: Sequence[Event], *, seed_length: int = 0) -> SessionFold:
             open_turn, tuple(open_calls.values()), open_claim, open_steps, open_usage
         )
     return result
+
+
+def _count_rewound(
+    result: SessionFold, event: Event, accepted: dict[str, PendingMessage], claimed: set[str]
+) -> None:
+    """What an event a rewind took out of the history still counts for: the turn numbers
+    (never reused), the budget (what was spent stays spent) and the messages it claimed or
+    accepted (a message runs once, whatever became of its turn)."""
+    match event:
+        case TurnStarted(turn=turn):
+            result.turns = max(result.turns, turn)
+        case DescriptorEvent(kind="budget"):
+            result.budget = event
+        case InboxAccepted(message_id=mid, content=content, source=source, delivery=how):
+            accepted[mid] = PendingMessage(mid, content, source, how, event.trace)
+        case UserMessage(message_id=mid) | InboxDiscarded(message_id=mid):
+            claimed.add(mid)
+        case _:
+            pass

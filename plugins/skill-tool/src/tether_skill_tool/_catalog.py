@@ -112,11 +112,13 @@ async def published_entries(agent: Agent) -> Entries | None:
     ``skill-catalog`` descriptor, the empty tuple for a tombstone, ``None`` for no catalog.
     A compaction after it restated those entries (and nothing for a tombstone)."""
     from tether.store import CompactionEvent, DescriptorEvent
+    from tether.store.replay import live_positions
 
     newest: DescriptorEvent | None = None
     compacted = False
-    for stored in await agent.store.events(agent.session_id):
-        event = stored.event
+    log = [stored.event for stored in await agent.store.events(agent.session_id)]
+    for index in live_positions(log):  # a turn a rewind undid shows nothing any more
+        event = log[index]
         if isinstance(event, DescriptorEvent) and event.kind == CATALOG_DESCRIPTOR:
             newest, compacted = event, False
         elif isinstance(event, CompactionEvent) and newest is not None:
