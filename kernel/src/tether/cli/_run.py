@@ -84,8 +84,14 @@ def estimate_tokens(text: str) -> int:
     help="The session's budget for its whole tree, e.g. output=200k,cost=2.50,time=10m,"
     "requests=40,children=5,live=3 (instead of the profile's; docs/budgets.md).",
 )
+@click.option(
+    "-i",
+    "--interactive",
+    is_flag=True,
+    help="A prompt loop (the default with no PROMPTS on a terminal): docs/interactive.md.",
+)
 @caller_options
-@click.argument("prompts", nargs=-1, required=True, type=TEXT)
+@click.argument("prompts", nargs=-1, type=TEXT)
 def run(
     profile: Path | None,
     agent_name: str | None,
@@ -96,6 +102,7 @@ def run(
     caller_id: str | None,
     caller_name: str | None,
     caller_claims: tuple[str, ...],
+    interactive: bool,
     prompts: tuple[str, ...],
 ) -> None:
     """Run PROMPTS as turns (one turn each, in order) and print what happens.
@@ -117,6 +124,11 @@ def run(
     --claim KEY=VALUE), or as $TETHER_CALLER ($TETHER_CALLER_NAME, $TETHER_CALLER_CLAIMS: a
     JSON object); a new session records it as who started it. The agent's caller gates may
     refuse it ([CALLER_REFUSED]); docs/callers.md.
+
+    With no PROMPTS on a terminal, or with -i, a prompt loop: a line typed while a turn runs
+    steers it (">> TEXT" queues it as the next turn), Ctrl-C interrupts the turn, Ctrl-D
+    exits; /help lists the slash commands (docs/interactive.md). With no PROMPTS and standard
+    input piped, each of its lines is a prompt, run to the end before the next.
     """
     caller = command_caller(caller_id, caller_name, caller_claims)
     budget = None
@@ -128,6 +140,24 @@ def run(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--budget") from None
     kernel = load(profile)
+    if interactive or not prompts:
+        if prompts:
+            raise click.UsageError("-i reads its prompts at the prompt: pass no PROMPTS with it")
+        from ._interactive import run_interactive
+
+        stop = run_interactive(
+            kernel,
+            agent_name,
+            model_spec,
+            session_id,
+            debug=debugging(),
+            reasoning=not hide_reasoning,
+            budget=budget,
+            caller=caller,
+        )
+        if stop != "completed":
+            raise SystemExit(1)
+        return
     stop = run_interruptible(
         _run,
         Interruption(),
