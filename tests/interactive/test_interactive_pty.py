@@ -12,8 +12,10 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
+from tether.store import SessionHeader, SQLiteStore
 from tether.testing import scaled
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
@@ -69,7 +71,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\r")
 class Pty:
     """`tether run` on a pty: what it writes is read as it comes; :meth:`expect` waits."""
 
-    def __init__(self, folder: Path, *args: str) -> None:
+    def __init__(
+        self, folder: Path, *args: str, python: tuple[str, ...] = ("-m", "tether")
+    ) -> None:
         master, slave = os.openpty()
         env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
         env.update(
@@ -79,7 +83,7 @@ class Pty:
             COLUMNS="120",
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tether", "run", *args],
+            [sys.executable, *python, "run", *args],
             cwd=folder,
             stdin=slave,
             stdout=slave,
@@ -187,6 +191,10 @@ def test_a_person_types_steers_interrupts_and_leaves(project: Path) -> None:
         tether.expect(r"unknown command /nosuch")
         tether.line("/greet")
         tether.expect(r"greeted by the skill")
+        tether.line("/context")
+        tether.expect(r"history: \d+ message")
+        tether.line("/compact")
+        tether.expect(r"\[compacted \(manual\)")
         tether.line("/branch")
         tether.expect(r"/branch: ")
         tether.line("/model")
@@ -198,3 +206,64 @@ def test_a_person_types_steers_interrupts_and_leaves(project: Path) -> None:
     finally:
         tether.close()
     assert (project / "history").read_text().count("hello") == 1
+
+
+def test_ctrl_c_twice_at_an_idle_prompt_exits(project: Path) -> None:
+    tether = Pty(project)
+    try:
+        tether.expect(r"/help lists the commands", STARTUP)
+        tether.expect(r">")
+        tether.type("some words")
+        tether.type("\x03")  # clears the line, exits nothing
+        tether.type("\x03")
+        tether.expect(r"press Ctrl-C again or Ctrl-D to exit")
+        tether.type("\x03")
+        tether.expect(r"session ses_\w+")
+        assert tether.finish() == 0
+    finally:
+        tether.close()
+
+
+def test_a_switched_model_is_recorded_for_the_next_turns(project: Path) -> None:
+    (project / "other.toml").write_text('[[steps]]\ntext = "from the other model"\n')
+    tether = Pty(project)
+    try:
+        tether.expect(r"/help lists the commands", STARTUP)
+        tether.line("/model scripted:missing.toml")
+        tether.expect(r"does not exist.*\[SCRIPT_INVALID\]")
+        tether.line("/model")
+        tether.expect(r"model scripted:script.toml")
+        tether.line("/model scripted:other.toml")
+        tether.expect(r"\[model scripted:other.toml for the next turns\]")
+        tether.line("hello")
+        tether.expect(r"from the other model")
+        tether.type("\x04")
+        session = tether.expect(r"session ses_\w+").split()[1]
+        assert tether.finish() == 0
+    finally:
+        tether.close()
+    header = anyio.run(_header, project / ".tether" / "sessions.db", session)
+    assert header.model == "scripted:other.toml"
+
+
+async def _header(path: Path, session: str) -> SessionHeader:
+    store = SQLiteStore(path)
+    try:
+        return await store.header(session)
+    finally:
+        await store.aclose()
+
+
+def test_without_prompt_toolkit_the_loop_says_how_to_install_it(project: Path) -> None:
+    blocked = (
+        "-c",
+        "import sys; sys.modules['prompt_toolkit'] = None; sys.argv[0] = 'tether'; "
+        "from tether.cli import main; main()",
+    )
+    tether = Pty(project, python=blocked)
+    try:
+        tether.expect(r"needs prompt_toolkit, which is not installed", STARTUP)
+        tether.expect(r'pip install "tether\[interactive\]"')
+        assert tether.finish() == 1
+    finally:
+        tether.close()

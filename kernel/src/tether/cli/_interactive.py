@@ -121,14 +121,24 @@ class _Loop:
     agent: Agent | None = None
     held: HeldSession | None = None
     armed: bool = False  # a Ctrl-C at an idle, empty prompt: the next one exits
+    leaving: bool = False  # the second Ctrl-C came while no prompt was reading
     stops: list[str] = field(default_factory=lambda: list[str]())
     started: set[int] = field(default_factory=lambda: set[int]())  # turns this run opened
     status: str = ""
+    model_before: str | None = None  # after /model SPEC: the spec to go back to if it fails
 
     @property
     def busy(self) -> bool:
         agent = self.agent
         return agent is not None and agent.loop.running
+
+    def ctrl_c_at_idle(self) -> bool:
+        """Ctrl-C at an idle, empty prompt: whether to exit (the second in a row)."""
+        if self.armed:
+            return True
+        self.armed = True
+        click.echo("[press Ctrl-C again or Ctrl-D to exit]", err=True)
+        return False
 
     def interrupt(self) -> bool:
         """Ctrl-C: interrupt the running turn (whether one ran)."""
@@ -227,11 +237,11 @@ class _Loop:
         if self.busy:
             click.echo("[/model: wait for the running turn, or interrupt it (Ctrl-C)]", err=True)
             return None
+        self.model_before = agent.spec.model_spec or agent.header.model or ""
         self.options.model_spec = spec
 
         async def switch(runtime: Runtime, session: str) -> str:
-            click.echo(f"[model {spec} for the next turns]", err=True)
-            return session
+            return session  # composed again with the new spec (recorded as --model is)
 
         return _Between(switch)
 
@@ -329,19 +339,31 @@ async def _hold_each(
 ) -> str:
     """Hold the session and ``serve`` it; after a :class:`_Between`, act with the session
     left, and hold it (or the session the act returns) again."""
+    from ..errors import TetherError
     from ..runtime import Runtime
     from ..store import TurnEnded, TurnStarted
 
     session_id = options.session_id
     while True:
         async with Runtime.open(options.kernel, store) as runtime:
-            agent = await runtime.compose(
-                agent=options.agent_name,
-                model=options.model_spec,
-                session_id=session_id,
-                budget=options.budget,
-                caller=options.caller,
-            )
+            try:
+                agent = await runtime.compose(
+                    agent=options.agent_name,
+                    model=options.model_spec,
+                    session_id=session_id,
+                    budget=options.budget,
+                    caller=options.caller,
+                )
+            except TetherError as exc:
+                if state.model_before is None:
+                    raise
+                # A /model SPEC that does not resolve: said, and the model before it stays.
+                click.echo(f"error: {exc}", err=True)
+                options.model_spec, state.model_before = state.model_before or None, None
+                continue
+            if state.model_before is not None:
+                click.echo(f"[model {options.model_spec} for the next turns]", err=True)
+                state.model_before = None
             terminal = state.terminal
             answer = StreamedAnswer(terminal, reasoning=options.reasoning)
             agent.listen(printer(agent, terminal, debug=options.debug, stream=answer))
@@ -422,11 +444,8 @@ async def _on_terminal(options: _Options, store: Any) -> str:
         elif buffer.text:
             buffer.reset()
             state.armed = False
-        elif state.armed:
+        elif state.ctrl_c_at_idle():
             event.app.exit(exception=EOFError())
-        else:
-            state.armed = True
-            click.echo("[press Ctrl-C again or Ctrl-D to exit]", err=True)
 
     path = history_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -450,12 +469,16 @@ async def _on_terminal(options: _Options, store: Any) -> str:
                 async def watch() -> None:
                     with anyio.open_signal_receiver(signal.SIGINT) as signals:
                         async for _ in signals:
-                            if not state.interrupt():
-                                state.armed = True
+                            if state.interrupt() or not state.ctrl_c_at_idle():
+                                continue
+                            if prompt.app.is_running:
+                                prompt.app.exit(exception=EOFError())
+                            else:
+                                state.leaving = True
 
                 group.start_soon(watch)
             try:
-                while True:
+                while not state.leaving:
                     try:
                         text = await prompt.prompt_async(message, handle_sigint=False)
                     except EOFError:
@@ -472,6 +495,7 @@ async def _on_terminal(options: _Options, store: Any) -> str:
                         return None
                     if isinstance(result, _Between):
                         return result
+                return None
             finally:
                 group.cancel_scope.cancel()
 
