@@ -208,6 +208,31 @@ def test_a_person_types_steers_interrupts_and_leaves(project: Path) -> None:
     assert (project / "history").read_text().count("hello") == 1
 
 
+def test_a_permission_question_is_answered_at_the_prompt(project: Path) -> None:
+    (project / "script.toml").write_text(
+        '[[steps]]\ntool_calls = [{ name = "launch" }]\n\n'
+        '[[steps]]\nexpect = "launched"\ntext = "it is launched"\n'
+    )
+    profile = (project / "tether.toml").read_text()
+    (project / "tether.toml").write_text(
+        profile.replace("[agent.main]\n", '[agent.main]\napproval = "ask"\n')
+    )
+    tether = Pty(project)
+    try:
+        tether.expect(r"/help lists the commands", STARTUP)
+        tether.line("launch it")
+        tether.expect(r"asks to run: launch")
+        tether.expect(r"choose a number")
+        tether.line("1")
+        tether.expect(r"<- launch: launched")
+        tether.expect(r"it is launched")
+        tether.type("\x04")
+        tether.expect(r"session ses_\w+")
+        assert tether.finish() == 0
+    finally:
+        tether.close()
+
+
 def test_ctrl_c_twice_at_an_idle_prompt_exits(project: Path) -> None:
     tether = Pty(project)
     try:

@@ -1,7 +1,9 @@
-"""A local plugin for the interactive tests: a tool that waits until the test lets it go.
+"""A local plugin for the interactive tests: a tool that waits until the test lets it go, and
+one that needs the person's approval.
 
 ``wait`` prints ``[wait started]`` and returns once a file named ``go`` exists in the current
 directory (the test makes it after the steer was accepted), or after ``WAIT`` seconds.
+``launch`` needs approval and answers ``launched``.
 """
 
 from __future__ import annotations
@@ -30,4 +32,7 @@ async def _wait(arguments: dict[str, Any], context: ToolContext) -> str:
 
 @tether.hookimpl
 def tether_tools() -> list[Tool]:
-    return [Tool("wait", "Wait until the test lets go.", _wait)]
+    return [
+        Tool("wait", "Wait until the test lets go.", _wait),
+        Tool("launch", "Launch, once approved.", lambda a, c: "launched", needs_approval=True),
+    ]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._group import run_async
+from ._group import Interruption, run_async, run_interruptible
 from ._run import StreamedAnswer, Terminal, printer, show_children
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ class _Loop:
     held: HeldSession | None = None
     armed: bool = False  # a Ctrl-C at an idle, empty prompt: the next one exits
     leaving: bool = False  # the second Ctrl-C came while no prompt was reading
+    closed: bool = False  # the loop ended: a question's reader stops waiting
     stops: list[str] = field(default_factory=lambda: list[str]())
     started: set[int] = field(default_factory=lambda: set[int]())  # turns this run opened
     status: str = ""
@@ -314,10 +315,13 @@ def run_interactive(
     if interactive:
         _require_prompt_toolkit()
     options = _Options(kernel, agent_name, model_spec, session_id, debug, reasoning, budget, caller)
-    return run_async(_main, options, interactive)
+    if interactive:
+        return run_async(_main, None, options, True)
+    # Piped: Ctrl-C is tether run's (stop the turn, print the session, exit 130).
+    return run_interruptible(_main, Interruption(), options, False)
 
 
-async def _main(options: _Options, interactive: bool) -> str:
+async def _main(interruption: Interruption | None, options: _Options, interactive: bool) -> str:
     from ..runtime import profile_session_host, profile_store
 
     if profile_session_host(options.kernel) is not None:
@@ -329,16 +333,21 @@ async def _main(options: _Options, interactive: bool) -> str:
     try:
         if interactive:
             return await _on_terminal(options, store)
-        return await _over_lines(options, store)
+        return await _over_lines(options, store, interruption)
     finally:
         await store.aclose()
 
 
 async def _hold_each(
-    options: _Options, store: Any, state: _Loop, serve: Callable[[], Awaitable[_Between | None]]
+    options: _Options,
+    store: Any,
+    state: _Loop,
+    serve: Callable[[], Awaitable[_Between | None]],
+    interruption: Interruption | None = None,
 ) -> str:
     """Hold the session and ``serve`` it; after a :class:`_Between`, act with the session
-    left, and hold it (or the session the act returns) again."""
+    left, and hold it (or the session the act returns) again. ``interruption``: Ctrl-C as
+    ``tether run``'s (the turn aborted, the session left, the loop ended)."""
     from ..errors import TetherError
     from ..runtime import Runtime
     from ..store import TurnEnded, TurnStarted
@@ -379,13 +388,18 @@ async def _hold_each(
                     state.stops.append(event.stop_reason)
 
             agent.listen(record)
-            async with runtime.hold(agent, recover=session_id is not None) as held:
+            stop = None
+            if interruption is not None:
+                interruption.on_interrupt(agent.interrupt)
+                stop = interruption.stoppable()
+            between: _Between | None = None
+            async with runtime.hold(agent, recover=session_id is not None, stop=stop) as held:
                 state.agent, state.held = agent, held
                 between = await serve()
             state.held = None
             await written()
             session_id = agent.session_id
-            if between is not None:
+            if between is not None and not (interruption is not None and interruption.requested):
                 try:
                     session_id = await between.act(runtime, session_id)
                 except Exception as exc:  # a TetherError of the act: said, and the loop goes on
@@ -395,9 +409,11 @@ async def _hold_each(
         return next((s for s in state.stops if s != "completed"), "completed")
 
 
-async def _over_lines(options: _Options, store: Any) -> str:
+async def _over_lines(options: _Options, store: Any, interruption: Interruption | None) -> str:
     """Piped standard input: each line run to the end (the session settled) before the next."""
     import anyio.to_thread
+
+    from ..errors import TetherError
 
     state = _Loop(options, interactive=False, terminal=Terminal(live=False))
 
@@ -409,14 +425,19 @@ async def _over_lines(options: _Options, store: Any) -> str:
             if not line:
                 await held.settle()
                 return None
-            result = await state.line(line)
+            try:
+                result = await state.line(line)
+            except TetherError as exc:  # refused (a caller gate): said, counted, the next line
+                click.echo(f"error: {exc}", err=True)
+                state.stops.append("error")
+                continue
             if result is False:
                 return None
             if isinstance(result, _Between):
                 return result
             await held.settle()
 
-    return await _hold_each(options, store, state, serve)
+    return await _hold_each(options, store, state, serve, interruption)
 
 
 async def _on_terminal(options: _Options, store: Any) -> str:
@@ -430,7 +451,12 @@ async def _on_terminal(options: _Options, store: Any) -> str:
     state = _Loop(options, interactive=True, terminal=Terminal(live=False))
 
     def read(_: str) -> str:  # a permission question's answer: the next line typed
-        return state.answers.get()
+        while not state.closed:
+            try:
+                return state.answers.get(timeout=REFRESH)
+            except queue.Empty:
+                continue
+        raise EOFError  # the loop ended: nobody answers (refused)
 
     terminal = _PromptTerminal(state, read=read)
     state.terminal = terminal
@@ -500,8 +526,11 @@ async def _on_terminal(options: _Options, store: Any) -> str:
                 group.cancel_scope.cancel()
 
     click.echo(INTRO, err=True)
-    with patch_stdout(raw=True):
-        await _hold_each(options, store, state, serve)
+    try:
+        with patch_stdout(raw=True):
+            await _hold_each(options, store, state, serve)
+    finally:
+        state.closed = True
     # A person at the wheel saw each turn end; leaving the loop is not a failure.
     return "completed"
 
