@@ -211,7 +211,9 @@ def test_a_person_types_steers_interrupts_and_leaves(project: Path) -> None:
 def test_a_permission_question_is_answered_at_the_prompt(project: Path) -> None:
     (project / "script.toml").write_text(
         '[[steps]]\ntool_calls = [{ name = "launch" }]\n\n'
-        '[[steps]]\nexpect = "launched"\ntext = "it is launched"\n'
+        '[[steps]]\nexpect = "launched"\ntext = "it is launched"\n\n'
+        '[[steps]]\ntool_calls = [{ name = "launch" }]\n\n'
+        '[[steps]]\ntext = "not launched this time"\n'
     )
     profile = (project / "tether.toml").read_text()
     (project / "tether.toml").write_text(
@@ -226,6 +228,13 @@ def test_a_permission_question_is_answered_at_the_prompt(project: Path) -> None:
         tether.line("1")
         tether.expect(r"<- launch: launched")
         tether.expect(r"it is launched")
+        # An empty answer refuses.
+        tether.line("launch again")
+        tether.expect(r"asks to run: launch")
+        tether.expect(r"choose a number")
+        tether.line("")
+        tether.expect(r"<- launch failed")
+        tether.expect(r"not launched this time")
         tether.type("\x04")
         tether.expect(r"session ses_\w+")
         assert tether.finish() == 0

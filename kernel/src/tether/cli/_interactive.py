@@ -158,10 +158,10 @@ class _Loop:
         assert held is not None
         assert agent is not None
         text = text.strip()
-        if not text:
-            return None
-        if self.terminal.asking:  # a permission question waits for this answer
+        if self.terminal.asking:  # a permission question waits for this answer (empty: refuse)
             self.answers.put(text)
+            return None
+        if not text:
             return None
         if text.startswith(FOLLOWUP_PREFIX):
             rest = text[len(FOLLOWUP_PREFIX) :].strip()
