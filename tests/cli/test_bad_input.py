@@ -65,7 +65,7 @@ def test_a_prompt_that_is_not_utf8_is_refused_before_a_session_exists(project):
     before = stored_sessions(project)
     result = invoke("run", "first", "ab\udcffc")  # what Python makes of the bytes ab\xffc
     assert result.exit_code == 2
-    assert "Error: Invalid value for 'PROMPTS...': 'ab\\xffc' is not UTF-8 text (byte 0xff " in (
+    assert "Error: Invalid value for '[PROMPTS]...': 'ab\\xffc' is not UTF-8 text (byte 0xff " in (
         result.stderr
     )
     assert "pass it as UTF-8" in result.stderr

@@ -40,12 +40,17 @@ def _declared() -> set[str]:
     return names
 
 
+#: The kernel's optional extras: module -> the one kernel file that may import it, inside its
+#: functions only (the kernel imports without it; docs/interactive.md).
+EXTRAS = {"prompt_toolkit": "kernel/src/tether/cli/_interactive.py"}
+
+
 def test_every_third_party_import_of_the_kernel_is_a_declared_dependency():
     distributions = metadata.packages_distributions()
     declared = _declared()
     # The testing kit runs under pytest, which is the user's own test dependency; pydantic pins
     # the pydantic-core it is built on.
-    optional = {"pytest", "_pytest", "pydantic_core"}
+    optional = {"pytest", "_pytest", "pydantic_core", *EXTRAS}
     undeclared = {
         module: files
         for module, files in _imported_top_levels().items()
@@ -71,3 +76,22 @@ def test_the_kernel_imports_no_plugin_distribution():
 def test_the_kernel_does_not_depend_on_yaml():
     assert "pyyaml" not in _declared()
     assert "yaml" not in _imported_top_levels()
+
+
+def test_an_extra_is_imported_by_its_one_module_inside_functions_only():
+    found = _imported_top_levels()
+    for module, owner in EXTRAS.items():
+        assert set(found.get(module, [])) <= {owner}, f"{module} imported outside {owner}"
+        tree = ast.parse((ROOT / owner).read_text(encoding="utf-8"))
+        top = [
+            node
+            for node in tree.body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            and any(
+                (alias.name if isinstance(node, ast.Import) else node.module or "").startswith(
+                    module
+                )
+                for alias in node.names
+            )
+        ]
+        assert top == [], f"{owner} imports {module} at module level"

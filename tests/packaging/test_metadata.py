@@ -34,6 +34,8 @@ KERNEL_EXTRAS = {
     "otel": {"tether-otel"},
     "litellm": {"tether-litellm"},
     "files": {"tether-files"},
+    # Not a plugin: the interactive `tether run`'s line editor (docs/interactive.md).
+    "interactive": {"prompt-toolkit"},
 }
 #: Extras left out of ``all``: asked for by name (LiteLLM's dependency tree and import time).
 NOT_IN_ALL = {"litellm"}

@@ -118,7 +118,7 @@ def test_help_marks_a_conflicting_command(run_commands: RunTether):
 def test_a_built_in_command_keeps_its_name(run_commands: RunTether):
     result = run_commands("run", "--help")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Usage: tether run [OPTIONS] PROMPTS...\n")
+    assert result.stdout.startswith("Usage: tether run [OPTIONS] [PROMPTS]...\n")
     assert "fixture" not in result.stdout
     skills = run_commands("skills", "list", "--help")
     assert skills.returncode == 0, skills.stderr

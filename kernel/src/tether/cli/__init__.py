@@ -19,7 +19,7 @@ from . import _branch as _branch
 from . import _context as _context
 from . import _lifecycle as _lifecycle
 from . import _plugins as _plugins
-from . import _run as _run
+from . import _run_command as _run_command
 from . import _sessions as _sessions
 from . import _skills as _skills
 from . import _stats as _stats

@@ -295,3 +295,21 @@ def _window_lines(document: dict[str, Any]) -> list[str]:
             "tokens after)"
         )
     return lines
+
+
+async def show_context_briefly(
+    kernel: Any, agent_name: str | None, model_spec: str | None, session_id: str | None
+) -> None:
+    """What ``tether context`` shows, a line per part (its blocks' sizes, not their text):
+    the interactive ``tether run``'s ``/context``."""
+    document = await _context(kernel, agent_name, model_spec, session_id, None)
+    system = sum(block["tokens"] for block in document["system"])
+    click.echo(f"agent {document['agent'] or '(global scope)'}  model {document['model']}")
+    click.echo(f"system: {len(document['system'])} block(s)  ~{system} tokens")
+    click.echo(f"tools: {len(document['tools'])}  ~{document['tools_tokens']} tokens")
+    click.echo(
+        f"history: {len(document['history'])} message(s)  ~{document['history_tokens']} tokens"
+    )
+    click.echo(f"total ~{document['total_tokens']} tokens")
+    for line in _window_lines(document):
+        click.echo(line)

@@ -1,4 +1,6 @@
-"""``tether run`` and ``tether context``: run turns; show exactly what the model would see."""
+"""What ``tether run`` runs and prints: the turns of its prompts (:func:`run_prompts`), the
+printers, the terminal its children's status line and permission questions use. The command
+itself is in ``_run_command.py``; the prompt loop in ``_interactive.py``."""
 
 from __future__ import annotations
 
@@ -6,20 +8,14 @@ import json
 import os
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ._callers import caller_options, command_caller
 from ._group import (
     DEBUG_ENV,
     TEXT,
     Interruption,
-    cli,
-    load,
-    profile_option,
-    run_interruptible,
 )
 
 if TYPE_CHECKING:
@@ -66,86 +62,7 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-@cli.command()
-@profile_option
-@agent_option
-@model_option
-@session_option
-@click.option(
-    "--no-reasoning",
-    "hide_reasoning",
-    is_flag=True,
-    help="Do not show the model's reasoning as it streams (it is never part of the answer).",
-)
-@click.option(
-    "--budget",
-    "budget_text",
-    metavar="LIMITS",
-    help="The session's budget for its whole tree, e.g. output=200k,cost=2.50,time=10m,"
-    "requests=40,children=5,live=3 (instead of the profile's; docs/budgets.md).",
-)
-@caller_options
-@click.argument("prompts", nargs=-1, required=True, type=TEXT)
-def run(
-    profile: Path | None,
-    agent_name: str | None,
-    model_spec: str | None,
-    session_id: str | None,
-    hide_reasoning: bool,
-    budget_text: str | None,
-    caller_id: str | None,
-    caller_name: str | None,
-    caller_claims: tuple[str, ...],
-    prompts: tuple[str, ...],
-) -> None:
-    """Run PROMPTS as turns (one turn each, in order) and print what happens.
-
-    Prints the assistant's text as it streams, a line per tool call, and ends with the session
-    id; --session continues a stored session. On a terminal the text appears piece by piece,
-    the model's reasoning dimmed before it, and the status line of running subagents shows the
-    latest line each streams; otherwise whole lines are printed as they complete, reasoning
-    lines starting with "(thinking) ". --no-reasoning hides the reasoning. While a failed
-    model request waits to be sent again, standard error says why and for how long
-    ("[retrying in 4s (2/8): HTTP 503 ...]"); a "[retrying]" line in the answer says the text
-    above it is void; "[cut]" ends an answer cut short by Ctrl-C. Exit status 1 when any turn
-    does not complete. Ctrl-C aborts the running turn, keeps the prompts not yet run for the
-    next --session run, prints the session id and exits with status 130; a second Ctrl-C
-    exits at once. A budget notice is shown as a "[budget: ...]" line; a turn a budget stopped
-    ends "[turn N stopped: error] budget exceeded: ..." ([BUDGET_EXCEEDED]).
-
-    The prompts are sent as the OS user (os:NAME), or as --caller ID (with --caller-name and
-    --claim KEY=VALUE), or as $TETHER_CALLER ($TETHER_CALLER_NAME, $TETHER_CALLER_CLAIMS: a
-    JSON object); a new session records it as who started it. The agent's caller gates may
-    refuse it ([CALLER_REFUSED]); docs/callers.md.
-    """
-    caller = command_caller(caller_id, caller_name, caller_claims)
-    budget = None
-    if budget_text is not None:
-        from ..contracts import Budget
-
-        try:
-            budget = Budget.parse(budget_text)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--budget") from None
-    kernel = load(profile)
-    stop = run_interruptible(
-        _run,
-        Interruption(),
-        kernel,
-        agent_name,
-        model_spec,
-        session_id,
-        prompts,
-        debugging(),
-        not hide_reasoning,
-        budget,
-        caller,
-    )
-    if stop != "completed":
-        raise SystemExit(1)
-
-
-async def _run(
+async def run_prompts(
     interruption: Interruption,
     kernel: Any,
     agent_name: str | None,
@@ -157,6 +74,9 @@ async def _run(
     budget: Budget | None = None,
     caller: Caller | None = None,
 ) -> str:
+    """``tether run PROMPT...``: run the prompts' turns in one held session (or follow them on
+    the profile's session host), printing as they go; the stop reason of the first turn that
+    did not complete, else the last."""
     from ..models import ScriptedModel
     from ..runtime import Runtime, profile_session_host, profile_store
     from ..store import TurnEnded, TurnStarted

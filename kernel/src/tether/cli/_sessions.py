@@ -432,3 +432,10 @@ def dumps_deep(value: Any, *, indent: int = 2, ensure_ascii: bool = True) -> str
             out.append(json.dumps(name, ensure_ascii=ensure_ascii) + ": ")
         start(item, level + 1)
     return "".join(out)
+
+
+async def tree_lines(kernel: Any, session_id: str) -> list[str]:
+    """The lines ``tether sessions tree SESSION_ID`` prints (the whole tree, no pages): the
+    interactive ``tether run``'s ``/tree``."""
+    root, children = await _tree(kernel, session_id)
+    return [line for _, _, line in _walk(root, children)]

@@ -561,3 +561,11 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "priced_cost": sum(row["cost"] for row in priced),
         "unpriced_requests": len(rows) - len(priced),
     }
+
+
+async def show_stats(kernel: Any, session_id: str) -> None:
+    """Print what ``tether sessions stats SESSION_ID`` prints: the interactive ``tether
+    run``'s ``/stats``."""
+    document = await _stats(kernel, session_id, False)
+    for session in document["sessions"]:
+        _print_session(session)
