@@ -196,7 +196,9 @@ def test_a_person_types_steers_interrupts_and_leaves(project: Path) -> None:
         tether.line("/compact")
         tether.expect(r"\[compacted \(manual\)")
         tether.line("/branch")
-        tether.expect(r"/branch: ")
+        tether.expect(r"\[branched: now in ses_\w+; ses_\w+ stays as it was\]")
+        tether.line("/undo")
+        tether.expect(r"\[undone: turn \d+\]")
         tether.line("/model")
         tether.expect(r"model scripted:script.toml")
         # Ctrl-D at an empty prompt exits, printing the session line.

@@ -247,11 +247,8 @@ class _Loop:
         return _Between(switch)
 
     def branch(self) -> _Between | None:
-        try:
-            from ..runtime import branch_session  # pyright: ignore[reportAttributeAccessIssue]
-        except ImportError:
-            click.echo("/branch: branching is not available in this build of tether")
-            return None
+        from ..runtime import branch_session
+
         if self.busy:
             click.echo("[/branch: wait for the running turn, or interrupt it (Ctrl-C)]", err=True)
             return None
@@ -264,38 +261,34 @@ class _Loop:
         return _Between(fork)
 
     async def undo(self) -> _Between | None:
-        try:
-            from ..runtime import rewind_session  # pyright: ignore[reportAttributeAccessIssue]
-        except ImportError:
-            click.echo("/undo: rewinding is not available in this build of tether")
-            return None
+        from ..runtime import rewind_session
+
         if self.busy:
             click.echo("[/undo: wait for the running turn, or interrupt it (Ctrl-C)]", err=True)
             return None
         agent = self.agent
         assert agent is not None
-        last = await _last_turn(agent)
-        if last is None:
+        turns = await _kept_turns(agent)
+        if len(turns) < 2:  # turn 0 is the session's start: nothing to undo
             click.echo("/undo: no turn to undo")
             return None
+        last, previous = turns[-1], turns[-2]
 
         async def rewind(runtime: Runtime, session: str) -> str:
-            await rewind_session(runtime, session, last - 1)
+            await rewind_session(runtime, session, previous)
             click.echo(f"[undone: turn {last}]", err=True)
             return session
 
         return _Between(rewind)
 
 
-async def _last_turn(agent: Agent) -> int | None:
-    from ..store import TurnStarted
+async def _kept_turns(agent: Agent) -> list[int]:
+    """The ended turns the session's history holds, in order (``0``: its start); a turn an
+    earlier ``/undo`` undid is not one of them (turn numbers are never reused)."""
+    from ..runtime import completed_turns
 
-    turns = [
-        stored.event.turn
-        for stored in await agent.store.events(agent.session_id)
-        if isinstance(stored.event, TurnStarted)
-    ]
-    return max(turns) if turns else None
+    log = [stored.event for stored in await agent.store.events(agent.session_id)]
+    return sorted(completed_turns(log))
 
 
 def run_interactive(
