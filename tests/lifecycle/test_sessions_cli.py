@@ -134,6 +134,9 @@ def test_closing_a_root_closes_its_child_and_neither_takes_a_message(project):
     assert f"session {child} was closed at " in line
     followup = tether("run", "--session", root, "and again")
     one_error_line(followup, ErrorCode.SESSION_CLOSED)
+    # A closed root says so too, not that nobody drives it.
+    to_root = tether("sessions", "send", root, "more")
+    assert f"session {root} was closed at " in one_error_line(to_root, ErrorCode.SESSION_CLOSED)
     assert {sid: log(project, sid) for sid in (root, child)} == logs  # nothing was written
     tree = tether("sessions", "tree", root).stdout.splitlines()
     assert "depth=0  closed" in tree[0]

@@ -23,6 +23,7 @@ from ..agents._callers import admit
 from ..agents._compose import resolve_agent_name
 from ..contracts import Admission
 from ..errors import ErrorCode, StoreError, SubagentError, TetherError
+from ..store._lifecycle import check_open
 
 if TYPE_CHECKING:
     from anyio import CancelScope
@@ -150,8 +151,10 @@ class SentMessage:
     async def check(self) -> SessionHeader:
         """Read the session; a child must be one a person may send to
         (:func:`check_sendable`), and the sender a caller its agent's gates admit
-        (``CALLER_REFUSED``). Nothing is posted."""
+        (``CALLER_REFUSED``); a closed session takes nothing (``SESSION_CLOSED``, said before
+        anything else). Nothing is posted."""
         header = await self.store.header(self.session_id)
+        check_open(header)
         if header.parent_session is not None:
             await check_sendable(self.store, header)
         gates = self.runtime.preset(
