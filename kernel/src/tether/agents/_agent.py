@@ -453,7 +453,7 @@ class Agent:
         if not loop.running or not loop.in_turn:
             return await self.followup(content, source=source)
         item = await self.inbox.accept(content, source, "step")
-        self.inbox.put(item, "step")
+        self.inbox.steered(item)
         return item.message_id
 
     async def inject(

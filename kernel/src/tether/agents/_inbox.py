@@ -212,6 +212,17 @@ class Inbox:
         else:
             self.queued.append(item)
 
+    def steered(self, item: InboxItem) -> None:
+        """A steer just stored: the running turn's next step takes it; when that turn ended
+        while the steer was being stored, it is the next turn (never left among the steers
+        of a turn that is over)."""
+        loop = self._agent.loop
+        if loop.in_turn:
+            self.put(item, "step")
+        else:
+            self.queued.append(item)
+            loop.wake()
+
     def restored(self, folded: SessionFold) -> None:
         """The messages a restore found accepted and unclaimed, and the caller of the last
         message the log shows taken (the agent's current caller). A steer outlives the turn it
