@@ -136,6 +136,53 @@ def test_ctrl_c_on_run_interrupts_the_turn_on_the_worker(cluster):
     ]
 
 
+def test_sessions_steer_reaches_the_turn_on_the_worker(cluster):
+    """``tether sessions steer`` on a cluster profile: the cluster takes the steer, and the
+    turn running on a worker sees it at its next step (one turn, not two)."""
+    cluster.script(
+        '[[steps]]\ntool_calls = [{ name = "hold", arguments = { text = "st" } }]\n\n'
+        '[[steps]]\ntext = "steered done"\n'
+    )
+    cluster.worker()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tether", "run", "hello", "--profile", str(cluster.profile)],
+        cwd=cluster.folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cluster.env(),
+    )
+    try:
+        wait_for(lambda: cluster.runs("st.hold"), "the worker to run the tool")
+        listed = tether(cluster, "sessions", "list")
+        (session_id,) = set(re.findall(r"ses_\w+", listed.stdout))
+        steered = tether(cluster, "sessions", "steer", session_id, "also this")
+        assert steered.returncode == 0, steered.stdout + steered.stderr
+        assert steered.stdout.splitlines() == [
+            f"steer accepted for {session_id}: the cluster takes it at the running turn's "
+            "next step (or as the session's next turn)",
+            f"session {session_id}",
+        ]
+        wait_for(
+            lambda: "also this" in tether(cluster, "sessions", "show", session_id).stdout,
+            "the worker to take the steer",
+        )
+        (cluster.markers / "st.open").touch()
+        out, err = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, out + err
+    assert "steered done" in out
+    shown = tether(cluster, "sessions", "show", session_id, "--json")
+    events = json.loads(shown.stdout)["events"]
+    assert [e["stop_reason"] for e in events if e["type"] == "turn/end"] == ["completed"]
+    kinds = [(e["type"], e.get("source", {}).get("kind")) for e in events]
+    result = kinds.index(("tool/result", None))
+    assert kinds[result + 1 :][:2] == [("user/message", "steer"), ("assistant/message", None)]
+
+
 def test_model_is_refused_on_a_cluster_profile(cluster):
     """The workers run the profile's model: a --model would silently not apply."""
     for command in (("run", "--model", "scripted:script.toml", "hello"), ("acp", "--model", "x")):

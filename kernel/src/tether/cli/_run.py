@@ -777,6 +777,8 @@ def printer(
         match event:
             case UserMessage(content=content, source=source) if source.kind in ("user", "followup"):
                 echo(f"> {content}")
+            case UserMessage(content=content, source=source) if source.kind == "steer":
+                echo(f"> (steer) {content}")  # a turn's step took it (another terminal's too)
             case UserMessage(content=content, source=source) if source.kind == "notice":
                 # A <task_result> or a settlement notice: what starts this step or turn.
                 lines = content.strip().splitlines() or [""]

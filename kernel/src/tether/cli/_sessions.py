@@ -1,4 +1,4 @@
-"""``tether sessions list|show|tree|send|compact``: the durable sessions of a profile's store."""
+"""``tether sessions list|show|tree|send|steer|compact``: a profile's stored sessions."""
 
 from __future__ import annotations
 
@@ -244,6 +244,55 @@ def send_to_child(
     kernel = load(profile)
     stop = run_interruptible(
         send, Interruption(), kernel, model_spec, child_id, message, wait, caller
+    )
+    if stop != "completed":
+        raise SystemExit(1)
+
+
+@sessions.command("steer")
+@profile_option
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait for the turn that takes TEXT to end, printing it from the step that takes it "
+    "(default: return once the process that drives the session has taken it).",
+)
+@caller_options
+@click.argument("session_id", type=TEXT)
+@click.argument("text", type=TEXT)
+def steer(
+    profile: Path | None,
+    wait: bool,
+    caller_id: str | None,
+    caller_name: str | None,
+    caller_claims: tuple[str, ...],
+    session_id: str,
+    text: str,
+) -> None:
+    """Steer the turn a session is running, from another terminal.
+
+    TEXT is posted to SESSION_ID's mailbox as a steer: the process that drives the session
+    (a `tether run`, a `tether acp`, a `tether a2a serve`...) takes it into the log, and the
+    running turn's next model request sees it, after what the turn did so far; nothing is
+    rewritten. When no turn runs, or the running one is past its last step, TEXT is the
+    session's next turn instead. Steers from many terminals run in the order they arrive.
+
+    A root session nobody drives cannot be steered ([NOT_RESUMABLE]): continue it with
+    `tether run --session ID`. A continuable child nobody drives is driven here, as
+    `tether sessions send` does (TEXT is its next turn). On a cluster profile the cluster
+    takes TEXT (docs/scale-out.md). Without --wait the command returns once the driving
+    process has taken TEXT, saying which process it is; with --wait it prints the turn that
+    takes TEXT from that step on and exits 1 when that turn does not complete.
+
+    TEXT is sent as the OS user, --caller ID or $TETHER_CALLER (docs/callers.md); the
+    session's caller gates may refuse it ([CALLER_REFUSED]). docs/steering.md says more.
+    """
+    from ._send import send
+
+    caller = command_caller(caller_id, caller_name, caller_claims)
+    kernel = load(profile)
+    stop = run_interruptible(
+        send, Interruption(), kernel, None, session_id, text, wait, caller, True
     )
     if stop != "completed":
         raise SystemExit(1)

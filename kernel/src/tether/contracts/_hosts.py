@@ -44,7 +44,12 @@ class SessionHost(Protocol):
         signature): who sends the message (docs/callers.md), to record on it (and, for a
         ``new`` session, as its initiator) once the agent's caller gates admitted it
         (``CALLER_REFUSED`` otherwise, nothing stored). A host without it is called as
-        before, and its sessions run as their initiator."""
+        before, and its sessions run as their initiator.
+
+        A host may also take ``steer: bool = False``: the message is for the session's
+        running turn's next step (a steer; its next turn when no turn runs), as
+        ``tether sessions steer`` sends it. A host without it cannot be steered: the command
+        says so (``HOST_UNAVAILABLE``)."""
         ...
 
     async def cancel(self, session_id: str) -> None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         turn_began,
     )
     from ._runtime import Runtime, compose_agent
-    from ._send import SentMessage
+    from ._send import SentMessage, follow_message
     from ._state import ClosableState, StateKey
     from ._stores import profile_store
     from ._tools import ToolCatalog
@@ -52,6 +52,7 @@ __all__ = (
     "branch_session",
     "completed_turns",
     "compose_agent",
+    "follow_message",
     "follow_turn",
     "profile_session_host",
     "profile_store",
@@ -82,6 +83,7 @@ _LAZY = {
     "Runtime": "_runtime",
     "compose_agent": "_runtime",
     "SentMessage": "_send",
+    "follow_message": "_send",
     "ClosableState": "_state",
     "StateKey": "_state",
     "profile_store": "_stores",

@@ -527,12 +527,14 @@ class Runtime:
         hear: Callable[[Event], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
         caller: Caller | None = None,
+        steer: bool = False,
     ) -> SentMessage:
         """A person's message to the stored session ``session_id``, queued through its
         mailbox (``tether sessions send``): :meth:`SentMessage.deliver` posts it and sees it
         through, holding the root here when nobody drives it. ``caller``: who sends it (kept
         with the message; the session's gates admit it before it is posted,
-        ``CALLER_REFUSED``: docs/callers.md). See ``tether/runtime/_send.py``."""
+        ``CALLER_REFUSED``: docs/callers.md). ``steer``: for the running turn's next step
+        (``tether sessions steer``). See ``tether/runtime/_send.py``."""
         from ._send import SentMessage
 
         return SentMessage(
@@ -544,6 +546,7 @@ class Runtime:
             hear=hear,
             hear_delta=hear_delta,
             caller=caller,
+            steer=steer,
         )
 
     async def run_session(

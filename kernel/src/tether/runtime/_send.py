@@ -29,12 +29,19 @@ if TYPE_CHECKING:
     from anyio import CancelScope
 
     from ..agents import Agent
-    from ..contracts import Caller
+    from ..contracts import AdmissionKind, Caller
     from ..models import ModelDelta
     from ..store import Event, InboxAccepted, LeaseOwner, SessionHeader, SessionStore
     from ._runtime import Runtime
 
-__all__ = ("DRIVE_ATTEMPTS", "SEND_POLL", "SentMessage", "check_sendable", "root_of")
+__all__ = (
+    "DRIVE_ATTEMPTS",
+    "SEND_POLL",
+    "SentMessage",
+    "check_sendable",
+    "follow_message",
+    "root_of",
+)
 
 #: How often a sender reads the store while it waits (its message taken, its turn's events),
 #: in seconds.
@@ -44,10 +51,17 @@ SEND_POLL = 0.05
 DRIVE_ATTEMPTS = 20
 
 
+#: :attr:`_Turn.turn` of a steer taken at a step of a turn another message started (whose
+#: number the sender may not have read).
+_RUNNING = -1
+
+
 class _Turn:
     """The turn that runs one message: its events are handed to ``show`` from its
     ``turn/start`` to its ``turn/end``, nothing else, as the agent running it here emits them
-    (:meth:`hear`) or as they are stored by whichever process runs it (:meth:`read`)."""
+    (:meth:`hear`) or as they are stored by whichever process runs it (:meth:`read`). For a
+    steer taken by a running turn at a step, that turn from the steer's ``user/message``
+    on."""
 
     def __init__(
         self, session_id: str, message_id: str, after: int, show: Callable[[Event], None]
@@ -66,7 +80,7 @@ class _Turn:
 
     def hear(self, event: Event) -> None:
         """One event of the session, as its agent here emits it."""
-        from ..store import InboxAccepted, TurnEnded, TurnStarted
+        from ..store import InboxAccepted, TurnEnded, TurnStarted, UserMessage
 
         if self.stop is not None:
             return
@@ -75,14 +89,23 @@ class _Turn:
         elif isinstance(event, TurnStarted) and event.message_id == self.message_id:
             self.taken = True
             self.turn = event.turn
-        elif self.turn is not None:
+        else:
+            if (
+                self.turn is None
+                and isinstance(event, UserMessage)
+                and event.message_id == self.message_id
+            ):
+                self.taken = True  # a steer the running turn took at a step: its turn from here
+                self.turn = _RUNNING
+            if self.turn is None:
+                return
             if self._skip:
                 self._skip -= 1
             else:
                 self._shown += 1
                 self.show(event)
-            if isinstance(event, TurnEnded) and event.turn == self.turn:
-                self.stop = event.stop_reason
+            if isinstance(event, TurnEnded) and self.turn in (event.turn, _RUNNING):
+                self.turn, self.stop = event.turn, event.stop_reason
 
     def from_store(self) -> None:
         """Go on from the log after hearing the agent: what was shown is not shown again (the
@@ -115,6 +138,7 @@ class SentMessage:
         hear: Callable[[Event], None] | None = None,
         hear_delta: Callable[[ModelDelta], None] | None = None,
         caller: Caller | None = None,
+        steer: bool = False,
     ) -> None:
         if runtime.store is None:
             raise StoreError(
@@ -129,6 +153,10 @@ class SentMessage:
         self.caller = caller
         """Who sends it (docs/callers.md): kept with the message, which runs as this caller;
         the session's gates admit it before anything is posted (``CALLER_REFUSED``)."""
+        self.steer = steer
+        """Steer the session's running turn (``tether sessions steer``): the turn's next step
+        takes the message (``source.kind`` ``steer``); with no turn running, or one past its
+        last step, it is the session's next turn."""
         self.model = model
         """A model spec for the turns run here when this sender drives the tree (the root's
         model replaced for them, not recorded)."""
@@ -161,7 +189,8 @@ class SentMessage:
             resolve_agent_name(self.runtime.kernel, header.agent)
         ).caller_gates
         if gates:
-            admit(gates, Admission(header.id, header.agent, self.caller, "followup"))
+            kind: AdmissionKind = "steer" if self.steer else "followup"
+            admit(gates, Admission(header.id, header.agent, self.caller, kind))
         self._header = header
         return header
 
@@ -185,7 +214,7 @@ class SentMessage:
         if header.parent_session is None and await live_owner(store, header.id) is None:
             raise _root_nobody_drives(header.id)
         last = (await store.events(header.id))[-1:]
-        posted = _message(self.content, self.caller)
+        posted = _message(self.content, self.caller, self.steer)
         turn = _Turn(header.id, posted.message_id, last[0].seq if last else 0, self._show)
         await store.post(header.id, posted)  # accepted: from here on nothing loses it
         reason: str | None = None
@@ -303,6 +332,23 @@ class SentMessage:
         return await turn.read(store)
 
 
+async def follow_message(
+    store: SessionStore,
+    session_id: str,
+    message_id: str,
+    after: int,
+    show: Callable[[Event], None],
+) -> str:
+    """Read the log of ``session_id`` from after ``after`` until the turn that takes the
+    message ``message_id`` ends (a turn of its own, or, for a steer, the running turn from
+    the step that takes it), handing that turn's events to ``show``; its stop reason
+    (a message run elsewhere, by a session host's worker, say)."""
+    turn = _Turn(session_id, message_id, after, show)
+    while (stop := await turn.read(store)) is None:
+        await anyio.sleep(SEND_POLL)
+    return stop
+
+
 async def check_sendable(store: SessionStore, header: SessionHeader) -> None:
     """A person may send to the child ``header``: its root session is in the store and was
     started by a person (``UNAUTHORIZED``), and it is a continuable child (``NOT_RESUMABLE``
@@ -385,12 +431,13 @@ def _root_nobody_drives(session_id: str) -> Exception:
     )
 
 
-def _message(content: str, caller: Caller | None) -> InboxAccepted:
+def _message(content: str, caller: Caller | None, steer: bool) -> InboxAccepted:
     from ..store import InboxAccepted, MessageSource
     from ..subagents._child import new_message_id
 
     return InboxAccepted(
         message_id=new_message_id(),
         content=content,
-        source=MessageSource(kind="user", caller=caller),
+        source=MessageSource(kind="steer" if steer else "user", caller=caller),
+        delivery="step" if steer else "turn",
     )

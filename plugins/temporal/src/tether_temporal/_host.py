@@ -39,9 +39,11 @@ class TemporalHost:
         message_id: str | None = None,
         trace: Mapping[str, str] | None = None,
         caller: Caller | None = None,
+        steer: bool = False,
     ) -> str:
         """Hand ``content`` to the session's workflow (:func:`tether_temporal._client.send`);
-        ``caller``, its sender, travels with it to the worker."""
+        ``caller``, its sender, travels with it to the worker. ``steer``: for the running
+        turn's next step (delivery ``step``; the next turn when none runs)."""
         from ._client import send
 
         settings = self.settings
@@ -56,6 +58,7 @@ class TemporalHost:
                 message_id=message_id,
                 trace=trace,
                 caller=caller,
+                delivery="step" if steer else "turn",
             )
         assert waited.cancelled_caught
         raise HostError(

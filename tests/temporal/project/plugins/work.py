@@ -1,7 +1,7 @@
 """Tools for the worker tests: each adds a line (the worker's pid) to ``MARKERS/TEXT.KIND``;
 ``slow`` then sleeps (long enough to be killed in), ``quick`` answers at once; ``lookup``
 (idempotent) sleeps on its first run only; ``wait`` (async) sleeps, cancellably (a turn to
-interrupt)."""
+interrupt); ``hold`` (async) waits until the test creates ``MARKERS/TEXT.open``."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ async def _wait(args, ctx):
     return "waited"
 
 
+async def _hold(args, ctx):
+    _mark(args, "hold")
+    opened = Path(os.environ["TETHER_TEST_MARKERS"]) / f"{args.get('text', 'hold')}.open"
+    with anyio.fail_after(float(os.environ.get("TETHER_TEST_SLOW", "120"))):
+        while not opened.exists():
+            await anyio.sleep(0.02)
+    return "held"
+
+
 @tether.hookimpl
 def tether_tools():
     return [
@@ -55,4 +64,5 @@ def tether_tools():
         Tool("quick", "Answer at once.", _quick, _TEXT, safe=True),
         Tool("lookup", "Look something up.", _lookup, _TEXT, safe=True, idempotent=True),
         Tool("wait", "Wait for a long time.", _wait, _TEXT, safe=True),
+        Tool("hold", "Wait until the test lets go.", _hold, _TEXT, safe=True),
     ]
