@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -69,6 +70,20 @@ def test_branch_and_rewind_from_the_command_line(project):
     assert [m.content for m in fold(events).history] == ["one", "answer to one"]
     shown = tether("sessions", "show", branch)
     assert f'"from": "{original}"' in shown.output
+
+    lineage = f"branch-of={original}@turn-1"
+    listed = [line for line in tether("sessions", "list").output.splitlines() if lineage in line]
+    assert [line.split()[0] for line in listed] == [branch]
+    assert lineage in tether("sessions", "tree", branch).output.splitlines()[0]
+    assert lineage not in tether("sessions", "tree", original).output
+    as_json = json.loads(tether("sessions", "list", "--json").output)
+    assert [s.get("branch") for s in as_json if s["id"] == branch] == [
+        {"from": original, "at_turn": 1}
+    ]
+    assert json.loads(tether("sessions", "tree", branch, "--json").output)["branch"] == {
+        "from": original,
+        "at_turn": 1,
+    }
 
     whole = tether("sessions", "branch", original)
     assert "at turn 3)" in whole.output

@@ -42,9 +42,9 @@ def sessions() -> None:
 def list_sessions(profile: Path | None, limit: int, closed: bool | None, as_json: bool) -> None:
     """List sessions, newest first; a closed one says when it was closed."""
     kernel = load(profile, project_code=False)  # reads the store only: docs/trust.md
-    headers = run_async(_headers, kernel, limit, closed)
+    headers, origins = run_async(_headers, kernel, limit, closed)
     if as_json:
-        click.echo(json.dumps([h.model_dump() for h in headers], indent=2))
+        click.echo(json.dumps([_header_json(h, origins) for h in headers], indent=2))
         return
     if not headers:
         click.echo("no sessions")
@@ -52,6 +52,7 @@ def list_sessions(profile: Path | None, limit: int, closed: bool | None, as_json
     for header in headers:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(header.created_at))
         lineage = f"  parent={header.parent_session}" if header.parent_session else ""
+        lineage += _origin(origins.get(header.id))
         label = f"  {header.label}" if header.label else ""
         model = f"  model={header.model}" if header.model else ""
         ended = header.closed_at
@@ -64,18 +65,42 @@ def list_sessions(profile: Path | None, limit: int, closed: bool | None, as_json
         )
 
 
-async def _headers(kernel: Any, limit: int, closed: bool | None = None) -> list[Any]:
-    from ..runtime import profile_store
+async def _headers(
+    kernel: Any, limit: int, closed: bool | None = None
+) -> tuple[list[Any], dict[str, tuple[str, int]]]:
+    """The sessions to list, and where each branch among them came from."""
+    from ..runtime import branch_origin, profile_store
 
     store = profile_store(kernel)
     try:
         if closed is None:
-            return await store.sessions(limit=limit)
-        # Filtered here: the store protocol lists by parent only.
-        wanted = [h for h in await store.sessions() if (h.closed_at is not None) is closed]
-        return wanted[:limit]
+            headers = await store.sessions(limit=limit)
+        else:
+            # Filtered here: the store protocol lists by parent only.
+            wanted = [h for h in await store.sessions() if (h.closed_at is not None) is closed]
+            headers = wanted[:limit]
+        origins: dict[str, tuple[str, int]] = {}
+        for header in headers:
+            origin = await branch_origin(store, header)  # one event read, for a branch only
+            if origin is not None:
+                origins[header.id] = origin
+        return headers, origins
     finally:
         await store.aclose()
+
+
+def _origin(origin: tuple[str, int] | None) -> str:
+    """A branch's lineage, as ``list`` and ``tree`` print it."""
+    return f"  branch-of={origin[0]}@turn-{origin[1]}" if origin is not None else ""
+
+
+def _header_json(header: Any, origins: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """A header as ``--json`` prints it: a branch also says where it came from."""
+    document: dict[str, Any] = header.model_dump()
+    origin = origins.get(header.id)
+    if origin is not None:
+        document["branch"] = {"from": origin[0], "at_turn": origin[1]}
+    return document
 
 
 @sessions.command("show")
@@ -338,20 +363,26 @@ def tree_session(
     and next_offset is null on the last page.
     """
     kernel = load(profile, project_code=False)  # reads the store only: docs/trust.md
-    root, nodes = run_async(_tree, kernel, session_id)
+    root, nodes, origin = run_async(_tree, kernel, session_id)
+    origins = {root.id: origin} if origin is not None else {}
     paged = any(
         ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
         for name in ("limit", "offset")
     )
-    walk = _walk(root, nodes)
+    walk = _walk(root, nodes, _origin(origin))
     total = len(walk)
     end = offset + limit
     if as_json and not paged:
         document = {**_tree_json(root, nodes), "total": total}
+        if origin is not None:
+            document["branch"] = {"from": origin[0], "at_turn": origin[1]}
         click.echo(dumps_deep(document))
         return
     if as_json:
-        page = [{**header.model_dump(), "level": level} for header, level, _ in walk[offset:end]]
+        page = [
+            {**_header_json(header, origins), "level": level}
+            for header, level, _ in walk[offset:end]
+        ]
         document = {
             "total": total,
             "offset": offset,
@@ -370,8 +401,10 @@ def tree_session(
         click.echo(f"... {total - end} more; run again with --offset {end}")
 
 
-async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]]:
-    from ..runtime import profile_store
+async def _tree(
+    kernel: Any, session_id: str
+) -> tuple[Any, dict[str, list[Any]], tuple[str, int] | None]:
+    from ..runtime import branch_origin, profile_store
 
     store = profile_store(kernel)
     try:
@@ -388,7 +421,7 @@ async def _tree(kernel: Any, session_id: str) -> tuple[Any, dict[str, list[Any]]
                 children[parent] = found
                 next_frontier.extend(child.id for child in found)
             frontier = next_frontier
-        return root, children
+        return root, children, await branch_origin(store, root)
     finally:
         await store.aclose()
 
@@ -401,9 +434,12 @@ def _describe_header(header: Any) -> str:
     return f"{header.id}  agent={header.agent or '-'} depth={header.delegation_depth}{state}{label}"
 
 
-def _walk(root: Any, children: dict[str, list[Any]]) -> list[tuple[Any, int, str]]:
-    """The tree in pre-order: ``(header, level below the root, printed line)``."""
-    rows: list[tuple[Any, int, str]] = [(root, 0, _describe_header(root))]
+def _walk(
+    root: Any, children: dict[str, list[Any]], lineage: str = ""
+) -> list[tuple[Any, int, str]]:
+    """The tree in pre-order: ``(header, level below the root, printed line)``; ``lineage``
+    follows the root's line (a branch's origin)."""
+    rows: list[tuple[Any, int, str]] = [(root, 0, _describe_header(root) + lineage)]
     # An explicit stack (a deep chain would exhaust Python's recursion limit): each entry is
     # the siblings still to print (reversed, so the next is last), their prefix and level.
     stack: list[tuple[list[Any], str, int]] = [(children.get(root.id, [])[::-1], "", 1)]
@@ -486,5 +522,5 @@ def dumps_deep(value: Any, *, indent: int = 2, ensure_ascii: bool = True) -> str
 async def tree_lines(kernel: Any, session_id: str) -> list[str]:
     """The lines ``tether sessions tree SESSION_ID`` prints (the whole tree, no pages): the
     interactive ``tether run``'s ``/tree``."""
-    root, children = await _tree(kernel, session_id)
-    return [line for _, _, line in _walk(root, children)]
+    root, children, origin = await _tree(kernel, session_id)
+    return [line for _, _, line in _walk(root, children, _origin(origin))]

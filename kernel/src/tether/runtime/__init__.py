@@ -18,7 +18,13 @@ from ..ground import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ..contracts import SessionHost
-    from ._branch import BRANCH_DESCRIPTOR, branch_session, completed_turns, rewind_session
+    from ._branch import (
+        BRANCH_DESCRIPTOR,
+        branch_origin,
+        branch_session,
+        completed_turns,
+        rewind_session,
+    )
     from ._collector import RUNTIME_THRESHOLDS, tuned_collector
     from ._follow import INTERRUPT_GRACE, FollowedSession
     from ._hold import COMPACT_GESTURE, HeldSession
@@ -49,6 +55,7 @@ __all__ = (
     "SessionHost",
     "StateKey",
     "ToolCatalog",
+    "branch_origin",
     "branch_session",
     "completed_turns",
     "compose_agent",
@@ -65,6 +72,7 @@ __all__ = (
 # A value starting with a dot is a module beside this package (the contracts room).
 _LAZY = {
     "BRANCH_DESCRIPTOR": "_branch",
+    "branch_origin": "_branch",
     "branch_session": "_branch",
     "completed_turns": "_branch",
     "rewind_session": "_branch",

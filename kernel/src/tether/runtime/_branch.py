@@ -31,7 +31,13 @@ if TYPE_CHECKING:
     from ..store import RewindEvent
     from ._runtime import Runtime
 
-__all__ = ("BRANCH_DESCRIPTOR", "branch_session", "completed_turns", "rewind_session")
+__all__ = (
+    "BRANCH_DESCRIPTOR",
+    "branch_origin",
+    "branch_session",
+    "completed_turns",
+    "rewind_session",
+)
 
 #: The kind of the descriptor that opens a branch's own log: ``{"from", "at_turn", "keep"}``.
 BRANCH_DESCRIPTOR = "branch"
@@ -279,3 +285,21 @@ async def _shared_workspace(store: SessionStore, session_id: str) -> Event | Non
     if plan.kind == "session" and plan.shared_from is None:
         plan = WorkspacePlan(plan.kind, plan.backend, plan.owner, session_id, plan.root)
     return plan.descriptor()
+
+
+async def branch_origin(store: SessionStore, header: SessionHeader) -> tuple[str, int] | None:
+    """Where the session ``header`` was branched from: ``(original session id, turn)``, read
+    from the ``branch`` descriptor right after its copied prefix (one event read); ``None``
+    for a session that is not a branch."""
+    from ..store import DescriptorEvent
+
+    if header.parent_session is not None or not header.seed_length:
+        return None
+    first = await store.events(header.id, after=header.seed_length, limit=1)
+    event = first[0].event if first else None
+    if not isinstance(event, DescriptorEvent) or event.kind != BRANCH_DESCRIPTOR:
+        return None  # a fork's seed, or a log written otherwise
+    origin, turn = event.data.get("from"), event.data.get("at_turn")
+    if not isinstance(origin, str) or not isinstance(turn, int):
+        return None
+    return origin, turn
