@@ -7,26 +7,33 @@ steer arrives while the turn runs, at a known point."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
+from a2a.helpers import new_text_message
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    Role,
     SendMessageRequest,
     StreamResponse,
     Task,
     TaskState,
 )
 from a2a.utils.errors import A2AError
+from google.protobuf import json_format
 
 from tether.store import InboxAccepted, InboxDiscarded, TurnEnded, TurnStarted, UserMessage
 
 from .test_serve import (
+    MODEL,
+    PEERS,
     TIMEOUT,
     Server,
     answer,
@@ -37,6 +44,7 @@ from .test_serve import (
     served_profile,
     stored,
 )
+from .test_serve_callers import RPC, assert_refused
 
 pytestmark = pytest.mark.anyio
 
@@ -250,6 +258,20 @@ async def test_a_message_on_a_completed_task_keeps_the_sdks_error(server):
     assert [e.content for e in events if isinstance(e, UserMessage)] == ["echo once"]
 
 
+async def test_a_message_naming_a_working_task_of_another_context_keeps_the_sdks_error(
+    server, tmp_path
+):
+    async with client_of(server.url, streaming=False) as sdk:
+        other, _ = await send(sdk, "echo elsewhere")
+        task = await first_working(sdk, message("hold seven"))
+        await until_file(tmp_path / "seven.held")
+        with pytest.raises(A2AError, match="does not match context"):
+            await send_whole(sdk, message("echo left", other.context_id, task.id))
+        (tmp_path / "seven.go").touch()
+    events = await events_of(server, task.context_id)
+    assert not [e for e in events if isinstance(e, InboxAccepted) and e.source.kind == "steer"]
+
+
 async def test_cancel_during_a_steered_turn_discards_the_steer(server, tmp_path):
     async with client_of(server.url, streaming=False) as sdk:
         task = await first_working(sdk, message("hold five"))
@@ -276,3 +298,46 @@ async def test_cancel_during_a_steered_turn_discards_the_steer(server, tmp_path)
     assert "echo never" not in [e.content for e in events if isinstance(e, UserMessage)]
     ends = [e.stop_reason for e in events if isinstance(e, TurnEnded)]
     assert ends == ["aborted", "completed"]
+
+
+async def test_a_steer_the_gate_refuses_gets_403_and_nothing_is_accepted(tmp_path):
+    plugins = json.dumps(str(PEERS / "plugins"))
+    profile = tmp_path / "served.toml"
+    profile.write_text(
+        f'[tether]\nplugins = ["a2a", "publishing", "team_skills"]\nstore = "sqlite:served.db"\n'
+        f"plugin_dirs = [{plugins}]\nallow_outside = [{plugins}]\n"
+        '[plugin.a2a.serve.tokens_env]\npilot = "PILOT_TOKEN"\n'
+        "[plugin.a2a.serve.callers]\npilot = { claims = { steers = false } }\n"
+        f'[agent.main]\nmodel = "{MODEL}"\n'
+    )
+    server = Server(profile, free_port(), {"PILOT_TOKEN": "t-pilot"})
+    try:
+        async with client_of(server.url, streaming=False, token="t-pilot") as sdk:
+            task = await first_working(sdk, message("hold six"))
+            await until_file(tmp_path / "six.held")
+            sent = new_text_message("echo left", role=Role.ROLE_USER)
+            sent.context_id, sent.task_id = task.context_id, task.id
+            params = json_format.MessageToDict(SendMessageRequest(message=sent))
+            headers = {**RPC, "authorization": "Bearer t-pilot"}
+            async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+                for method in ("SendMessage", "SendStreamingMessage"):
+                    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                    refused = await http.post(server.url, headers=headers, json=body)
+                    message_text = assert_refused(refused, "a2a:pilot")
+                    assert 'this caller does not steer (refused by gate "readonly")' in message_text
+            (tmp_path / "six.go").touch()
+            with anyio.fail_after(TIMEOUT):
+                while (done := await sdk.get_task(GetTaskRequest(id=task.id))).status.state in (
+                    TaskState.TASK_STATE_SUBMITTED,
+                    TaskState.TASK_STATE_WORKING,
+                ):
+                    await anyio.sleep(0.05)
+    finally:
+        server.stop()
+    # The turn went on unsteered; nothing of the refused steer is in the log.
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer(done).startswith("done: ")
+    assert [m.parts[0].text for m in done.history] == ["hold six"]
+    events = await events_of(server, task.context_id)
+    assert not [e for e in events if isinstance(e, InboxAccepted) and e.source.kind == "steer"]
+    assert "echo left" not in [e.content for e in events if isinstance(e, UserMessage)]
