@@ -31,6 +31,9 @@ request finds its conversation (:class:`Contexts`).
   status message the question and its choices; the next message on the task answers it (an
   option's id or name, or yes/no words; anything else refuses) and the turn goes on in that
   task. Until then the context takes no other task (refused, saying which task waits).
+* **A message on a working task steers its turn** (:mod:`tether_a2a._steering`): a message
+  naming the task whose turn runs (no question open) is that turn's steer; one that comes
+  after the turn's last step is the task's next turn. The task ends when its last turn does.
 * **Tasks are kept in the session's log** (descriptors ``a2a/task``): when a task is created,
   and when it reaches a final state (its artifacts included). ``GetTask``, ``ListTasks`` and
   a follow-up read them after a restart. A task whose last record is not final belonged to a

@@ -28,7 +28,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import Message, SendMessageRequest, Task, TaskStatusUpdateEvent
 from a2a.utils.errors import UnsupportedOperationError
 from a2a.utils.proto_utils import validate_proto_required_fields
-from a2a.utils.task import apply_history_length
+from a2a.utils.task import apply_history_length, validate_history_length
 
 from ._server import Contexts, SessionTaskStore, session_of
 
@@ -123,6 +123,7 @@ class SteeringHandler(DefaultRequestHandler):
         message id and the task's events from before the steer (the first is the task
         itself). ``None``: not a steer (the SDK's own handling follows)."""
         validate_proto_required_fields(params)
+        validate_history_length(params.configuration)
         message = params.message
         task_id = message.task_id
         if not task_id:
