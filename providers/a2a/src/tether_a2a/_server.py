@@ -656,15 +656,18 @@ class SessionTaskStore(TaskStore):
         for header in await self.contexts.store.sessions():
             if header.agent != agent or header.parent_session is not None:
                 continue
-            if header.id in self._loaded:
-                for task_id, owner in [*self._sessions[header.id].items()]:
-                    caller = ServerCallContext(user=_Caller(owner))
-                    task = await self._memory.get(task_id, caller)
-                    if task is not None:
-                        await every.save(task, caller)
-            else:
+            # What memory holds of a session is newer than its log: a task this process saved
+            # is in memory before its record is in the log (an open context's, not yet read).
+            held = self._sessions.get(header.id, {})
+            if header.id not in self._loaded:
                 for owner, task in await self._read(header.id):
-                    await every.save(task, ServerCallContext(user=_Caller(owner)))
+                    if task.id not in held:
+                        await every.save(task, ServerCallContext(user=_Caller(owner)))
+            for task_id, owner in [*held.items()]:
+                caller = ServerCallContext(user=_Caller(owner))
+                task = await self._memory.get(task_id, caller)
+                if task is not None:
+                    await every.save(task, caller)
         return await every.list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
