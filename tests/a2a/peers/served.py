@@ -6,6 +6,11 @@
 * ``slow``: works for two minutes (until the turn is cancelled);
 * ``fail``: the model request fails;
 * ``nap SECONDS TEXT``: waits, then answers like ``echo`` (the fake model of the benchmark);
+* ``hold NAME`` (its first step): creates the file ``NAME.held`` in the working directory,
+  waits for ``NAME.go`` (at most two minutes), then calls the tool ``a2a_message_id``, so the
+  turn has a second step (which a steer sent meanwhile reaches: its answer is the steer's);
+  ``wait NAME``: the same, then answers ``waited`` (the turn's last step: a steer sent
+  meanwhile is a turn of its own);
 * ``publish TEXT``: calls the tool ``publish`` (:mod:`tests.a2a.peers.plugins.publishing`,
   which needs approval), then answers with what the tool said. The conformance kit's
   ``TCK prerequisite task creation`` too, when ``SERVED_PREREQUISITE`` is ``ask`` (the kit
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 
 import anyio
 
@@ -49,6 +55,17 @@ async def brain(request: ModelRequest) -> AsyncIterator[ModelDelta | ModelRespon
     if word == "publish" or (asks and text.startswith("TCK prerequisite")):
         call = ToolCall(id=f"p{len(users)}", name="publish", arguments={"what": rest or text})
         yield ModelResponse(tool_calls=(call,))
+        return
+    if word in ("hold", "wait") and last.role == "user":  # the turn's first step
+        name = rest.split()[0]
+        Path(f"{name}.held").touch()
+        with anyio.move_on_after(120):
+            while not Path(f"{name}.go").exists():
+                await anyio.sleep(0.02)
+        if word == "wait":
+            yield "waited"
+            return
+        yield ModelResponse(tool_calls=(ToolCall(id="hold", name="a2a_message_id", arguments={}),))
         return
     if word == "slow":
         await anyio.sleep(120)

@@ -31,6 +31,9 @@ request finds its conversation (:class:`Contexts`).
   status message the question and its choices; the next message on the task answers it (an
   option's id or name, or yes/no words; anything else refuses) and the turn goes on in that
   task. Until then the context takes no other task (refused, saying which task waits).
+* **A message on a working task steers its turn** (:mod:`tether_a2a._steering`): a message
+  naming the task whose turn runs (no question open) is that turn's steer; one that comes
+  after the turn's last step is the task's next turn. The task ends when its last turn does.
 * **Tasks are kept in the session's log** (descriptors ``a2a/task``): when a task is created,
   and when it reaches a final state (its artifacts included). ``GetTask``, ``ListTasks`` and
   a follow-up read them after a restart. A task whose last record is not final belonged to a
@@ -121,9 +124,11 @@ from tether.runtime import Runtime
 from tether.store import (
     AssistantMessage,
     DescriptorEvent,
+    InboxDiscarded,
     MessageSource,
     TurnEnded,
     TurnStarted,
+    UserMessage,
 )
 
 from ._callers import Callers, admit_new, caller_error, refusal_answer
@@ -355,6 +360,30 @@ class Contexts(RequestContextBuilder):
         return RequestContext(
             call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
         )
+
+    async def steer(self, opened: _Context, running: _Running, message: Message, owner: str) -> str:
+        """Give ``message`` (on ``running``'s task, whose turn runs) to the running turn as a
+        steer of ``owner``'s: its next step takes it, or, after its last step, it is the
+        task's next turn (``Agent.steer``). Refused (HTTP 403) as a follow-up would be, before
+        anything is written. The steer's message id."""
+        text = _message_text(message)
+        _check_message(message)
+        running.steering += 1
+        try:
+            message_id = await opened.agent.steer(text, caller=self.callers.of(owner))
+        except BaseException as exc:
+            running.steer_settled(None)
+            if isinstance(exc, TetherError):
+                raise caller_error(exc) or InternalError(message=str(exc)) from None
+            raise
+        filed = Message()
+        filed.CopyFrom(message)
+        filed.task_id, filed.context_id = running.task_id, opened.id
+        running.steer_settled(message_id, filed)
+        if running.updater is None:  # the task was cancelled while it was being accepted
+            await running.discard()
+        opened.used()
+        return message_id
 
     def _admit(self, opened: _Context, owner: str) -> None:
         """Whether the session's gates admit ``owner``'s message (as ``followup`` will ask
@@ -627,15 +656,18 @@ class SessionTaskStore(TaskStore):
         for header in await self.contexts.store.sessions():
             if header.agent != agent or header.parent_session is not None:
                 continue
-            if header.id in self._loaded:
-                for task_id, owner in [*self._sessions[header.id].items()]:
-                    caller = ServerCallContext(user=_Caller(owner))
-                    task = await self._memory.get(task_id, caller)
-                    if task is not None:
-                        await every.save(task, caller)
-            else:
+            # What memory holds of a session is newer than its log: a task this process saved
+            # is in memory before its record is in the log (an open context's, not yet read).
+            held = self._sessions.get(header.id, {})
+            if header.id not in self._loaded:
                 for owner, task in await self._read(header.id):
-                    await every.save(task, ServerCallContext(user=_Caller(owner)))
+                    if task.id not in held:
+                        await every.save(task, ServerCallContext(user=_Caller(owner)))
+            for task_id, owner in [*held.items()]:
+                caller = ServerCallContext(user=_Caller(owner))
+                task = await self._memory.get(task_id, caller)
+                if task is not None:
+                    await every.save(task, caller)
         return await every.list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
@@ -735,6 +767,15 @@ _IDLE = _Signal("idle")
 """The agent went idle."""
 _ASKED = _Signal("asked")
 """The turn asks a question (a tool that needs approval): the task goes input-required."""
+_SETTLED = _Signal("settled")
+"""A steer being accepted was refused (or failed): a turn end held for it may be written."""
+
+
+@dataclass(frozen=True)
+class _Steered:
+    """A steer of the task was accepted: its message joins the task's history."""
+
+    message: Message
 
 
 class _Running:
@@ -758,6 +799,13 @@ class _Running:
         self.question: PermissionQuestion | None = None
         self.reply: str | None = None
         self.replied = anyio.Event()
+        self.steers: set[str] = set()
+        """The message ids of the task's steers accepted and not yet claimed (nor discarded):
+        while one is left when a turn ends, it is the next turn, of this task."""
+        self.steering = 0
+        """Steers of the task being accepted now: a turn that ends meanwhile waits for them."""
+        self.ending = False
+        """The pump writes the task's end: it takes no more steers."""
         self._armed = False
         agent = opened.agent
         self._stops = [agent.listen(self.push), agent.listen_deltas(self.push)]
@@ -776,55 +824,104 @@ class _Running:
         self.updater = updater
         self.paused = anyio.Event()
 
+    @property
+    def steerable(self) -> bool:
+        """Whether a message on the task steers its turn now: an ``execute`` waits on it (it
+        was not cancelled), no question is open (the next message answers that), and its
+        end is not being written."""
+        return self.updater is not None and self.question is None and not self.ending
+
+    def steer_settled(self, message_id: str | None, message: Message | None = None) -> None:
+        """A steer counted in :attr:`steering` was accepted as ``message_id`` (its A2A
+        ``message`` joins the history), or refused (``None``)."""
+        self.steering -= 1
+        if message_id is not None and message is not None:
+            self.steers.add(message_id)
+            self.push(_Steered(message))
+        else:
+            self.push(_SETTLED)
+
     async def pump(self, message_id: str) -> None:
         agent = self.opened.agent
         self.message_id, self._armed = message_id, True
         if agent.status == "idle":
             self.push(_IDLE)  # it may have gone idle before it was armed
         turn: int | None = None
+        held: TurnEnded | None = None  # a turn's end, held while a steer is being accepted
+        usage = Usage()
         try:
             with self._receive, self._send:
                 async for item in self._receive:
+                    if isinstance(item, _Steered) or item is _SETTLED:
+                        if isinstance(item, _Steered):
+                            await self._write(_steered, item.message)
+                        if agent.status == "idle":
+                            self.push(_IDLE)  # one heard while it was being accepted was skipped
+                        if held is None or self.steering:
+                            continue
+                        item, held = held, None  # the steers settled: the end it waited for
                     if item is _ASKED:
                         if self.question is not None:
                             await self._write(_requires_input, self.question)
                         self.paused.set()
                     elif item is _IDLE:
-                        if agent.status != "idle":
-                            continue  # woken again (by a message sent meanwhile)
+                        if agent.status != "idle" or self.steering or held is not None:
+                            continue  # woken again (by a message sent meanwhile), or to be
                         if agent.fault is not None:  # the store refused to record the turn
                             await self._write(_fail, str(agent.fault))
                             return
                         if turn is not None:  # its end would have come before: it was lost
                             await self._write(_fail, "the turn ended without its end recorded")
                             return
-                        # Interrupted before its turn began: the message must not run later.
-                        try:
-                            await agent.cancel(keep_inbox=False)
-                        except Exception as exc:
-                            log.warning(
-                                "task %s: its message was not discarded (%s)",
-                                self.task_id[:200],
-                                exc,
-                            )
+                        # Interrupted before its turn (or its steers' turn) began: the
+                        # messages must not run later.
+                        await self.discard()
                         await self._write(_cancel)
                         return
                     elif isinstance(item, ModelDelta):
                         if turn is not None:  # not another turn's (a notice's) pieces
                             await self._write(self.answer.delta, item)
-                    elif isinstance(item, TurnStarted) and item.message_id == message_id:
+                    elif isinstance(item, TurnStarted) and (
+                        item.message_id == message_id or item.message_id in self.steers
+                    ):
                         turn = item.turn
+                        self.steers.discard(item.message_id or "")
+                        self.answer.new_turn()
+                    elif isinstance(item, UserMessage | InboxDiscarded):
+                        self.steers.discard(item.message_id)  # claimed by a step, or dropped
                     elif turn is not None and isinstance(item, AssistantMessage):
                         self.answer.step(item)
                     elif turn is not None and isinstance(item, TurnEnded) and item.turn == turn:
-                        await self._write(self.answer.end, item)
+                        if self.steering:
+                            held = item  # a steer being accepted may be this task's next turn
+                            continue
+                        usage += item.usage
+                        if self.steers and item.stop_reason != "aborted":
+                            turn = None  # its steers that came too late are the next turns
+                            if agent.status == "idle":
+                                self.push(_IDLE)  # unless they were left parked
+                            continue
+                        self.ending = True
+                        if self.steers:  # aborted: they must not run later
+                            await self.discard()
+                        ended = item.model_copy(update={"usage": usage})
+                        await self._write(self.answer.end, ended)
                         return
         finally:
+            self.ending = True
             for stop in self._stops:
                 stop()
             self.replied.set()  # a question still open is refused
             self.opened.done(self)
             self.paused.set()
+
+    async def discard(self) -> None:
+        """Drop what the agent has queued (the task's message or steers that did not run):
+        ``inbox/discarded``, never run later."""
+        try:
+            await self.opened.agent.cancel(keep_inbox=False)
+        except Exception as exc:
+            log.warning("task %s: its messages were not discarded (%s)", self.task_id[:200], exc)
 
     def abandon(self) -> None:
         """The task's message was never accepted: no pump runs; stop listening."""
@@ -912,7 +1009,10 @@ class TetherExecutor(AgentExecutor):
         running = opened.running if opened is not None else None
         if opened is not None and running is not None and running.task_id == task_id:
             await running.cancel()
-            opened.agent.interrupt()
+            if running.steers or running.steering:
+                await opened.agent.cancel(keep_inbox=False)  # its steers must not run later
+            else:
+                opened.agent.interrupt()
         # Otherwise its turn is over (its end is written, or being written): the SDK closes
         # out a task that is still not final.
 
@@ -931,6 +1031,14 @@ async def _fail(updater: TaskUpdater, reason: str) -> None:
 
 async def _cancel(updater: TaskUpdater) -> None:
     await updater.cancel()
+
+
+async def _steered(updater: TaskUpdater, message: Message) -> None:
+    """A steer joins the task's history: the SDK moves a status's message into the history
+    when the next status comes, so the steer is the message of one ``working`` status (a
+    stream sees the steer taken), and the next ``working`` status files it."""
+    await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+    await updater.update_status(TaskState.TASK_STATE_WORKING)
 
 
 def _asking(question: PermissionQuestion) -> str:
@@ -977,6 +1085,12 @@ class _Answer:
                 append=not self._fresh,
             )
             self._fresh = False
+
+    def new_turn(self) -> None:
+        """A turn of the task begins (a steer that came after the last one's last step): its
+        answer starts the artifact over."""
+        self._fresh = True
+        self._answer = ""
 
     def step(self, message: AssistantMessage) -> None:
         if message.tool_calls:  # not the answer: the next step's text replaces it
@@ -1370,7 +1484,6 @@ async def serve(
     Once listening, one line goes to standard error: ``tether a2a serve: NAME at URL``.
     """
     import uvicorn
-    from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import (
         create_jsonrpc_routes,
         create_rest_routes,
@@ -1379,6 +1492,8 @@ async def serve(
     from starlette.applications import Starlette
 
     from tether.runtime import profile_session_host, profile_store
+
+    from ._steering import SteeringHandler
 
     settings = serve_settings(kernel)
     check_servable(kernel, agent_name, model_spec)
@@ -1443,11 +1558,8 @@ async def serve(
                 callers=known,
             )
             card = await agent_card(runtime, agent_name, public, settings)
-            handler = DefaultRequestHandler(
-                agent_executor=TetherExecutor(contexts),
-                task_store=SessionTaskStore(contexts),
-                agent_card=card,
-                request_context_builder=contexts,
+            handler = SteeringHandler(
+                TetherExecutor(contexts), SessionTaskStore(contexts), card, contexts
             )
             routes = [
                 *card_routes(card),

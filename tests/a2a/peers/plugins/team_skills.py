@@ -5,7 +5,8 @@ tests/acp/test_server_callers.py): a caller-aware skill provider and a caller ga
   caller with claim ``team = "billing"`` and ``support-playbook`` to one with ``team =
   "support"``; ``get`` loads a skill only for a caller it lists it to.
 * The gate ``readonly`` lets a caller with claim ``readonly = true`` start a session and
-  nothing more: its messages are refused.
+  nothing more: its messages are refused; and a caller with claim ``steers = false`` send
+  messages but not steer a running turn (tests/a2a/test_serve_steering.py).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class ReadOnly:
         caller = admission.caller
         if admission.kind != "session" and caller is not None and caller.claim("readonly"):
             return "a read-only caller sends no messages"
+        if admission.kind == "steer" and caller is not None and caller.claim("steers") is False:
+            return "this caller does not steer"
         return None
 
 
