@@ -30,8 +30,16 @@ the profile's agents over the Agent Client Protocol, version 1:
   pieces are not sent: each tool call goes out whole, as ``tool_call`` (``pending``), once
   logged; ``in_progress`` when the kernel runs it (a tool that needs approval: once allowed);
   its result as ``tool_call_update``, ``completed`` or ``failed`` with the result text and its
-  images (image content blocks). A status never goes back. Prompts to one session run one
-  after another.
+  images (image content blocks). A status never goes back.
+
+  A prompt that arrives while another prompt of the session is running a turn steers it
+  (``Agent.steer``, :mod:`tether_acp._steering`): the turn's next model request carries it,
+  and it answers when that turn ends, with the turn's stop reason and usage, sending no
+  updates of its own (the prompt whose turn it is streams the whole turn). A steer that
+  arrives after the turn's last step becomes the next turn, which its prompt streams. A
+  prompt whose ``_meta`` holds ``{"tether/queue": true}`` waits instead and runs as a turn of
+  its own after the running one. Each prompt streams only the turn its own message started,
+  so no update goes out twice.
 
   A step whose request is sent again after some pieces went out (a ``retry`` delta) cannot
   take them back (ACP has no retraction): one more chunk says so, :data:`RETRY_MARKER` with
@@ -41,10 +49,11 @@ the profile's agents over the Agent Client Protocol, version 1:
   knows the mark (a parent tether, :mod:`tether_acp._client`) drops that text itself. A retry
   before anything went out sends nothing. The log, and so ``session/load``, holds only the
   answer.
-* ``session/cancel``: aborts the running turn (the agent's ``interrupt``): the pending prompt
-  answers ``cancelled``, tool calls that did not finish get ``failed``. A prompt cancelled
-  before its turn began is not run later: what waited in the agent's inbox is discarded
-  (``inbox/discarded`` in the log).
+* ``session/cancel``: aborts the running turn (the agent's ``interrupt``): every pending prompt
+  of the session answers ``cancelled`` (the running one, those steering it, those queued),
+  tool calls that did not finish get ``failed``. A message no turn had taken yet (a steer, a
+  queued prompt's) is withdrawn from the inbox and never runs (``inbox/discarded`` in the log);
+  a child's notice waiting there stays.
 
 * ``session/set_mode`` and ``session/set_config_option``: the session's mode (how this
   server, the permission host, decides its questions: ``ask`` the client, ``allow`` or ``deny``
