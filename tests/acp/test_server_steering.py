@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ class Prompts:
         self.conn, self.sid = conn, sid
         self.replies: dict[str, Any] = {}
 
-    def sender(self, message: str, **meta: Any) -> Callable[[], Awaitable[None]]:
+    def sender(self, message: str, **meta: Any) -> Callable[[], Coroutine[Any, Any, None]]:
         async def send() -> None:
             try:
                 reply = await self.conn.prompt(session_id=self.sid, prompt=text(message), **meta)
