@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -337,15 +338,16 @@ async def test_a_cancel_also_answers_a_prompt_waiting_for_its_turn(tmp_path):
             sid = session.session_id
             replies: dict[str, Any] = {}
 
-            async def prompt(message: str) -> None:
-                replies[message] = await conn.prompt(session_id=sid, prompt=text(message))
+            async def prompt(message: str, **meta: Any) -> None:
+                replies[message] = await conn.prompt(session_id=sid, prompt=text(message), **meta)
 
             async with anyio.create_task_group() as group:
                 group.start_soon(prompt, "first")
                 # Accepted, so its turn runs (its turn/start is stored with its first answer).
                 while not [e for e in await events(profile, sid) if isinstance(e, InboxAccepted)]:
                     await anyio.sleep(0.01)
-                group.start_soon(prompt, "second")  # waits: one prompt at a time
+                # Queued (it would steer the running turn otherwise): it waits for its turn.
+                group.start_soon(partial(prompt, "second", **{"tether/queue": True}))
                 await anyio.sleep(0.2)
                 await conn.cancel(session_id=sid)
     assert {m: r.stop_reason for m, r in replies.items()} == {

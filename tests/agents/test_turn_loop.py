@@ -812,3 +812,37 @@ async def test_a_finished_agent_is_freed_by_reference_counting():
     finally:
         if was_enabled:
             gc.enable()
+
+
+async def test_withdraw_drops_only_the_named_unclaimed_messages(make_agent, store):
+    gate = anyio.Event()
+
+    async def waiting_tool(args, ctx):
+        await gate.wait()
+        return "done"
+
+    model = script(
+        [
+            {"tool_calls": [{"name": "echo", "arguments": {"text": "x"}}]},
+            {"expect": "keep this", "text": "kept the steer"},
+            {"expect": "and this turn", "text": "kept the turn"},
+        ]
+    )
+    agent = await make_agent(model, tools=[echo_tool(run=waiting_tool)])
+    async with agent:
+        first = await agent.followup("go")
+        await anyio.wait_all_tasks_blocked()
+        kept = await agent.steer("keep this")
+        taken_back = await agent.steer("take this back")
+        queued = await agent.followup("and this turn")
+        dropped_turn = await agent.followup("take this back too")
+        withdrawn = agent.inbox.withdraw({taken_back, dropped_turn, first, "msg_unknown"})
+        await agent.lease.append(*withdrawn)
+        gate.set()
+        await agent.when_idle()
+    # The claimed message (the running turn's) and unknown ids are not touched.
+    assert [e.message_id for e in withdrawn] == [dropped_turn, taken_back]
+    events = [s.event for s in await store.events(agent.session_id)]
+    claims = [e.message_id for e in events if e.type == "user/message"]
+    assert claims == [first, kept, queued]
+    assert agent.turns == 2

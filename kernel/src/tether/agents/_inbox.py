@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
@@ -283,6 +283,18 @@ class Inbox:
                 self._agent.caller = item.source.caller
         self.steering = self.injected = ()
         return events
+
+    def withdraw(self, message_ids: Collection[str]) -> list[InboxDiscarded]:
+        """Drop the named messages that no turn has claimed yet (their sender took them back:
+        a cancelled ACP prompt); the events that record it. The other messages stay where
+        they wait, and a message already claimed is not touched."""
+        dropped = [
+            item for item in (*self.queued, *self.steering) if item.message_id in message_ids
+        ]
+        if dropped:
+            self.queued[:] = [item for item in self.queued if item not in dropped]
+            self.steering = [item for item in self.steering if item not in dropped] or ()
+        return [InboxDiscarded(message_id=item.message_id) for item in dropped]
 
     def discard(self) -> list[InboxDiscarded]:
         """Drop the queued turns and steers; the events that record it."""

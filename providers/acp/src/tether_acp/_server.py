@@ -30,8 +30,16 @@ the profile's agents over the Agent Client Protocol, version 1:
   pieces are not sent: each tool call goes out whole, as ``tool_call`` (``pending``), once
   logged; ``in_progress`` when the kernel runs it (a tool that needs approval: once allowed);
   its result as ``tool_call_update``, ``completed`` or ``failed`` with the result text and its
-  images (image content blocks). A status never goes back. Prompts to one session run one
-  after another.
+  images (image content blocks). A status never goes back.
+
+  A prompt that arrives while another prompt of the session is running a turn steers it
+  (``Agent.steer``, :mod:`tether_acp._steering`): the turn's next model request carries it,
+  and it answers when that turn ends, with the turn's stop reason and usage, sending no
+  updates of its own (the prompt whose turn it is streams the whole turn). A steer that
+  arrives after the turn's last step becomes the next turn, which its prompt streams. A
+  prompt whose ``_meta`` holds ``{"tether/queue": true}`` waits instead and runs as a turn of
+  its own after the running one. Each prompt streams only the turn its own message started,
+  so no update goes out twice.
 
   A step whose request is sent again after some pieces went out (a ``retry`` delta) cannot
   take them back (ACP has no retraction): one more chunk says so, :data:`RETRY_MARKER` with
@@ -41,10 +49,11 @@ the profile's agents over the Agent Client Protocol, version 1:
   knows the mark (a parent tether, :mod:`tether_acp._client`) drops that text itself. A retry
   before anything went out sends nothing. The log, and so ``session/load``, holds only the
   answer.
-* ``session/cancel``: aborts the running turn (the agent's ``interrupt``): the pending prompt
-  answers ``cancelled``, tool calls that did not finish get ``failed``. A prompt cancelled
-  before its turn began is not run later: what waited in the agent's inbox is discarded
-  (``inbox/discarded`` in the log).
+* ``session/cancel``: aborts the running turn (the agent's ``interrupt``): every pending prompt
+  of the session answers ``cancelled`` (the running one, those steering it, those queued),
+  tool calls that did not finish get ``failed``. A message no turn had taken yet (a steer, a
+  queued prompt's) is withdrawn from the inbox and never runs (``inbox/discarded`` in the log);
+  a child's notice waiting there stays.
 
 * ``session/set_mode`` and ``session/set_config_option``: the session's mode (how this
   server, the permission host, decides its questions: ``ask`` the client, ``allow`` or ``deny``
@@ -147,9 +156,11 @@ from tether.store import (
     AssistantMessage,
     DescriptorEvent,
     Event,
+    InboxDiscarded,
     SessionStore,
     TurnEnded,
     TurnStarted,
+    UserMessage,
 )
 
 from ._callers import ClientCallers, process_caller, serve_settings
@@ -172,6 +183,7 @@ from ._protocol import (
     working_directory,
 )
 from ._server_io import LINE_LIMIT, ByteSink, ByteSource, LineGuard
+from ._steering import Course, queues
 from ._usage import prompt_usage
 
 if TYPE_CHECKING:
@@ -218,6 +230,11 @@ _IDLE = _Signal("idle")
 """The agent went idle (its turns are over, or it was interrupted before it began one)."""
 _LEFT = _Signal("left")
 """The agent was left (the server is shutting down)."""
+_WITHDRAWN = _Signal("withdrawn")
+"""A ``session/cancel`` took the prompt's message back from the inbox before a turn took it."""
+
+RECORD_GRACE = 10.0
+"""Seconds a cancelled prompt may take to record that its message was withdrawn."""
 
 
 @dataclass(eq=False)
@@ -226,6 +243,14 @@ class _Prompt:
 
     send: Callable[[object], None]
     cancelled: bool = False
+    message_id: str | None = None
+    """Its message, once accepted."""
+    host: _Prompt | None = None
+    """The prompt streaming the turn that took this one's message at a step (a steer)."""
+    withdrawn: list[InboxDiscarded] = field(default_factory=lambda: list[InboxDiscarded]())
+    """Its message, taken back from the inbox and not recorded as such yet."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    """Set once it sent all it sends: a steer its turn took answers after that."""
 
 
 @dataclass(eq=False)
@@ -249,11 +274,12 @@ class _Session:
     switching: bool = False
     """The agent is being replaced (a model switch): its hold ends, the session goes on."""
     turns: anyio.Lock = field(default_factory=anyio.Lock)
-    """Held by the prompt whose turn runs: one prompt at a time."""
+    """Held by a prompt that does not steer, until its turn ends: such prompts run one at a
+    time."""
     prompts: set[_Prompt] = field(default_factory=lambda: set[_Prompt]())
-    """Prompts accepted and not answered yet (running, or waiting for ``turns``)."""
+    """Prompts accepted and not answered yet (running, steering, or waiting for ``turns``)."""
     streaming: _Prompt | None = None
-    """The prompt streaming the agent's events now, if one is."""
+    """The prompt streaming the running turn (the one whose message started it), if one is."""
     calls: dict[str, ToolCall] = field(default_factory=lambda: dict[str, ToolCall]())
     """The tool calls of the running turn."""
     streamer: dict[str, _Prompt | None] = field(
@@ -271,13 +297,37 @@ class _Session:
     def id(self) -> str:
         return self.agent.session_id
 
+    def steerable(self) -> bool:
+        """Whether a prompt arriving now steers the running turn: a prompt streams it, and
+        no cancel is stopping it (a prompt sent right after a cancel is a turn of its own)."""
+        loop = self.agent.loop
+        return self.streaming is not None and loop.in_turn and not loop.parked
+
+    def _prompt_of(self, message_id: str | None) -> _Prompt | None:
+        if message_id is None:
+            return None
+        return next((p for p in self.prompts if p.message_id == message_id), None)
+
     def heard(self, event: Event) -> None:
-        """The session's own listener: which prompt streams which tool call."""
+        """The session's own listener (it hears each event before the prompts do): which
+        prompt streams the turn and its tool calls, and which turn took a steer."""
         match event:
-            case TurnStarted():
+            case TurnStarted(message_id=message_id):
                 self.calls.clear()
                 self.streamer.clear()
                 self.announced.clear()
+                owner = self._prompt_of(message_id)
+                if owner is not self.streaming:
+                    self.streaming = owner
+                    self._progress()
+            case UserMessage(message_id=message_id):
+                steer = self._prompt_of(message_id)
+                if steer is not None and steer is not self.streaming:
+                    steer.host = self.streaming  # it answers once that prompt sent all
+            case TurnEnded():
+                if self.streaming is not None:  # no prompt streams what comes next yet
+                    self.streaming = None
+                    self._progress()
             case AssistantMessage(tool_calls=calls):
                 for call in calls:
                     self.calls[call.id] = call
@@ -844,13 +894,17 @@ class TetherAcpAgent:
         session.prompts.add(state)  # before any await: a cancel from now on reaches it
         try:
             with receive, send:
+                if not queues(kwargs) and session.steerable():
+                    # Another prompt's turn runs: this one steers it (no lock, no await
+                    # before the steer is sent).
+                    return await self._turn(session, state, text, receive, caller, steer=True)
                 async with session.turns:
                     if state.cancelled or session.left.is_set() or self._input_ended:
                         return PromptResponse(stop_reason="cancelled")
                     if session.wanted_model is not None:  # chosen while a turn ran
                         await self._switch_model(session)
                     return await self._turn(
-                        session, state, text, receive, trace_from(kwargs), caller
+                        session, state, text, receive, caller, trace=trace_from(kwargs)
                     )
         finally:
             session.prompts.discard(state)
@@ -861,62 +915,79 @@ class TetherAcpAgent:
         state: _Prompt,
         text: str,
         receive: MemoryObjectReceiveStream[object],
-        trace: dict[str, str] | None = None,
         caller: Caller | None = None,
+        *,
+        steer: bool = False,
+        trace: dict[str, str] | None = None,
     ) -> PromptResponse:
-        """Send ``text`` and stream what the agent says and logs until the turn it starts
-        ends; ``trace``: the client's trace context (the prompt's ``_meta``); ``caller``: who
-        sends it (a gate may refuse it: then nothing is accepted)."""
+        """Send ``text``, as a steer of the running turn (``steer``) or as a turn of its own,
+        and answer when the turn that takes it ends (:mod:`tether_acp._steering`), streaming
+        that turn when it is its own; ``caller``: who sends it (a gate may refuse it: then
+        nothing is accepted); ``trace``: the client's trace context (the prompt's ``_meta``)."""
         agent = session.agent
         armed = False  # idle callbacks count once the message is in the inbox
         live = LiveAnswer(MessageIds(session.id), _fates(agent))
+        course = Course()
 
         def idle() -> None:
             if armed:
                 state.send(_IDLE)
 
-        session.streaming = state  # before it listens: the session's listener runs first
+        # Listening before sending: no event of the turn that takes the message is missed.
         unlisten = agent.listen(state.send)
         # Deltas share the events' stream, so an answer's pieces go out before the answer.
         undeltas = agent.listen_deltas(state.send)
         unidle = agent.loop.on_idle(idle)
         try:
             try:
-                message_id = await agent.followup(text, trace=trace, caller=caller)
+                if steer:
+                    message_id = await agent.steer(text, caller=caller)
+                else:
+                    message_id = await agent.followup(text, trace=trace, caller=caller)
             except TetherError as exc:  # the store refused the message, or a gate the caller
                 raise request_error(exc) from None
+            # No await since it was put in the inbox: no turn has taken it yet.
+            state.message_id = course.message_id = message_id
             armed = True
-            if state.cancelled:
-                agent.interrupt()  # the cancel came while the message was being accepted
-            turn: int | None = None
+            if state.cancelled:  # the cancel came while the message was being accepted
+                return await _take_back(agent, state)
             async for item in receive:
                 if item is _LEFT:
                     return PromptResponse(stop_reason="cancelled")
+                if item is _WITHDRAWN:
+                    return await _take_back(agent, state)
                 if item is _IDLE:
                     if agent.status != "idle":
                         continue  # woken again (by a message sent meanwhile)
-                    if turn is None and (state.cancelled or agent.fault is None):
-                        # Interrupted before its turn began: the message must not run later.
-                        await agent.cancel(keep_inbox=False)
-                        return PromptResponse(stop_reason="cancelled")
+                    if not course.began and (state.cancelled or agent.fault is None):
+                        # Interrupted before a turn took it: the message must not run later.
+                        return await _take_back(agent, state)
                     if agent.fault is not None:  # the store refused to record the turn
-                        raise turn_error(session.id, turn, str(agent.fault))
-                    continue  # not reached: our turn's end comes before the idle after it
+                        raise turn_error(session.id, course.turn, str(agent.fault))
+                    continue  # not reached: the turn's end comes before the idle after it
                 if isinstance(item, ModelDelta):
-                    for update in live.delta(item):
-                        await self._notify(session.id, update)
+                    if course.streams:
+                        for update in live.delta(item):
+                            await self._notify(session.id, update)
                     continue
                 event = cast(Event, item)
-                if isinstance(event, TurnStarted) and event.message_id == message_id:
-                    turn = event.turn
-                for update in live.event(event):
-                    await self._notify(session.id, update)
-                if isinstance(event, AssistantMessage) and event.tool_calls:
-                    session.sent(call.id for call in event.tool_calls)
-                if isinstance(event, TurnEnded) and event.turn == turn:
+                verdict = course.hear(event)
+                if verdict == "dropped":
+                    return PromptResponse(stop_reason="cancelled")
+                if verdict == "other":
+                    continue
+                if course.streams:
+                    for update in live.event(event):
+                        await self._notify(session.id, update)
+                    if isinstance(event, AssistantMessage) and event.tool_calls:
+                        session.sent(call.id for call in event.tool_calls)
+                if verdict == "ends":
+                    if state.host is not None and state.host is not state:
+                        await state.host.done.wait()  # its turn's updates go out first
+                    ended = cast(TurnEnded, event)
                     return PromptResponse(
-                        stop_reason=stop_reason(session.id, agent.spec.limits.max_steps, event),
-                        usage=prompt_usage(event.usage),
+                        stop_reason=stop_reason(session.id, agent.spec.limits.max_steps, ended),
+                        usage=prompt_usage(ended.usage),
                     )
             raise AssertionError("the prompt's event stream closed")  # pragma: no cover
         finally:
@@ -924,18 +995,29 @@ class TetherAcpAgent:
             undeltas()
             unlisten()
             session.stop_streaming(state)
+            state.done.set()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if not self._cancel(session_id):
             log.warning("session/cancel for %s, which is not open", session_id[:200])
 
     def _cancel(self, session_id: str) -> bool:
+        """Answer every pending prompt of the session ``cancelled``: the running turn is
+        aborted (the prompts it took answer at its end), and the messages no turn has taken
+        yet are withdrawn at once, so that none of them runs later."""
         session = self._sessions.get(session_id)
         if session is None:
             return False
+        agent = session.agent
         for state in session.prompts:
             state.cancelled = True
-        session.agent.interrupt()
+        agent.interrupt()
+        for state in session.prompts:
+            if state.message_id is not None:
+                withdrawn = agent.inbox.withdraw((state.message_id,))
+                if withdrawn:
+                    state.withdrawn += withdrawn
+                    state.send(_WITHDRAWN)
         return True
 
     def _session(self, session_id: str) -> _Session:
@@ -981,6 +1063,26 @@ def _fates(agent: Agent) -> Callable[[ToolCall], tuple[CallFate, bool]]:
         return "runs", tool.safe
 
     return fate
+
+
+async def _take_back(agent: Agent, state: _Prompt) -> PromptResponse:
+    """Answer ``cancelled`` for a prompt whose message no turn took: the message is withdrawn
+    from the inbox (if a cancel did not already) and recorded as discarded (``inbox/discarded``),
+    so it never runs, not even after a restart."""
+    if state.message_id is not None:
+        state.withdrawn += agent.inbox.withdraw((state.message_id,))
+    withdrawn, state.withdrawn = state.withdrawn, []
+    if withdrawn:
+        try:
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + RECORD_GRACE):
+                await agent.lease.append(*withdrawn)
+        except TetherError as exc:
+            log.warning(
+                "session %s: could not record that a cancelled prompt's message was withdrawn: %s",
+                agent.session_id,
+                exc,
+            )
+    return PromptResponse(stop_reason="cancelled")
 
 
 def _approval_title(call: ToolCall) -> str:
