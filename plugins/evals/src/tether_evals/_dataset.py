@@ -375,10 +375,10 @@ def _from_validation(path: Path, raw_cases: object, exc: ValidationError) -> Pro
         )
     if error["type"] == "missing":
         if loc == ("cases",):
-            return _invalid(path, None, "cases", "has no cases", _EXAMPLE)
+            return _invalid(path, None, None, "has no [[cases]]", _EXAMPLE)
         return _invalid(path, where, key or None, "is missing", "add it (docs/evals.md)")
     if loc == ("cases",):
-        return _invalid(path, None, "cases", f"is invalid: {error['msg']}", _EXAMPLE)
+        return _invalid(path, None, None, f"has no list of cases ({error['msg']})", _EXAMPLE)
     value = json.dumps(error.get("input"), default=str)[:60]
     return _invalid(
         path,
