@@ -62,6 +62,11 @@ CASE = '[[cases]]\nname = "lists"\nprompt = "What notes do I have?"\n'
             'ERROR: eval dataset case "lists": no model provider for "nope"',
         ),
         (
+            CASE + '[cases.expect]\njudge = { rubric = "Names it.", model = "nope:x" }\n',
+            'ERROR: eval dataset case "lists": judge: no model provider for "nope" (spec '
+            "'nope:x') (cases.toml, cases[0], expect.judge)",
+        ),
+        (
             CASE + 'model = "scripted:a.toml"\nscript = { steps = [] }\n',
             'ERROR: eval dataset case "lists" key script sets both model and script',
         ),
@@ -85,6 +90,7 @@ CASE = '[[cases]]\nname = "lists"\nprompt = "What notes do I have?"\n'
         "bad-default",
         "unknown-agent",
         "unknown-model",
+        "unknown-judge-model",
         "model-and-script",
         "no-cases",
         "bad-toml",

@@ -171,3 +171,27 @@ timeout = 1
     error = case.find("error")
     assert error is not None
     assert error.get("message") == hung["error"]
+
+
+def test_judge_replaces_every_rubrics_judge_model(quickstart: Path):
+    (quickstart / "cases.toml").write_text(
+        """\
+[eval]
+judge = "function:evalmodels:judge"
+
+[[cases]]
+name = "judged"
+prompt = "Who owns the launch?"
+script = { steps = [{ text = "Priya owns it." }] }
+[cases.expect]
+judge = "The answer names the owner."
+""",
+        encoding="utf-8",
+    )
+    assert run_eval(quickstart, "cases.toml").code == 0
+    ran = run_eval(
+        quickstart, "cases.toml", "--judge", "function:evalmodels:rambling_judge", "--json"
+    )
+    assert ran.code == 1
+    (check,) = [c for c in ran.case("judged")["checks"] if c["kind"] == "judge"]
+    assert check["reason"] == ('the judge answered neither PASS nor FAIL: "I think it is fine."')

@@ -54,6 +54,12 @@ __all__ = ("eval_command",)
     help="Run every case on this model, instead of its model or script (a rerun on a real model).",
 )
 @click.option(
+    "--judge",
+    "judge_spec",
+    metavar="SPEC",
+    help="The judge model of every expect.judge rubric (instead of its model and [eval] judge).",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(1, 256),
     help="How many cases run at once (default: [eval] concurrency, else 4).",
@@ -103,6 +109,7 @@ def eval_command(
     profile: Path | None,
     agent_name: str | None,
     model_spec: str | None,
+    judge_spec: str | None,
     concurrency: int | None,
     only: tuple[str, ...],
     as_json: bool,
@@ -121,7 +128,7 @@ def eval_command(
     Exit status 0 when every case passes, 1 when one fails (or regresses against --baseline),
     2 on a bad dataset ([DATASET_INVALID]). docs/evals.md describes the dataset format.
     """
-    dataset = load_dataset(dataset_path)
+    dataset = load_dataset(dataset_path, judge=judge_spec)
     if only:
         names = {case.name for case in dataset.cases}
         unknown = [name for name in only if name not in names]

@@ -185,9 +185,10 @@ _KNOWN = {
 }
 
 
-def load_dataset(path: Path) -> Dataset:
+def load_dataset(path: Path, *, judge: str | None = None) -> Dataset:
     """Read and check ``path``; ``DATASET_INVALID`` (a :class:`tether.ProfileError`) names the
-    first problem, its case and key, and the fix."""
+    first problem, its case and key, and the fix. ``judge``: the judge model of every rubric
+    (``--judge``), instead of the case's and the dataset's."""
     read = _read(path)
     if not isinstance(read, dict):
         raise _invalid(path, None, None, "is not a table of [eval] and [[cases]]", _EXAMPLE)
@@ -197,6 +198,13 @@ def load_dataset(path: Path) -> Dataset:
         dataset = Dataset.model_validate({**data, "path": path})
     except ValidationError as exc:
         raise _from_validation(path, raw_cases, exc) from None
+    if judge is not None:
+        dataset = dataset.model_copy(
+            update={
+                "eval": dataset.eval.model_copy(update={"judge": judge}),
+                "cases": [_judged_by(case, judge) for case in dataset.cases],
+            }
+        )
     seen: set[str] = set()
     for index, case in enumerate(dataset.cases):
         where = _case_where(index, case.name)
@@ -211,6 +219,15 @@ def load_dataset(path: Path) -> Dataset:
         seen.add(case.name)
         _check_case(path, dataset, case, where)
     return dataset
+
+
+def _judged_by(case: Case, judge: str) -> Case:
+    """``case`` with its rubric (if any) given to ``judge``."""
+    rubric = case.expect.judge
+    if rubric is None:
+        return case
+    expect = case.expect.model_copy(update={"judge": rubric.model_copy(update={"model": judge})})
+    return case.model_copy(update={"expect": expect})
 
 
 def _read(path: Path) -> object:

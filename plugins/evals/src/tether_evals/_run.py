@@ -123,6 +123,18 @@ def check_against_profile(
                     where=f"{dataset.path}, {where}, {key}",
                     remedy=exc.remedy or "use a model spec the profile's plugins offer",
                 ) from None
+        judge = case.expect.judge
+        if judge is not None:
+            judge_spec = judge.model or dataset.eval.judge or ""
+            try:
+                find_model_provider(judge_spec, runtime.preset(name).model_providers)
+            except TetherError as exc:
+                raise ProfileError(
+                    ErrorCode.DATASET_INVALID,
+                    f'eval dataset case "{case.name}": judge: {exc.message}',
+                    where=f"{dataset.path}, {where}, expect.judge",
+                    remedy=exc.remedy or "use a model spec the profile's plugins offer",
+                ) from None
         plans.append(CasePlan(case, name, spec, base))
     return plans
 
