@@ -56,7 +56,7 @@ plugin_dirs = ["plugins"]
 model = "scripted:none.toml"
 """
 
-PLUGIN = '''
+PLUGIN = """
 import tether
 from tether.agents import Tool
 
@@ -65,7 +65,7 @@ from tether.agents import Tool
 def tether_tools():
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
     return [Tool("echo", "Say the text back.", lambda args, ctx: args["text"], schema, safe=True)]
-'''
+"""
 
 
 def script(index: int) -> dict[str, object]:
