@@ -1,7 +1,7 @@
 """tether-evals: ``tether eval DATASET`` runs a dataset of cases against a profile's agents and
 checks what each answered, which tools it called, which skills it loaded, which subagents it
-delegated to, what it spent and how append-only it stayed; a table, JSON, JUnit XML and a
-baseline to compare with. See docs/evals.md.
+delegated to, what it spent, how append-only it stayed and which spans it recorded; a table,
+JSON, JUnit XML and a baseline to compare with. See docs/evals.md.
 
 The pieces are usable from Python too: :func:`load_dataset` reads and checks a dataset,
 :func:`check_against_profile` plans its cases against a kernel, :func:`run_cases` runs them
@@ -22,6 +22,7 @@ from ._dataset import (
     Delegations,
     Expect,
     JudgeSpec,
+    SpanSpec,
     ToolSpec,
     load_dataset,
 )
@@ -41,6 +42,7 @@ from ._report import (
     write_junit,
 )
 from ._run import JUDGE_INSTRUCTIONS, CasePlan, CaseResult, check_against_profile, run_cases
+from ._spans import RecordedSpan, SpanCapture
 
 __all__ = (
     "BASELINE_VERSION",
@@ -57,6 +59,9 @@ __all__ = (
     "Expect",
     "JudgeSpec",
     "Observation",
+    "RecordedSpan",
+    "SpanCapture",
+    "SpanSpec",
     "ToolSpec",
     "check_against_profile",
     "compare",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from ._dataset import Dataset
     from ._run import CasePlan, CaseResult
+    from ._spans import SpanCapture
 
 __all__ = ("eval_command",)
 
@@ -142,6 +143,11 @@ def eval_command(
             update={"cases": [case for case in dataset.cases if case.name in only]}
         )
     baseline = read_baseline(baseline_path) if baseline_path is not None else None
+    spans = None
+    if dataset.uses_spans:
+        from ._spans import SpanCapture
+
+        spans = SpanCapture.start(dataset_path)  # before the otel plugin makes its tracer
     kernel = load(profile)
     from ._run import check_against_profile
 
@@ -157,7 +163,7 @@ def eval_command(
     began = time.perf_counter()
     try:
         results: list[CaseResult] = run_async(
-            _run, kernel, dataset, store_path, plans, concurrency or dataset.eval.concurrency
+            _run, kernel, dataset, store_path, plans, concurrency or dataset.eval.concurrency, spans
         )
     finally:
         if scratch is not None:
@@ -192,7 +198,12 @@ def eval_command(
 
 
 async def _run(
-    kernel: Kernel, dataset: Dataset, store_path: Path, plans: list[CasePlan], concurrency: int
+    kernel: Kernel,
+    dataset: Dataset,
+    store_path: Path,
+    plans: list[CasePlan],
+    concurrency: int,
+    spans: SpanCapture | None,
 ) -> list[CaseResult]:
     from tether.store import SQLiteStore
 
@@ -200,6 +211,6 @@ async def _run(
 
     store = SQLiteStore(store_path)
     try:
-        return await run_cases(kernel, dataset, store, plans, concurrency=concurrency)
+        return await run_cases(kernel, dataset, store, plans, concurrency=concurrency, spans=spans)
     finally:
         await store.aclose()

@@ -38,6 +38,7 @@ __all__ = (
     "Delegations",
     "Expect",
     "JudgeSpec",
+    "SpanSpec",
     "ToolSpec",
     "load_dataset",
 )
@@ -61,6 +62,14 @@ class ToolSpec(_Strict):
 
     name: str
     arguments: dict[str, Any] | None = None
+
+
+class SpanSpec(_Strict):
+    """A span the case's tree must have recorded: by name (``execute_tool read_note``), and
+    optionally with these attributes (a subset, equal values)."""
+
+    name: str = Field(min_length=1)
+    attributes: dict[str, Any] | None = None
 
 
 class JudgeSpec(_Strict):
@@ -100,6 +109,7 @@ class Expect(_Strict):
     max_requests: int | None = Field(default=None, ge=0)
     max_turns: int | None = Field(default=None, ge=0)
     append_only_min: float | None = Field(default=None, ge=0.0, le=1.0)
+    spans: list[SpanSpec] = Field(default_factory=list[SpanSpec])
     stop_reason: StopReason = "completed"
 
     @field_validator("contains", "not_contains", "regex", "skills", mode="before")
@@ -107,7 +117,7 @@ class Expect(_Strict):
     def _one_or_many(cls, value: object) -> object:
         return _listed(value)
 
-    @field_validator("tools", mode="before")
+    @field_validator("tools", "spans", mode="before")
     @classmethod
     def _tool_names(cls, value: object) -> object:
         value = _listed(value)
@@ -168,6 +178,11 @@ class Dataset(_Strict):
     """The file it was read from: relative model specs resolve against its folder."""
 
     @property
+    def uses_spans(self) -> bool:
+        """Whether some case expects spans (the run then captures them)."""
+        return any(case.expect.spans for case in self.cases)
+
+    @property
     def folder(self) -> Path:
         """Where ``scripted:`` and ``function:`` specs of the dataset are found."""
         return self.path.parent
@@ -181,6 +196,7 @@ _KNOWN = {
     "expect": tuple(Expect.model_fields),
     "judge": tuple(JudgeSpec.model_fields),
     "tools": tuple(ToolSpec.model_fields),
+    "spans": tuple(SpanSpec.model_fields),
     "delegations": tuple(Delegations.model_fields),
 }
 
@@ -375,7 +391,7 @@ def _from_validation(path: Path, raw_cases: object, exc: ValidationError) -> Pro
         table = "case"
         if rest[:1] == ("expect",):
             table = "expect"
-            if len(rest) > 1 and rest[1] in ("judge", "delegations", "tools"):
+            if len(rest) > 1 and rest[1] in ("judge", "delegations", "tools", "spans"):
                 table = str(rest[1])
     elif loc[:1] == ("eval",):
         table, where, rest = "eval", "[eval]", loc[1:]

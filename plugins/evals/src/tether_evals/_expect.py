@@ -12,8 +12,9 @@ from typing import Any
 from jsonschema import ValidationError
 from jsonschema.validators import validator_for
 
-from ._dataset import Case, Delegations, JudgeSpec, ToolSpec
+from ._dataset import Case, Delegations, JudgeSpec, SpanSpec, ToolSpec
 from ._observe import Observation
+from ._spans import RecordedSpan
 
 __all__ = ("Check", "check_case", "judge_verdict")
 
@@ -41,6 +42,7 @@ async def check_case(
     judge: Judge,
     default_judge: str | None,
     append_share: Callable[[], Awaitable[float | None]],
+    spans: Callable[[], list[RecordedSpan]] = list,
 ) -> list[Check]:
     """Every expectation ``case`` sets, in the order docs/evals.md lists them; the stop reason
     of every turn is always checked."""
@@ -127,6 +129,9 @@ async def check_case(
                     f"(at least {expect.append_only_min:.1%})",
                 )
             )
+    if expect.spans:
+        recorded = spans()
+        checks.extend(_span(spec, recorded) for spec in expect.spans)
     checks.append(_stop_reason(expect.stop_reason, seen))
     return checks
 
@@ -213,6 +218,23 @@ def _tool(tool: ToolSpec, seen: Observation) -> Check:
         "tools",
         False,
         f'"{tool.name}" was never called with {_json(wanted)} (but with {_quote(given)})',
+    )
+
+
+def _span(spec: SpanSpec, recorded: list[RecordedSpan]) -> Check:
+    named = [span for span in recorded if span.name == spec.name]
+    if not named:
+        names = _names([span.name for span in recorded])
+        return Check("spans", False, f'no span "{spec.name}" was recorded (recorded: {names})')
+    if spec.attributes is None:
+        count = len(named)
+        return Check("spans", True, f'span "{spec.name}" recorded {count} time{"s" * (count != 1)}')
+    wanted = spec.attributes
+    for span in named:
+        if all(span.attributes.get(key) == value for key, value in wanted.items()):
+            return Check("spans", True, f'span "{spec.name}" recorded with {_json(wanted)}')
+    return Check(
+        "spans", False, f'no span "{spec.name}" has {_json(wanted)} ({len(named)} without)'
     )
 
 

@@ -45,7 +45,13 @@ class Observation:
     """Every model request of the tree (root and every descendant), summed."""
     requests: int = 0
     """How many model requests the tree made (answers and compaction summaries)."""
-    sessions: int = 1
+    tree: set[str] = field(default_factory=set[str])
+    """The ids of the root and every session below it."""
+
+    @property
+    def sessions(self) -> int:
+        """How many sessions the tree holds."""
+        return len(self.tree)
 
     @property
     def tokens(self) -> int:
@@ -77,6 +83,7 @@ async def observe(store: SessionStore, session_id: str) -> Observation:
 async def _count(store: SessionStore, session_id: str, seen: Observation, done: set[str]) -> None:
     """Add the requests of ``session_id`` and its descendants to ``seen``."""
     done.add(session_id)
+    seen.tree.add(session_id)
     header = await store.header(session_id)
     for index, stored in enumerate(await store.events(session_id)):
         if index < header.seed_length:  # a fork's copy of its parent's turns: not its own
@@ -89,5 +96,4 @@ async def _count(store: SessionStore, session_id: str, seen: Observation, done: 
             seen.requests += 1
     for child in await store.sessions(parent=session_id):
         if child.id not in done:
-            seen.sessions += 1
             await _count(store, child.id, seen, done)

@@ -30,6 +30,7 @@ from tether.store import SessionStore
 from ._dataset import Case, Dataset
 from ._expect import Check, check_case
 from ._observe import observe
+from ._spans import SpanCapture
 
 __all__ = ("JUDGE_INSTRUCTIONS", "CasePlan", "CaseResult", "check_against_profile", "run_cases")
 
@@ -90,6 +91,16 @@ def check_against_profile(
 ) -> list[CasePlan]:
     """Each case's agent and model, checked against the profile before anything runs: an
     unknown agent or model provider is ``DATASET_INVALID`` naming the case."""
+    if dataset.uses_spans and not any(p.implements("tether_tracers") for p in kernel.plugins):
+        index, case = next((i, c) for i, c in enumerate(dataset.cases) if c.expect.spans)
+        raise ProfileError(
+            ErrorCode.DATASET_INVALID,
+            f'eval dataset case "{case.name}" expects spans, and the profile loads no plugin '
+            "that records them",
+            where=f"{dataset.path}, cases[{index}], expect.spans",
+            remedy='add "otel" to [tether] plugins (tether-otel; exporter = "none" in '
+            "[plugin.otel] keeps them in the process), or remove expect.spans",
+        )
     plans: list[CasePlan] = []
     runtime = Runtime(kernel)  # to list each agent's model providers; runs nothing
     for index, case in enumerate(dataset.cases):
@@ -146,16 +157,19 @@ async def run_cases(
     plans: Sequence[CasePlan],
     *,
     concurrency: int,
+    spans: SpanCapture | None = None,
 ) -> list[CaseResult]:
     """Run ``plans`` (in any order, ``concurrency`` at once) in one runtime on ``store``; the
-    results in the plans' order. A case that fails never stops the others."""
+    results in the plans' order. A case that fails never stops the others. ``spans``: where
+    the process's spans are captured (:meth:`SpanCapture.start`, before the kernel loaded),
+    for the cases that expect spans."""
     results: list[CaseResult | None] = [None] * len(plans)
     limiter = anyio.CapacityLimiter(concurrency)
     async with Runtime.open(kernel, store) as runtime:
 
         async def one(index: int, plan: CasePlan) -> None:
             async with limiter:
-                results[index] = await _run_case(runtime, store, dataset, plan)
+                results[index] = await _run_case(runtime, store, dataset, plan, spans)
 
         async with anyio.create_task_group() as group:
             for index, plan in enumerate(plans):
@@ -164,7 +178,11 @@ async def run_cases(
 
 
 async def _run_case(
-    runtime: Runtime, store: SessionStore, dataset: Dataset, plan: CasePlan
+    runtime: Runtime,
+    store: SessionStore,
+    dataset: Dataset,
+    plan: CasePlan,
+    spans: SpanCapture | None,
 ) -> CaseResult:
     case = plan.case
     result = CaseResult(case.name)
@@ -219,6 +237,7 @@ async def _run_case(
         judge=ask_judge,
         default_judge=dataset.eval.judge,
         append_share=append_share,
+        spans=(lambda: spans.spans_of(seen.tree)) if spans is not None else list,
     )
     return result
 
