@@ -199,8 +199,8 @@ async def _run_case(
             result.error = f"timed out after {timeout:g} s (timeout in the case or [eval])"
     except Exception as exc:  # a model or tool that raised: this case fails, the rest run
         result.error = f"the run failed: {type(exc).__name__}: {exc}"
-    result.seconds = time.perf_counter() - began
     if result.session_id is None:
+        result.seconds = time.perf_counter() - began
         return result
     seen = await observe(store, result.session_id)
     result.input_tokens = seen.usage.input_tokens
@@ -239,6 +239,7 @@ async def _run_case(
         append_share=append_share,
         spans=(lambda: spans.spans_of(seen.tree)) if spans is not None else list,
     )
+    result.seconds = time.perf_counter() - began  # the run, its log read back and its checks
     return result
 
 
