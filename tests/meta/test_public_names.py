@@ -31,6 +31,7 @@ PACKAGES = (
     "tether_temporal",
     "tether_anthropic",
     "tether_litellm",
+    "tether_evals",
 )
 
 #: Re-exports not yet in ``__all__``, in packages outside this change. Each is a name a

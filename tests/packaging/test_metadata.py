@@ -34,6 +34,7 @@ KERNEL_EXTRAS = {
     "otel": {"tether-otel"},
     "litellm": {"tether-litellm"},
     "files": {"tether-files"},
+    "evals": {"tether-evals"},
     # Not a plugin: the interactive `tether run`'s line editor (docs/interactive.md).
     "interactive": {"prompt-toolkit"},
 }

@@ -4,7 +4,7 @@
 
     TetherError
     ├── ProfileError      the profile file: missing, not TOML, wrong shape, extends cycle;
-    │                     an agent it does not declare
+    │                     an agent it does not declare; an eval dataset (``tether eval``)
     ├── PluginError       a plugin: unknown, not installed, import failed, hooks, settings,
     │                     name conflict, broken contract, a bug in its code
     ├── CapabilityError   a requirement one plugin (or a delegation) has of another that is
@@ -71,6 +71,7 @@ class ErrorCode(StrEnum):
     PROFILE_EXTENDS_CYCLE = "PROFILE_EXTENDS_CYCLE"
     PATH_OUTSIDE_FOLDER = "PATH_OUTSIDE_FOLDER"
     UNKNOWN_AGENT = "UNKNOWN_AGENT"
+    DATASET_INVALID = "DATASET_INVALID"
     UNKNOWN_PLUGIN = "UNKNOWN_PLUGIN"
     PLUGIN_NOT_INSTALLED = "PLUGIN_NOT_INSTALLED"
     PLUGIN_IMPORT_FAILED = "PLUGIN_IMPORT_FAILED"
@@ -211,7 +212,8 @@ def _one_line(text: str) -> str:
 
 
 class ProfileError(TetherError):
-    """The profile cannot be read or does not have the expected shape."""
+    """The profile (or an eval dataset run against it) cannot be read or does not have the
+    expected shape."""
 
 
 class PluginError(TetherError):

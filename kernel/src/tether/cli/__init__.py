@@ -9,7 +9,8 @@ Installed plugins add commands through the ``tether_cli_commands`` hook, declare
 entry-point group ``tether.commands`` (:data:`COMMANDS_ENTRY_POINT_GROUP`; docs/hooks.md).
 What such a command may use from here: :data:`profile_option` and :func:`load` to load a
 profile as the built-in commands do, :func:`run_async` to run async code, :data:`TEXT` for
-free-text arguments. An exception it raises becomes the same ERROR line as a built-in's.
+free-text arguments, :func:`stats_document` to measure a session as ``tether sessions
+stats`` does. An exception it raises becomes the same ERROR line as a built-in's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from . import _skills as _skills
 from . import _stats as _stats
 from ._group import TEXT, cli, load, profile_option, run_async
 from ._plugin_commands import COMMANDS_ENTRY_POINT_GROUP
+from ._stats import stats_document
 
 __all__ = (
     "COMMANDS_ENTRY_POINT_GROUP",
@@ -34,6 +36,7 @@ __all__ = (
     "main",
     "profile_option",
     "run_async",
+    "stats_document",
 )
 
 

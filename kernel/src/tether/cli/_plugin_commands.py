@@ -54,6 +54,7 @@ CLI_SCOPE = "cli"
 #: installed says what to add instead of "no such command".
 FIRST_PARTY_COMMANDS: Mapping[tuple[str, ...], str] = {
     ("acp",): "tether-acp",
+    ("eval",): "tether-evals",
     ("skills", "validate"): "tether-skills-fs",
 }
 

@@ -227,30 +227,38 @@ def _amount(kind: str, value: object) -> str:
 async def _stats(kernel: Any, session_id: str, tree: bool) -> dict[str, Any]:
     from ..runtime import Runtime, profile_store
 
-    # One runtime for every session: its presets and tool sources are listed once.
-    runtime = Runtime(kernel)
-    prices = runtime.prices
     store = profile_store(kernel)
     try:
-        root = await store.header(session_id)
-        order: list[tuple[Any, int]] = []
-        seen: set[str] = set()
-
-        async def walk(header: Any, depth: int) -> None:
-            seen.add(header.id)
-            order.append((header, depth))
-            if not tree:
-                return
-            found = [h for h in await store.sessions(parent=header.id) if h.id not in seen]
-            for child in sorted(found, key=lambda h: (h.created_at, h.id)):
-                await walk(child, depth + 1)
-
-        await walk(root, 0)
-        documents = [
-            await _session(runtime, store, header, depth, prices) for header, depth in order
-        ]
+        return await stats_document(Runtime(kernel), store, session_id, tree=tree)
     finally:
         await store.aclose()
+
+
+async def stats_document(
+    runtime: Any, store: Any, session_id: str, *, tree: bool = False
+) -> dict[str, Any]:
+    """What ``tether sessions stats SESSION_ID --json`` prints, for the session of ``store``
+    (with ``tree``: and every child below it): its requests, their ``repeats`` (the share of a
+    request that repeats the one before it byte for byte: how append-only the session is) and
+    the totals. ``runtime`` composes each session's agent (never run) to measure its base
+    prompt and tools; the store stays the caller's (``tether eval`` reads its own)."""
+    # One runtime for every session: its presets and tool sources are listed once.
+    prices = runtime.prices
+    root = await store.header(session_id)
+    order: list[tuple[Any, int]] = []
+    seen: set[str] = set()
+
+    async def walk(header: Any, depth: int) -> None:
+        seen.add(header.id)
+        order.append((header, depth))
+        if not tree:
+            return
+        found = [h for h in await store.sessions(parent=header.id) if h.id not in seen]
+        for child in sorted(found, key=lambda h: (h.created_at, h.id)):
+            await walk(child, depth + 1)
+
+    await walk(root, 0)
+    documents = [await _session(runtime, store, header, depth, prices) for header, depth in order]
     document: dict[str, Any] = {
         "session": root.id,
         "sessions": documents,
