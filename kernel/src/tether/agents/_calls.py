@@ -31,7 +31,7 @@ from ..models import ToolCall
 from ..store import ToolResult
 from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission, question_path
 from ._evict import evict
-from ._guards import GuardTrip, arguments_text, check
+from ._guards import GuardTrip, Outcome, arguments_text, begin
 from ._tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
@@ -102,7 +102,9 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
     guards = agent.spec.guards
     if guards.of("tool_call"):
         asked = arguments_text(call.arguments)
-        seen = await check(agent, "tool_call", asked, target=call.id, tool=call.name)
+        seen = begin(agent, "tool_call", asked, target=call.id, tool=call.name)
+        if not isinstance(seen, Outcome):
+            seen = await seen
         if seen.changed:  # not run: the replacement is its result
             await agent.lease.append(*seen.events, hold=True)
             return ToolResult(
@@ -125,9 +127,13 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
         text = await evict(agent, call.id, await _guarded(agent, call, failed))
         return ToolResult(tool_call_id=call.id, name=call.name, content=text, is_error=True)
     if guards.of("tool_result"):
-        said = await _guarded(agent, call, str(content))
-        if said != str(content):
-            content = said  # a replacement: the tool's images are dropped with its text
+        said = content if content.__class__ is str else str(content)  # ToolOutput: its text
+        seen = begin(agent, "tool_result", said, target=call.id, tool=call.name)
+        if not isinstance(seen, Outcome):
+            seen = await seen
+        if seen.changed:
+            await agent.lease.append(*seen.events, hold=True)
+            content = seen.content  # a replacement: the tool's images are dropped with its text
     text = await evict(agent, call.id, content)
     if isinstance(content, ToolOutput) and content.images:
         return ToolResult(
@@ -141,7 +147,9 @@ async def _guarded(agent: Agent, call: ToolCall, text: str) -> str:
     stored before it); a trip ends the turn."""
     if not agent.spec.guards.of("tool_result"):
         return text
-    seen = await check(agent, "tool_result", text, target=call.id, tool=call.name)
+    seen = begin(agent, "tool_result", text, target=call.id, tool=call.name)
+    if not isinstance(seen, Outcome):
+        seen = await seen
     if seen.changed:
         await agent.lease.append(*seen.events, hold=True)
     return seen.content

@@ -50,8 +50,9 @@ __all__ = (
     "StreamWatch",
     "alongside",
     "arguments_text",
+    "begin",
     "check",
-    "check_now",
+    "close_unawaited",
     "guard_claims",
     "named_guardrails",
     "offered_guardrails",
@@ -101,7 +102,7 @@ class Outcome:
 
     __slots__ = ("content", "events")
 
-    def __init__(self, content: str, events: list[GuardEvent]) -> None:
+    def __init__(self, content: str, events: tuple[GuardEvent, ...]) -> None:
         self.content = content
         self.events = events
 
@@ -161,6 +162,63 @@ def subject(
     )
 
 
+#: Arguments as JSON, by one encoder made once (``json.dumps`` with options makes one a call).
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+#: Makes a subject from a tuple of its fields, skipping ``GuardSubject.__new__``'s frame.
+_subject = cast(
+    "Callable[[type[GuardSubject], tuple[object, ...]], GuardSubject]",
+    tuple.__new__,  # pyright: ignore[reportUnknownMemberType]
+)
+
+#: An outcome's events when nothing was changed (shared: never mutated).
+_NONE: tuple[GuardEvent, ...] = ()
+
+
+def begin(
+    agent: Agent,
+    kind: GuardKind,
+    content: str,
+    *,
+    target: str | None = None,
+    tool: str | None = None,
+    route: str | None = None,
+) -> Outcome | Awaitable[Outcome]:
+    """Ask the agent's guardrails of ``kind`` about ``content``, in order (each sees what the
+    one before let through, replacements included). The :class:`Outcome` at once while every
+    check answers at once (no coroutine is made); from the first check that returns an
+    awaitable on, an awaitable of it. ``GuardTrip`` on a stop (raised by the awaitable, when
+    one is returned)."""
+    # The path every checked item takes: no helper calls while checks allow at once.
+    rails = agent.spec.guards.of(kind)
+    header = agent.header
+    about = _subject(
+        GuardSubject,
+        (
+            kind,
+            content,
+            agent.name,
+            header.id,
+            header.delegation_depth,
+            agent.caller,
+            tool,
+            route,
+            False,
+        ),
+    )
+    events = _NONE
+    for index, rail in enumerate(rails):
+        try:
+            answer = rail.check(about)
+        except Exception as exc:  # a check that raises never lets content through unchecked
+            answer = _failed(rail, exc)
+        if answer.__class__ is not GuardVerdict:
+            return _finish(agent, rails[index:], _awaitable(answer), about, events, target)
+        if answer.action != "allow":  # type: ignore[union-attr]
+            about, events = _apply(rail, answer, about, events, target)  # type: ignore[arg-type]
+    return Outcome(about.content, events)
+
+
 async def check(
     agent: Agent,
     kind: GuardKind,
@@ -170,63 +228,56 @@ async def check(
     tool: str | None = None,
     route: str | None = None,
 ) -> Outcome:
-    """Ask the agent's guardrails of ``kind`` about ``content``, in order (each sees what the
-    one before let through, replacements included). ``GuardTrip`` on a stop."""
-    rails = agent.spec.guards.of(kind)
-    events: list[GuardEvent] = []
-    for rail in rails:
-        about = subject(agent, kind, content, tool=tool, route=route)
-        verdict = await _verdict(rail, about)
-        if verdict.action == "allow":
-            continue
-        if verdict.action == "replace":
-            content = verdict.text
-            events.append(
-                GuardEvent(guardrail=rail.name, kind=kind, action="replace", target=target)
-            )
-            continue
-        events.append(
-            GuardEvent(
-                guardrail=rail.name, kind=kind, action="stop", reason=verdict.text, target=target
-            )
-        )
-        raise GuardTrip(events)
-    return Outcome(content, events)
+    """:func:`begin`, awaited when it must be."""
+    outcome = begin(agent, kind, content, target=target, tool=tool, route=route)
+    if isinstance(outcome, Outcome):
+        return outcome
+    return await outcome
 
 
-def check_now(agent: Agent, kind: GuardKind, content: str, target: str | None) -> Outcome | None:
-    """:func:`check` without awaiting: the outcome when every guardrail of ``kind`` answers
-    at once, ``None`` as soon as one returns an awaitable (then :func:`check` is to be run,
-    from the start, as a task: the checks are pure)."""
-    events: list[GuardEvent] = []
-    for rail in agent.spec.guards.of(kind):
-        answer = _answer(rail, subject(agent, kind, content))
-        if not isinstance(answer, GuardVerdict):
-            _close(answer)
-            return None
-        if answer.action == "allow":
-            continue
-        if answer.action == "replace":
-            content = answer.text
-            events.append(
-                GuardEvent(guardrail=rail.name, kind=kind, action="replace", target=target)
-            )
-            continue
-        events.append(
-            GuardEvent(
-                guardrail=rail.name, kind=kind, action="stop", reason=answer.text, target=target
-            )
-        )
-        raise GuardTrip(events)
-    return Outcome(content, events)
+async def _finish(
+    agent: Agent,
+    rails: Sequence[Guardrail],
+    answer: GuardVerdict | Awaitable[GuardVerdict],
+    about: GuardSubject,
+    events: tuple[GuardEvent, ...],
+    target: str | None,
+) -> Outcome:
+    """The checks from the first that awaits on (``answer`` is its answer)."""
+    for index, rail in enumerate(rails):
+        if index:
+            answer = _answer(rail, about)
+        verdict = await _verdict(rail, answer)
+        if verdict.action != "allow":
+            about, events = _apply(rail, verdict, about, events, target)
+    return Outcome(about.content, events)
+
+
+def _apply(
+    rail: Guardrail,
+    verdict: GuardVerdict,
+    about: GuardSubject,
+    events: tuple[GuardEvent, ...],
+    target: str | None,
+) -> tuple[GuardSubject, tuple[GuardEvent, ...]]:
+    """A verdict other than allow: the content the next check sees and the records so far;
+    ``GuardTrip`` on a stop (or an answer that is neither)."""
+    if verdict.action == "replace":
+        record = GuardEvent(guardrail=rail.name, kind=about.kind, action="replace", target=target)
+        return about._replace(content=verdict.text), (*events, record)
+    reason = verdict.text if verdict.action == "stop" else f"it answered {verdict.action!r}"
+    stop = GuardEvent(
+        guardrail=rail.name, kind=about.kind, action="stop", reason=reason, target=target
+    )
+    raise GuardTrip([*events, stop])
 
 
 async def alongside(
-    checking: Callable[[], Awaitable[Outcome]], request: Callable[[], Awaitable[T]]
+    checking: Awaitable[Outcome], request: Callable[[], Awaitable[T]]
 ) -> tuple[Outcome | GuardTrip, T | None]:
-    """Run ``checking()`` and ``request()`` together: the check's outcome (or its trip), and
-    the request's answer; ``None`` for the answer when the check changed the content or
-    tripped, which cancels the request (or when the request was cut so)."""
+    """Await ``checking`` and run ``request()`` together: the check's outcome (or its trip),
+    and the request's answer; ``None`` for the answer when the check changed the content or
+    tripped, which cancels the request."""
     answer: T | None = None
     outcome: Outcome | GuardTrip | None = None
     async with anyio.create_task_group() as group:
@@ -237,7 +288,7 @@ async def alongside(
 
         group.start_soon(ask)
         try:
-            outcome = await checking()
+            outcome = await checking
         except GuardTrip as trip:
             outcome = trip
         if isinstance(outcome, GuardTrip) or outcome.changed:
@@ -277,7 +328,7 @@ class StreamWatch:
         for rail in self._rails:
             answer = _answer(rail, subject(self._agent, "output", self.text, partial=True))
             if not isinstance(answer, GuardVerdict):
-                _close(answer)
+                close_unawaited(answer)
                 continue  # a streaming check must answer at once; its final check awaits
             if answer.action == "stop":
                 event = GuardEvent(
@@ -345,19 +396,33 @@ def offered_guardrails(found: Iterable[tuple[str, Guardrail]]) -> dict[str, Guar
 
 def arguments_text(arguments: Mapping[str, Any]) -> str:
     """A call's arguments as a ``tool_call`` guardrail reads them (JSON)."""
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    return _encode(arguments)
 
 
 def _answer(rail: Guardrail, about: GuardSubject) -> GuardVerdict | Awaitable[GuardVerdict]:
     try:
-        return rail.check(about)
+        answer = cast("object", rail.check(about))  # a plugin may break the contract
     except Exception as exc:  # a check that raises never lets content through unchecked
-        log.exception("guardrail %s failed", rail.name)
-        return GuardVerdict.stop(f"the check failed: {type(exc).__name__}: {exc}")
+        return _failed(rail, exc)
+    if isinstance(answer, GuardVerdict):
+        return answer
+    return _awaitable(answer)
 
 
-async def _verdict(rail: Guardrail, about: GuardSubject) -> GuardVerdict:
-    answer = _answer(rail, about)
+def _failed(rail: Guardrail, exc: Exception) -> GuardVerdict:
+    log.exception("guardrail %s failed", rail.name, exc_info=exc)
+    return GuardVerdict.stop(f"the check failed: {type(exc).__name__}: {exc}")
+
+
+def _awaitable(answer: object) -> GuardVerdict | Awaitable[GuardVerdict]:
+    """What a check answered that is not a verdict made here: a verdict of a subclass, an
+    awaitable of one, or (breaking the contract) anything else, which stops the turn."""
+    if isinstance(answer, GuardVerdict) or inspect.isawaitable(answer):
+        return cast("GuardVerdict | Awaitable[GuardVerdict]", answer)
+    return GuardVerdict.stop(f"the check answered {type(answer).__name__}, not a GuardVerdict")
+
+
+async def _verdict(rail: Guardrail, answer: GuardVerdict | Awaitable[GuardVerdict]) -> GuardVerdict:
     if isinstance(answer, GuardVerdict):
         return answer
     try:
@@ -370,7 +435,7 @@ async def _verdict(rail: Guardrail, about: GuardSubject) -> GuardVerdict:
     return verdict
 
 
-def _close(answer: Awaitable[Any]) -> None:
+def close_unawaited(answer: Awaitable[Any]) -> None:
     """Drop an awaitable a check returned and that will not be awaited (no warning)."""
     if inspect.iscoroutine(answer):
         cast("Any", answer).close()

@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -50,8 +49,8 @@ from ._guards import (
     Outcome,
     StreamWatch,
     alongside,
-    check,
-    check_now,
+    begin,
+    close_unawaited,
     guard_claims,
     reclaim,
 )
@@ -197,7 +196,7 @@ class Turn:
         outer: BaseException | None = None
         tripped: GuardTrip | None = None
         answered: list[Event] = []  # guard records of the final answer, stored after it
-        checking: Callable[[], Awaitable[Outcome]] | None = None  # the message's slow checks
+        checking: Awaitable[Outcome] | None = None  # the message's checks that await
         try:
             with scope:
                 self.scope = scope
@@ -215,14 +214,12 @@ class Turn:
                         instructions = await self._resolve_instructions(turn)
                         guarded: list[GuardEvent] = []
                         if agent.spec.guards.of("input"):  # checks that answer at once, now
-                            outcome = check_now(agent, "input", claim.content, claim.message_id)
-                            if outcome is None:  # one awaits: alongside the first request
-                                checking = partial(
-                                    check, agent, "input", claim.content, target=item.message_id
-                                )
+                            outcome = begin(agent, "input", claim.content, target=claim.message_id)
+                            if not isinstance(outcome, Outcome):
+                                checking = outcome  # one awaits: alongside the first request
                             elif outcome.changed:
                                 claim = claim.model_copy(update={"content": outcome.content})
-                                guarded = outcome.events
+                                guarded = [*outcome.events]
                         lease.defer(
                             TurnStarted(turn=turn, message_id=item.message_id),
                             *instructions,
@@ -254,7 +251,9 @@ class Turn:
                         self.step = None
                         said: list[Event] = []
                         if response.text and agent.spec.guards.of("output"):
-                            seen = await check(agent, "output", response.text)
+                            seen = begin(agent, "output", response.text)
+                            if not isinstance(seen, Outcome):
+                                seen = await seen
                             if seen.changed:
                                 response = response.model_copy(update={"text": seen.content})
                                 said = [*seen.events]
@@ -338,6 +337,8 @@ class Turn:
                     self.step = None
         except anyio.get_cancelled_exc_class() as exc:
             outer = exc  # the caller of an inline turn was cancelled: the turn is aborted
+        if checking is not None:  # the turn ended before its first request: never awaited
+            close_unawaited(checking)
         streamed = loop.stream.end() if loop.stream is not None else None
         cut = tripped is not None and tripped.event.kind == "output"  # mid-stream
         if scope.cancelled_caught or outer is not None or cut:
@@ -518,7 +519,7 @@ class Turn:
                         await settle(done, spent)
 
     async def _checked_request(
-        self, checking: Callable[[], Awaitable[Outcome]], step: int, usage: Usage
+        self, checking: Awaitable[Outcome], step: int, usage: Usage
     ) -> ModelResponse:
         """The first step's answer while the turn's message is still being checked: asked
         alongside the check, asked again when the check replaced the message (its claim and
