@@ -17,5 +17,5 @@ def remade(agent: Agent, **parts: Any) -> Agent:
     """``agent`` (composed on a new session a moment ago, not entered) made again on the same
     session with ``parts`` (fields of :class:`~tether.agents.AgentSpec`) changed."""
     spec = dataclasses.replace(agent.spec, **parts)
-    fields = {field.name: getattr(spec, field.name) for field in dataclasses.fields(spec)}
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.init}
     return Agent(header=agent.header, new_session=True, **fields)

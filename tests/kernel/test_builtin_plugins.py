@@ -84,7 +84,7 @@ def test_every_global_layer_ends_with_the_builtin_plugins(tether_kernel):
 
 
 def test_builtin_plugins_are_registered_as_entries_of_tether(tether_kernel):
-    kernel = tether_kernel(SPECIALISTS)
+    kernel = tether_kernel(SPECIALISTS.replace("[tether]\n", '[tether]\nguardrails = ["pii"]\n'))
     builtins = [p for p in kernel.plugins if p.entry.builtin]
     assert [p.entry.value for p in builtins] == list(BUILTIN_PLUGINS.values())
     assert [p.hooks for p in builtins] == [
@@ -92,12 +92,13 @@ def test_builtin_plugins_are_registered_as_entries_of_tether(tether_kernel):
         ("tether_store_providers",),
         ("tether_workspace_backends",),
         ("tether_pre_step", "tether_preset_tools", "tether_subagent_providers"),
+        ("tether_guardrails",),
     ]
     assert {p.entry.source for p in builtins} == {"built-in plugin"}
     assert {(p.entry.distribution, p.entry.version) for p in builtins} == {
         ("tether", tether.__version__)
     }
-    assert [p.settings for p in builtins] == [None, None, None, None]
+    assert [p.settings for p in builtins] == [None, None, None, None, None]
 
 
 def test_autoload_off_keeps_the_builtin_plugins(tether_profile):
@@ -107,6 +108,7 @@ def test_autoload_off_keeps_the_builtin_plugins(tether_profile):
         "tether.store",
         "tether.workspaces",
         "tether.specialists",
+        "tether.guardrails",
     ]
     assert kernel.catalog.names() == []  # a profile cannot name them
 

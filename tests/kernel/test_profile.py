@@ -57,7 +57,7 @@ def test_unknown_top_level_key_is_rejected_with_its_path(tether_profile):
     assert str(info.value) == (
         f"profile key is invalid: Extra inputs are not permitted ({path}, [tether] plugin); "
         "remove or rename the key; known keys here: plugins, store, plugin_dirs, agents, "
-        "max_depth, allow_outside, budget, sessions, workspace (see docs/profiles.md) "
+        "max_depth, allow_outside, budget, sessions, workspace, guardrails (see docs/profiles.md) "
         "[PROFILE_INVALID]"
     )
 

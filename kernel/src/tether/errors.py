@@ -51,6 +51,7 @@ __all__ = (
     "CallerError",
     "CapabilityError",
     "ErrorCode",
+    "GuardrailError",
     "ModelError",
     "PluginError",
     "ProfileError",
@@ -140,6 +141,8 @@ class ErrorCode(StrEnum):
     WORKSPACE_UNAVAILABLE = "WORKSPACE_UNAVAILABLE"
     PATH_OUTSIDE_WORKSPACE = "PATH_OUTSIDE_WORKSPACE"
     TURN_NOT_FOUND = "TURN_NOT_FOUND"
+    GUARDRAIL_INVALID = "GUARDRAIL_INVALID"
+    GUARDRAIL_TRIPPED = "GUARDRAIL_TRIPPED"
 
 
 class TetherError(Exception):
@@ -295,6 +298,11 @@ class BudgetError(TetherError):
 class CallerError(TetherError):
     """A caller cannot be read (``--caller``, ``TETHER_CALLER``, a client's ``_meta``), or a
     caller gate refuses it a session or a message (docs/callers.md)."""
+
+
+class GuardrailError(TetherError):
+    """A guardrail cannot be turned on (unknown, or one a route cannot serve), or one stopped
+    a turn (docs/guardrails.md)."""
 
 
 class WorkspaceError(TetherError):

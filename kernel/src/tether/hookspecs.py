@@ -316,6 +316,25 @@ def tether_caller_gates(settings: Any) -> Iterable[contracts.CallerGate]:  # typ
     """
 
 
+@hookspec
+def tether_guardrails(settings: Any) -> Iterable[contracts.Guardrail]:  # type: ignore[empty-body]
+    """Offer guardrails: checks on content (docs/guardrails.md).
+
+    :param settings: this instance's validated settings.
+    :return: an iterable of :class:`tether.contracts.Guardrail` (``name``, ``kinds`` and
+        ``check(GuardSubject) -> GuardVerdict | Awaitable[GuardVerdict]``).
+
+    Called once per plugin instance visible from an agent's scope when the agent's preset is
+    built. An offered guardrail checks nothing until the profile turns it on by name:
+    ``[tether] guardrails = [...]`` (every agent) or ``[agent.NAME] guardrails = [...]`` (that
+    agent); either way it also applies to every child below the session, on every route,
+    unless the child's agent is exempted (``[agent.NAME] guardrails_exempt``). A name no
+    plugin in the scope offers, or offered twice, is ``GUARDRAIL_INVALID`` when the agent is
+    composed (``tether check`` composes every agent). Anything but an iterable of guardrails
+    is ``PLUGIN_CONTRACT_VIOLATION``.
+    """
+
+
 # --------------------------------------------------------------------------------------------
 # Skills: called once per plugin instance when the kernel's skill registry is first used.
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ..contracts import Budget, Caller, DescriptorEvent, Workspace
+from ..contracts import Budget, Caller, DescriptorEvent, Guardrail, Workspace
 from ..errors import ErrorCode, StoreError, TetherError
 from ..ground import leaves
 from ..models import Message, Model, ModelDelta, is_session_bound
@@ -112,11 +112,11 @@ class Agent:
         budget: Budget | None = None,
         new_session: bool = False,
         caller: Caller | None = None,
+        guardrails: Sequence[Guardrail] = (),
     ) -> None:
-        """An agent on the session ``header``, made of the parts :class:`AgentSpec` describes
-        (each argument is the field of that name). ``new_session``: its store just created
-        ``header`` (its lease held, its log empty), so entering the agent reads nothing back.
-        ``caller``: the sender of messages that name none (``inbox.sender``)."""
+        """An agent on the session ``header``, made of the parts :class:`AgentSpec` names
+        (``new_session``: its store just created ``header``, lease held, log empty, so entering
+        reads nothing back; ``caller``: the sender of messages naming none, ``inbox.sender``)."""
         self.header = header
         """The session's header (its model record changes when the agent takes it)."""
         # Who created the session, and who is asking: the caller of the last message taken
@@ -140,6 +140,7 @@ class Agent:
             compaction=compaction or CompactionPolicy(),
             compaction_strategy=compaction_strategy,
             budget=budget,
+            guardrails=tuple(guardrails),
         )
         """What the agent is made of; a restore only narrows it to what its log pins."""
         self.lease = SessionLease(self)

@@ -8,10 +8,13 @@ checked before its tool runs, and every refusal is a tool result the model reads
 2. the tool exists;
 3. its argument text was a JSON object (a model's unparseable text is quoted back);
 4. the arguments satisfy the tool's schema;
-5. a tool marked ``needs_approval`` is approved (:func:`approve`: the agent's ``spec.approval``
+5. the agent's ``tool_call`` guardrails let its arguments through (a replacement is the
+   call's result; a stop ends the turn: :mod:`._guards`);
+6. a tool marked ``needs_approval`` is approved (:func:`approve`: the agent's ``spec.approval``
    policy, else the runtime's permission host);
 
-then the tool runs; an exception it raises is its error result. A result longer than the
+then the tool runs; an exception it raises is its error result. What it returned (or its
+error) passes the agent's ``tool_result`` guardrails. A result longer than the
 agent's ``limits.tool_result_max_chars`` is saved to its workspace and the model reads a
 preview (:mod:`._evict`).
 """
@@ -28,6 +31,7 @@ from ..models import ToolCall
 from ..store import ToolResult
 from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission, question_path
 from ._evict import evict
+from ._guards import GuardTrip, Outcome, arguments_text, begin
 from ._tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
@@ -95,6 +99,17 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
             content="error: invalid arguments: " + "; ".join(problems),
             is_error=True,
         )
+    guards = agent.spec.guards
+    if guards.of("tool_call"):
+        asked = arguments_text(call.arguments)
+        seen = begin(agent, "tool_call", asked, target=call.id, tool=call.name)
+        if not isinstance(seen, Outcome):
+            seen = await seen
+        if seen.changed:  # not run: the replacement is its result
+            await agent.lease.append(*seen.events, hold=True)
+            return ToolResult(
+                tool_call_id=call.id, name=call.name, content=seen.content, is_error=True
+            )
     if tool.needs_approval:
         refusal = await approve(agent, call)
         if refusal is not None:
@@ -102,20 +117,42 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
     try:
         context = ToolContext(agent, call.id, call.name)
         content = await tool.call(dict(call.arguments), context)
-    except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
-        raise
+    except (anyio.get_cancelled_exc_class(), KeyboardInterrupt, GuardTrip):
+        raise  # a trip: a child's result a guardrail stopped
     except ToolError as exc:
-        text = await evict(agent, call.id, f"error: {exc}")
+        text = await evict(agent, call.id, await _guarded(agent, call, f"error: {exc}"))
         return ToolResult(tool_call_id=call.id, name=call.name, content=text, is_error=True)
     except Exception as exc:
-        text = await evict(agent, call.id, f"error: {type(exc).__name__}: {exc}")
+        failed = f"error: {type(exc).__name__}: {exc}"
+        text = await evict(agent, call.id, await _guarded(agent, call, failed))
         return ToolResult(tool_call_id=call.id, name=call.name, content=text, is_error=True)
+    if guards.of("tool_result"):
+        said = content if content.__class__ is str else str(content)  # ToolOutput: its text
+        seen = begin(agent, "tool_result", said, target=call.id, tool=call.name)
+        if not isinstance(seen, Outcome):
+            seen = await seen
+        if seen.changed:
+            await agent.lease.append(*seen.events, hold=True)
+            content = seen.content  # a replacement: the tool's images are dropped with its text
     text = await evict(agent, call.id, content)
     if isinstance(content, ToolOutput) and content.images:
         return ToolResult(
             tool_call_id=call.id, name=call.name, content=str(text), images=content.images
         )
     return ToolResult(tool_call_id=call.id, name=call.name, content=text)
+
+
+async def _guarded(agent: Agent, call: ToolCall, text: str) -> str:
+    """A tool's result as its ``tool_result`` guardrails let it through (their records
+    stored before it); a trip ends the turn."""
+    if not agent.spec.guards.of("tool_result"):
+        return text
+    seen = begin(agent, "tool_result", text, target=call.id, tool=call.name)
+    if not isinstance(seen, Outcome):
+        seen = await seen
+    if seen.changed:
+        await agent.lease.append(*seen.events, hold=True)
+    return seen.content
 
 
 async def approve(agent: Agent, call: ToolCall) -> str | None:

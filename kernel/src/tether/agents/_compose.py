@@ -6,7 +6,7 @@ A preset is pure: it is worked out from the frozen kernel alone. A runtime cache
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from ..contracts import (
     CallerGate,
     CompactionStrategy,
     DynamicInstruction,
+    Guardrail,
     Model,
     ModelProvider,
     PreStep,
@@ -34,6 +35,7 @@ from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
 from ._callers import ProfileGate
+from ._guards import offered_guardrails, pick_guardrails
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
 from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry
@@ -97,6 +99,27 @@ class AgentPreset:
     """Who may start the agent's sessions and send to them: the profile's gate
     (``[agent.NAME] callers``), then what plugins offer (``tether_caller_gates``), nearest
     layer first (docs/callers.md)."""
+    guardrails: tuple[Guardrail, ...] = ()
+    """The agent's own guardrails (``[agent.NAME] guardrails``): in every session of it, and
+    passed down to every child below (docs/guardrails.md)."""
+    root_guardrails: tuple[Guardrail, ...] = ()
+    """What a root session of the agent is checked by: ``[tether] guardrails``, then its
+    own."""
+    guardrails_exempt: bool | frozenset[str] = False
+    """As a child, the guardrails passed down that do not apply (``true``: none do)."""
+    offered_guardrails: Mapping[str, Guardrail] = field(default_factory=dict[str, Guardrail])
+    """Every guardrail the plugins visible in its scope offer, by name."""
+
+    def child_guardrails(self, passed: Sequence[Guardrail]) -> tuple[Guardrail, ...]:
+        """What a child session of this agent is checked by: what its parent passes down
+        (``passed``: the parent's own), less what this agent is exempt from, then its own."""
+        exempt = self.guardrails_exempt
+        if exempt is True:
+            passed = ()
+        elif exempt:
+            passed = tuple(g for g in passed if g.name not in exempt)
+        merged = {g.name: g for g in (*passed, *self.guardrails)}
+        return tuple(merged.values())
 
     @property
     def has_tool_sources(self) -> bool:
@@ -121,6 +144,7 @@ class AgentPreset:
         approval: ApprovalPolicy | None = None,
         budget: Budget | None = None,
         caller: Caller | None = None,
+        guardrails: Sequence[Guardrail] | None = None,
     ) -> Agent:
         """An agent of this preset on the session ``header``; ``model_spec`` is the spec of
         ``model``, recorded as the session's model when the agent takes the session (a change
@@ -132,7 +156,9 @@ class AgentPreset:
         gives its own ``scope`` (default: the preset's), the ``tool_policy`` of its delegation
         and its ``approval`` (default: the preset's, else ``ask``). ``budget``: the budget its
         session holds (docs/budgets.md). ``caller``: who sends the messages sent through it
-        without naming one (docs/callers.md). The agent is built whole: nothing is set on it
+        without naming one (docs/callers.md). ``guardrails``: what checks its content
+        (default: a root session's, :attr:`root_guardrails`; a child's:
+        :meth:`child_guardrails`). The agent is built whole: nothing is set on it
         afterwards."""
         # Read from the package, which imports ``_agent`` on first use and keeps it: a
         # function-level import would resolve the module again on every agent made.
@@ -157,6 +183,7 @@ class AgentPreset:
             compaction_strategy=self.compaction_strategy,
             budget=budget,
             caller=caller,
+            guardrails=self.root_guardrails if guardrails is None else guardrails,
         )
 
 
@@ -233,6 +260,12 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     if table is not None and table.callers is not None:
         gates.append(ProfileGate(table.callers, str(agent)))
     gates += [g for _, g in _collect(visible, "tether_caller_gates", CallerGate)]
+    offered = offered_guardrails(_collect(visible, "tether_guardrails", Guardrail))
+    own = pick_guardrails(
+        offered, table.guardrails if table is not None else (), f"[agent.{agent}] guardrails"
+    )
+    every = pick_guardrails(offered, kernel.profile.tether.guardrails, "[tether] guardrails")
+    exempt = table.guardrails_exempt if table is not None else False
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -254,6 +287,10 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         budget=budget,
         root_budget=root_budget,
         caller_gates=tuple(gates),
+        guardrails=own,
+        root_guardrails=tuple({g.name: g for g in (*every, *own)}.values()),
+        guardrails_exempt=exempt if isinstance(exempt, bool) else frozenset(exempt),
+        offered_guardrails=offered,
     )
 
 

@@ -1,4 +1,5 @@
-"""What a delegated session's own log pins: its tools, their call policy and its approvals.
+"""What a delegated session's own log pins: its tools, their call policy, its approvals and its
+guardrails.
 
 A child's setup window (``tether.subagents``) records, right after any fork seed, a descriptor
 of kind ``delegation``: the tools the child was given, the call-time policy over them and its
@@ -48,6 +49,9 @@ class DelegationPins:
     approval: ApprovalPolicy
     """Whether tools that need approval run (the child's policy when it was delegated; logs
     written before children could ask say ``deny``)."""
+    guardrails: tuple[str, ...] = ()
+    """The guardrails that checked the child when it was delegated (docs/guardrails.md): a
+    restore adds any its composition lacks, never drops one."""
 
 
 def delegation_pins(
@@ -87,7 +91,8 @@ def delegation_pins(
         tool_filter = _policy(header, "tool_filter", data.get("tool_filter"))
         if tool_filter is not None:
             policy = tool_filter.narrow(policy)
-    return DelegationPins(tools=tools, policy=policy, approval=approval)
+    rails = _names(header, "guardrails", data.get("guardrails")) or ()
+    return DelegationPins(tools=tools, policy=policy, approval=approval, guardrails=rails)
 
 
 def _names(header: SessionHeader, key: str, value: object) -> tuple[str, ...] | None:

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..contracts import Budget
+from ..contracts import Budget, Guardrail
 from ..models import Model
 from ..store import SessionStore
 from ._approvals import ApprovalPolicy, stricter
 from ._compaction import CompactionStrategy
+from ._guards import NO_GUARDS, Guards, named_guardrails
 from ._instructions import DynamicInstruction
 from ._limits import AgentLimits, CompactionPolicy
 from ._step import PreStep
@@ -79,10 +80,21 @@ class AgentSpec:
     """The budget its session holds for its whole subtree (docs/budgets.md): set when the
     session is entered unless its log holds the same one already; ``None``: the log's, if any
     (a delegated child's is written when it is created)."""
+    guardrails: tuple[Guardrail, ...] = ()
+    """What checks its session's content (docs/guardrails.md): its own, ``[tether]
+    guardrails`` for a root, and what its parent passed down (a delegated child's log pins
+    them: a restore adds any that are missing, never drops one)."""
+    guards: Guards = field(default=NO_GUARDS, init=False, repr=False, compare=False)
+    """``guardrails`` by the kind of content each checks (:mod:`._guards`)."""
+
+    def __post_init__(self) -> None:
+        if self.guardrails:
+            object.__setattr__(self, "guards", Guards(self.guardrails))
 
     def pinned(self, pins: DelegationPins) -> AgentSpec:
         """This spec narrowed to what a delegation allowed: never a tool it was not made with,
-        never a looser policy or approval than either side says. Pinning twice changes nothing
+        never a looser policy or approval than either side says, never fewer guardrails than
+        checked the child when it was delegated. Pinning twice changes nothing
         (an unchanged tool list keeps its registry, so its schemas stay byte-identical)."""
         approval = stricter(self.approval, pins.approval)
         policy = self.tool_policy if pins.policy is None else pins.policy.narrow(self.tool_policy)
@@ -91,6 +103,12 @@ class AgentSpec:
             tools = ToolRegistry(
                 tool for tool in (self.tools.get(name) for name in pins.tools) if tool is not None
             )
-        if approval == self.approval and policy is self.tool_policy and tools is self.tools:
+        rails = self.guardrails
+        have = {g.name for g in rails}
+        missing = [name for name in pins.guardrails if name not in have]
+        if missing:  # passed down when it was delegated: still checks it, wherever restored
+            rails = (*rails, *named_guardrails(self.runtime, missing))
+        unchanged = policy is self.tool_policy and tools is self.tools and rails is self.guardrails
+        if approval == self.approval and unchanged:
             return self
-        return replace(self, approval=approval, tool_policy=policy, tools=tools)
+        return replace(self, approval=approval, tool_policy=policy, tools=tools, guardrails=rails)

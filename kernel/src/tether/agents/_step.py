@@ -36,6 +36,7 @@ from ..models import (
     ToolCall,
     stream_answer,
 )
+from ._guards import GuardTrip
 from ._limits import AgentLimits
 
 if TYPE_CHECKING:
@@ -310,8 +311,8 @@ async def request_with_retries(
                         retries=limits.model_retries,
                     )
                 )
-        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
-            raise
+        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt, GuardTrip):
+            raise  # a trip: a guardrail watching the stream stopped the turn
         except Exception as exc:
             raise ModelError(
                 ErrorCode.MODEL_REQUEST_FAILED,

@@ -34,6 +34,7 @@ from ..store import (
     AssistantMessage,
     ContextMessage,
     Event,
+    GuardEvent,
     InstructionEvent,
     StopReason,
     ToolResult,
@@ -43,6 +44,16 @@ from ..store import (
 from ..store._events import replace_surrogates
 from ..store.replay import OpenTurn, event_to_message
 from ._calls import run_in_batches, run_tool
+from ._guards import (
+    GuardTrip,
+    Outcome,
+    StreamWatch,
+    alongside,
+    begin,
+    close_unawaited,
+    guard_claims,
+    reclaim,
+)
 from ._inbox import InboxItem
 from ._instructions import InstructionContext
 from ._lease import TEARDOWN_TIMEOUT
@@ -183,6 +194,9 @@ class Turn:
         overrun: Overrun | None = None
         scope = anyio.CancelScope()
         outer: BaseException | None = None
+        tripped: GuardTrip | None = None
+        answered: list[Event] = []  # guard records of the final answer, stored after it
+        checking: Awaitable[Outcome] | None = None  # the message's checks that await
         try:
             with scope:
                 self.scope = scope
@@ -198,14 +212,23 @@ class Turn:
                         if item.source.caller is not None:  # who asks, before what it sees
                             agent.caller = item.source.caller
                         instructions = await self._resolve_instructions(turn)
+                        guarded: list[GuardEvent] = []
+                        if agent.spec.guards.of("input"):  # checks that answer at once, now
+                            outcome = begin(agent, "input", claim.content, target=claim.message_id)
+                            if not isinstance(outcome, Outcome):
+                                checking = outcome  # one awaits: alongside the first request
+                            elif outcome.changed:
+                                claim = claim.model_copy(update={"content": outcome.content})
+                                guarded = [*outcome.events]
                         lease.defer(
                             TurnStarted(turn=turn, message_id=item.message_id),
                             *instructions,
                             claim,
+                            *guarded,
                         )
                         for event in instructions:
                             agent.budget.set_instruction(event)
-                        history.append(Message(role="user", content=item.content))
+                        history.append(Message(role="user", content=claim.content))
                         claimed = True
                     else:
                         claimed = True  # opened and claimed before the crash
@@ -219,8 +242,21 @@ class Turn:
                         steps += 1
                         await self._before_step(turn, steps)
                         self.step = (item.message_id, steps)
-                        response = storable_response(await self._request(steps, usage))
+                        if checking is not None:
+                            answer = await self._checked_request(checking, steps, usage)
+                            checking = None
+                        else:
+                            answer = await self._request(steps, usage)
+                        response = storable_response(answer)
                         self.step = None
+                        said: list[Event] = []
+                        if response.text and agent.spec.guards.of("output"):
+                            seen = begin(agent, "output", response.text)
+                            if not isinstance(seen, Outcome):
+                                seen = await seen
+                            if seen.changed:
+                                response = response.model_copy(update={"text": seen.content})
+                                said = [*seen.events]
                         usage = response.usage if usage is _NO_USAGE else usage + response.usage
                         message = AssistantMessage(
                             content=response.text,
@@ -248,6 +284,7 @@ class Turn:
                         if not response.tool_calls:
                             stop = FINISH_TO_STOP.get(response.finish_reason, "error")
                             final = message  # stored together with turn/end below
+                            answered = said
                             break
                         pending_calls = response.tool_calls
                         if repeats is None:
@@ -264,13 +301,13 @@ class Turn:
                                 )
                                 for call in response.tool_calls
                             ]
-                            await lease.append(message, *refused, hold=True)
+                            await lease.append(message, *said, *refused, hold=True)
                             for result in refused:
                                 history.append(event_to_message(result))  # type: ignore[arg-type]
                             pending_calls = ()
                             stop, error = "error", str(repeats.error(agent.name))
                             break
-                        await lease.append(message, hold=True)
+                        await lease.append(message, *said, hold=True)
                         await self._run_tools(response.tool_calls)
                         pending_calls = ()
                         if verdict == "notice":
@@ -284,6 +321,8 @@ class Turn:
                             break
                 except ModelError as exc:
                     stop, error = "error", str(exc)
+                except GuardTrip as trip:
+                    stop, error, tripped = "error", str(trip), trip
                 except BudgetStop as exc:
                     stop, error, overrun = "error", str(exc), exc.overrun
                     if self.step is not None and loop.stream is not None:
@@ -298,16 +337,21 @@ class Turn:
                     self.step = None
         except anyio.get_cancelled_exc_class() as exc:
             outer = exc  # the caller of an inline turn was cancelled: the turn is aborted
+        if checking is not None:  # the turn ended before its first request: never awaited
+            close_unawaited(checking)
         streamed = loop.stream.end() if loop.stream is not None else None
-        if scope.cancelled_caught or outer is not None:
-            stop = "aborted"
+        cut = tripped is not None and tripped.event.kind == "output"  # mid-stream
+        if scope.cancelled_caught or outer is not None or cut:
+            stop = "aborted" if not cut else stop
             if final is None and streamed:
                 # What a cancelled stream delivered of its answer, kept and marked
                 # partial (its tool calls, incomplete, are not).
                 text = replace_surrogates(streamed)
                 history.append(Message(role="assistant", content=text))
                 final = AssistantMessage(content=text, partial=True)
-        closing = self._closing_events(claimed, final, pending_calls)
+        closing = self._closing_events(claimed, final, pending_calls, answered)
+        if tripped is not None:
+            closing.extend(tripped.events)  # which guardrail stopped the turn, and why
         if overrun is not None:
             closing.append(overrun.descriptor())
         self.ended = TurnEnded(turn=turn, stop_reason=stop, usage=usage, steps=steps, error=error)
@@ -339,6 +383,7 @@ class Turn:
         claimed: bool,
         final: AssistantMessage | None,
         pending_calls: tuple[ToolCall, ...],
+        guarded: Sequence[Event] = (),
     ) -> list[Event]:
         """What a turn appends as it ends, before ``turn/end``."""
         agent, item = self._agent, self.item
@@ -351,6 +396,7 @@ class Turn:
             inbox.took(item.source)
         if final is not None:
             closing.append(final)
+            closing.extend(guarded)  # a guardrail replaced its text
         if pending_calls:
             # Only the calls of the interrupted step can be open; results are never older.
             recent = history[-len(pending_calls) :]
@@ -387,6 +433,8 @@ class Turn:
             return
         history = agent.budget.history
         events = inbox.take_step_messages(history)
+        if events and agent.spec.guards.of("input"):
+            events = await guard_claims(agent, events, history)
         if pre_steps:
             context = StepContext(agent, turn, step, self.item.content, self.item.source)
             for message in await pre_step_messages(pre_steps, context):
@@ -424,6 +472,8 @@ class Turn:
         if stream is None and runtime is not None and runtime.delta_listeners:
             stream = agent.loop.stream = AnswerStream(agent)
         hear = stream.hear if stream is not None and stream.wanted else None
+        if hear is not None and spec.guards.streaming:  # guardrails that watch it stream
+            hear = StreamWatch(agent, spec.guards.streaming).wrap(hear)
         tracer, compacted = spec.tracer, False
         answer: ModelResponse | None = None
         try:
@@ -468,6 +518,20 @@ class Turn:
                     with anyio.CancelScope(shield=True):
                         await settle(done, spent)
 
+    async def _checked_request(
+        self, checking: Awaitable[Outcome], step: int, usage: Usage
+    ) -> ModelResponse:
+        """The first step's answer while the turn's message is still being checked: asked
+        alongside the check, asked again when the check replaced the message (its claim and
+        its history entry take the replacement first); a trip ends the turn."""
+        outcome, answer = await alongside(checking, lambda: self._request(step, usage))
+        if isinstance(outcome, GuardTrip):
+            raise outcome
+        if answer is None:
+            reclaim(self._agent, self.item.message_id, outcome)
+            answer = await self._request(step, usage)
+        return answer
+
     def _notices(self) -> None:
         """The budget notices of the limits passed their warning share: appended (stored with
         the next step's answer, or the turn's end), read by the model from its next request."""
@@ -487,13 +551,19 @@ class Turn:
         agent = self._agent
         tracer, lease, budget = agent.spec.tracer, agent.lease, agent.budget
 
+        tripped: list[GuardTrip] = []
+
         async def run(call: ToolCall) -> None:
-            if tracer is None:
-                result = _storable_result(await run_tool(agent, call))
-            else:
-                with tracer.tool_call(agent, call) as done:
+            try:
+                if tracer is None:
                     result = _storable_result(await run_tool(agent, call))
-                    done(result)
+                else:
+                    with tracer.tool_call(agent, call) as done:
+                        result = _storable_result(await run_tool(agent, call))
+                        done(result)
+            except GuardTrip as trip:  # the batch's other calls finish; the turn then ends
+                tripped.append(trip)
+                return
             # Durable as soon as it exists: a crash while a sibling still runs keeps it.
             await lease.append(result, hold=True)
             budget.history.append(event_to_message(result))  # type: ignore[arg-type]
@@ -501,3 +571,5 @@ class Turn:
                 budget.holds_images = True
 
         await run_in_batches(agent, calls, run)
+        if tripped:
+            raise tripped[0]

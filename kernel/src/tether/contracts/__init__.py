@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         ContextMessage,
         DescriptorEvent,
         Event,
+        GuardEvent,
         InboxAccepted,
         InboxDiscarded,
         InstructionEvent,
@@ -82,6 +83,14 @@ if TYPE_CHECKING:
         TurnEnded,
         TurnStarted,
         UserMessage,
+    )
+    from ._guardrails import (
+        GUARD_KINDS,
+        GuardAction,
+        GuardKind,
+        Guardrail,
+        GuardSubject,
+        GuardVerdict,
     )
     from ._hosts import (
         SessionHost,
@@ -193,6 +202,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CAPABILITIES",
+    "GUARD_KINDS",
     "LIMIT_KINDS",
     "SKILL_NAME_MAX",
     "SKILL_NAME_PATTERN",
@@ -222,6 +232,12 @@ __all__ = (
     "DynamicInstruction",
     "Event",
     "FinishReason",
+    "GuardAction",
+    "GuardEvent",
+    "GuardKind",
+    "GuardSubject",
+    "GuardVerdict",
+    "Guardrail",
     "ImagePart",
     "InboxAccepted",
     "InboxDiscarded",
@@ -319,6 +335,10 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("Offer", "Requirement"), "_capabilities"),
     **dict.fromkeys(
+        ("GUARD_KINDS", "GuardAction", "GuardKind", "GuardSubject", "GuardVerdict", "Guardrail"),
+        "_guardrails",
+    ),
+    **dict.fromkeys(
         (
             "AssistantMessage",
             "CompactionEvent",
@@ -330,6 +350,7 @@ _LAZY: dict[str, str] = {
             "InstructionEvent",
             "MessageSource",
             "Origin",
+            "GuardEvent",
             "RewindEvent",
             "SessionHeader",
             "StoredEvent",

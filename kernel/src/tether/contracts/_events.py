@@ -19,6 +19,7 @@ __all__ = (
     "ContextMessage",
     "DescriptorEvent",
     "Event",
+    "GuardEvent",
     "InboxAccepted",
     "InboxDiscarded",
     "InstructionEvent",
@@ -248,6 +249,26 @@ class RewindEvent(_Frozen):
     turn ``to_turn``'s ``turn/end``)."""
 
 
+class GuardEvent(_Frozen):
+    """A guardrail replaced content or stopped the turn (docs/guardrails.md); content it let
+    through leaves no event.
+
+    ``replace``: the content the model saw next (the claim of a message, an answer, a tool
+    result) is already the replacement; this records that it was replaced, by whom, and
+    what was there in its stead is not kept (a redaction must not leave the secret in the
+    log). ``stop``: the turn ends ``error`` (``GUARDRAIL_TRIPPED``) after this event."""
+
+    type: Literal["guard"] = "guard"
+    guardrail: str
+    kind: Literal["input", "output", "tool_call", "tool_result", "child_result", "remote_result"]
+    action: Literal["replace", "stop"]
+    reason: str = ""
+    """For ``stop``, why (the guardrail's text); for ``replace``, empty."""
+    target: str | None = Field(default=None, exclude_if=_is_none)
+    """What it was about: the message id of a message, the tool call id of a call or
+    result; ``None`` for an answer."""
+
+
 Event = Annotated[
     TurnStarted
     | TurnEnded
@@ -260,7 +281,8 @@ Event = Annotated[
     | ContextMessage
     | DescriptorEvent
     | CompactionEvent
-    | RewindEvent,
+    | RewindEvent
+    | GuardEvent,
     Field(discriminator="type"),
 ]
 

@@ -46,6 +46,7 @@ __all__ = (
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
     "FIRST_PARTY_PLUGINS",
+    "GUARDRAILS_PLUGIN",
     "SPECIALISTS_PLUGIN",
     "PluginCatalog",
     "PluginEntry",
@@ -75,16 +76,21 @@ FIRST_PARTY_PLUGINS: Mapping[str, str] = {
 #: The kernel's own plugins, in the order a kernel loads them (after the profile's global
 #: plugins): name -> the module that implements their hooks, as an entry point would name it.
 #: ``tether.specialists`` is loaded only for a profile some agent of which declares subagents
-#: (:data:`SPECIALISTS_PLUGIN`); the others by every kernel.
+#: (:data:`SPECIALISTS_PLUGIN`), ``tether.guardrails`` only for a profile that turns a
+#: guardrail on (:data:`GUARDRAILS_PLUGIN`); the others by every kernel.
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "tether.models": "tether.models._plugin",
     "tether.store": "tether.store._plugin",
     "tether.workspaces": "tether.workspaces._plugin",
     "tether.specialists": "tether.specialists._plugin",
+    "tether.guardrails": "tether.guardrails._plugin",
 }
 #: The built-in plugin of declared subagents: a profile that declares none does not load it
 #: (it offers a subagent provider, and loading checks every provider against what it declares).
 SPECIALISTS_PLUGIN = "tether.specialists"
+#: The built-in plugin of the shipped guardrails (``pii``, ``no-secrets``): loaded only by a
+#: profile that turns some guardrail on (``[tether] guardrails``, ``[agent.NAME] guardrails``).
+GUARDRAILS_PLUGIN = "tether.guardrails"
 
 
 @dataclass(frozen=True)
@@ -206,11 +212,12 @@ class PluginCatalog:
                     remedy="rename the local or inline plugin, or uninstall the distribution "
                     "(uv remove DIST); the built-in plugin is loaded without being named",
                 )
-            when = (
-                "a kernel loads it in the global layer when some agent declares subagents"
-                if name == SPECIALISTS_PLUGIN
-                else "every kernel loads it in the global layer"
-            )
+            when = {
+                SPECIALISTS_PLUGIN: "a kernel loads it in the global layer when some agent "
+                "declares subagents",
+                GUARDRAILS_PLUGIN: "a kernel loads it in the global layer when the profile "
+                "turns a guardrail on",
+            }.get(name, "every kernel loads it in the global layer")
             raise PluginError(
                 ErrorCode.DUPLICATE_PLUGIN,
                 f'plugin "{name}" is built in: {when}',

@@ -15,7 +15,13 @@ from typing import cast
 from ..errors import ErrorCode, PluginError, ProfileError, StoreError
 from ..ground import format_loc, is_agent_name
 from ._capabilities import Offer, Requirement, check_requirement, derived_offers
-from ._catalog import SPECIALISTS_PLUGIN, PluginCatalog, PluginEntry, local_entries
+from ._catalog import (
+    GUARDRAILS_PLUGIN,
+    SPECIALISTS_PLUGIN,
+    PluginCatalog,
+    PluginEntry,
+    local_entries,
+)
 from ._profile import Profile, find_profile, load_profile
 from ._registration import LoadedPlugin, register_plugin
 from ._scopes import Scope
@@ -370,9 +376,13 @@ def _load_layer(
 
 def _uses(profile: Profile, builtin: PluginEntry) -> bool:
     """Whether ``profile`` loads the built-in plugin ``builtin``: the declared subagents' only
-    when some agent declares subagents."""
+    when some agent declares subagents, the guardrails' only when the profile turns one on."""
     if builtin.name == SPECIALISTS_PLUGIN:
         return any(table.subagents for table in profile.agent.values())
+    if builtin.name == GUARDRAILS_PLUGIN:
+        return bool(profile.tether.guardrails) or any(
+            table.guardrails for table in profile.agent.values()
+        )
     return True
 
 

@@ -220,6 +220,9 @@ class TetherTable(BaseModel):
     workspace: WorkspaceTable | None = None
     """Where agents' files live and their commands run (docs/workspaces.md): ``{ kind =
     "session" | "project", backend = "local" }``, default a folder per session on ``local``."""
+    guardrails: tuple[Name, ...] = ()
+    """Guardrails (offered by plugins, ``tether_guardrails``) that check the content of every
+    agent's sessions and every child below them (docs/guardrails.md)."""
 
 
 def _check_budget(value: dict[str, Any]) -> dict[str, Any]:
@@ -341,6 +344,14 @@ class AgentTable(BaseModel):
     when: CallerRule | None = None
     """As a declared subagent, offered only while its parent's current caller matches (the
     same syntax as ``callers``, docs/callers.md); default: to every caller."""
+    guardrails: tuple[Name, ...] = ()
+    """Guardrails that check this agent's sessions and every child below them, besides
+    ``[tether] guardrails`` (docs/guardrails.md)."""
+    guardrails_exempt: bool | tuple[Name, ...] = False
+    """As a child (any child session of this agent: a declared subagent, a spawn, a fork),
+    not checked by the guardrails its parent passes down (``[tether] guardrails`` among
+    them): all of them (``true``) or those named; its own (``guardrails``) still apply.
+    A root session of this agent is not exempt (docs/guardrails.md)."""
 
 
 class _ProfileDocument(BaseModel):

@@ -42,7 +42,7 @@ from ..budgets._accounts import (
     start_child_now,
     unstart_child,
 )
-from ..contracts import Spend, SubagentStartRequest
+from ..contracts import Guardrail, Spend, SubagentStartRequest
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..store import (
     ContextMessage,
@@ -117,6 +117,10 @@ class ChildSpec:
     """Whether tools that need approval run: the stricter of its host's policy and, for a
     declared subagent, its own preset's (:meth:`of`). ``ask`` asks the runtime's permission
     host, the one its root asks: the question names the child's path."""
+    guardrails: tuple[Guardrail, ...] = ()
+    """What checks the child's content: what its host passes down (less what its preset is
+    exempt from), then its preset's own (docs/guardrails.md); its delegation descriptor
+    records their names, which every restore adds back."""
 
     @classmethod
     def of(
@@ -168,6 +172,7 @@ class ChildSpec:
             limits=limits,
             tools=tools if tools is not None else preset.tools,
             policy=policy,
+            guardrails=preset.child_guardrails(host.spec.guardrails),
         )
 
     @classmethod
@@ -214,6 +219,7 @@ class ChildSpec:
             scope=self.scope.child(header.id),
             tool_policy=self.policy,
             approval=self.approval,
+            guardrails=self.guardrails,
         )
 
     def delegation_descriptor(self, request: SubagentStartRequest) -> DescriptorEvent:
@@ -240,6 +246,7 @@ class ChildSpec:
                 "output_schema": request.output_schema,
                 "tools": self.tools.names(),
                 "policy": self.policy.as_data() if self.policy is not None else None,
+                "guardrails": [g.name for g in self.guardrails],
             },
         )
 

@@ -7,8 +7,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from ..agents._guards import REMOTE_ROUTES, GuardTrip, check
 from ..contracts import (
     ContinuableProvider,
+    GuardKind,
     SubagentEvent,
     SubagentProvider,
     SubagentResult,
@@ -41,8 +43,12 @@ class _ObservedRun:
         parent: str,
         label: str | None = None,
         depth: int | None = None,
+        guard: Agent | None = None,
+        route: str = "local",
     ) -> None:
         self.label = label
+        self._guard = guard  # the parent, whose guardrails check the result on its way up
+        self._route = route
         self.depth = depth
         self._runtime = runtime
         self._run = run
@@ -63,7 +69,21 @@ class _ObservedRun:
     async def result(self) -> SubagentResult:
         result = await self._run.result()
         self._end(result.stop_reason)
-        return result
+        return await self._checked(result)
+
+    async def _checked(self, result: SubagentResult) -> SubagentResult:
+        """``result`` as the parent's ``child_result`` (or ``remote_result``) guardrails let
+        it up: a replacement is what the parent reads (its records stored in the parent's
+        log first); a trip ends the parent's turn (``GuardTrip``)."""
+        parent = self._guard
+        kind: GuardKind = "remote_result" if self._route in REMOTE_ROUTES else "child_result"
+        if parent is None or not result.output or not parent.spec.guards.of(kind):
+            return result
+        seen = await check(parent, kind, result.output, target=self._run.id, route=self._route)
+        if not seen.changed:
+            return result
+        await parent.lease.append(*seen.events, hold=True)
+        return result.model_copy(update={"output": seen.content})
 
     async def dispose(self) -> None:
         try:
@@ -84,6 +104,16 @@ class _ObservedRun:
         self._end(result.stop_reason)
         callback, self._on_settled = self._on_settled, None
         if callback is not None:
+            try:
+                result = await self._checked(result)
+            except GuardTrip as trip:  # the parent is not in this turn: it reads the refusal
+                assert self._guard is not None
+                await self._guard.lease.append(*trip.events, hold=True)
+                result = SubagentResult(
+                    output="",
+                    stop_reason="error",
+                    diagnostic=f"the result was withheld: {trip}",
+                )
             await callback(result)
 
     def _end(self, stop_reason: str) -> None:
@@ -240,8 +270,17 @@ class SubagentRuntime:
                 f"the delegation was cancelled before it started ({request.cancel.reason})",
             )
         run = await provider.start(request)
+        route = getattr(provider, "route", None) or ("local" if run.local_agent else "cluster")
         observed = _ObservedRun(
-            self, run, uuid.uuid4().hex, name, request.parent.session_id, request.label, depth
+            self,
+            run,
+            uuid.uuid4().hex,
+            name,
+            request.parent.session_id,
+            request.label,
+            depth,
+            request.parent,
+            route,
         )
         self.emit(
             SubagentEvent(

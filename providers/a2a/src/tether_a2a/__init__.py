@@ -67,6 +67,7 @@ class A2aProvider:
     # kernel; nothing else can be enforced on a remote agent. Its children are continuable.
     capabilities = SubagentCapabilities(output_schema=True, continuable=True)
     inherits_parent_context = False
+    route = "a2a"  # its children's results are remote results (docs/guardrails.md)
 
     def __init__(self, spec: A2aAgentSettings) -> None:
         self.spec = spec

@@ -51,6 +51,7 @@ class AcpProvider:
     # Nothing ACP can enforce on an external agent; its children are continuable.
     capabilities = SubagentCapabilities(continuable=True)
     inherits_parent_context = False
+    route = "acp"  # its children's results are remote results (docs/guardrails.md)
 
     def __init__(self, spec: AcpAgentSettings) -> None:
         self.spec = spec
