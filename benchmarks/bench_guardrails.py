@@ -152,12 +152,11 @@ def main() -> int:
     awaited = figures["awaited"] - base
     verdict = allow <= BUDGET_US
     print(json.dumps({"turns": turns, "cpu_us": figures}))
-    print(
-        json.dumps({"allow_us_per_item": allow, "pii_us_per_item": pii, "awaited_us": awaited})
-    )
+    print(json.dumps({"allow_us_per_item": allow, "pii_us_per_item": pii, "awaited_us": awaited}))
     print(
         f"turn {base:.1f} µs CPU without guardrails; an allow-all guardrail on every kind "
-        f"{allow:+.2f} µs per item (budget {BUDGET_US:.0f} µs): {'ok' if verdict else 'OVER BUDGET'}"
+        f"{allow:+.2f} µs per item (budget {BUDGET_US:.0f} µs): "
+        + ("ok" if verdict else "OVER BUDGET")
     )
     print(
         f"pii and no-secrets on short clean texts {pii:+.2f} µs per item; an awaited input "

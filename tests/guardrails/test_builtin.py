@@ -92,7 +92,7 @@ class Deploy:
         return [Tool("deploy", "Deploy.", deploy, {"type": "object"})]
 
 
-async def test_a_profile_turns_the_shipped_guardrails_on_by_name(tmp_path: Path, store):
+async def test_hook_tether_guardrails_offers_and_the_profile_turns_them_on_by_name(tmp_path: Path, store):
     deploy = Deploy()
     profile = write_profile(
         tmp_path,

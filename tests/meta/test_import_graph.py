@@ -37,10 +37,13 @@ ROOT = Path(tether.__file__).parent
 #: the command line imports it: the kernel loads it by name, as a plugin.
 #: ``tether.workspaces`` (the workspace backends and an agent's workspace) sits above the store
 #: and below loading, which checks a profile's ``[tether] workspace`` against its backends.
+#: ``tether.guardrails`` (the shipped guardrails, a built-in plugin) needs only the contracts
+#: and the hook marker.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("tether._version", "tether.errors", "tether.ground"),
     ("tether.contracts",),
     ("tether.hookspecs",),
+    ("tether.guardrails",),
     ("tether.models",),
     ("tether.store",),
     ("tether.workspaces",),
