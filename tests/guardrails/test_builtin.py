@@ -92,7 +92,9 @@ class Deploy:
         return [Tool("deploy", "Deploy.", deploy, {"type": "object"})]
 
 
-async def test_hook_tether_guardrails_offers_and_the_profile_turns_them_on_by_name(tmp_path: Path, store):
+async def test_hook_tether_guardrails_offers_and_the_profile_turns_them_on_by_name(
+    tmp_path: Path, store
+):
     deploy = Deploy()
     profile = write_profile(
         tmp_path,
