@@ -11,7 +11,8 @@ from tether.testing import make_kernel
 
 #: Every global layer ends with the built-in plugins (``tether.specialists`` only when an agent
 #: declares subagents, which no profile here does).
-BUILTIN = [name for name in BUILTIN_PLUGINS if name != "tether.specialists"]
+#: What every kernel loads (the specialists' and the guardrails' only when a profile uses them).
+BUILTIN = [n for n in BUILTIN_PLUGINS if n not in ("tether.specialists", "tether.guardrails")]
 
 
 class Named:

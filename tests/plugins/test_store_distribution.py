@@ -80,9 +80,11 @@ def test_plugins_all_lists_the_builtin_plugins_as_loaded_by_every_profile(run_te
         "tether.store",
         "tether.workspaces",
         "tether.specialists",
+        "tether.guardrails",
     ]
     assert rows["tether.store"]["loaded"] is True
     assert rows["tether.specialists"]["loaded"] is False  # no agent here declares subagents
+    assert rows["tether.guardrails"]["loaded"] is False  # no guardrail is turned on
     assert rows["tether.store"]["scopes"] == ["global"]
     assert rows["tether.store"]["hooks"] == ["tether_store_providers"]
     assert rows["tether.store"]["value"] == "tether.store._plugin"
@@ -101,6 +103,7 @@ def test_plugins_all_table_marks_the_builtin_plugins(run_tether):
         "tether.store",
         "tether.workspaces",
         "tether.specialists",
+        "tether.guardrails",
     ]
     assert {row[3] for row in builtin} == {"no"}  # no profile here: nothing is loaded
 

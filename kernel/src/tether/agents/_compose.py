@@ -35,7 +35,7 @@ from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
 from ._callers import ProfileGate
-from ._guards import offered_guardrails, pick_guardrails
+from ._guard_names import offered_guardrails, pick_guardrails
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
 from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry

@@ -27,18 +27,24 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
-from ..contracts import GUARD_KINDS, GuardKind, Guardrail, GuardSubject, GuardVerdict
-from ..errors import ErrorCode, GuardrailError
+from ..contracts import GuardKind, Guardrail, GuardSubject, GuardVerdict
 from ..models import Message, ModelDelta
 from ..store import Event, GuardEvent, UserMessage
+from ._guard_names import (
+    NO_GUARDS,
+    REMOTE_ROUTES,
+    Guards,
+    named_guardrails,
+    offered_guardrails,
+    pick_guardrails,
+)
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
     from ._agent import Agent
 
 __all__ = (
@@ -64,12 +70,6 @@ __all__ = (
 log = logging.getLogger("tether.agents")
 
 T = TypeVar("T")
-
-#: The routes whose children's results are ``remote_result`` (a provider's ``route``).
-REMOTE_ROUTES = frozenset({"acp", "a2a"})
-
-#: Guardrail names: what the profile names them by.
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
 class GuardTrip(Exception):
@@ -109,34 +109,6 @@ class Outcome:
     @property
     def changed(self) -> bool:
         return bool(self.events)
-
-
-class Guards:
-    """The guardrails of one agent, by the kind of content each checks."""
-
-    __slots__ = ("_by_kind", "names", "streaming")
-
-    def __init__(self, guardrails: Iterable[Guardrail]) -> None:
-        rails = tuple(guardrails)
-        self.names = tuple(g.name for g in rails)
-        self._by_kind: dict[str, tuple[Guardrail, ...]] = {}
-        for kind in GUARD_KINDS:
-            wanted = tuple(g for g in rails if kind in g.kinds)
-            if wanted:
-                self._by_kind[kind] = wanted
-        self.streaming = tuple(
-            g for g in self._by_kind.get("output", ()) if getattr(g, "streaming", False)
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self._by_kind)
-
-    def of(self, kind: GuardKind) -> tuple[Guardrail, ...]:
-        return self._by_kind.get(kind, ())
-
-
-#: An agent without guardrails.
-NO_GUARDS = Guards(())
 
 
 def subject(
@@ -337,63 +309,6 @@ class StreamWatch:
                 raise GuardTrip([event])
 
 
-def pick_guardrails(
-    offered: Mapping[str, Guardrail], names: Iterable[str], where: str
-) -> tuple[Guardrail, ...]:
-    """The guardrails ``names`` names, from those ``offered`` (``GUARDRAIL_INVALID`` for a
-    name nobody offers; ``where`` says which key named it)."""
-    picked: list[Guardrail] = []
-    for name in dict.fromkeys(names):
-        rail = offered.get(name)
-        if rail is None:
-            known = ", ".join(sorted(offered)) or "none"
-            raise GuardrailError(
-                ErrorCode.GUARDRAIL_INVALID,
-                f'{where} names guardrail "{name}", which no loaded plugin offers '
-                f"(offered: {known})",
-                remedy="load the plugin that offers it (tether.guardrails offers "
-                '"pii" and "no-secrets"), or fix the name',
-            )
-        picked.append(rail)
-    return tuple(picked)
-
-
-def offered_guardrails(found: Iterable[tuple[str, Guardrail]]) -> dict[str, Guardrail]:
-    """Guardrails by name, as plugins offered them; a name offered by two plugins, or not a
-    name, is ``GUARDRAIL_INVALID``."""
-    offered: dict[str, Guardrail] = {}
-    owners: dict[str, str] = {}
-    for plugin, rail in found:
-        name = cast("object", rail.name)  # a plugin may break the contract
-        if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARS:
-            raise GuardrailError(
-                ErrorCode.GUARDRAIL_INVALID,
-                f'plugin "{plugin}" offers a guardrail named {name!r:.60}, which is not a name',
-                plugin=plugin,
-                remedy="name it with letters, digits, '-', '_' or '.'",
-            )
-        kinds = rail.kinds
-        unknown = [k for k in kinds if k not in GUARD_KINDS]
-        if unknown or not kinds or isinstance(kinds, str):
-            raise GuardrailError(
-                ErrorCode.GUARDRAIL_INVALID,
-                f'guardrail "{name}" of plugin "{plugin}" checks {kinds!r:.80}, not kinds of '
-                f"content ({', '.join(GUARD_KINDS)})",
-                plugin=plugin,
-                remedy="set kinds to a set of those kinds",
-            )
-        if name in offered and offered[name] is not rail:
-            raise GuardrailError(
-                ErrorCode.GUARDRAIL_INVALID,
-                f'guardrail "{name}" is offered by plugin "{owners[name]}" and by plugin '
-                f'"{plugin}"',
-                plugin=plugin,
-                remedy="load one of them, or rename one guardrail",
-            )
-        offered[name], owners[name] = rail, plugin
-    return offered
-
-
 def arguments_text(arguments: Mapping[str, Any]) -> str:
     """A call's arguments as a ``tool_call`` guardrail reads them (JSON)."""
     return _encode(arguments)
@@ -488,17 +403,3 @@ def reclaim(agent: Agent, message_id: str, outcome: Outcome) -> None:
                 history[index] = Message(role="user", content=outcome.content)
                 break
     lease.defer(*outcome.events)
-
-
-def named_guardrails(runtime: Runtime | None, names: Sequence[str]) -> tuple[Guardrail, ...]:
-    """The guardrails ``names`` names, as any agent's scope of ``runtime``'s profile offers
-    them (a child's log names those its parent passed down); ``GUARDRAIL_INVALID`` for a name
-    no loaded plugin offers any more, so a child is never run unchecked."""
-    found: dict[str, Guardrail] = {}
-    if runtime is not None:
-        for agent in (None, *runtime.kernel.agents):
-            offered = runtime.preset(agent).offered_guardrails
-            found.update((n, offered[n]) for n in names if n in offered and n not in found)
-            if len(found) == len(names):
-                break
-    return pick_guardrails(found, names, "the session's delegation record")

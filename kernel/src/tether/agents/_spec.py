@@ -18,7 +18,7 @@ from ..models import Model
 from ..store import SessionStore
 from ._approvals import ApprovalPolicy, stricter
 from ._compaction import CompactionStrategy
-from ._guards import NO_GUARDS, Guards, named_guardrails
+from ._guard_names import NO_GUARDS, Guards, named_guardrails
 from ._instructions import DynamicInstruction
 from ._limits import AgentLimits, CompactionPolicy
 from ._step import PreStep
