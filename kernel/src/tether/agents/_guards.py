@@ -35,7 +35,8 @@ import anyio
 from ..contracts import GUARD_KINDS, GuardKind, Guardrail, GuardSubject, GuardVerdict
 from ..errors import ErrorCode, GuardrailError
 from ..models import Message, ModelDelta
-from ..store import Event, GuardEvent, UserMessage
+from ..store import DescriptorEvent, Event, GuardEvent, UserMessage
+from ._delegation import GUARDRAILS_DESCRIPTOR
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -53,6 +54,8 @@ __all__ = (
     "begin",
     "check",
     "close_unawaited",
+    "forwarded_guardrails",
+    "forwarded_record",
     "guard_claims",
     "named_guardrails",
     "offered_guardrails",
@@ -338,10 +341,14 @@ class StreamWatch:
 
 
 def pick_guardrails(
-    offered: Mapping[str, Guardrail], names: Iterable[str], where: str
+    offered: Mapping[str, Guardrail],
+    names: Iterable[str],
+    where: str,
+    remedy: str = 'load the plugin that offers it (tether.guardrails offers "pii" and '
+    '"no-secrets"), or fix the name',
 ) -> tuple[Guardrail, ...]:
     """The guardrails ``names`` names, from those ``offered`` (``GUARDRAIL_INVALID`` for a
-    name nobody offers; ``where`` says which key named it)."""
+    name nobody offers; ``where`` says which key named it, ``remedy`` what to do)."""
     picked: list[Guardrail] = []
     for name in dict.fromkeys(names):
         rail = offered.get(name)
@@ -351,11 +358,36 @@ def pick_guardrails(
                 ErrorCode.GUARDRAIL_INVALID,
                 f'{where} names guardrail "{name}", which no loaded plugin offers '
                 f"(offered: {known})",
-                remedy="load the plugin that offers it (tether.guardrails offers "
-                '"pii" and "no-secrets"), or fix the name',
+                remedy=remedy,
             )
         picked.append(rail)
     return tuple(picked)
+
+
+def forwarded_guardrails(
+    offered: Mapping[str, Guardrail], names: Sequence[str]
+) -> tuple[Guardrail, ...]:
+    """The guardrails a delegating tether forwarded by name to a session it opens here
+    (``tether acp``, ``tether a2a serve``), as this profile offers them to the served agent:
+    ``GUARDRAIL_INVALID`` for a name it does not offer, so the session is not opened and the
+    delegation fails rather than run unchecked (docs/guardrails.md)."""
+    return pick_guardrails(
+        offered,
+        names,
+        'the delegating tether ("tether/guardrails")',
+        "offer it in this profile too (a plugin of its own; tether.guardrails, the shipped "
+        '"pii" and "no-secrets", loads when the profile turns some guardrail on), or set '
+        'guardrails = "exempt" on this agent\'s entry in the delegating profile',
+    )
+
+
+def forwarded_record(rails: Sequence[Guardrail]) -> list[Event]:
+    """The setup window of a new session checked by ``rails`` forwarded by a delegating
+    tether: a ``guardrails`` descriptor naming them (none when there are none), which
+    ``delegation_pins`` reads on every restore."""
+    if not rails:
+        return []
+    return [DescriptorEvent(kind=GUARDRAILS_DESCRIPTOR, data={"guardrails": [g.name for g in rails]})]
 
 
 def offered_guardrails(found: Iterable[tuple[str, Guardrail]]) -> dict[str, Guardrail]:
