@@ -24,18 +24,26 @@ from ..contracts import (
     PreStep,
     SourceLayer,
     Specialist,
+    SubagentProvider,
     Tool,
     ToolFilter,
     ToolLayer,
     ToolSource,
     Tracer,
 )
-from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentError
+from ..errors import (
+    AgentError,
+    ErrorCode,
+    GuardrailError,
+    ModelError,
+    ProfileError,
+    SubagentError,
+)
 from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
 from ._callers import ProfileGate
-from ._guards import offered_guardrails, pick_guardrails
+from ._guards import REMOTE_ROUTES, offered_guardrails, pick_guardrails
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
 from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry
@@ -266,6 +274,8 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     )
     every = pick_guardrails(offered, kernel.profile.tether.guardrails, "[tether] guardrails")
     exempt = table.guardrails_exempt if table is not None else False
+    root_guardrails = tuple({g.name: g for g in (*every, *own)}.values())
+    _check_routes(visible, agent, root_guardrails)
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -288,10 +298,48 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         root_budget=root_budget,
         caller_gates=tuple(gates),
         guardrails=own,
-        root_guardrails=tuple({g.name: g for g in (*every, *own)}.values()),
+        root_guardrails=root_guardrails,
         guardrails_exempt=exempt if isinstance(exempt, bool) else frozenset(exempt),
         offered_guardrails=offered,
     )
+
+
+#: A remote agent's ``guardrails`` setting that says what happens to the guardrails passed
+#: down to it: ``forward`` (a tether: they are sent by name and applied there), ``exempt``.
+_ROUTE_POLICIES = frozenset({"forward", "exempt"})
+
+
+def _check_routes(
+    visible: Sequence[LoadedPlugin], agent: str | None, rails: Sequence[Guardrail]
+) -> None:
+    """The check at load (docs/guardrails.md, "Down the tree"): a guardrail that checks
+    content inside a child (any kind but ``remote_result``) cannot reach inside a remote agent
+    (a subagent provider whose ``route`` is ``acp`` or ``a2a``) unless the remote agent's
+    entry says ``guardrails = "forward"`` (a tether: the names are sent and applied there) or
+    ``"exempt"`` (the profile lets it run unchecked inside). Neither: ``GUARDRAIL_INVALID``."""
+    inside = [g for g in rails if any(kind != "remote_result" for kind in g.kinds)]
+    if not inside:
+        return  # nothing is collected: a profile without guardrails asks no provider
+    for plugin, provider in _collect(visible, "tether_subagent_providers", SubagentProvider):
+        route = getattr(provider, "route", None)
+        if route not in REMOTE_ROUTES:
+            continue
+        if getattr(provider, "guardrails_policy", None) in _ROUTE_POLICIES:
+            continue
+        rail = inside[0]
+        kinds = ", ".join(sorted(k for k in rail.kinds if k != "remote_result"))
+        name = provider.name
+        raise GuardrailError(
+            ErrorCode.GUARDRAIL_INVALID,
+            f'guardrail "{rail.name}" of agent {agent or "(global)"} checks {kinds} in every '
+            f'child below it, and subagent provider "{name}" (plugin "{plugin}") is a remote '
+            f"agent over {str(route).upper()}, whose content tether cannot check",
+            plugin=plugin,
+            key=f'[[plugin.{plugin}.agents]] name = "{name}", guardrails',
+            remedy='set guardrails = "forward" on that entry if the remote agent is a tether '
+            '(it applies the guardrail to the session it opens), or guardrails = "exempt" to '
+            "let it run unchecked inside (its result is still checked as remote_result)",
+        )
 
 
 def _compaction(table: Any) -> CompactionPolicy:
