@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -97,7 +98,7 @@ async def delegate(runtime, db: Path):
     return result
 
 
-def records(path: Path) -> list[dict[str, object]]:
+def records(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]

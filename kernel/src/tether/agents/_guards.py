@@ -387,7 +387,9 @@ def forwarded_record(rails: Sequence[Guardrail]) -> list[Event]:
     ``delegation_pins`` reads on every restore."""
     if not rails:
         return []
-    return [DescriptorEvent(kind=GUARDRAILS_DESCRIPTOR, data={"guardrails": [g.name for g in rails]})]
+    return [
+        DescriptorEvent(kind=GUARDRAILS_DESCRIPTOR, data={"guardrails": [g.name for g in rails]})
+    ]
 
 
 def offered_guardrails(found: Iterable[tuple[str, Guardrail]]) -> dict[str, Guardrail]:
