@@ -31,19 +31,12 @@ from ..contracts import (
     ToolSource,
     Tracer,
 )
-from ..errors import (
-    AgentError,
-    ErrorCode,
-    GuardrailError,
-    ModelError,
-    ProfileError,
-    SubagentError,
-)
+from ..errors import AgentError, ErrorCode, ModelError, ProfileError, SubagentError
 from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
 from ._callers import ProfileGate
-from ._guards import REMOTE_ROUTES, offered_guardrails, pick_guardrails
+from ._guards import off_route, offered_guardrails, pick_guardrails
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
 from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry
@@ -304,11 +297,6 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     )
 
 
-#: A remote agent's ``guardrails`` setting that says what happens to the guardrails passed
-#: down to it: ``forward`` (a tether: they are sent by name and applied there), ``exempt``.
-_ROUTE_POLICIES = frozenset({"forward", "exempt"})
-
-
 def _check_routes(
     visible: Sequence[LoadedPlugin], agent: str | None, rails: Sequence[Guardrail]
 ) -> None:
@@ -317,29 +305,12 @@ def _check_routes(
     (a subagent provider whose ``route`` is ``acp`` or ``a2a``) unless the remote agent's
     entry says ``guardrails = "forward"`` (a tether: the names are sent and applied there) or
     ``"exempt"`` (the profile lets it run unchecked inside). Neither: ``GUARDRAIL_INVALID``."""
-    inside = [g for g in rails if any(kind != "remote_result" for kind in g.kinds)]
-    if not inside:
-        return  # nothing is collected: a profile without guardrails asks no provider
+    if not any(kind != "remote_result" for rail in rails for kind in rail.kinds):
+        return  # nothing is collected: a profile without such guardrails asks no provider
     for plugin, provider in _collect(visible, "tether_subagent_providers", SubagentProvider):
-        route = getattr(provider, "route", None)
-        if route not in REMOTE_ROUTES:
-            continue
-        if getattr(provider, "guardrails_policy", None) in _ROUTE_POLICIES:
-            continue
-        rail = inside[0]
-        kinds = ", ".join(sorted(k for k in rail.kinds if k != "remote_result"))
-        name = provider.name
-        raise GuardrailError(
-            ErrorCode.GUARDRAIL_INVALID,
-            f'guardrail "{rail.name}" of agent {agent or "(global)"} checks {kinds} in every '
-            f'child below it, and subagent provider "{name}" (plugin "{plugin}") is a remote '
-            f"agent over {str(route).upper()}, whose content tether cannot check",
-            plugin=plugin,
-            key=f'[[plugin.{plugin}.agents]] name = "{name}", guardrails',
-            remedy='set guardrails = "forward" on that entry if the remote agent is a tether '
-            '(it applies the guardrail to the session it opens), or guardrails = "exempt" to '
-            "let it run unchecked inside (its result is still checked as remote_result)",
-        )
+        problem = off_route(provider, rails, agent=agent, plugin=plugin)
+        if problem is not None:
+            raise problem
 
 
 def _compaction(table: Any) -> CompactionPolicy:

@@ -58,6 +58,7 @@ __all__ = (
     "forwarded_record",
     "guard_claims",
     "named_guardrails",
+    "off_route",
     "offered_guardrails",
     "pick_guardrails",
     "reclaim",
@@ -70,6 +71,11 @@ T = TypeVar("T")
 
 #: The routes whose children's results are ``remote_result`` (a provider's ``route``).
 REMOTE_ROUTES = frozenset({"acp", "a2a"})
+
+#: A remote agent's ``guardrails`` setting (its provider's ``guardrails_policy``) that lets
+#: guardrails passed down meet it: ``forward`` (a tether: sent by name and applied there) or
+#: ``exempt`` (it runs unchecked inside).
+ROUTE_POLICIES = frozenset({"forward", "exempt"})
 
 #: Guardrail names: what the profile names them by.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -362,6 +368,37 @@ def pick_guardrails(
             )
         picked.append(rail)
     return tuple(picked)
+
+
+def off_route(
+    provider: object, rails: Iterable[Guardrail], *, agent: str | None, plugin: str | None = None
+) -> GuardrailError | None:
+    """Why ``rails`` (an agent's guardrails, passed down to its children) cannot reach inside
+    a child of ``provider``: it is a remote agent (``route`` ``acp`` or ``a2a``) whose entry
+    says neither ``forward`` nor ``exempt`` and one of them checks more than
+    ``remote_result``. ``None`` when nothing is out of reach. The check at load
+    (``build_preset``) and at each remote delegation (``SubagentRuntime``) raise it."""
+    route = getattr(provider, "route", None)
+    if route not in REMOTE_ROUTES or getattr(provider, "guardrails_policy", None) in ROUTE_POLICIES:
+        return None
+    for rail in rails:
+        kinds = sorted(kind for kind in rail.kinds if kind != "remote_result")
+        if not kinds:
+            continue
+        name = getattr(provider, "name", "?")
+        owner = f' (plugin "{plugin}")' if plugin else ""
+        return GuardrailError(
+            ErrorCode.GUARDRAIL_INVALID,
+            f'guardrail "{rail.name}" of agent {agent or "(global)"} checks {", ".join(kinds)} '
+            f'in every child below it, and subagent provider "{name}"{owner} is a remote agent '
+            f"over {str(route).upper()}, whose content tether cannot check",
+            plugin=plugin,
+            key=f'[[plugin.{plugin}.agents]] name = "{name}", guardrails' if plugin else None,
+            remedy='set guardrails = "forward" on that entry if the remote agent is a tether '
+            '(it applies the guardrail to the session it opens), or guardrails = "exempt" to '
+            "let it run unchecked inside (its result is still checked as remote_result)",
+        )
+    return None
 
 
 def forwarded_guardrails(
