@@ -195,3 +195,23 @@ def test_the_settings_say_forward_or_exempt(tmp_path):
         )["guardrails"]
         == "exempt"
     )
+
+
+async def test_a_remote_delegation_under_forwarded_guardrails_is_refused_without_a_setting(
+    tmp_path,
+):
+    """What the load check cannot see: guardrails forwarded at run time (a served tether's
+    session) meet a remote agent whose entry says neither; the delegation is refused, loudly."""
+    watch = Rule("watch", {"input"}, lambda s: GuardVerdict.allow())
+    runtime = kernel_with(tmp_path, watch, names="[]")
+    try:
+        parent = await runtime.compose(model=FunctionModel(lambda r: "noted"), guardrails=["watch"])
+        async with parent:
+            with pytest.raises(GuardrailError) as caught:
+                await runtime.subagents.start("echo", SubagentStartRequest("hello", parent))
+        assert caught.value.code is ErrorCode.GUARDRAIL_INVALID
+        assert 'guardrail "watch" of agent main checks input' in caught.value.message
+        assert 'subagent provider "echo"' in caught.value.message
+        assert [s.kind for s in watch.seen] == []  # nothing was sent anywhere
+    finally:
+        await runtime.store.aclose()  # type: ignore[union-attr]
