@@ -24,6 +24,7 @@ from ..contracts import (
     PreStep,
     SourceLayer,
     Specialist,
+    SubagentProvider,
     Tool,
     ToolFilter,
     ToolLayer,
@@ -35,7 +36,7 @@ from ..ground import format_loc
 from ..loading import Kernel, LoadedPlugin, Scope
 from ..models import resolve_model
 from ._callers import ProfileGate
-from ._guard_names import offered_guardrails, pick_guardrails
+from ._guard_names import off_route, offered_guardrails, pick_guardrails
 from ._instructions import PARALLEL_TOOLS_SECTION, load_instructions
 from ._limits import AgentLimits, CompactionPolicy
 from ._tools import ToolRegistry
@@ -266,6 +267,8 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
     )
     every = pick_guardrails(offered, kernel.profile.tether.guardrails, "[tether] guardrails")
     exempt = table.guardrails_exempt if table is not None else False
+    root_guardrails = tuple({g.name: g for g in (*every, *own)}.values())
+    _check_routes(visible, agent, root_guardrails)
     return AgentPreset(
         name=agent,
         kernel=kernel,
@@ -288,10 +291,26 @@ def build_preset(kernel: Kernel, agent: str | None) -> AgentPreset:
         root_budget=root_budget,
         caller_gates=tuple(gates),
         guardrails=own,
-        root_guardrails=tuple({g.name: g for g in (*every, *own)}.values()),
+        root_guardrails=root_guardrails,
         guardrails_exempt=exempt if isinstance(exempt, bool) else frozenset(exempt),
         offered_guardrails=offered,
     )
+
+
+def _check_routes(
+    visible: Sequence[LoadedPlugin], agent: str | None, rails: Sequence[Guardrail]
+) -> None:
+    """The check at load (docs/guardrails.md, "Down the tree"): a guardrail that checks
+    content inside a child (any kind but ``remote_result``) cannot reach inside a remote agent
+    (a subagent provider whose ``route`` is ``acp`` or ``a2a``) unless the remote agent's
+    entry says ``guardrails = "forward"`` (a tether: the names are sent and applied there) or
+    ``"exempt"`` (the profile lets it run unchecked inside). Neither: ``GUARDRAIL_INVALID``."""
+    if not any(kind != "remote_result" for rail in rails for kind in rail.kinds):
+        return  # nothing is collected: a profile without such guardrails asks no provider
+    for plugin, provider in _collect(visible, "tether_subagent_providers", SubagentProvider):
+        problem = off_route(provider, rails, agent=agent, plugin=plugin)
+        if problem is not None:
+            raise problem
 
 
 def _compaction(table: Any) -> CompactionPolicy:

@@ -8,6 +8,11 @@ approval policy (``deny``). :meth:`Agent.restore` narrows the agent's spec to it
 so every route that continues a child gets exactly what its delegation allowed and never more:
 a continuable child's cold restore, ``tether run --session``, ACP ``session/load``, ``tether
 context --session``. Applying the pins only ever narrows what the agent was composed with.
+
+A root session another tether opened for a delegation of its own (``tether acp``, ``tether a2a
+serve``: the delegating parent's guardrails, forwarded by name) records them in a descriptor
+of kind ``guardrails`` in its setup window; its pins then only add those guardrails, on every
+restore (docs/guardrails.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ._tools import ToolFilter
 __all__ = (
     "CONTINUABLE_DESCRIPTOR",
     "DELEGATION_DESCRIPTOR",
+    "GUARDRAILS_DESCRIPTOR",
     "DelegationPins",
     "delegation_pins",
 )
@@ -33,6 +39,9 @@ __all__ = (
 DELEGATION_DESCRIPTOR = "delegation"
 #: The kind of the descriptor a continuable child's log carries (what a cold restore reads).
 CONTINUABLE_DESCRIPTOR = "subagent"
+#: The kind of the descriptor that records the guardrails a delegating tether forwarded to a
+#: root session it opened here (``{"guardrails": [names]}``).
+GUARDRAILS_DESCRIPTOR = "guardrails"
 
 
 @dataclass(frozen=True)
@@ -63,9 +72,13 @@ def delegation_pins(
     ``delegation`` descriptor (written by another program) still has its approvals denied."""
     delegation = setup.get(DELEGATION_DESCRIPTOR)
     continuable = setup.get(CONTINUABLE_DESCRIPTOR)
+    forwarded = setup.get(GUARDRAILS_DESCRIPTOR)
+    passed = _names(header, "guardrails", forwarded.data.get("guardrails")) if forwarded else None
     if delegation is None:
         if header.origin == "subagent":
-            return DelegationPins(tools=None, policy=None, approval="deny")
+            return DelegationPins(tools=None, policy=None, approval="deny", guardrails=passed or ())
+        if passed:  # a root session a delegating tether opened: its guardrails, nothing else
+            return DelegationPins(tools=None, policy=None, approval="allow", guardrails=passed)
         return None
     data = delegation.data
     approval = data.get("approval", "deny")
@@ -92,6 +105,7 @@ def delegation_pins(
         if tool_filter is not None:
             policy = tool_filter.narrow(policy)
     rails = _names(header, "guardrails", data.get("guardrails")) or ()
+    rails = tuple(dict.fromkeys((*rails, *(passed or ()))))
     return DelegationPins(tools=tools, policy=policy, approval=approval, guardrails=rails)
 
 

@@ -12,18 +12,28 @@ from ..errors import ErrorCode, GuardrailError
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
+    from ..store import Event
 
 __all__ = (
     "NO_GUARDS",
     "REMOTE_ROUTES",
+    "ROUTE_POLICIES",
     "Guards",
+    "forwarded_guardrails",
+    "forwarded_record",
     "named_guardrails",
+    "off_route",
     "offered_guardrails",
     "pick_guardrails",
 )
 
 #: The routes whose children's results are ``remote_result`` (a provider's ``route``).
 REMOTE_ROUTES = frozenset({"acp", "a2a"})
+
+#: A remote agent's ``guardrails`` setting (its provider's ``guardrails_policy``) that lets
+#: guardrails passed down meet it: ``forward`` (a tether: sent by name and applied there) or
+#: ``exempt`` (it runs unchecked inside).
+ROUTE_POLICIES = frozenset({"forward", "exempt"})
 
 #: Guardrail names: what the profile names them by.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -58,10 +68,14 @@ NO_GUARDS = Guards(())
 
 
 def pick_guardrails(
-    offered: Mapping[str, Guardrail], names: Iterable[str], where: str
+    offered: Mapping[str, Guardrail],
+    names: Iterable[str],
+    where: str,
+    remedy: str = 'load the plugin that offers it (tether.guardrails offers "pii" and '
+    '"no-secrets"), or fix the name',
 ) -> tuple[Guardrail, ...]:
     """The guardrails ``names`` names, from those ``offered`` (``GUARDRAIL_INVALID`` for a
-    name nobody offers; ``where`` says which key named it)."""
+    name nobody offers; ``where`` says which key named it, ``remedy`` what to do)."""
     picked: list[Guardrail] = []
     for name in dict.fromkeys(names):
         rail = offered.get(name)
@@ -71,11 +85,71 @@ def pick_guardrails(
                 ErrorCode.GUARDRAIL_INVALID,
                 f'{where} names guardrail "{name}", which no loaded plugin offers '
                 f"(offered: {known})",
-                remedy="load the plugin that offers it (tether.guardrails offers "
-                '"pii" and "no-secrets"), or fix the name',
+                remedy=remedy,
             )
         picked.append(rail)
     return tuple(picked)
+
+
+def off_route(
+    provider: object, rails: Iterable[Guardrail], *, agent: str | None, plugin: str | None = None
+) -> GuardrailError | None:
+    """Why ``rails`` (an agent's guardrails, passed down to its children) cannot reach inside
+    a child of ``provider``: it is a remote agent (``route`` ``acp`` or ``a2a``) whose entry
+    says neither ``forward`` nor ``exempt`` and one of them checks more than
+    ``remote_result``. ``None`` when nothing is out of reach. The check at load
+    (``build_preset``) and at each remote delegation (``SubagentRuntime``) raise it."""
+    route = getattr(provider, "route", None)
+    if route not in REMOTE_ROUTES or getattr(provider, "guardrails_policy", None) in ROUTE_POLICIES:
+        return None
+    for rail in rails:
+        kinds = sorted(kind for kind in rail.kinds if kind != "remote_result")
+        if not kinds:
+            continue
+        name = getattr(provider, "name", "?")
+        owner = f' (plugin "{plugin}")' if plugin else ""
+        return GuardrailError(
+            ErrorCode.GUARDRAIL_INVALID,
+            f'guardrail "{rail.name}" of agent {agent or "(global)"} checks {", ".join(kinds)} '
+            f'in every child below it, and subagent provider "{name}"{owner} is a remote agent '
+            f"over {str(route).upper()}, whose content tether cannot check",
+            plugin=plugin,
+            key=f'[[plugin.{plugin}.agents]] name = "{name}", guardrails' if plugin else None,
+            remedy='set guardrails = "forward" on that entry if the remote agent is a tether '
+            '(it applies the guardrail to the session it opens), or guardrails = "exempt" to '
+            "let it run unchecked inside (its result is still checked as remote_result)",
+        )
+    return None
+
+
+def forwarded_guardrails(
+    offered: Mapping[str, Guardrail], names: Sequence[str]
+) -> tuple[Guardrail, ...]:
+    """The guardrails a delegating tether forwarded by name to a session it opens here
+    (``tether acp``, ``tether a2a serve``), as this profile offers them to the served agent:
+    ``GUARDRAIL_INVALID`` for a name it does not offer, so the session is not opened and the
+    delegation fails rather than run unchecked (docs/guardrails.md)."""
+    return pick_guardrails(
+        offered,
+        names,
+        'the delegating tether ("tether/guardrails")',
+        "offer it in this profile too (a plugin of its own; tether.guardrails, the shipped "
+        '"pii" and "no-secrets", loads when the profile turns some guardrail on), or set '
+        'guardrails = "exempt" on this agent\'s entry in the delegating profile',
+    )
+
+
+def forwarded_record(rails: Sequence[Guardrail]) -> list[Event]:
+    """The setup window of a new session checked by ``rails`` forwarded by a delegating
+    tether: a ``guardrails`` descriptor naming them (none when there are none), which
+    ``delegation_pins`` reads on every restore."""
+    if not rails:
+        return []
+    from ..store import DescriptorEvent  # only a forwarded session needs the log's types
+    from ._delegation import GUARDRAILS_DESCRIPTOR
+
+    names = [g.name for g in rails]
+    return [DescriptorEvent(kind=GUARDRAILS_DESCRIPTOR, data={"guardrails": names})]
 
 
 def offered_guardrails(found: Iterable[tuple[str, Guardrail]]) -> dict[str, Guardrail]:

@@ -38,8 +38,12 @@ from ..store import Event, GuardEvent, UserMessage
 from ._guard_names import (
     NO_GUARDS,
     REMOTE_ROUTES,
+    ROUTE_POLICIES,
     Guards,
+    forwarded_guardrails,
+    forwarded_record,
     named_guardrails,
+    off_route,
     offered_guardrails,
     pick_guardrails,
 )
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = (
     "NO_GUARDS",
     "REMOTE_ROUTES",
+    "ROUTE_POLICIES",
     "GuardTrip",
     "Guards",
     "Outcome",
@@ -59,8 +64,11 @@ __all__ = (
     "begin",
     "check",
     "close_unawaited",
+    "forwarded_guardrails",
+    "forwarded_record",
     "guard_claims",
     "named_guardrails",
+    "off_route",
     "offered_guardrails",
     "pick_guardrails",
     "reclaim",

@@ -32,6 +32,7 @@ from ..agents._compose import (
     resolve_agent_name,
     resolve_preset_model,
 )
+from ..agents._guard_names import forwarded_guardrails, forwarded_record
 from ..agents._tools import ToolRegistry, ToolSource
 from ..contracts import Admission
 from ..errors import (
@@ -59,10 +60,10 @@ if TYPE_CHECKING:
     from ..agents._agent import Agent
     from ..agents._approvals import PermissionHost
     from ..agents._limits import AgentLimits
-    from ..contracts import Budget, Caller, Price
+    from ..contracts import Budget, Caller, Guardrail, Price
     from ..models import Model, ModelDelta
     from ..store import Event, SessionHeader, SessionStore, StopReason, StoredEvent
-    from ..subagents import SubagentRuntime
+    from ..subagents import SubagentProvider, SubagentRuntime
     from ._follow import FollowedSession
     from ._hosts import SessionHost
     from ._send import SentMessage
@@ -242,15 +243,7 @@ class Runtime:
             service = SubagentRuntime(self.store)
             for plugin in self.kernel.plugins:
                 for provider in plugin.collect("tether_subagent_providers", SubagentProvider):
-                    try:
-                        service.register_provider(provider)
-                    except TetherError as exc:
-                        raise type(exc)(
-                            exc.code,
-                            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
-                            plugin=plugin.name,
-                            remedy=exc.remedy,
-                        ) from exc
+                    _register_subagent_provider(service, plugin, provider)
             self._subagents = service
         return self._subagents
 
@@ -298,15 +291,18 @@ class Runtime:
         tools: ToolRegistry | None = None,
         budget: Budget | None = None,
         caller: Caller | None = None,
+        guardrails: Sequence[Guardrail] = (),
     ) -> Agent:
         """An agent of ``preset`` on the session ``header``, living in this runtime
         (``new_session``: the store just created ``header``; see ``AgentPreset.agent``;
         ``tools``: what :meth:`tools` composed, default the preset's own). ``budget``: what
         the session holds (docs/budgets.md); default for a root session, the profile's
         (``preset.root_budget``). ``caller``: who sends the messages sent through the agent
-        without naming one (docs/callers.md)."""
+        without naming one (docs/callers.md). ``guardrails``: checks on top of a root
+        session's (forwarded by a delegating tether, docs/guardrails.md)."""
         if budget is None and header.parent_session is None:
             budget = preset.root_budget
+        rails = {g.name: g for g in (*preset.root_guardrails, *guardrails)}
         return preset.agent(
             header,
             store,
@@ -319,6 +315,7 @@ class Runtime:
             tools=tools,
             budget=budget,
             caller=caller,
+            guardrails=tuple(rails.values()) if guardrails else None,
         )
 
     async def compose(
@@ -335,6 +332,7 @@ class Runtime:
         cwd: Path | None = None,
         budget: Budget | None = None,
         caller: Caller | None = None,
+        guardrails: Sequence[str] = (),
     ) -> Agent:
         """An :class:`Agent` for ``agent`` on a new session, or on ``session_id`` if given, on
         ``store`` (default: the runtime's). Use the result as ``async with agent:``.
@@ -360,6 +358,10 @@ class Runtime:
         messages sent through this agent without naming one. The agent's caller gates admit
         it first (kind ``session``; on a stored session only when a caller is given):
         ``CALLER_REFUSED``, and no session is created.
+
+        ``guardrails``: names a delegating tether forwarded (``tether acp``, ``tether a2a
+        serve``), checking the session on top of its own; one its scope does not offer is
+        ``GUARDRAIL_INVALID`` (no session is made); a new session's log records them.
         """
         store = store or self.store
         if store is None:
@@ -416,8 +418,9 @@ class Runtime:
         if preset.caller_gates and (created or caller is not None):
             admit(preset.caller_gates, Admission(fresh.id, name, caller, "session"))
         tools = await self.tools(preset, tool_sources, caller=caller)
+        rails = forwarded_guardrails(preset.offered_guardrails, guardrails) if guardrails else ()
         if header is None:
-            header = await store.create(fresh)
+            header = await store.create(fresh, forwarded_record(rails))
         if not record_model and session_id is not None:
             spec = None
         return self.agent(
@@ -428,10 +431,11 @@ class Runtime:
             limits=limits,
             cwd=cwd,
             model_spec=spec,
-            new_session=created,
+            new_session=created and not rails,  # a record in its log: restored from it
             tools=tools,
             budget=budget,
             caller=caller,
+            guardrails=rails,
         )
 
     # ------------------------------------------------------------------ sessions
@@ -595,6 +599,21 @@ async def compose_agent(
         record_model=record_model,
         store=store,
     )
+
+
+def _register_subagent_provider(
+    service: SubagentRuntime, plugin: LoadedPlugin, provider: SubagentProvider
+) -> None:
+    """Register one subagent provider; a failure names the plugin that offered it."""
+    try:
+        service.register_provider(provider)
+    except TetherError as exc:
+        raise type(exc)(
+            exc.code,
+            f'plugin "{plugin.name}" ({plugin.entry.source}): {exc.message}',
+            plugin=plugin.name,
+            remedy=exc.remedy,
+        ) from exc
 
 
 def _register_skill_provider(

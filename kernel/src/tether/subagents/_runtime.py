@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from ..agents._guards import REMOTE_ROUTES, GuardTrip, check
+from ..agents._guards import REMOTE_ROUTES, GuardTrip, check, off_route
 from ..contracts import (
     ContinuableProvider,
     GuardKind,
@@ -257,6 +257,12 @@ class SubagentRuntime:
                 remedy="drop that option from the request or use another provider",
             )
         depth = child_depth(request.parent, request.max_depth)
+        parent = request.parent
+        # What the parent is checked by (passed down to it at run time too: a parent
+        # tether's forwarded guardrails) must reach inside a remote child, or be let off.
+        problem = off_route(provider, parent.spec.guardrails, agent=parent.name)
+        if problem is not None:
+            raise problem
         if request.output_schema is not None:
             check_output_schema(request.output_schema)
         return provider, depth

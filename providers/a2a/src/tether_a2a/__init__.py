@@ -72,6 +72,9 @@ class A2aProvider:
     def __init__(self, spec: A2aAgentSettings) -> None:
         self.spec = spec
         self.name = spec.name
+        self.guardrails_policy = spec.guardrails
+        """``forward``, ``exempt`` or ``None``: what the check at load reads
+        (docs/guardrails.md)."""
 
     def check(self) -> None:
         """Raise ``PLUGIN_SETTINGS_INVALID`` when the agent cannot be used from here: a header

@@ -56,7 +56,14 @@ if TYPE_CHECKING:
 
     from tether.agents import Agent
 
-__all__ = ("CONTEXT_DESCRIPTOR", "USAGE_KEY", "A2aModel", "fetch_card", "reported_usage")
+__all__ = (
+    "CONTEXT_DESCRIPTOR",
+    "GUARDRAILS_METADATA",
+    "USAGE_KEY",
+    "A2aModel",
+    "fetch_card",
+    "reported_usage",
+)
 
 #: The descriptor kind a mirror session records its A2A context (and open task) in.
 CONTEXT_DESCRIPTOR = "a2a/context"
@@ -68,6 +75,9 @@ ERROR_CHARS = 2000
 USAGE_KEY = "usage"
 #: The Agent Development Kit's key: each of its events' GenAI ``usage_metadata``.
 ADK_USAGE_KEY = "adk_usage_metadata"
+#: The message metadata key naming the guardrails a delegating tether forwards (``guardrails =
+#: "forward"``; applied by ``tether a2a serve`` to the context's session, docs/guardrails.md).
+GUARDRAILS_METADATA = "tether/guardrails"
 
 
 class A2aModel:
@@ -176,6 +186,9 @@ class A2aModel:
             context_id=context.get("context_id", ""),
             task_id=context.get("task_id", ""),
         )
+        forwarded = self._forwarded()
+        if forwarded:
+            message.metadata.update({GUARDRAILS_METADATA: forwarded})
         # The agent's work continues this request's trace (W3C headers).
         call = ClientCallContext(service_parameters=current_trace() or {})
         turn = _Turn(on_delta)
@@ -222,6 +235,15 @@ class A2aModel:
             await anyio.sleep(pause)
             pause = min(pause * 2, 1.0)
             turn.hear_task(await client.get_task(GetTaskRequest(id=turn.task_id), context=call))
+
+    def _forwarded(self) -> list[str]:
+        """With ``guardrails = "forward"``: the names of the guardrails that check the mirror
+        child, sent with each message (the agent, a tether, applies them to the context's
+        session when it opens it)."""
+        agent = self._agent
+        if self.spec.guardrails != "forward" or agent is None:
+            return []
+        return [g.name for g in agent.spec.guardrails]
 
     def _text_for(self, request: ModelRequest, context: Mapping[str, str]) -> str:
         text = remote_text(request)

@@ -147,7 +147,7 @@ from ._http import (
     refuse,
     too_large,
 )
-from ._model import USAGE_KEY
+from ._model import GUARDRAILS_METADATA, USAGE_KEY
 from ._settings import CARD_PATH, ServeSettings
 
 if TYPE_CHECKING:
@@ -343,9 +343,10 @@ class Contexts(RequestContextBuilder):
             if task_id and not context_id:
                 context_id = session_of(task_id)  # the handler checked the task is there
             owner = _owner(context)
+            rails = forwarded_names(params.message)
             if not context_id:  # the caller's first message, before its session is created
                 self._admit_new(owner)
-            opened = await self.open(context_id or None, owner)
+            opened = await self.open(context_id or None, owner, rails)
             context_id = opened.id
             running = opened.running
             answers = running is not None and running.question is not None
@@ -403,19 +404,29 @@ class Contexts(RequestContextBuilder):
         except TetherError as exc:
             raise caller_error(exc) or InternalError(message=str(exc)) from None
 
-    async def open(self, context_id: str | None, owner: str) -> _Context:
-        """The open context ``context_id`` (``None``: a new one) for ``owner``."""
+    async def open(
+        self, context_id: str | None, owner: str, guardrails: tuple[str, ...] = ()
+    ) -> _Context:
+        """The open context ``context_id`` (``None``: a new one) for ``owner``, checked also by
+        the ``guardrails`` a delegating tether forwarded (docs/guardrails.md)."""
         if context_id is None:
-            return await self._start(None, owner)
+            return await self._start(None, owner, guardrails)
         if not SESSION_ID.fullmatch(context_id):
             raise _unknown_context(context_id)  # not an id this server hands out
         async with self._lock(context_id):
             opened = self._open.get(context_id)
             if opened is None:
-                opened = await self._start(context_id, owner)
+                opened = await self._start(context_id, owner, guardrails)
             opened.used()  # not closed as idle while this request goes on
         if opened.owner != owner:
             raise _unknown_context(context_id)
+        missing = set(guardrails) - {g.name for g in opened.agent.spec.guardrails}
+        if missing:
+            raise InvalidParamsError(
+                message=f"context {context_id} is open, and not checked by the guardrails "
+                f"{', '.join(sorted(missing))} this message forwards (metadata "
+                f'"{GUARDRAILS_METADATA}"); send it once the context is closed'
+            )
         return opened
 
     @contextlib.asynccontextmanager
@@ -429,7 +440,9 @@ class Contexts(RequestContextBuilder):
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
                 self._opening.pop(context_id, None)  # not kept for every id ever asked about
 
-    async def _start(self, session_id: str | None, owner: str) -> _Context:
+    async def _start(
+        self, session_id: str | None, owner: str, guardrails: tuple[str, ...] = ()
+    ) -> _Context:
         if self._closing:
             raise InternalError(message="the A2A server is stopping")
         if session_id is not None:
@@ -451,8 +464,11 @@ class Contexts(RequestContextBuilder):
                 session_id=session_id,
                 label=None if session_id is not None else "a2a",
                 caller=self.callers.of(owner),  # a new session's initiator
+                guardrails=guardrails,  # forwarded: GUARDRAIL_INVALID when not offered here
             )
         except TetherError as exc:
+            if exc.code is ErrorCode.GUARDRAIL_INVALID:
+                raise InvalidParamsError(message=str(exc)) from None
             raise caller_error(exc) or InternalError(message=str(exc)) from None
         opened = _Context(agent, owner)
         try:
@@ -554,6 +570,20 @@ def _unknown_context(context_id: str) -> InvalidParamsError:
 def session_of(task_id: str) -> str:
     """The session (context) a task id of this server names (``SESSION.HEX``)."""
     return task_id.rpartition(".")[0] or task_id
+
+
+def forwarded_names(message: Message) -> tuple[str, ...]:
+    """The guardrail names a message's ``metadata["tether/guardrails"]`` forwards (none when
+    it names none); invalid params when they are not a list of names."""
+    if GUARDRAILS_METADATA not in message.metadata.fields:
+        return ()
+    names: object = json_format.MessageToDict(message.metadata).get(GUARDRAILS_METADATA)
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):  # pyright: ignore[reportUnknownVariableType]
+        raise InvalidParamsError(
+            message=f'metadata["{GUARDRAILS_METADATA}"] must be a list of guardrail names, '
+            f"not {names!r:.80}"
+        )
+    return tuple(dict.fromkeys(cast("list[str]", names)))
 
 
 def _check_message(message: Message) -> None:

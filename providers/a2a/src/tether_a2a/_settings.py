@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -104,6 +104,13 @@ class A2aAgentSettings(BaseModel):
     identity: IdentitySettings | None = None
     """Who the agent must be (its card's name, the key that signs its card, its TLS
     certificate): checked before any message is sent. None: whoever answers at ``url``."""
+    guardrails: Literal["forward", "exempt"] | None = None
+    """What becomes of the guardrails a parent passes down to its children
+    (docs/guardrails.md): ``forward``: the agent is a tether (``tether a2a serve``): their
+    names go in each message's ``metadata["tether/guardrails"]``, and it checks the context's
+    session with them (or refuses the message); ``exempt``: the profile lets the agent run
+    unchecked inside (its result is still checked as ``remote_result``). Unset: an agent with
+    such guardrails, that sees this one, fails to compose (``GUARDRAIL_INVALID``)."""
 
     @field_validator("url")
     @classmethod

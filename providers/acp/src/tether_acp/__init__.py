@@ -56,6 +56,9 @@ class AcpProvider:
     def __init__(self, spec: AcpAgentSettings) -> None:
         self.spec = spec
         self.name = spec.name
+        self.guardrails_policy = spec.guardrails
+        """``forward``, ``exempt`` or ``None``: what the check at load reads
+        (docs/guardrails.md)."""
 
     def check(self) -> None:
         """Raise ``PLUGIN_SETTINGS_INVALID`` when the agent cannot be started here: its program

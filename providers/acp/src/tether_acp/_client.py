@@ -33,7 +33,13 @@ if TYPE_CHECKING:
 
     from ._model import AcpModel
 
-__all__ = ("RETRY_META", "ChildClient", "PermissionQuestion", "set_permission_host")
+__all__ = (
+    "GUARDRAILS_META",
+    "RETRY_META",
+    "ChildClient",
+    "PermissionQuestion",
+    "set_permission_host",
+)
 
 log = logging.getLogger("tether.acp")
 
@@ -42,6 +48,9 @@ TOOL_CONTENT_CHARS = 2000
 #: The ``_meta`` key of a chunk that says the pieces of its message before it are void (sent by
 #: ``tether acp`` when a step's request is sent again after some of its answer streamed).
 RETRY_META = "tether/retry"
+#: The ``_meta`` key of ``session/new`` and ``session/load`` naming the guardrails a delegating
+#: tether forwards (``guardrails = "forward"``; applied by ``tether acp``, docs/guardrails.md).
+GUARDRAILS_META = "tether/guardrails"
 #: What joins two messages of one turn in its answer.
 MESSAGE_BREAK = "\n\n"
 

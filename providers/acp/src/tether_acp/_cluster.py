@@ -48,9 +48,11 @@ if TYPE_CHECKING:
 
 from ._callers import ClientCallers
 from ._protocol import (
+    INVALID_PARAMS,
     SESSION_NOT_FOUND,
     LiveAnswer,
     MessageIds,
+    forwarded_names,
     initialize_response,
     prompt_text,
     replay,
@@ -176,6 +178,7 @@ class ClusterAcpAgent:
     ) -> NewSessionResponse:
         working_directory(cwd)  # checked as a local server checks it
         _no_client_servers(mcp_servers)
+        _no_forwarded_guardrails(kwargs)
         session = _ClusterSession(new_header().id, new=True, caller=self._caller(kwargs))
         self._sessions[session.id] = session
         return NewSessionResponse(session_id=session.id)
@@ -185,6 +188,7 @@ class ClusterAcpAgent:
     ) -> LoadSessionResponse:
         working_directory(cwd)
         _no_client_servers(mcp_servers)
+        _no_forwarded_guardrails(kwargs)
         caller = self._caller(kwargs)
         try:
             events = await self.store.events(session_id)
@@ -332,6 +336,21 @@ class ClusterAcpAgent:
             return
         for cancelled in session.running:
             cancelled.set()
+
+
+def _no_forwarded_guardrails(meta: dict[str, Any]) -> None:
+    """A delegating tether's forwarded guardrails are refused here (the workers open the
+    sessions, and nothing would record them): the delegation fails instead of running
+    unchecked. Serve the agent with a local ``tether acp`` to take them."""
+    names = forwarded_names(meta)
+    if names:
+        raise acp.RequestError(
+            INVALID_PARAMS,
+            f"tether acp fronting a cluster does not apply forwarded guardrails "
+            f"({', '.join(names)}); serve the agent with a local tether acp, or set "
+            'guardrails = "exempt" on its entry in the delegating profile [GUARDRAIL_INVALID]',
+            {"tetherCode": "GUARDRAIL_INVALID"},
+        )
 
 
 def _no_client_servers(mcp_servers: Any) -> None:

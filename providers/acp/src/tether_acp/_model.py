@@ -56,7 +56,7 @@ from tether.runtime import StateKey
 from tether.store import DescriptorEvent
 from tether.subagents.notices import remote_text
 
-from ._client import ChildClient
+from ._client import GUARDRAILS_META, ChildClient
 from ._settings import command_problem
 from ._usage import reported_usage
 
@@ -389,12 +389,22 @@ class AcpModel:
                 data["auth_method"] = method
             await agent.lease.record(DescriptorEvent(kind=SESSION_DESCRIPTOR, data=data))
 
+    def _meta(self) -> dict[str, Any]:
+        """The ``_meta`` of ``session/new`` and ``session/load``: with ``guardrails =
+        "forward"``, the names of the guardrails that check the mirror child, which the agent
+        (a tether) applies to its session (docs/guardrails.md)."""
+        agent = self._agent
+        if self.spec.guardrails != "forward" or agent is None or not agent.spec.guardrails:
+            return {}
+        return {GUARDRAILS_META: [g.name for g in agent.spec.guardrails]}
+
     async def _session_request(
         self, conn: ClientSideConnection, init: InitializeResponse, known: str | None, cwd: Path
     ) -> str:
+        meta = self._meta()
         if known is None:
             session = await self._call(
-                lambda: conn.new_session(cwd=str(cwd), mcp_servers=[]), "session/new"
+                lambda: conn.new_session(cwd=str(cwd), mcp_servers=[], **meta), "session/new"
             )
             return session.session_id
         can_load = bool(init.agent_capabilities and init.agent_capabilities.load_session)
@@ -410,7 +420,8 @@ class AcpModel:
         client.loading = True
         try:
             await self._call(
-                lambda: conn.load_session(cwd=str(cwd), session_id=known), "session/load"
+                lambda: conn.load_session(cwd=str(cwd), session_id=known, **meta),
+                "session/load",
             )
         finally:
             client.loading = False

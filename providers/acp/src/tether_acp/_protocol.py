@@ -11,7 +11,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import acp
 from acp.schema import (
@@ -35,7 +35,7 @@ from tether.errors import ErrorCode, TetherError
 from tether.models import ModelDelta, ToolCall
 from tether.store import AssistantMessage, Event, ToolResult, TurnEnded, TurnStarted, UserMessage
 
-from ._client import RETRY_META
+from ._client import GUARDRAILS_META, RETRY_META
 
 __all__ = (
     "CALLER_REFUSED_CODE",
@@ -48,6 +48,7 @@ __all__ = (
     "LiveAnswer",
     "MessageIds",
     "Update",
+    "forwarded_names",
     "initialize_response",
     "prompt_text",
     "replay",
@@ -368,7 +369,22 @@ _REQUEST_CODES = {
     ErrorCode.SESSION_NOT_FOUND: SESSION_NOT_FOUND,
     ErrorCode.CALLER_INVALID: INVALID_PARAMS,
     ErrorCode.CALLER_REFUSED: CALLER_REFUSED_CODE,
+    ErrorCode.GUARDRAIL_INVALID: INVALID_PARAMS,
 }
+
+
+def forwarded_names(meta: dict[str, Any]) -> tuple[str, ...]:
+    """The guardrail names a request's ``_meta`` forwards (none when it names none); invalid
+    params when they are not a list of names."""
+    names: object = meta.get(GUARDRAILS_META)
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):  # pyright: ignore[reportUnknownVariableType]
+        raise acp.RequestError(
+            INVALID_PARAMS,
+            f'_meta["{GUARDRAILS_META}"] must be a list of guardrail names, not {names!r:.80}',
+        )
+    return tuple(dict.fromkeys(cast("list[str]", names)))
 
 
 def request_error(exc: TetherError) -> acp.RequestError:

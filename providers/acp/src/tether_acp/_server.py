@@ -174,6 +174,7 @@ from ._protocol import (
     LiveAnswer,
     MessageIds,
     Update,
+    forwarded_names,
     initialize_response,
     prompt_text,
     replay,
@@ -263,7 +264,9 @@ class _Session:
     caller: Caller | None = None
     """Who sends the session's prompts that name no caller (its ``session/new`` or
     ``session/load``'s)."""
-    """The tool sources of the client's MCP servers (kept to compose the agent again)."""
+    guardrails: tuple[str, ...] = ()
+    """The guardrails a delegating tether forwarded (``_meta["tether/guardrails"]``), kept to
+    compose the agent again."""
     release: anyio.Event = field(default_factory=anyio.Event)
     left: anyio.Event = field(default_factory=anyio.Event)
     mode: str = "ask"
@@ -560,7 +563,8 @@ class TetherAcpAgent:
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         directory = working_directory(cwd)
-        session = await self._open(None, directory, mcp_servers, self._caller(kwargs))
+        rails = forwarded_names(kwargs)
+        session = await self._open(None, directory, mcp_servers, self._caller(kwargs), rails)
         return NewSessionResponse(
             session_id=session.id,
             modes=self._modes(session),
@@ -571,10 +575,20 @@ class TetherAcpAgent:
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
         directory = working_directory(cwd)
+        rails = forwarded_names(kwargs)
         session = self._sessions.get(session_id)
         if session is None:
-            session = await self._open(session_id, directory, mcp_servers, self._caller(kwargs))
+            caller = self._caller(kwargs)
+            session = await self._open(session_id, directory, mcp_servers, caller, rails)
         else:
+            checked = {g.name for g in session.agent.spec.guardrails}
+            if not set(rails) <= checked:
+                raise acp.RequestError(
+                    INVALID_PARAMS,
+                    f"session {session_id} is open, and not checked by the guardrails "
+                    f"{', '.join(sorted(set(rails) - checked))} this request forwards; load it "
+                    "once it is closed",
+                )
             # Open already: a caller the request names sends its prompts from now on.
             session.caller = self._caller(kwargs, session.caller)
             if mcp_servers:
@@ -611,10 +625,13 @@ class TetherAcpAgent:
         cwd: Path,
         mcp_servers: Any = None,
         caller: Caller | None = None,
+        guardrails: tuple[str, ...] = (),
     ) -> _Session:
         """Compose and hold the agent of ``session_id`` (``None``: a new session) for
         ``caller`` (a new session's initiator; a gate may refuse it), with the MCP servers the
-        client names as tool sources of its own (:mod:`tether_acp._mcp`)."""
+        client names as tool sources of its own (:mod:`tether_acp._mcp`), checked also by the
+        ``guardrails`` a delegating tether forwarded (one this profile does not offer:
+        ``GUARDRAIL_INVALID``, and no session)."""
         sources = client_tool_sources(mcp_servers, cwd)  # invalid params: nothing started
         model = self.model_spec
         try:
@@ -631,10 +648,11 @@ class TetherAcpAgent:
                 tool_sources=sources,
                 cwd=cwd,  # the directory its tools act in
                 caller=caller,
+                guardrails=guardrails,
             )
         except TetherError as exc:
             raise request_error(exc) from None
-        session = _Session(agent, cwd, sources, caller)
+        session = _Session(agent, cwd, sources, caller, guardrails)
         try:
             await self._host.start(self._hold, session, session_id is not None)
         except TetherError as exc:
@@ -850,6 +868,7 @@ class TetherAcpAgent:
                 tool_sources=session.sources,
                 cwd=session.cwd,
                 caller=session.caller,
+                guardrails=session.guardrails,
             )
         except TetherError as exc:
             session.wanted_model = None

@@ -71,6 +71,13 @@ class AcpAgentSettings(BaseModel):
     longer than the parent agent that owns the child."""
     cancel_grace: float = Field(default=5.0, ge=0)
     """Seconds a cancelled prompt may take to answer before the process group is ended."""
+    guardrails: Literal["forward", "exempt"] | None = None
+    """What becomes of the guardrails a parent passes down to its children
+    (docs/guardrails.md): ``forward``: the agent is a tether (``tether acp``): their names are
+    sent in ``_meta["tether/guardrails"]`` of ``session/new`` and ``session/load``, and it
+    checks the session it opens with them (or refuses it); ``exempt``: the profile lets the
+    agent run unchecked inside (its result is still checked as ``remote_result``). Unset: an
+    agent with such guardrails, that sees this one, fails to compose (``GUARDRAIL_INVALID``)."""
 
     @field_validator("cwd")
     @classmethod
