@@ -246,9 +246,9 @@ async def test_a_replaced_tool_call_does_not_run(tmp_path, store):
     log = log_of(await store.events(agent.session_id))
     (result,) = [e for e in log if isinstance(e, ToolResult)]
     assert result.is_error
-    assert result.content == '{"text": "x /"}'
+    assert result.content == '{"text":"x /"}'
     assert rule.seen[0].tool == "echo"
-    assert rule.seen[0].content == '{"text": "rm -rf /"}'
+    assert rule.seen[0].content == '{"text":"rm -rf /"}'
 
 
 async def test_a_stopped_tool_call_ends_the_turn_unrun(tmp_path, store):

@@ -105,7 +105,7 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
         seen = begin(agent, "tool_call", asked, target=call.id, tool=call.name)
         if not isinstance(seen, Outcome):
             seen = await seen
-        if seen.changed:  # not run: the replacement is its result
+        if seen.events:  # not run: the replacement is its result
             await agent.lease.append(*seen.events, hold=True)
             return ToolResult(
                 tool_call_id=call.id, name=call.name, content=seen.content, is_error=True
@@ -131,7 +131,7 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
         seen = begin(agent, "tool_result", said, target=call.id, tool=call.name)
         if not isinstance(seen, Outcome):
             seen = await seen
-        if seen.changed:
+        if seen.events:
             await agent.lease.append(*seen.events, hold=True)
             content = seen.content  # a replacement: the tool's images are dropped with its text
     text = await evict(agent, call.id, content)
@@ -150,7 +150,7 @@ async def _guarded(agent: Agent, call: ToolCall, text: str) -> str:
     seen = begin(agent, "tool_result", text, target=call.id, tool=call.name)
     if not isinstance(seen, Outcome):
         seen = await seen
-    if seen.changed:
+    if seen.events:
         await agent.lease.append(*seen.events, hold=True)
     return seen.content
 

@@ -4,7 +4,7 @@ check``) resolves names without loading the machinery that runs checks (:mod:`._
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ..contracts import GUARD_KINDS, GuardKind, Guardrail
@@ -40,27 +40,26 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 class Guards:
-    """The guardrails of one agent, by the kind of content each checks."""
+    """The guardrails of one agent, by the kind of content each checks: ``of(kind)``, those
+    of a kind (an empty tuple for a kind none checks; a dictionary's own lookup, as every
+    checked item asks it)."""
 
-    __slots__ = ("_by_kind", "names", "streaming")
+    __slots__ = ("_any", "names", "of", "streaming")
+
+    of: Callable[[GuardKind], tuple[Guardrail, ...]]
 
     def __init__(self, guardrails: Iterable[Guardrail]) -> None:
         rails = tuple(guardrails)
         self.names = tuple(g.name for g in rails)
-        self._by_kind: dict[str, tuple[Guardrail, ...]] = {}
-        for kind in GUARD_KINDS:
-            wanted = tuple(g for g in rails if kind in g.kinds)
-            if wanted:
-                self._by_kind[kind] = wanted
-        self.streaming = tuple(
-            g for g in self._by_kind.get("output", ()) if getattr(g, "streaming", False)
-        )
+        by_kind: dict[GuardKind, tuple[Guardrail, ...]] = {
+            kind: tuple(g for g in rails if kind in g.kinds) for kind in GUARD_KINDS
+        }
+        self.of = by_kind.__getitem__
+        self._any = any(by_kind.values())
+        self.streaming = tuple(g for g in by_kind["output"] if getattr(g, "streaming", False))
 
     def __bool__(self) -> bool:
-        return bool(self._by_kind)
-
-    def of(self, kind: GuardKind) -> tuple[Guardrail, ...]:
-        return self._by_kind.get(kind, ())
+        return self._any
 
 
 #: An agent without guardrails.

@@ -25,12 +25,12 @@ dictionary lookup; an allowing check that answers at once, one call.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import anyio
+from pydantic_core import to_json
 
 from ..contracts import GuardKind, Guardrail, GuardSubject, GuardVerdict
 from ..models import Message, ModelDelta
@@ -104,15 +104,12 @@ def trip_text(event: GuardEvent) -> str:
     return f'guardrail "{event.guardrail}" stopped the turn on {what}{reason} [GUARDRAIL_TRIPPED]'
 
 
-class Outcome:
+class Outcome(NamedTuple):
     """What the checks of one piece of content made of it: the text to use and the ``guard``
-    events to store (none when everything allowed it)."""
+    events to store (none when everything allowed it: ``events`` is empty)."""
 
-    __slots__ = ("content", "events")
-
-    def __init__(self, content: str, events: tuple[GuardEvent, ...]) -> None:
-        self.content = content
-        self.events = events
+    content: str
+    events: tuple[GuardEvent, ...]
 
     @property
     def changed(self) -> bool:
@@ -142,12 +139,14 @@ def subject(
     )
 
 
-#: Arguments as JSON, by one encoder made once (``json.dumps`` with options makes one a call).
-_encode = json.JSONEncoder(ensure_ascii=False).encode
-
-#: Makes a subject from a tuple of its fields, skipping ``GuardSubject.__new__``'s frame.
+#: Make a subject and an outcome from a tuple of their fields, skipping the named tuples'
+#: ``__new__`` frames (the path every checked item takes makes one of each).
 _subject = cast(
     "Callable[[type[GuardSubject], tuple[object, ...]], GuardSubject]",
+    tuple.__new__,  # pyright: ignore[reportUnknownMemberType]
+)
+_outcome = cast(
+    "Callable[[type[Outcome], tuple[object, ...]], Outcome]",
     tuple.__new__,  # pyright: ignore[reportUnknownMemberType]
 )
 
@@ -177,7 +176,7 @@ def begin(
         (
             kind,
             content,
-            agent.name,
+            header.agent,
             header.id,
             header.delegation_depth,
             agent.caller,
@@ -196,7 +195,7 @@ def begin(
             return _finish(agent, rails[index:], _awaitable(answer), about, events, target)
         if answer.action != "allow":  # type: ignore[union-attr]
             about, events = _apply(rail, answer, about, events, target)  # type: ignore[arg-type]
-    return Outcome(about.content, events)
+    return _outcome(Outcome, (about.content, events))
 
 
 async def check(
@@ -318,8 +317,9 @@ class StreamWatch:
 
 
 def arguments_text(arguments: Mapping[str, Any]) -> str:
-    """A call's arguments as a ``tool_call`` guardrail reads them (JSON)."""
-    return _encode(arguments)
+    """A call's arguments as a ``tool_call`` guardrail reads them: compact JSON, non-ASCII
+    text as it is (pydantic's encoder: a fifth of ``json.dumps``' time on a small call)."""
+    return to_json(arguments).decode()
 
 
 def _answer(rail: Guardrail, about: GuardSubject) -> GuardVerdict | Awaitable[GuardVerdict]:

@@ -217,7 +217,7 @@ class Turn:
                             outcome = begin(agent, "input", claim.content, target=claim.message_id)
                             if not isinstance(outcome, Outcome):
                                 checking = outcome  # one awaits: alongside the first request
-                            elif outcome.changed:
+                            elif outcome.events:
                                 claim = claim.model_copy(update={"content": outcome.content})
                                 guarded = [*outcome.events]
                         lease.defer(
@@ -254,7 +254,7 @@ class Turn:
                             seen = begin(agent, "output", response.text)
                             if not isinstance(seen, Outcome):
                                 seen = await seen
-                            if seen.changed:
+                            if seen.events:
                                 response = response.model_copy(update={"text": seen.content})
                                 said = [*seen.events]
                         usage = response.usage if usage is _NO_USAGE else usage + response.usage

@@ -37,7 +37,7 @@ __all__ = (
 GuardKind = Literal["input", "output", "tool_call", "tool_result", "child_result", "remote_result"]
 """What a guardrail sees: ``input`` a message a person (or a parent) sent, as the turn takes
 it (a turn's message, a steer, injected context); ``output`` the text of each answer of the
-model; ``tool_call`` a call's arguments (JSON) before the tool runs; ``tool_result`` what a
+model; ``tool_call`` a call's arguments (compact JSON) before the tool runs; ``tool_result`` what a
 tool returned; ``child_result`` what a subagent run in this process or cluster returned;
 ``remote_result`` what an agent over ACP or A2A returned."""
 
@@ -86,7 +86,7 @@ class GuardSubject(NamedTuple):
 
     kind: GuardKind
     content: str
-    """The text (a tool call's arguments as JSON)."""
+    """The text (a tool call's arguments as compact JSON)."""
     agent: str | None
     """The agent whose session it is in (``None``: the global scope's)."""
     session_id: str

@@ -80,7 +80,7 @@ class _ObservedRun:
         if parent is None or not result.output or not parent.spec.guards.of(kind):
             return result
         seen = await check(parent, kind, result.output, target=self._run.id, route=self._route)
-        if not seen.changed:
+        if not seen.events:
             return result
         await parent.lease.append(*seen.events, hold=True)
         return result.model_copy(update={"output": seen.content})
