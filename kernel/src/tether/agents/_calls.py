@@ -31,7 +31,7 @@ from ..models import ToolCall
 from ..store import ToolResult
 from ._approvals import TOOL_OPTIONS, PermissionQuestion, ask_permission, question_path
 from ._evict import evict
-from ._guards import GuardTrip, Outcome, arguments_text, begin
+from ._guards import GuardTrip, Outcome, arguments_text, begin, check
 from ._tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
@@ -103,9 +103,9 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
     if guards.of("tool_call"):
         asked = arguments_text(call.arguments)
         seen = begin(agent, "tool_call", asked, target=call.id, tool=call.name)
-        if not isinstance(seen, Outcome):
+        if seen is not None and not isinstance(seen, Outcome):
             seen = await seen
-        if seen.events:  # not run: the replacement is its result
+        if seen is not None and seen.events:  # not run: the replacement is its result
             await agent.lease.append(*seen.events, hold=True)
             return ToolResult(
                 tool_call_id=call.id, name=call.name, content=seen.content, is_error=True
@@ -129,9 +129,9 @@ async def run_tool(agent: Agent, call: ToolCall) -> ToolResult:
     if guards.of("tool_result"):
         said = content if content.__class__ is str else str(content)  # ToolOutput: its text
         seen = begin(agent, "tool_result", said, target=call.id, tool=call.name)
-        if not isinstance(seen, Outcome):
+        if seen is not None and not isinstance(seen, Outcome):
             seen = await seen
-        if seen.events:
+        if seen is not None and seen.events:
             await agent.lease.append(*seen.events, hold=True)
             content = seen.content  # a replacement: the tool's images are dropped with its text
     text = await evict(agent, call.id, content)
@@ -147,9 +147,7 @@ async def _guarded(agent: Agent, call: ToolCall, text: str) -> str:
     stored before it); a trip ends the turn."""
     if not agent.spec.guards.of("tool_result"):
         return text
-    seen = begin(agent, "tool_result", text, target=call.id, tool=call.name)
-    if not isinstance(seen, Outcome):
-        seen = await seen
+    seen = await check(agent, "tool_result", text, target=call.id, tool=call.name)
     if seen.events:
         await agent.lease.append(*seen.events, hold=True)
     return seen.content

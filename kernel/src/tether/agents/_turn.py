@@ -215,11 +215,11 @@ class Turn:
                         guarded: list[GuardEvent] = []
                         if agent.spec.guards.of("input"):  # checks that answer at once, now
                             outcome = begin(agent, "input", claim.content, target=claim.message_id)
-                            if not isinstance(outcome, Outcome):
-                                checking = outcome  # one awaits: alongside the first request
-                            elif outcome.events:
+                            if isinstance(outcome, Outcome):  # replaced
                                 claim = claim.model_copy(update={"content": outcome.content})
                                 guarded = [*outcome.events]
+                            elif outcome is not None:
+                                checking = outcome  # one awaits: alongside the first request
                         lease.defer(
                             TurnStarted(turn=turn, message_id=item.message_id),
                             *instructions,
@@ -252,9 +252,9 @@ class Turn:
                         said: list[Event] = []
                         if response.text and agent.spec.guards.of("output"):
                             seen = begin(agent, "output", response.text)
-                            if not isinstance(seen, Outcome):
+                            if seen is not None and not isinstance(seen, Outcome):
                                 seen = await seen
-                            if seen.events:
+                            if seen is not None and seen.events:
                                 response = response.model_copy(update={"text": seen.content})
                                 said = [*seen.events]
                         usage = response.usage if usage is _NO_USAGE else usage + response.usage
