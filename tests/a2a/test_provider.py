@@ -6,7 +6,6 @@ and ``tether check`` reading the card."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.testing import make_runtime, scaled, write_profile
 
 from ..acp.test_provider import delegating, mirror_events, results, task_of, tool_results
+from ..processes import plugin_env
 
 pytestmark = pytest.mark.anyio
 
@@ -318,7 +318,7 @@ def test_tether_run_delegates_to_the_remote_agent(tmp_path, sample):
         '{ description = "Ask", prompt = "echo from the shell" } }]\n\n'
         '[[steps]]\nexpect = "echo: from the shell"\ntext = "the agent echoed"\n'
     )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     done = subprocess.run(
         [sys.executable, "-m", "tether", "run", "go", "--profile", str(profile)],
         capture_output=True,
@@ -340,7 +340,7 @@ def test_tether_check_on_a_profile_with_an_agent_that_is_down(tmp_path):
         + '[agent.main]\nmodel = "scripted:s.toml"\n',
     )
     (tmp_path / "s.toml").write_text('[[steps]]\ntext = "hi"\n')
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     done = subprocess.run(
         [sys.executable, "-m", "tether", "check", "--profile", str(profile)],
         capture_output=True,

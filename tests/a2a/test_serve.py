@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -40,6 +39,7 @@ from tether.store import DescriptorEvent, SQLiteStore, TurnEnded, UserMessage
 from tether.testing import make_runtime, scaled, write_profile
 
 from ..acp.test_provider import delegating, results, task_of, tool_results
+from ..processes import plugin_env
 from .test_provider import agent_table
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +49,7 @@ PEERS = Path(__file__).parent / "peers"
 MODEL = "function:tests.a2a.peers.served:brain"
 #: The served process's environment: plugins found by entry point, as a user's are.
 ENV = {
-    **{k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"},
+    **plugin_env(),
     "PYTHONPATH": str(ROOT),
 }
 #: Generous for a busy machine: everything here takes well under a second when idle.

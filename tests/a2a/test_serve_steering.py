@@ -67,6 +67,16 @@ async def until_file(path: Path) -> None:
             await anyio.sleep(0.02)
 
 
+async def the_task(client: Any) -> Task:
+    """The one task the server lists, once it does: a streamed request's task is stored as the
+    stream's first event is taken, which a busy machine may do after the turn's tool began."""
+    with anyio.fail_after(TIMEOUT):
+        while not (tasks := (await client.list_tasks(ListTasksRequest())).tasks):
+            await anyio.sleep(0.02)
+    (task,) = tasks
+    return task
+
+
 async def events_of(server: Server, session_id: str) -> list[Any]:
     _, events = await stored(server.log.parent / "served.db", session_id)
     return events
@@ -147,7 +157,7 @@ async def test_the_original_request_gets_the_steered_answer_too(server, tmp_path
         async with anyio.create_task_group() as group:
             group.start_soon(blocking, "original", message("hold two"))
             await until_file(tmp_path / "two.held")
-            (listed,) = (await sdk.list_tasks(ListTasksRequest())).tasks
+            listed = await the_task(sdk)
             group.start_soon(blocking, "steer", steer_of(listed, "echo right"))
             await until_steer_accepted(server, listed.context_id)
             (tmp_path / "two.go").touch()
@@ -170,7 +180,7 @@ async def test_a_steer_after_the_last_step_is_a_turn_of_its_own_in_the_same_task
         async with anyio.create_task_group() as group:
             group.start_soon(original)
             await until_file(tmp_path / "three.held")
-            (task,) = (await sdk.list_tasks(ListTasksRequest())).tasks
+            task = await the_task(sdk)
             request = steer_of(task, "echo again")
             request.configuration.return_immediately = True
             now = await send_whole(sdk, request)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
 from tether.testing import scaled
 
+from ..processes import plugin_env
 from .test_provider import PEERS, agent_table, alive, build, delegating, prompt_in_flight
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +93,7 @@ def test_ctrl_c_while_a_child_is_in_initialize_exits_cleanly(tmp_path):
         "[[steps]]\n"
         'tool_calls = [{ name = "subagent", arguments = { description = "d", prompt = "p" } }]\n'
     )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     tether = str(Path(sys.executable).parent / "tether")
     process = subprocess.Popen(
         [tether, "run", "go"],

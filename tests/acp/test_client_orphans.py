@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ..processes import plugin_env
 from .test_provider import PEERS, alive
 
 #: Generous bounds for a busy machine (the peers start in about a second).
@@ -45,7 +46,7 @@ def write_project(folder: Path, peer: list[str]) -> None:
 
 
 def tether_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    return plugin_env()
 
 
 def wait_for(condition, what: str, timeout: float = PATIENCE) -> None:

@@ -19,6 +19,7 @@ from tether.subagents import SubagentStartRequest
 from tether.testing import scaled
 from tether_acp import AcpAgentSettings, AcpProvider
 
+from ..processes import plugin_env
 from .test_provider import agent_table, build, delegating
 
 MISSING = '[[plugin.acp.agents]]\nname = "echo"\ncommand = "no-such-acp-agent"\n'
@@ -75,10 +76,9 @@ def test_check_reports_an_agent_that_is_not_installed(tmp_path):
 
 
 def test_tether_check_fails_for_an_agent_that_is_not_installed(tmp_path):
-    import os
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     (tmp_path / "tether.toml").write_text(
         '[tether]\nplugins = ["acp", "subagent"]\n[plugin.acp]\n'
         + MISSING

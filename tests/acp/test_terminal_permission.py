@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ..processes import plugin_env
+
 PEERS = Path(__file__).parent / "peers"
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
@@ -38,7 +40,7 @@ text = "the child was allowed"
 """
     )
     main, secondary = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     tether = str(Path(sys.executable).parent / "tether")
     process = subprocess.Popen(
         [tether, "run", "go"],

@@ -17,6 +17,7 @@ import pytest
 from tether.store import AssistantMessage, DescriptorEvent, SQLiteStore
 from tether.testing import scaled, wait_until_sync
 
+from ..processes import plugin_env
 from .tree import PROCESS_MODEL, tree_profile
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def environment(folder: Path, delay: float, gate: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT), env.get("PYTHONPATH", "")])
     env["TREE_DELAY"] = str(delay)
     if gate is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -10,6 +9,8 @@ import sys
 from pathlib import Path
 
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 ROOT = Path(__file__).parents[2]
 
@@ -19,7 +20,7 @@ def test_a_continuable_child_receives_a_follow_up_and_its_settlement_notices(tmp
     shutil.copytree(
         ROOT / "examples" / "continuable", example, ignore=shutil.ignore_patterns(".tether")
     )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     result = subprocess.run(
         [sys.executable, str(example / "run.py")],
         capture_output=True,

@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from tether.cli import cli
 
+from ..processes import plugin_env
+
 ROOT = Path(__file__).parents[2]
 PROMPTS = ("We launch on Thursday 10 December; Priya owns it.", "Plan the launch announcement.")
 
@@ -83,7 +85,7 @@ def run_in_a_terminal(args: list[str], cwd: Path, timeout: float = 30.0) -> str:
     import time
 
     main, secondary = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     tether = str(Path(sys.executable).parent / "tether")
     errors = cwd / "stderr.txt"
     with errors.open("wb") as stderr:

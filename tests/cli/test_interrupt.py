@@ -4,7 +4,6 @@ once. The tools and the profile live in tests/cli/interrupt."""
 
 from __future__ import annotations
 
-import os
 import queue
 import re
 import shutil
@@ -31,6 +30,8 @@ from tether.store import (
     UserMessage,
 )
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal"),
@@ -312,7 +313,7 @@ def test_ctrl_c_during_a_model_request_aborts_the_turn(project):
 def test_ctrl_c_does_not_wait_for_a_continuable_child_and_aborts_its_turn(project):
     (project / "tether.toml").write_text(WITH_CHILD_PROFILE)
     # The first-party plugins spawn and subagent load through their entry points.
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     run = start(project, CHILD_NAPS, "go", env=env)
     try:
         run.wait_for("stdout", r"^\[nap call_1_1 started\]$")

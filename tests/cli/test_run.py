@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -16,6 +15,8 @@ from click.testing import CliRunner
 
 from tether.cli import cli
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 ROOT = Path(__file__).parents[2]
 QUICKSTART_OUTPUT = [
@@ -215,7 +216,7 @@ def test_the_readme_quickstart_command_runs(tmp_path):
         ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".tether")
     )
     args = shlex.split(command)[2:]  # drop "uv run": we are inside the environment already
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     result = subprocess.run(
         [sys.executable, "-m", "tether", *args[1:]],
         cwd=tmp_path,

@@ -20,6 +20,8 @@ from tether.cli import cli
 from tether.skills import SkillDefinition, render_skill_content
 from tether.testing import scaled, write_profile
 
+from ..processes import plugin_env
+
 # A local plugin (plugins/skillset.py): each entry of its `providers` setting becomes one skill
 # provider in the plugin instance's scope layer.
 SKILLSET = '''
@@ -563,7 +565,7 @@ def test_list_survives_an_alias_bomb_and_a_fifo(folders, tmp_path):
     if hasattr(os, "mkfifo"):
         (folders / "piped").mkdir()
         os.mkfifo(folders / "piped" / "SKILL.md")
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     tether = Path(sys.executable).parent / "tether"
     result = subprocess.run(
         [str(tether), "skills", "list", "--json"],

@@ -4,7 +4,6 @@ console script on scripted models (one script per agent), offline."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -15,6 +14,8 @@ from typing import Any
 import pytest
 
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 ROOT = Path(__file__).parents[2]
 PROMPT = "Write the launch note for the team."
@@ -30,7 +31,7 @@ RECEIPT = re.compile(
 
 def tether(example: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The console script, run in ``example``'s parent folder (first-party plugins on)."""
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     return subprocess.run(
         [str(Path(sys.executable).parent / "tether"), *args],
         cwd=example.parent,

@@ -10,7 +10,6 @@ works.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from tether.cli import cli
+
+from ..processes import plugin_env
 
 #: A local file that leaves a marker when its code runs.
 MARKED = """\
@@ -178,7 +179,7 @@ def test_mcp_list_offline_imports_no_project_code(repo):
         + f'args = ["{repo.parent / "marker"}"]\n',
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     done = subprocess.run(
         [sys.executable, "-m", "tether", "mcp", "list", "--offline"],
         cwd=repo,

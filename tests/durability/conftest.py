@@ -7,7 +7,6 @@ through the ``postgres`` plugin the profile loads).
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import sqlite3
@@ -27,6 +26,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from tether.errors import ErrorCode, StoreError
 from tether.store import Event, InboxAccepted, SessionStore, SQLiteStore, parse_event
 from tether.testing import scaled, tree_problems
+
+from ..processes import plugin_env
 
 T = TypeVar("T")
 
@@ -206,7 +207,7 @@ class Project:
         (self.folder / name).write_text(text)
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+        env = plugin_env()
         env["TETHER_TEST_MARKERS"] = str(self.markers)
         return env
 

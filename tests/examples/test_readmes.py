@@ -36,6 +36,8 @@ import pytest
 
 from tether.testing import scaled
 
+from ..processes import plugin_env
+
 ROOT = Path(__file__).parents[2]
 EXAMPLES = ROOT / "examples"
 NAMES = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -88,7 +90,7 @@ class Run:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+        self.env = plugin_env()
         scripts = str(Path(sys.executable).parent)
         self.env["PATH"] = os.pathsep.join([scripts, self.env.get("PATH", "")])
         self.values: dict[str, str] = {}

@@ -9,21 +9,16 @@ that never answers); a second process reopens the session on the same SQLite fil
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
 from tether.store import (
     AssistantMessage,
     GuardEvent,
     InboxAccepted,
-    SQLiteStore,
     ToolResult,
     TurnEnded,
     TurnStarted,
@@ -31,7 +26,7 @@ from tether.store import (
 )
 from tether.testing import scaled
 
-from ..subagents.conftest import wait_for_ready
+from ..processes import kill_at_ready, plugin_env, read_log
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
@@ -40,31 +35,10 @@ TIMEOUT = scaled(60.0)
 PROMPT = "write the report"
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-
-
 def _crash(db: Path, kind: str, tool: str) -> str:
     """The first process, killed once its check awaits: the session's id."""
-    errors = db.with_name("first.err")
-    with errors.open("w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "first", kind, tool, str(db)],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env=_env(),
-        )
-        try:
-            (session,) = wait_for_ready(process, TIMEOUT, errors)
-            process.send_signal(signal.SIGKILL)
-            assert process.wait(timeout=TIMEOUT) == -signal.SIGKILL
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+    command = [sys.executable, str(SCRIPT), "first", kind, tool, str(db)]
+    (session,) = kill_at_ready(command, TIMEOUT, db.with_name("first.err"))
     return session
 
 
@@ -75,22 +49,11 @@ def _restore(db: Path, kind: str, tool: str, session: str) -> list[list[str]]:
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_env(),
+        env=plugin_env(),
     )
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("ASKED "))
     return json.loads(line.removeprefix("ASKED "))
-
-
-def _events(db: Path, session: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = SQLiteStore(db)
-        try:
-            return [stored.event for stored in await store.events(session)]
-        finally:
-            await store.aclose()
-
-    return anyio.run(read)
 
 
 def _ran(db: Path) -> list[str]:
@@ -104,7 +67,7 @@ def test_killed_while_a_message_is_checked_its_turn_runs_again_checked(tmp_path)
     message accepted and unclaimed, and the restore runs it as a turn, checked again."""
     db = tmp_path / "sessions.db"
     session = _crash(db, "input", "note")
-    before = _events(db, session)
+    before = read_log(db, session)
     accepted = [e for e in before if isinstance(e, InboxAccepted)]
     assert [e.content for e in accepted] == [PROMPT]
     assert not [e for e in before if isinstance(e, (TurnStarted, UserMessage, AssistantMessage))]
@@ -112,7 +75,7 @@ def test_killed_while_a_message_is_checked_its_turn_runs_again_checked(tmp_path)
 
     asked = _restore(db, "input", "note", session)
 
-    events = _events(db, session)
+    events = read_log(db, session)
     assert events[: len(before)] == before  # the restore only appended
     starts = [e for e in events if isinstance(e, TurnStarted)]
     assert [(s.turn, s.message_id) for s in starts] == [(1, accepted[0].message_id)]
@@ -131,7 +94,7 @@ def test_killed_while_an_answer_is_checked_it_is_never_stored(tmp_path):
     restore closes the cut turn (``aborted``) without the answer, and nothing runs again."""
     db = tmp_path / "sessions.db"
     session = _crash(db, "output", "note")
-    before = _events(db, session)
+    before = read_log(db, session)
     assert [type(e).__name__ for e in before if isinstance(e, (AssistantMessage, ToolResult))] == [
         "AssistantMessage",
         "ToolResult",
@@ -140,7 +103,7 @@ def test_killed_while_an_answer_is_checked_it_is_never_stored(tmp_path):
 
     asked = _restore(db, "output", "note", session)
 
-    events = _events(db, session)
+    events = read_log(db, session)
     assert events[: len(before)] == before
     assert asked == []  # no new turn: the cut one was closed
     assert not [e for e in events if isinstance(e, AssistantMessage) and e.content]
@@ -157,7 +120,7 @@ def test_killed_while_a_tool_call_is_checked_the_call_never_runs_unchecked(tmp_p
     other call is closed unrun (the tool may or may not have run: here it never did)."""
     db = tmp_path / "sessions.db"
     session = _crash(db, "tool_call", tool)
-    before = _events(db, session)
+    before = read_log(db, session)
     assert [type(e).__name__ for e in before if isinstance(e, (TurnStarted, AssistantMessage))] == [
         "TurnStarted",
         "AssistantMessage",
@@ -166,7 +129,7 @@ def test_killed_while_a_tool_call_is_checked_the_call_never_runs_unchecked(tmp_p
 
     asked = _restore(db, "tool_call", tool, session)
 
-    events = _events(db, session)
+    events = read_log(db, session)
     assert events[: len(before)] == before
     (result,) = [e for e in events if isinstance(e, ToolResult)]
     (end,) = [e for e in events if isinstance(e, TurnEnded)]

@@ -7,7 +7,6 @@ with forwarded guardrails keeps them in its log, for every restore."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,12 +24,13 @@ from tether.subagents import SubagentStartRequest
 from tether.testing import make_kernel, scaled, write_profile
 
 from ..acp.test_provider import agent_table
+from ..processes import plugin_env
 from .conftest import Offers, Rule
 
 pytestmark = pytest.mark.anyio
 
 #: ``tether check`` finds the plugins by entry point, as a user's install does.
-ENV = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+ENV = plugin_env()
 
 
 def remote_profile(tmp_path: Path, turned_on: str, **settings: str) -> Path:

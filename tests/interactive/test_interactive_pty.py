@@ -18,6 +18,8 @@ import pytest
 from tether.store import SessionHeader, SQLiteStore
 from tether.testing import scaled
 
+from ..processes import plugin_env
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
 
 HERE = Path(__file__).parent
@@ -75,7 +77,7 @@ class Pty:
         self, folder: Path, *args: str, python: tuple[str, ...] = ("-m", "tether")
     ) -> None:
         master, slave = os.openpty()
-        env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+        env = plugin_env()
         env.update(
             PROMPT_TOOLKIT_NO_CPR="1",
             TERM="xterm",

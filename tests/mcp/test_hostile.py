@@ -6,7 +6,6 @@ SDK traceback reaches the terminal (``tether run`` in a subprocess)."""
 
 from __future__ import annotations
 
-import os
 import resource
 import selectors
 import subprocess
@@ -21,6 +20,7 @@ from tether.errors import PluginError
 from tether.runtime import Runtime
 from tether_mcp_client import connections
 
+from ..processes import plugin_env
 from .conftest import PATIENCE, call, calls, load, says, script, stdio, tool_messages, write_profile
 
 pytestmark = pytest.mark.anyio
@@ -135,7 +135,7 @@ def test_tether_run_prints_no_sdk_traceback_for_bad_answers(tmp_path: Path):
         [stdio("bad", HOSTILE, timeout=TIMEOUT)],
         extra='model = "scripted:script.toml"\n',
     )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "tether", "run", "go"],

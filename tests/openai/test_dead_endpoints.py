@@ -4,7 +4,6 @@ server's ``Retry-After`` honoured. Each runs ``tether run`` in a process of its 
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +18,8 @@ from tether.errors import ErrorCode, ModelError
 from tether.models import Message, ModelRequest
 from tether.testing import scaled
 from tether_openai import ChatCompletionsModel
+
+from ..processes import plugin_env
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).parents[2]
@@ -51,7 +52,7 @@ def quickstart(tmp_path: Path) -> Path:
 def run(profile: Path, spec: str) -> tuple[subprocess.CompletedProcess[str], float]:
     """``tether run --model spec`` in a process of its own; what it printed, and how long it
     took."""
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "tether", "run", "--profile", str(profile), "--model", spec, "hi"],

@@ -21,6 +21,8 @@ from tether.models import ModelProvider, resolve_model
 from tether.testing import make_kernel, scaled, write_profile
 from tether_openai import ChatCompletionsModel, Settings, split_compatible_spec
 
+from ..processes import plugin_env
+
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).parents[2]
 
@@ -265,7 +267,7 @@ def run_quickstart(
     shutil.copytree(
         ROOT / "examples", folder / "examples", ignore=shutil.ignore_patterns(".tether")
     )
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     profile = folder / "examples" / "quickstart" / "tether.toml"
     return subprocess.run(
         [sys.executable, *python, "-m", "tether", "run", "--profile", str(profile), *arguments],

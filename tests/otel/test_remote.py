@@ -10,7 +10,6 @@ Every span tether makes also carries the attributes the GenAI conventions requir
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from tether.testing import make_runtime, scaled, write_profile
 from ..a2a.test_provider import agent_table
 from ..a2a.test_serve import Server, free_port
 from ..acp.test_provider import delegating, mirror_events, tool_results
+from ..processes import plugin_env
 from .conftest import Recorded
 from .remote_peer import USAGE
 
@@ -135,7 +135,7 @@ async def delegate(profile: Path, folder: Path) -> tuple[Any, Any, list[Any]]:
 async def stats(profile: Path, session_id: str) -> tuple[Any, str]:
     """``tether sessions stats --tree`` of ``session_id``, run as a user runs it (plugins found
     by their entry points): its JSON, and its table."""
-    environment = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    environment = plugin_env()
     base = [str(TETHER), "sessions", "stats", session_id, "--tree", "--profile", str(profile)]
     said: list[str] = []
     for command in ([*base, "--json"], base):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 DISTS = Path(__file__).parent.parent / "fixtures" / "dists"
 
@@ -46,7 +47,7 @@ def command_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _runner(venv: Path, tmp_path: Path) -> RunTether:
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     env.pop("TETHER_TRACE_PLUGINS", None)
     env.pop("TETHER_DEBUG", None)
 

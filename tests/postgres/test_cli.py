@@ -3,7 +3,6 @@ process ran, another lists, shows and continues."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 ROOT = Path(__file__).parents[2]
 TIMEOUT = scaled(120.0)
@@ -35,7 +36,7 @@ def profile(tmp_path, postgres_url) -> Path:
 
 
 def tether(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     return subprocess.run(
         [sys.executable, "-m", "tether", *args],
         cwd=cwd,

@@ -7,9 +7,6 @@ closable model, also when the block raised; a second host is refused by the leas
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -32,7 +29,7 @@ from tether.store import (
 )
 from tether.testing import log_problems, make_kernel, scaled, tree_problems, write_profile
 
-from ..subagents.conftest import wait_for_ready
+from ..processes import kill_at_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -245,23 +242,8 @@ async def test_hold_with_recover_picks_up_a_crashed_continuable_child_and_settle
     # A real process starts a continuable child whose first turn never ends, sends it two
     # follow-ups and is killed; holding its parent here with recover=True runs them.
     db = tmp_path / "s.db"
-    process = subprocess.Popen(
-        [sys.executable, str(CRASH_SCRIPT), "first", str(db)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"},
-    )
-    try:
-        parent_id, child_id, *_ = wait_for_ready(process, TIMEOUT)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+    command = [sys.executable, str(CRASH_SCRIPT), "first", str(db)]
+    parent_id, child_id, *_ = kill_at_ready(command, TIMEOUT)
 
     def answer(request: ModelRequest) -> str:
         last = request.messages[-1].content

@@ -8,11 +8,7 @@ at the request's last message.
 from __future__ import annotations
 
 import json
-import selectors
-import subprocess
-import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -176,25 +172,3 @@ async def wait_for(predicate, timeout: float = 5.0) -> None:
     with anyio.fail_after(scaled(timeout)):
         while not predicate():
             await anyio.sleep(0.005)
-
-
-def wait_for_ready(
-    process: subprocess.Popen[str], timeout: float, errors: Path | None = None
-) -> list[str]:
-    """The words after ``READY`` on the first such line the process prints (fails on a
-    timeout, or when the process exits first: with what it wrote to ``errors``, if given)."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=max(deadline - time.monotonic(), 0.01)):
-                continue
-            line = process.stdout.readline()
-            if not line:
-                code = process.wait()
-                said = f": {errors.read_text()}" if errors is not None else ""
-                raise AssertionError(f"the first process exited early ({code}){said}")
-            if line.startswith("READY "):
-                return line.split()[1:]
-    raise AssertionError("the first process never reported READY")

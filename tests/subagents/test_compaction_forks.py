@@ -19,8 +19,6 @@ test runs this module as a script (``python -m tests.subagents.test_compaction_f
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -57,7 +55,8 @@ from tether.store.replay import fold
 from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_kernel, scaled, tree_problems, write_profile
 
-from .conftest import Answer, delegate, wait_for_ready
+from ..processes import kill_at_ready, plugin_env
+from .conftest import Answer, delegate
 
 pytestmark = pytest.mark.anyio
 
@@ -393,10 +392,6 @@ async def second(db: Path, session_id: str, seen: Path) -> None:
     seen.write_text(json.dumps([[r.purpose, dumped(r.messages)] for r in requests]))
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-
-
 def _messages(dumps: list[str]) -> list[Message]:
     return [Message.model_validate_json(text) for text in dumps]
 
@@ -428,25 +423,8 @@ def test_a_session_killed_right_after_a_compaction_resumes_with_the_folded_view(
     db = tmp_path / "sessions.db"
     hung = tmp_path / "hung.json"
     errors = tmp_path / "first.err"
-    with errors.open("w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", MODULE, "first", str(db), str(hung)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env=_env(),
-        )  # the child keeps its own copy of the file
-    try:
-        (session_id,) = wait_for_ready(process, TIMEOUT, errors)
-        process.send_signal(signal.SIGKILL)
-        assert process.wait(timeout=TIMEOUT) == -signal.SIGKILL
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+    command = [sys.executable, "-m", MODULE, "first", str(db), str(hung)]
+    (session_id,) = kill_at_ready(command, TIMEOUT, errors, cwd=ROOT)
 
     # The compaction is the last thing the killed process stored.
     log = _read_log(db, session_id)
@@ -469,7 +447,7 @@ def test_a_session_killed_right_after_a_compaction_resumes_with_the_folded_view(
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_env(),
+        env=plugin_env(),
     )
     assert done.returncode == 0, done.stderr
     ((purpose, sent),) = json.loads(resumed.read_text())

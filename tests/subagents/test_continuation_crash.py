@@ -8,27 +8,22 @@ acknowledged, and is killed with SIGKILL. A second process reopens the store and
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
 from tether.store import (
     AssistantMessage,
     InboxAccepted,
-    SQLiteStore,
     TurnEnded,
     TurnStarted,
     UserMessage,
 )
 from tether.testing import scaled
 
-from .conftest import wait_for_ready
+from ..processes import kill_at_ready, plugin_env, read_log
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
@@ -36,29 +31,11 @@ SCRIPT = Path(__file__).with_name("crash_parent.py")
 TIMEOUT = scaled(60.0)
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
-
-
 def _crash(db: Path, mode: str = "first") -> tuple[str, str, list[str]]:
     """Run the first process until READY, then SIGKILL it: ``(parent, child, follow-up ids)``."""
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), mode, str(db)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=_env(),
+    parent, child, *follow_ups = kill_at_ready(
+        [sys.executable, str(SCRIPT), mode, str(db)], TIMEOUT
     )
-    try:
-        parent, child, *follow_ups = wait_for_ready(process, TIMEOUT)
-        process.send_signal(signal.SIGKILL)
-        assert process.wait(timeout=TIMEOUT) == -signal.SIGKILL
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
     return parent, child, follow_ups
 
 
@@ -69,22 +46,11 @@ def _restart(db: Path, parent: str) -> list[list[str]]:
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_env(),
+        env=plugin_env(),
     )
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("RECOVERED "))
     return json.loads(line.removeprefix("RECOVERED "))
-
-
-def _events(db: Path, session_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = SQLiteStore(db)
-        try:
-            return [stored.event for stored in await store.events(session_id)]
-        finally:
-            await store.aclose()
-
-    return anyio.run(read)
 
 
 @pytest.fixture
@@ -97,7 +63,7 @@ def crashed(tmp_path):
 
 def test_after_sigkill_every_accepted_follow_up_runs_exactly_once(crashed):
     db, parent, child, follow_ups = crashed
-    before = _events(db, child)
+    before = read_log(db, child)
     # What the killed process left: the first turn open, both follow-ups accepted, unclaimed.
     assert [e.message_id for e in before if isinstance(e, InboxAccepted)][1:] == follow_ups
     assert not [e for e in before if isinstance(e, TurnEnded)]
@@ -108,7 +74,7 @@ def test_after_sigkill_every_accepted_follow_up_runs_exactly_once(crashed):
     assert again == []
     assert after == []
 
-    events = _events(db, child)
+    events = read_log(db, child)
     assert events[: len(before)] == before  # the restart only appended
     first_prompt = next(e for e in before if isinstance(e, UserMessage))
     # The crashed turn is closed by the repair, and its message is not run again.
@@ -144,7 +110,7 @@ def test_after_sigkill_every_accepted_follow_up_runs_exactly_once(crashed):
     # The parent was told once that the child settled, with its closing message.
     notices = [
         e
-        for e in _events(db, parent)
+        for e in read_log(db, parent)
         if isinstance(e, UserMessage) and e.source.kind == "notice" and e.source.sender == child
     ]
     assert len(notices) == 1
@@ -155,13 +121,13 @@ def test_after_sigkill_every_accepted_follow_up_runs_exactly_once(crashed):
 def test_a_second_restart_after_recovery_runs_nothing_again(crashed):
     db, parent, child, _ = crashed
     _restart(db, parent)
-    child_log, parent_log = _events(db, child), _events(db, parent)
+    child_log, parent_log = read_log(db, child), read_log(db, parent)
 
     restored, again, after = _restart(db, parent)
 
     assert (restored, again, after) == ([], [], [])
-    assert _events(db, child) == child_log
-    assert _events(db, parent) == parent_log
+    assert read_log(db, child) == child_log
+    assert read_log(db, parent) == parent_log
 
 
 def test_after_sigkill_a_grandchilds_accepted_follow_up_runs_exactly_once(tmp_path):
@@ -171,14 +137,14 @@ def test_after_sigkill_a_grandchilds_accepted_follow_up_runs_exactly_once(tmp_pa
     assert restored == [child, grandchild]  # the child is restored to host its grandchild
     assert again == []
     assert after == []
-    events = _events(db, grandchild)
+    events = read_log(db, grandchild)
     claims = [e for e in events if isinstance(e, UserMessage)]
     assert [c.content for c in claims] == ["the first task", "deep"]
     assert [c.message_id for c in claims if c.content == "deep"] == [message_id]
     ends = [e.stop_reason for e in events if isinstance(e, TurnEnded)]
     assert ends == ["aborted", "completed"]
     # The grandchild's notice woke the child, whose own notice reached the parent.
-    child_claims = [e.content for e in _events(db, child) if isinstance(e, UserMessage)]
+    child_claims = [e.content for e in read_log(db, child) if isinstance(e, UserMessage)]
     assert child_claims[-1].startswith(f"Background subagent {grandchild} finished")
-    parent_claims = [e.content for e in _events(db, parent) if isinstance(e, UserMessage)]
+    parent_claims = [e.content for e in read_log(db, parent) if isinstance(e, UserMessage)]
     assert parent_claims[-1].startswith(f"Background subagent {child} finished")

@@ -6,7 +6,6 @@ anyone)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ import pytest
 
 from tether.store import SQLiteStore
 from tether.testing import scaled
+
+from ..processes import plugin_env
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +80,7 @@ def project(tmp_path: Path) -> Path:
 
 def tether(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m tether ARGS`` in ``project``, with the installed first-party plugins."""
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+    env = plugin_env()
     return subprocess.run(
         [sys.executable, "-m", "tether", *args],
         cwd=project,

@@ -21,6 +21,8 @@ from typing import Any
 import anyio
 import pytest
 
+from ..processes import plugin_env
+
 #: Generous: the suite must pass on a busy 2-core machine.
 TIMEOUT = 90.0
 PROJECT = Path(__file__).with_name("project")
@@ -177,7 +179,7 @@ class Cluster:
         (self.folder / "script.toml").write_text(text)
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "TETHER_DISABLE_PLUGIN_AUTOLOAD"}
+        env = plugin_env()
         env["TETHER_TEST_MARKERS"] = str(self.markers)
         return env
 
