@@ -7,15 +7,24 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import pytest
 
 from tether.store import Event, SQLiteStore
 
-__all__ = ("kill_at_ready", "plugin_env", "read_log", "wait_for_ready")
+__all__ = ("kill_at_ready", "needs_sigint", "plugin_env", "read_log", "wait_for_ready")
+
+#: For a test that sends SIGINT (Ctrl-C) to a process it started: skipped where SIGINT is
+#: ignored (a shell's background job), as the process inherits that, or is not a signal.
+needs_sigint = pytest.mark.skipif(
+    sys.platform == "win32" or signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
+    reason="SIGINT is ignored here, so the processes the tests start ignore it (or not POSIX)",
+)
 
 
 def plugin_env() -> dict[str, str]:

@@ -21,7 +21,7 @@ from tether.store import DescriptorEvent, SQLiteStore, TurnEnded
 from tether.subagents import SubagentStartRequest
 from tether.testing import scaled
 
-from ..processes import plugin_env
+from ..processes import needs_sigint, plugin_env
 from .test_provider import PEERS, agent_table, alive, build, delegating, prompt_in_flight
 
 pytestmark = pytest.mark.anyio
@@ -73,10 +73,7 @@ async def test_cancelling_a_child_still_in_initialize_leaves_no_task_behind(tmp_
     assert not alive(json.loads(pids.read_text())["pid"])
 
 
-@pytest.mark.skipif(
-    signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
-    reason="SIGINT is ignored here, so the tether processes started by the tests ignore it",
-)
+@needs_sigint
 def test_ctrl_c_while_a_child_is_in_initialize_exits_cleanly(tmp_path):
     marker, pids = tmp_path / "initialize", tmp_path / "pids.json"
     peer = [str(PEERS / "slow.py"), "--stall-initialize", str(marker), "--pid-file", str(pids)]

@@ -31,15 +31,9 @@ from tether.store import (
 )
 from tether.testing import scaled
 
-from ..processes import plugin_env
+from ..processes import needs_sigint, plugin_env
 
-pytestmark = [
-    pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal"),
-    pytest.mark.skipif(
-        signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
-        reason="SIGINT is ignored here, so the tether processes started by the tests ignore it",
-    ),
-]
+pytestmark = needs_sigint
 
 HERE = Path(__file__).parent / "interrupt"
 #: Generous bounds for a busy two-core machine: starting Python and tether, and stopping.

@@ -41,6 +41,8 @@ from tether.store import AssistantMessage, MemoryStore
 from tether.subagents.notices import DELEGATION_NOTE
 from tether.testing import make_kernel, scaled, write_profile
 
+from ..processes import needs_sigint
+
 #: Generous: the suite runs on a busy 2-core machine.
 TIMEOUT = scaled(60.0)
 #: Five pieces of five characters each: ScriptedModel cuts the text into equal pieces.
@@ -94,10 +96,6 @@ async def flaky(request):
 """
 
 needs_pty = pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-needs_sigint = pytest.mark.skipif(
-    sys.platform == "win32" or signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
-    reason="SIGINT is ignored here (or is not a POSIX signal)",
-)
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tether.testing import scaled
+
+from ..processes import needs_sigint
 
 HERE = Path(__file__).parent
 DEADLINE = scaled(60.0)
@@ -73,7 +73,7 @@ def test_an_unknown_slash_command_sends_nothing(tmp_path: Path) -> None:
     assert "> /nosuch" not in done.stdout  # nothing was sent
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
+@needs_sigint
 def test_ctrl_c_in_a_piped_run_stops_as_tether_run_does(tmp_path: Path) -> None:
     (tmp_path / "plugins").mkdir()
     shutil.copy(HERE / "plugins" / "gates.py", tmp_path / "plugins" / "gates.py")
