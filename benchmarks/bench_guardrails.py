@@ -22,12 +22,16 @@ Two ways:
 
 * **warm**: turns back to back (3,000 rounds after 300 of warm-up): the code's own cost;
 * **paced**: 600 rounds with turns 20 ms apart, idle in between as between a real model's
-  turns, when the caches have gone cold: what a user's turn pays. Its noise is larger.
+  turns, when the caches have cooled: what a user's turn pays. Its noise (the control's
+  difference) is of the budget's order on a shared two-core machine, from one run to the next
+  (a turn idle 20 ms may find its caches anywhere from warm to taken by other work), so it is
+  reported, not judged.
 
 The figures are medians of CPU time (``time.process_time``) per turn; a guardrail's cost per
 item is the difference from ``none`` divided by the items it checked. Exits 1 when the
-allow-all guardrail costs more than the budget per item, warm, or paced beyond the paced
-run's own noise (the control's difference).
+allow-all guardrail costs more than the budget per item, warm. ``valgrind --tool=callgrind``
+on a run of each agent gives the same cost in instructions, which no load moves (docs/
+guardrails.md, "What it costs").
 """
 
 from __future__ import annotations
@@ -180,14 +184,16 @@ def main() -> int:
     for way, (turns, warmup, gap) in ways.items():
         got = figures(way, turns, warmup, gap)
         allow, noise = got["allow_us_per_item"], got["noise_us_per_item"]
-        within = allow <= BUDGET_US if way == "warm" else allow <= BUDGET_US + abs(noise)
-        ok = ok and within
+        within = allow <= BUDGET_US
+        if way == "warm":
+            ok = within
         print(json.dumps({"way": way, "turns": turns, "gap_s": gap, **got}))
         print(
             f"{way}: turn {got['turn_us']:.1f} µs CPU without guardrails; an allow-all "
             f"guardrail on every kind {allow:+.2f} µs per item (budget {BUDGET_US:.0f} µs, "
             f"noise {noise:+.2f}): "
             + ("ok" if within else "OVER BUDGET")
+            + ("" if way == "warm" else " (reported, not judged)")
             + f"; pii and no-secrets {got['pii_us_per_item']:+.2f} µs per item; an awaited "
             f"input check {got['awaited_us_per_turn']:+.1f} µs per turn"
         )
