@@ -147,3 +147,20 @@ cases:
     ran = run_eval(quickstart, "cases.yaml", "--json")
     assert ran.code == 0, ran.stdout + ran.stderr
     assert ran.case("names the owner")["passed"] is True
+
+
+def test_a_script_outside_the_datasets_folder_is_refused(quickstart: Path, tmp_path: Path):
+    """A dataset in a cloned repository cannot point its scripted model at a file elsewhere:
+    the profile's rule (docs/trust.md) holds for a dataset's folder too, nothing runs."""
+    outside = tmp_path / "elsewhere.toml"
+    outside.write_text('[[steps]]\ntext = "hi"\n', encoding="utf-8")
+    (quickstart / "cases.toml").write_text(
+        f'[eval]\nmodel = "scripted:{outside}"\n' + CASE, encoding="utf-8"
+    )
+    ran = run_eval(quickstart, "cases.toml")
+    assert ran.code == 2, ran.stdout + ran.stderr
+    assert ran.stdout == ""
+    (line,) = ran.stderr.splitlines()
+    assert line.startswith(f'ERROR: case "lists" model names {outside}, outside ')
+    assert f'allow_outside = ["{outside}"]' in line
+    assert line.endswith("[PATH_OUTSIDE_FOLDER]")

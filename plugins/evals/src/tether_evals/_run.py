@@ -124,6 +124,8 @@ def check_against_profile(
         else:
             spec, base = case.model or dataset.eval.model, dataset.folder
         if spec is not None:
+            if model is None:
+                _script_inside(kernel, dataset, spec, f'case "{case.name}" model')
             try:
                 find_model_provider(spec, runtime.preset(name).model_providers)
             except TetherError as exc:
@@ -137,6 +139,7 @@ def check_against_profile(
         judge = case.expect.judge
         if judge is not None:
             judge_spec = judge.model or dataset.eval.judge or ""
+            _script_inside(kernel, dataset, judge_spec, f'case "{case.name}" expect.judge')
             try:
                 find_model_provider(judge_spec, runtime.preset(name).model_providers)
             except TetherError as exc:
@@ -148,6 +151,19 @@ def check_against_profile(
                 ) from None
         plans.append(CasePlan(case, name, spec, base))
     return plans
+
+
+def _script_inside(kernel: Kernel, dataset: Dataset, spec: str, key: str) -> None:
+    """A ``scripted:`` file a dataset names must be inside the dataset's folder, as a profile's
+    must be inside the profile's (``PATH_OUTSIDE_FOLDER`` names the fix; the profile the user
+    runs may allow it with ``[tether] allow_outside``, docs/trust.md): a cloned repository's
+    dataset cannot make the scripted model read a file elsewhere."""
+    if not spec.startswith("scripted:"):
+        return
+    path = Path(spec.removeprefix("scripted:"))
+    kernel.profile.boundary.check(
+        dataset.folder / path, folder=dataset.folder, file=dataset.path, key=key
+    )
 
 
 async def run_cases(
