@@ -46,3 +46,12 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     sqlite = SQLiteStore(tmp_path / "sessions.db")
     yield sqlite
     await sqlite.aclose()
+
+
+@pytest.fixture
+def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the recorder guardrail (``routes/recorder.py``) writes what it was asked, in this
+    process and in the child processes, which inherit ``GUARD_RECORD``."""
+    path = tmp_path / "record.jsonl"
+    monkeypatch.setenv("GUARD_RECORD", str(path))
+    return path

@@ -8,63 +8,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 import tether_a2a
-from tether.models import FunctionModel, ModelRequest, ModelResponse
-from tether.runtime import compose_agent
 from tether.store import GuardEvent, SQLiteStore
-from tether.subagents import SubagentStartRequest
-from tether.testing import make_runtime, scaled, write_profile
+from tether.testing import make_runtime, write_profile
 
 from ..a2a.test_serve import Server, free_port
+from .remote import child_profile as child_profile_on
+from .remote import delegate, records, with_recorder
 
 pytestmark = pytest.mark.anyio
 
-ROUTES = Path(__file__).parent / "routes"
-TIMEOUT = scaled(60.0)
-
-
-def with_recorder(folder: Path) -> Path:
-    """``folder`` (a profile's), with the recorder guardrail as a local plugin in ``plugins``."""
-    (folder / "plugins").mkdir(parents=True)
-    shutil.copy(ROUTES / "recorder.py", folder / "plugins" / "recorder.py")
-    return folder
-
 
 def served_profile(tmp_path: Path, *, offers: bool = True) -> Path:
-    """A tether that delegates to spawn children three levels deep, offering (not turning on)
-    the recorder guardrail; served by ``tether a2a serve``."""
-    folder = with_recorder(tmp_path / "child")
-    shutil.copy(ROUTES / "levels.py", folder / "levels.py")
-    plugins = '["spawn", "subagent", "recorder"]' if offers else '["spawn", "subagent"]'
-    return write_profile(
-        folder,
-        f"""
-[tether]
-store = "sqlite:served.db"
-plugins = {plugins}
-plugin_dirs = ["plugins"]
-[plugin.subagent]
-max_depth = 5
-[agent.main]
-description = "Goes three levels deep."
-model = "function:levels:answer"
-""",
-    )
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "record.jsonl"
-    monkeypatch.setenv("GUARD_RECORD", str(path))
-    return path
+    """The child tether, served by ``tether a2a serve``."""
+    extra = 'description = "Goes three levels deep."'
+    return child_profile_on(tmp_path, store="sqlite:served.db", extra=extra, offers=offers)
 
 
 @pytest.fixture
@@ -101,32 +65,6 @@ guardrails = "forward"
 """,
     )
     return make_runtime(profile, {"a2a": tether_a2a})
-
-
-def quiet(request: ModelRequest) -> ModelResponse | str:
-    return "noted"
-
-
-async def delegate(runtime: Any, db: Path) -> Any:
-    store = SQLiteStore(db)
-    try:
-        with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(runtime, store, model=FunctionModel(quiet))
-            async with parent:
-                run = await runtime.subagents.start(
-                    "tether-child", SubagentStartRequest("level 1", parent)
-                )
-                result = await run.result()
-                await run.dispose()
-    finally:
-        await store.aclose()
-    return result
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 async def test_a_forwarded_guardrail_checks_a_served_tether_three_levels_down(

@@ -8,54 +8,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
 import tether_acp
-from tether.models import FunctionModel, ModelRequest, ModelResponse
-from tether.runtime import compose_agent
 from tether.store import GuardEvent, SQLiteStore
-from tether.subagents import SubagentStartRequest
-from tether.testing import make_runtime, scaled, write_profile
+from tether.testing import make_runtime, write_profile
+
+from .remote import child_profile as child_profile_on
+from .remote import delegate, records, with_recorder
 
 pytestmark = pytest.mark.anyio
 
 TETHER = Path(sys.executable).parent / "tether"
-ROUTES = Path(__file__).parent / "routes"
-TIMEOUT = scaled(60.0)
-
-
-def with_recorder(folder: Path) -> Path:
-    """``folder`` (a profile's), with the recorder guardrail as a local plugin in ``plugins``."""
-    (folder / "plugins").mkdir(parents=True)
-    shutil.copy(ROUTES / "recorder.py", folder / "plugins" / "recorder.py")
-    return folder
 
 
 def child_profile(tmp_path: Path, *, offers: bool = True) -> Path:
-    """A tether that delegates to spawn children three levels deep, offering (not turning on)
-    the recorder guardrail; served by ``tether acp``."""
-    folder = with_recorder(tmp_path / "child")
-    shutil.copy(ROUTES / "levels.py", folder / "levels.py")
-    plugins = '["spawn", "subagent", "recorder"]' if offers else '["spawn", "subagent"]'
-    return write_profile(
-        folder,
-        f"""
-[tether]
-store = "sqlite:.tether/sessions.db"
-plugins = {plugins}
-plugin_dirs = ["plugins"]
-[plugin.subagent]
-max_depth = 5
-[agent.main]
-model = "function:levels:answer"
-""",
-    )
+    """The child tether, served by ``tether acp``."""
+    return child_profile_on(tmp_path, store="sqlite:.tether/sessions.db", offers=offers)
 
 
 def parent_runtime(tmp_path: Path, child: Path, setting: str = 'guardrails = "forward"'):
@@ -76,39 +48,6 @@ env = {{ TETHER_DISABLE_PLUGIN_AUTOLOAD = "0" }}
 """,
     )
     return make_runtime(profile, {"acp": tether_acp})
-
-
-def quiet(request: ModelRequest) -> ModelResponse | str:
-    return "noted"
-
-
-async def delegate(runtime, db: Path):
-    store = SQLiteStore(db)
-    try:
-        with anyio.fail_after(TIMEOUT):
-            parent = await compose_agent(runtime, store, model=FunctionModel(quiet))
-            async with parent:
-                run = await runtime.subagents.start(
-                    "tether-child", SubagentStartRequest("level 1", parent)
-                )
-                result = await run.result()
-                await run.dispose()
-    finally:
-        await store.aclose()
-    return result
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "record.jsonl"
-    monkeypatch.setenv("GUARD_RECORD", str(path))  # the child processes inherit it
-    return path
 
 
 async def test_a_forwarded_guardrail_checks_a_tether_child_three_levels_down(tmp_path, record):
