@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -182,3 +183,20 @@ def postgres_url(postgres_database: str) -> str:
     with psycopg.connect(postgres_database, autocommit=True) as db:
         db.execute(f'CREATE SCHEMA "{schema}"'.encode())
     return f"{postgres_database}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def processes() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
+    """Keeps the processes a test starts (``processes(Popen(...))``); any still running at its
+    end is killed: nothing outlives its test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def keep(process: subprocess.Popen[str]) -> subprocess.Popen[str]:
+        started.append(process)
+        return process
+
+    yield keep
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

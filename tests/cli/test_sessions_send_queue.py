@@ -6,15 +6,14 @@ no sender is refused because another one got there first."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.durability.conftest import PROJECT, TIMEOUT, Project, kill, wait_for
+from tests.durability.conftest import TIMEOUT, Project, kill, new_project, wait_for
 from tether.store import InboxAccepted, TurnEnded, TurnStarted, UserMessage
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
@@ -98,41 +97,11 @@ async def answer(request):
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def project(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Project]:
-    folder = tmp_path / "project"
-    shutil.copytree(PROJECT, folder)
-    plugins = ["work", "spawn", "subagent"]
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("postgres_url")
-        made = Project(folder, postgres_url=url)
-        plugins.append("postgres")
-        spec = url
-    else:
-        made = Project(folder)
-        spec = "sqlite:.tether/sessions.db"
-    (folder / "tether.toml").write_text(
-        PROFILE.format(plugins=", ".join(f'"{p}"' for p in plugins), store=spec)
-    )
-    (folder / "replies.py").write_text(REPLIES)
-    (folder / "gated.py").write_text(GATED_REPLIES)
-    made.markers.mkdir()
+    made = new_project(tmp_path, request, request.param, ["work", "spawn", "subagent"], PROFILE)
+    (made.folder / "replies.py").write_text(REPLIES)
+    (made.folder / "gated.py").write_text(GATED_REPLIES)
     yield made
     made.close()
-
-
-@pytest.fixture
-def processes() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
-    """Keeps the processes a test starts; any still running at its end is killed."""
-    started: list[subprocess.Popen[str]] = []
-
-    def keep(process: subprocess.Popen[str]) -> subprocess.Popen[str]:
-        started.append(process)
-        return process
-
-    yield keep
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def settled_child(project: Project) -> tuple[str, str]:

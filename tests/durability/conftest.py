@@ -283,6 +283,33 @@ def postgres_store(url: str) -> SessionStore:
     return PostgresStore(url)
 
 
+def new_project(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    store: str,
+    plugins: list[str],
+    profile: str,
+    **values: str,
+) -> Project:
+    """A copy of the test project in ``tmp_path/project`` whose ``tether.toml`` is ``profile``
+    formatted with ``plugins`` (and ``postgres`` on that store), ``store`` (a spec: a SQLite
+    file in the project, or a PostgreSQL schema of the test's own) and ``values``."""
+    folder = tmp_path / "project"
+    shutil.copytree(PROJECT, folder)
+    if store == "postgres":
+        url: str = request.getfixturevalue("postgres_url")  # a schema of its own
+        project = Project(folder, postgres_url=url)
+        plugins = [*plugins, "postgres"]
+        spec = url
+    else:
+        project = Project(folder)
+        spec = "sqlite:.tether/sessions.db"
+    listed = ", ".join(f'"{p}"' for p in plugins)
+    (folder / "tether.toml").write_text(profile.format(plugins=listed, store=spec, **values))
+    project.markers.mkdir()
+    return project
+
+
 @pytest.fixture
 def store(request: pytest.FixtureRequest) -> str:
     """The store a project runs on: SQLite, unless the test runs ``@on_both_stores``."""
@@ -297,24 +324,10 @@ def make_project(
     projects: list[Project] = []
 
     def make(background: str = "continuable") -> Project:
-        folder = tmp_path / "project"
-        shutil.copytree(PROJECT, folder)
-        plugins = ["work", "spawn", "subagent"]
-        if store == "postgres":
-            url: str = request.getfixturevalue("postgres_url")  # a schema of its own
-            project = Project(folder, postgres_url=url)
-            plugins.append("postgres")
-            spec = url
-        else:
-            project = Project(folder)
-            spec = "sqlite:.tether/sessions.db"
-        projects.append(project)
-        (folder / "tether.toml").write_text(
-            PROFILE.format(
-                plugins=", ".join(f'"{p}"' for p in plugins), store=spec, background=background
-            )
+        project = new_project(
+            tmp_path, request, store, ["work", "spawn", "subagent"], PROFILE, background=background
         )
-        project.markers.mkdir()
+        projects.append(project)
         original = project.start
 
         def start(*args: str) -> subprocess.Popen[str]:

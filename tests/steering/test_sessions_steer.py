@@ -5,15 +5,14 @@ PostgreSQL, whose mailbox and leases differ)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.durability.conftest import PROJECT, TIMEOUT, Project, wait_for
+from tests.durability.conftest import TIMEOUT, Project, new_project, wait_for
 from tether.store import AssistantMessage, InboxAccepted, ToolResult, TurnEnded, UserMessage
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
@@ -44,40 +43,10 @@ def answer(request):
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def project(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Project]:
-    folder = tmp_path / "project"
-    shutil.copytree(PROJECT, folder)
-    plugins = ["work"]
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("postgres_url")
-        made = Project(folder, postgres_url=url)
-        plugins.append("postgres")
-        spec = url
-    else:
-        made = Project(folder)
-        spec = "sqlite:.tether/sessions.db"
-    (folder / "tether.toml").write_text(
-        PROFILE.format(plugins=", ".join(f'"{p}"' for p in plugins), store=spec)
-    )
-    (folder / "steered.py").write_text(STEERED)
-    made.markers.mkdir()
+    made = new_project(tmp_path, request, request.param, ["work"], PROFILE)
+    (made.folder / "steered.py").write_text(STEERED)
     yield made
     made.close()
-
-
-@pytest.fixture
-def processes() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
-    """Keeps the processes a test starts; any still running at its end is killed."""
-    started: list[subprocess.Popen[str]] = []
-
-    def keep(process: subprocess.Popen[str]) -> subprocess.Popen[str]:
-        started.append(process)
-        return process
-
-    yield keep
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
