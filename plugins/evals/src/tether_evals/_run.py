@@ -109,12 +109,8 @@ def check_against_profile(
         try:
             name = resolve_agent_name(kernel, requested)
         except TetherError as exc:
-            raise ProfileError(
-                ErrorCode.DATASET_INVALID,
-                f'eval dataset case "{case.name}": {exc.message}',
-                where=f"{dataset.path}, {where}, agent",
-                remedy=exc.remedy or "name an agent of the profile",
-            ) from None
+            fix = "name an agent of the profile"
+            raise _case_error(dataset, case, exc, f"{where}, agent", fix) from None
         # --model replaces every case's model and script (a rerun on another model); a case's
         # script replaces the dataset's model.
         if model is not None:
@@ -130,12 +126,7 @@ def check_against_profile(
                 find_model_provider(spec, runtime.preset(name).model_providers)
             except TetherError as exc:
                 key = "--model" if model is not None else "model"
-                raise ProfileError(
-                    ErrorCode.DATASET_INVALID,
-                    f'eval dataset case "{case.name}": {exc.message}',
-                    where=f"{dataset.path}, {where}, {key}",
-                    remedy=exc.remedy or "use a model spec the profile's plugins offer",
-                ) from None
+                raise _case_error(dataset, case, exc, f"{where}, {key}", OFFERED) from None
         judge = case.expect.judge
         if judge is not None:
             judge_spec = judge.model or dataset.eval.judge or ""
@@ -143,14 +134,26 @@ def check_against_profile(
             try:
                 find_model_provider(judge_spec, runtime.preset(name).model_providers)
             except TetherError as exc:
-                raise ProfileError(
-                    ErrorCode.DATASET_INVALID,
-                    f'eval dataset case "{case.name}": judge: {exc.message}',
-                    where=f"{dataset.path}, {where}, expect.judge",
-                    remedy=exc.remedy or "use a model spec the profile's plugins offer",
-                ) from None
+                at = f"{where}, expect.judge"
+                raise _case_error(dataset, case, exc, at, OFFERED, "judge: ") from None
         plans.append(CasePlan(case, name, spec, base))
     return plans
+
+
+#: The fix of a model spec no plugin of the profile serves, when the error names none.
+OFFERED = "use a model spec the profile's plugins offer"
+
+
+def _case_error(
+    dataset: Dataset, case: Case, exc: TetherError, where: str, remedy: str, what: str = ""
+) -> ProfileError:
+    """``DATASET_INVALID`` for ``case``: ``exc``'s message, where in the dataset, its fix."""
+    return ProfileError(
+        ErrorCode.DATASET_INVALID,
+        f'eval dataset case "{case.name}": {what}{exc.message}',
+        where=f"{dataset.path}, {where}",
+        remedy=exc.remedy or remedy,
+    )
 
 
 def _script_inside(kernel: Kernel, dataset: Dataset, spec: str, key: str) -> None:
